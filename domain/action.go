@@ -1,0 +1,253 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"regexp"
+	"time"
+)
+
+// Limits on a policy's values.
+const (
+	MaxRefLen           = 100
+	MaxConcurrentLimit  = 100_000
+	MaxQueueLengthLimit = 10_000_000
+	MaxTimeoutSeconds   = 7 * 24 * 3600
+	MaxAttemptsLimit    = 100
+)
+
+// Policy defaults, applied by Policy.WithDefaults to fields left at zero.
+const (
+	DefaultMaxConcurrent        = 1
+	DefaultMaxQueueLength       = 10_000
+	DefaultTimeoutSeconds       = 3600
+	DefaultScheduledTimeoutSecs = 300
+	DefaultMaxAttempts          = 3
+)
+
+// On-limit behaviours: what a request does when the queue is full or the rate
+// limit is reached.
+const (
+	OnLimitQueue  = "queue"  // wait (rate limit: wait for the window; queue full: still rejected)
+	OnLimitReject = "reject" // reject at once when no slot is free right now
+)
+
+var refPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+
+// RateLimit allows Count grants per PerSeconds window.
+type RateLimit struct {
+	Count      int     `json:"count"`
+	PerSeconds float64 `json:"per_seconds"`
+}
+
+// Policy is an action's definition: its runner and its concurrency policy.
+// Zero values mean "default" (see WithDefaults); Validate checks ranges.
+type Policy struct {
+	Ref                     string     `json:"ref"`
+	Runner                  string     `json:"runner"`
+	MaxConcurrent           int        `json:"max_concurrent,omitempty"`
+	MaxQueueLength          int        `json:"max_queue_length,omitempty"`
+	QueueTimeoutSeconds     float64    `json:"queue_timeout_seconds,omitempty"` // 0: wait forever
+	TimeoutSeconds          float64    `json:"timeout_seconds,omitempty"`
+	ScheduledTimeoutSeconds float64    `json:"scheduled_timeout_seconds,omitempty"`
+	MaxAttempts             int        `json:"max_attempts,omitempty"`
+	RateLimit               *RateLimit `json:"rate_limit,omitempty"`
+	ConcurrencyKey          string     `json:"concurrency_key,omitempty"`
+	OnLimit                 string     `json:"on_limit,omitempty"`
+}
+
+// ErrInvalidPolicy is wrapped by every policy validation error.
+var ErrInvalidPolicy = errors.New("invalid policy")
+
+// ValidateRef checks an action ref: 1..MaxRefLen of letters, digits, '_', '.', '-'.
+func ValidateRef(ref string) error {
+	if ref == "" || len(ref) > MaxRefLen || !refPattern.MatchString(ref) {
+		return fmt.Errorf("%w: ref %q must be 1..%d letters, digits, '_', '.' or '-', starting with a letter or digit", ErrInvalidPolicy, clip(ref), MaxRefLen)
+	}
+	return nil
+}
+
+// WithDefaults returns p with zero fields set to their defaults.
+func (p Policy) WithDefaults() Policy {
+	if p.MaxConcurrent == 0 {
+		p.MaxConcurrent = DefaultMaxConcurrent
+	}
+	if p.MaxQueueLength == 0 {
+		p.MaxQueueLength = DefaultMaxQueueLength
+	}
+	if p.TimeoutSeconds == 0 {
+		p.TimeoutSeconds = DefaultTimeoutSeconds
+	}
+	if p.ScheduledTimeoutSeconds == 0 {
+		p.ScheduledTimeoutSeconds = DefaultScheduledTimeoutSecs
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = DefaultMaxAttempts
+	}
+	if p.OnLimit == "" {
+		p.OnLimit = OnLimitQueue
+	}
+	return p
+}
+
+// Validate checks every field's range. It expects defaults applied.
+func (p Policy) Validate() error {
+	if err := ValidateRef(p.Ref); err != nil {
+		return err
+	}
+	if p.Runner == "" || len(p.Runner) > MaxRefLen || !refPattern.MatchString(p.Runner) {
+		return fmt.Errorf("%w: runner %q must be 1..%d letters, digits, '_', '.' or '-'", ErrInvalidPolicy, clip(p.Runner), MaxRefLen)
+	}
+	if p.MaxConcurrent < 1 || p.MaxConcurrent > MaxConcurrentLimit {
+		return fmt.Errorf("%w: max_concurrent %d must be 1..%d", ErrInvalidPolicy, p.MaxConcurrent, MaxConcurrentLimit)
+	}
+	if p.MaxQueueLength < 1 || p.MaxQueueLength > MaxQueueLengthLimit {
+		return fmt.Errorf("%w: max_queue_length %d must be 1..%d", ErrInvalidPolicy, p.MaxQueueLength, MaxQueueLengthLimit)
+	}
+	for _, s := range []struct {
+		name string
+		v    float64
+		zero bool
+	}{
+		{"queue_timeout_seconds", p.QueueTimeoutSeconds, true},
+		{"timeout_seconds", p.TimeoutSeconds, false},
+		{"scheduled_timeout_seconds", p.ScheduledTimeoutSeconds, false},
+	} {
+		if math.IsNaN(s.v) || s.v < 0 || s.v > MaxTimeoutSeconds || (!s.zero && s.v == 0) {
+			return fmt.Errorf("%w: %s %v must be in (0, %d]", ErrInvalidPolicy, s.name, s.v, MaxTimeoutSeconds)
+		}
+	}
+	if p.MaxAttempts < 1 || p.MaxAttempts > MaxAttemptsLimit {
+		return fmt.Errorf("%w: max_attempts %d must be 1..%d", ErrInvalidPolicy, p.MaxAttempts, MaxAttemptsLimit)
+	}
+	if rl := p.RateLimit; rl != nil {
+		if rl.Count < 1 || rl.Count > 1_000_000 || math.IsNaN(rl.PerSeconds) || rl.PerSeconds <= 0 || rl.PerSeconds > 86400 {
+			return fmt.Errorf("%w: rate_limit needs count 1..1000000 and per_seconds in (0, 86400]", ErrInvalidPolicy)
+		}
+	}
+	if len(p.ConcurrencyKey) > MaxRefLen {
+		return fmt.Errorf("%w: concurrency_key longer than %d bytes", ErrInvalidPolicy, MaxRefLen)
+	}
+	if p.OnLimit != OnLimitQueue && p.OnLimit != OnLimitReject {
+		return fmt.Errorf("%w: on_limit %q must be %q or %q", ErrInvalidPolicy, clip(p.OnLimit), OnLimitQueue, OnLimitReject)
+	}
+	return nil
+}
+
+// Timeout, ScheduledTimeout and QueueTimeout return the policy's durations.
+func (p Policy) Timeout() time.Duration          { return seconds(p.TimeoutSeconds) }
+func (p Policy) ScheduledTimeout() time.Duration { return seconds(p.ScheduledTimeoutSeconds) }
+func (p Policy) QueueTimeout() time.Duration     { return seconds(p.QueueTimeoutSeconds) }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// ErrConflict is returned when a command contradicts what already exists
+// (an action defined again with a different policy).
+var ErrConflict = errors.New("conflict")
+
+// ErrNotFound is returned when a command names something that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Action is the aggregate of one action-<ref> stream.
+type Action struct {
+	policy  Policy
+	defined bool
+	paused  bool
+	version int64 // last applied stream version; -1 when the stream is empty
+}
+
+// NewAction returns the state of an action stream with no events.
+func NewAction() *Action { return &Action{version: -1} }
+
+// Defined reports whether the action exists.
+func (a *Action) Defined() bool { return a.defined }
+
+// Policy returns the current policy.
+func (a *Action) Policy() Policy { return a.policy }
+
+// Paused reports whether grants are stopped.
+func (a *Action) Paused() bool { return a.paused }
+
+// Version returns the last applied stream version, -1 for none.
+func (a *Action) Version() int64 { return a.version }
+
+// Define decides the definition of an action. It returns the event to append,
+// or nil when the same policy is already defined (an idempotent repeat), or an
+// error wrapping ErrConflict when a different policy exists, or ErrInvalidPolicy.
+func (a *Action) Define(p Policy) (Event, error) {
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if a.defined {
+		if reflect.DeepEqual(a.policy, p) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("action %q exists with a different policy: %w", p.Ref, ErrConflict)
+	}
+	return ActionDefined{Policy: p}, nil
+}
+
+// ChangePolicy decides a policy change; nil when nothing changes.
+func (a *Action) ChangePolicy(p Policy) (Event, error) {
+	if !a.defined {
+		return nil, fmt.Errorf("action %q: %w", p.Ref, ErrNotFound)
+	}
+	p = p.WithDefaults()
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Ref != a.policy.Ref {
+		return nil, fmt.Errorf("%w: ref %q cannot change to %q", ErrInvalidPolicy, a.policy.Ref, p.Ref)
+	}
+	if reflect.DeepEqual(a.policy, p) {
+		return nil, nil
+	}
+	return ActionPolicyChanged{Policy: p}, nil
+}
+
+// Pause decides a pause; nil when already paused.
+func (a *Action) Pause(reason string) (Event, error) {
+	if !a.defined {
+		return nil, fmt.Errorf("pause: %w", ErrNotFound)
+	}
+	if a.paused {
+		return nil, nil
+	}
+	return ActionPaused{Reason: reason}, nil
+}
+
+// Resume decides a resume; nil when not paused.
+func (a *Action) Resume() (Event, error) {
+	if !a.defined {
+		return nil, fmt.Errorf("resume: %w", ErrNotFound)
+	}
+	if !a.paused {
+		return nil, nil
+	}
+	return ActionResumed{}, nil
+}
+
+// Apply folds one event of the action stream. It never validates.
+func (a *Action) Apply(ev Event, version uint64) {
+	switch e := ev.(type) {
+	case ActionDefined:
+		a.policy, a.defined = e.Policy, true
+	case ActionPolicyChanged:
+		a.policy = e.Policy
+	case ActionPaused:
+		a.paused = true
+	case ActionResumed:
+		a.paused = false
+	}
+	a.version = int64(version)
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}

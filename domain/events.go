@@ -1,0 +1,278 @@
+package domain
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Stable event names. They are stored in the log: never rename one.
+const (
+	TypeActionDefined       = "action.defined"
+	TypeActionPolicyChanged = "action.policy_changed"
+	TypeActionPaused        = "action.paused"
+	TypeActionResumed       = "action.resumed"
+
+	TypeExecutionRequested       = "execution.requested"
+	TypeExecutionRejected        = "execution.rejected"
+	TypeExecutionScheduling      = "execution.scheduling"
+	TypeExecutionScheduled       = "execution.scheduled"
+	TypeExecutionRunning         = "execution.running"
+	TypeExecutionCompleted       = "execution.completed"
+	TypeExecutionFailed          = "execution.failed"
+	TypeExecutionTimedOut        = "execution.timed_out"
+	TypeExecutionCancelled       = "execution.cancelled"
+	TypeExecutionCancelRequested = "execution.cancel_requested"
+	TypeExecutionHandoffExpired  = "execution.handoff_expired"
+	TypeExecutionAbandoned       = "execution.abandoned"
+
+	TypeQueueGranted = "queue.granted"
+
+	TypeWorkerRegistered = "worker.registered"
+	TypeWorkerHeartbeat  = "worker.heartbeat"
+	TypeWorkerDraining   = "worker.draining"
+	TypeWorkerStopped    = "worker.stopped"
+	TypeWorkerLost       = "worker.lost"
+)
+
+// ---- action-<ref> ----
+
+// ActionDefined creates an action with its policy.
+type ActionDefined struct {
+	Policy Policy `json:"policy"`
+}
+
+// ActionPolicyChanged replaces an action's policy from the next grant on.
+type ActionPolicyChanged struct {
+	Policy Policy `json:"policy"`
+}
+
+// ActionPaused stops grants for the action; requests still queue.
+type ActionPaused struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ActionResumed lets grants start again.
+type ActionResumed struct{}
+
+func (ActionDefined) EventType() string       { return TypeActionDefined }
+func (ActionPolicyChanged) EventType() string { return TypeActionPolicyChanged }
+func (ActionPaused) EventType() string        { return TypeActionPaused }
+func (ActionResumed) EventType() string       { return TypeActionResumed }
+
+// ---- execution-<id> ----
+
+// ExecutionRequested opens an execution's stream. Its position in the log is
+// the execution's place in its queue.
+type ExecutionRequested struct {
+	Action         string          `json:"action"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	ConcurrencyKey string          `json:"concurrency_key,omitempty"` // value of the policy's key field: one queue per value
+	Parent         string          `json:"parent,omitempty"`          // the with_items parent, for a child
+	ItemIndex      int             `json:"item_index,omitempty"`      // the child's item index in its parent
+	Items          int             `json:"items,omitempty"`           // for a with_items parent: how many children
+	Concurrency    int             `json:"concurrency,omitempty"`     // for a with_items parent: its window
+	IdempotencyKey string          `json:"idempotency_key,omitempty"` // the client's key, if it gave one
+	RequestHash    string          `json:"request_hash,omitempty"`    // hash of the request body, to detect a reused key
+}
+
+// ExecutionRejected ends an execution that was never granted.
+type ExecutionRejected struct {
+	Reason string `json:"reason"`
+	Code   string `json:"code,omitempty"` // machine-readable: unknown_action, invalid_input, queue_full, rate_limited
+}
+
+// ExecutionScheduling records the slot grant: the execution was the head of its
+// queue and a slot was free.
+type ExecutionScheduling struct {
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+}
+
+// ExecutionScheduled is the handoff: from here the named worker owns the
+// execution. It carries everything the worker needs to run it.
+type ExecutionScheduled struct {
+	Worker             string          `json:"worker"`
+	Attempt            int             `json:"attempt"` // 1 for the first handoff
+	Action             string          `json:"action"`
+	Runner             string          `json:"runner"`
+	Input              json.RawMessage `json:"input,omitempty"`
+	TimeoutMillis      int64           `json:"timeout_ms"`           // the action's run timeout
+	ScheduledTimeoutMS int64           `json:"scheduled_timeout_ms"` // the worker must start within this
+}
+
+// ExecutionRunning says the named worker started the execution.
+type ExecutionRunning struct {
+	Worker  string `json:"worker"`
+	Attempt int    `json:"attempt"`
+}
+
+// ExecutionCompleted ends an execution successfully.
+type ExecutionCompleted struct {
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// ExecutionFailed ends an execution with an error.
+type ExecutionFailed struct {
+	Error  string          `json:"error"`
+	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// ExecutionTimedOut ends an execution that ran past its action's timeout.
+type ExecutionTimedOut struct {
+	TimeoutMillis int64 `json:"timeout_ms"`
+}
+
+// ExecutionCancelled ends an execution on request (or on queue timeout).
+type ExecutionCancelled struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ExecutionCancelRequested records a client's request; it changes no state.
+type ExecutionCancelRequested struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// ExecutionHandoffExpired takes an execution back from a worker that did not
+// start it within the scheduled timeout.
+type ExecutionHandoffExpired struct {
+	Worker  string `json:"worker"`
+	Attempt int    `json:"attempt"`
+}
+
+// ExecutionAbandoned takes an execution back from a worker declared lost.
+type ExecutionAbandoned struct {
+	Worker  string `json:"worker"`
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+func (ExecutionRequested) EventType() string       { return TypeExecutionRequested }
+func (ExecutionRejected) EventType() string        { return TypeExecutionRejected }
+func (ExecutionScheduling) EventType() string      { return TypeExecutionScheduling }
+func (ExecutionScheduled) EventType() string       { return TypeExecutionScheduled }
+func (ExecutionRunning) EventType() string         { return TypeExecutionRunning }
+func (ExecutionCompleted) EventType() string       { return TypeExecutionCompleted }
+func (ExecutionFailed) EventType() string          { return TypeExecutionFailed }
+func (ExecutionTimedOut) EventType() string        { return TypeExecutionTimedOut }
+func (ExecutionCancelled) EventType() string       { return TypeExecutionCancelled }
+func (ExecutionCancelRequested) EventType() string { return TypeExecutionCancelRequested }
+func (ExecutionHandoffExpired) EventType() string  { return TypeExecutionHandoffExpired }
+func (ExecutionAbandoned) EventType() string       { return TypeExecutionAbandoned }
+
+// ---- queue-<ref> ----
+
+// QueueGranted is written to an action's queue stream, in the same atomic
+// append as the execution's ExecutionScheduling, with the queue stream's
+// expected version: that version fences grants, so two executors can never
+// both grant from the same queue state.
+type QueueGranted struct {
+	Execution      string `json:"execution"`
+	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+}
+
+func (QueueGranted) EventType() string { return TypeQueueGranted }
+
+// ---- worker-<id> ----
+
+// WorkerRegistered starts a worker incarnation.
+type WorkerRegistered struct {
+	Slots       int      `json:"slots"`
+	Runners     []string `json:"runners,omitempty"`
+	Host        string   `json:"host,omitempty"`
+	PID         int      `json:"pid,omitempty"`
+	Incarnation string   `json:"incarnation"` // new for every start of the worker
+}
+
+// WorkerHeartbeat renews a worker's lease; the log's time of the event counts.
+type WorkerHeartbeat struct {
+	Incarnation string `json:"incarnation"`
+	InFlight    int    `json:"in_flight"`
+}
+
+// WorkerDraining says the worker takes nothing new.
+type WorkerDraining struct {
+	Incarnation string `json:"incarnation"`
+}
+
+// WorkerStopped ends a worker incarnation cleanly.
+type WorkerStopped struct {
+	Incarnation string `json:"incarnation"`
+}
+
+// WorkerLost is the executor's verdict that a worker incarnation is gone.
+type WorkerLost struct {
+	Incarnation string    `json:"incarnation"`
+	Reason      string    `json:"reason"`
+	LastSeen    time.Time `json:"last_seen"`
+}
+
+func (WorkerRegistered) EventType() string { return TypeWorkerRegistered }
+func (WorkerHeartbeat) EventType() string  { return TypeWorkerHeartbeat }
+func (WorkerDraining) EventType() string   { return TypeWorkerDraining }
+func (WorkerStopped) EventType() string    { return TypeWorkerStopped }
+func (WorkerLost) EventType() string       { return TypeWorkerLost }
+
+// Stream categories.
+const (
+	StreamAction    = "action"
+	StreamExecution = "execution"
+	StreamQueue     = "queue"
+	StreamWorker    = "worker"
+)
+
+// ActionStream, ExecutionStream, QueueStream and WorkerStream name the streams.
+func ActionStream(ref string) string   { return StreamAction + "-" + ref }
+func ExecutionStream(id string) string { return StreamExecution + "-" + id }
+func QueueStream(ref string) string    { return StreamQueue + "-" + ref }
+func WorkerStream(id string) string    { return StreamWorker + "-" + id }
+
+// SplitStream returns a stream's category and id ("execution", "6f1c…").
+func SplitStream(stream string) (category, id string) {
+	for _, c := range [...]string{StreamExecution, StreamQueue, StreamAction, StreamWorker} {
+		if len(stream) > len(c)+1 && stream[:len(c)] == c && stream[len(c)] == '-' {
+			return c, stream[len(c)+1:]
+		}
+	}
+	return "", stream
+}
+
+// Catalogue is turnstile's registry of event types.
+var Catalogue = mustCatalogue()
+
+func mustCatalogue() *Registry {
+	r := NewRegistry()
+	ex, wk, api := OwnerExecutor, OwnerWorker, OwnerAPI
+	for _, reg := range []struct {
+		ev     Event
+		stream string
+		owners []Owner
+	}{
+		{ActionDefined{}, StreamAction, []Owner{api}},
+		{ActionPolicyChanged{}, StreamAction, []Owner{api}},
+		{ActionPaused{}, StreamAction, []Owner{api}},
+		{ActionResumed{}, StreamAction, []Owner{api}},
+		{ExecutionRequested{}, StreamExecution, []Owner{ex}},
+		{ExecutionRejected{}, StreamExecution, []Owner{ex}},
+		{ExecutionScheduling{}, StreamExecution, []Owner{ex}},
+		{ExecutionScheduled{}, StreamExecution, []Owner{ex}},
+		{ExecutionRunning{}, StreamExecution, []Owner{wk}},
+		{ExecutionCompleted{}, StreamExecution, []Owner{wk, ex}},
+		{ExecutionFailed{}, StreamExecution, []Owner{wk, ex}},
+		{ExecutionTimedOut{}, StreamExecution, []Owner{wk}},
+		{ExecutionCancelled{}, StreamExecution, []Owner{ex, wk}},
+		{ExecutionCancelRequested{}, StreamExecution, []Owner{api}},
+		{ExecutionHandoffExpired{}, StreamExecution, []Owner{ex}},
+		{ExecutionAbandoned{}, StreamExecution, []Owner{ex}},
+		{QueueGranted{}, StreamQueue, []Owner{ex}},
+		{WorkerRegistered{}, StreamWorker, []Owner{wk}},
+		{WorkerHeartbeat{}, StreamWorker, []Owner{wk}},
+		{WorkerDraining{}, StreamWorker, []Owner{wk}},
+		{WorkerStopped{}, StreamWorker, []Owner{wk}},
+		{WorkerLost{}, StreamWorker, []Owner{ex}},
+	} {
+		if err := r.Register(reg.ev, 1, reg.stream, reg.owners...); err != nil {
+			panic(fmt.Sprintf("domain catalogue: %v", err))
+		}
+	}
+	return r
+}

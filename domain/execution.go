@@ -1,0 +1,352 @@
+package domain
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits on an execution request.
+const (
+	MaxInputBytes = 256 << 10 // bytes of an execution's JSON input
+	MaxReasonLen  = 1000      // bytes of a reason or error message kept in an event
+	MaxIDLen      = 100       // bytes of an execution or worker id
+)
+
+// Errors of execution commands other than handoff-rule refusals.
+var (
+	ErrInvalidRequest     = errors.New("invalid request")
+	ErrAttemptsExhausted  = errors.New("no attempts left")
+	ErrHandoffNotExpired  = errors.New("handoff has not expired yet")
+	ErrCancelAlreadyAsked = errors.New("cancellation already requested")
+)
+
+// Execution is the aggregate of one execution-<id> stream. Its commands
+// check the handoff rule and return the event to append; Apply folds events
+// without checking anything, so replay never re-validates.
+type Execution struct {
+	id          string
+	action      string
+	key         string
+	parentID    string
+	itemIndex   int
+	parent      bool // a with_items parent: the executor owns it from start to end
+	items       int
+	concurrency int
+	input       json.RawMessage
+	idemKey     string
+	requestHash string
+
+	status          Status
+	worker          string
+	attempt         int
+	cancelRequested bool
+	version         int64
+
+	requestedAt, grantedAt, scheduledAt, runningAt, endedAt time.Time
+	scheduledTimeout                                        time.Duration
+
+	result json.RawMessage
+	errMsg string
+}
+
+// NewExecution returns the state of execution id's stream before any event.
+func NewExecution(id string) *Execution { return &Execution{id: id, version: -1} }
+
+// ID returns the execution id.
+func (x *Execution) ID() string { return x.id }
+
+// Status returns the current state.
+func (x *Execution) Status() Status { return x.status }
+
+// Version returns the last applied stream version, -1 for none: the expected
+// version of the next append.
+func (x *Execution) Version() int64 { return x.version }
+
+// Worker returns the worker named in the current handoff ("" before any).
+func (x *Execution) Worker() string { return x.worker }
+
+// Attempt returns how many handoffs there have been.
+func (x *Execution) Attempt() int { return x.attempt }
+
+// Action returns the action ref the execution was requested for.
+func (x *Execution) Action() string { return x.action }
+
+// ConcurrencyKey returns the value that picks the execution's queue.
+func (x *Execution) ConcurrencyKey() string { return x.key }
+
+// IsParent reports whether this is a with_items parent.
+func (x *Execution) IsParent() bool { return x.parent }
+
+// Input returns the request's input.
+func (x *Execution) Input() json.RawMessage { return x.input }
+
+// CancelRequested reports whether a client asked to cancel it.
+func (x *Execution) CancelRequested() bool { return x.cancelRequested }
+
+// ScheduledAt returns the log time of the current handoff.
+func (x *Execution) ScheduledAt() time.Time { return x.scheduledAt }
+
+// Owner returns who may move the execution now: the executor before the
+// handoff (and always for a with_items parent), a worker after it, nobody
+// once it has ended.
+func (x *Execution) Owner() Owner {
+	switch {
+	case x.status.Terminal():
+		return ""
+	case x.parent:
+		return OwnerExecutor
+	case x.status == StatusScheduled || x.status == StatusRunning:
+		return OwnerWorker
+	default:
+		return OwnerExecutor
+	}
+}
+
+// ExecutionState is a plain copy of an execution's state, for read models.
+type ExecutionState struct {
+	ID             string          `json:"id"`
+	Action         string          `json:"action"`
+	ConcurrencyKey string          `json:"concurrency_key,omitempty"`
+	Parent         string          `json:"parent,omitempty"`
+	ItemIndex      int             `json:"item_index,omitempty"`
+	Items          int             `json:"items,omitempty"`
+	Status         Status          `json:"status"`
+	Worker         string          `json:"worker,omitempty"`
+	Attempt        int             `json:"attempt"`
+	CancelAsked    bool            `json:"cancel_requested,omitempty"`
+	Input          json.RawMessage `json:"input,omitempty"`
+	Result         json.RawMessage `json:"result,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	RequestedAt    *time.Time      `json:"requested_at,omitempty"`
+	SchedulingAt   *time.Time      `json:"scheduling_at,omitempty"`
+	ScheduledAt    *time.Time      `json:"scheduled_at,omitempty"`
+	RunningAt      *time.Time      `json:"running_at,omitempty"`
+	EndedAt        *time.Time      `json:"ended_at,omitempty"`
+	Version        int64           `json:"version"`
+}
+
+// State returns a copy of the execution's state.
+func (x *Execution) State() ExecutionState {
+	t := func(v time.Time) *time.Time {
+		if v.IsZero() {
+			return nil
+		}
+		return &v
+	}
+	return ExecutionState{
+		ID: x.id, Action: x.action, ConcurrencyKey: x.key, Parent: x.parentID, ItemIndex: x.itemIndex, Items: x.items,
+		Status: x.status, Worker: x.worker, Attempt: x.attempt, CancelAsked: x.cancelRequested,
+		Input: x.input, Result: x.result, Error: x.errMsg,
+		RequestedAt: t(x.requestedAt), SchedulingAt: t(x.grantedAt), ScheduledAt: t(x.scheduledAt),
+		RunningAt: t(x.runningAt), EndedAt: t(x.endedAt), Version: x.version,
+	}
+}
+
+// ---- commands: each checks the rule and returns the event to append ----
+
+// Request decides the opening event of the stream. The input, if any, must be
+// a JSON object of at most MaxInputBytes.
+func (x *Execution) Request(r ExecutionRequested) (ExecutionRequested, error) {
+	if err := x.Check(TypeExecutionRequested, OwnerExecutor, ""); err != nil {
+		return r, err
+	}
+	if err := ValidateRef(r.Action); err != nil {
+		return r, fmt.Errorf("%w: action: %v", ErrInvalidRequest, err)
+	}
+	if err := ValidateInput(r.Input); err != nil {
+		return r, err
+	}
+	if r.Items < 0 || r.Concurrency < 0 || (r.Items == 0 && r.Concurrency != 0) {
+		return r, fmt.Errorf("%w: items %d and concurrency %d", ErrInvalidRequest, r.Items, r.Concurrency)
+	}
+	return r, nil
+}
+
+// ValidateInput checks an execution input: absent, null, or a JSON object of
+// at most MaxInputBytes.
+func ValidateInput(in json.RawMessage) error {
+	if len(in) > MaxInputBytes {
+		return fmt.Errorf("%w: input is %d bytes, the limit is %d", ErrInvalidRequest, len(in), MaxInputBytes)
+	}
+	t := bytes.TrimSpace(in)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return nil
+	}
+	if t[0] != '{' || !json.Valid(t) {
+		return fmt.Errorf("%w: input must be a JSON object", ErrInvalidRequest)
+	}
+	return nil
+}
+
+// Reject decides the rejection of a request that was never granted.
+func (x *Execution) Reject(code, reason string) (ExecutionRejected, error) {
+	return ExecutionRejected{Code: code, Reason: clipReason(reason)}, x.Check(TypeExecutionRejected, OwnerExecutor, "")
+}
+
+// Grant decides the slot grant. The caller must have checked, with the
+// action's Queue, that the execution is the head of its queue and a slot is free.
+func (x *Execution) Grant() (ExecutionScheduling, error) {
+	return ExecutionScheduling{ConcurrencyKey: x.key}, x.Check(TypeExecutionScheduling, OwnerExecutor, "")
+}
+
+// Schedule decides the handoff to worker under policy p. It fails with
+// ErrAttemptsExhausted when p.MaxAttempts handoffs have already happened.
+func (x *Execution) Schedule(worker string, p Policy) (ExecutionScheduled, error) {
+	if err := x.Check(TypeExecutionScheduled, OwnerExecutor, ""); err != nil {
+		return ExecutionScheduled{}, err
+	}
+	if worker == "" {
+		return ExecutionScheduled{}, fmt.Errorf("%w: schedule to an unnamed worker", ErrInvalidRequest)
+	}
+	if p.MaxAttempts > 0 && x.attempt >= p.MaxAttempts {
+		return ExecutionScheduled{}, fmt.Errorf("execution %s after %d attempts: %w", x.id, x.attempt, ErrAttemptsExhausted)
+	}
+	return ExecutionScheduled{
+		Worker: worker, Attempt: x.attempt + 1, Action: x.action, Runner: p.Runner, Input: x.input,
+		TimeoutMillis: p.Timeout().Milliseconds(), ScheduledTimeoutMS: p.ScheduledTimeout().Milliseconds(),
+	}, nil
+}
+
+// Start decides that worker starts the execution handed to it.
+func (x *Execution) Start(worker string) (ExecutionRunning, error) {
+	return ExecutionRunning{Worker: worker, Attempt: x.attempt}, x.Check(TypeExecutionRunning, OwnerWorker, worker)
+}
+
+// StartParent decides that a with_items parent starts fanning out.
+func (x *Execution) StartParent() (ExecutionRunning, error) {
+	return ExecutionRunning{}, x.Check(TypeExecutionRunning, OwnerExecutor, "")
+}
+
+// Complete decides a successful end, by the owning worker (or the executor
+// for a with_items parent).
+func (x *Execution) Complete(owner Owner, writer string, result json.RawMessage) (ExecutionCompleted, error) {
+	return ExecutionCompleted{Result: result}, x.Check(TypeExecutionCompleted, owner, writer)
+}
+
+// Fail decides a failed end by the current owner.
+func (x *Execution) Fail(owner Owner, writer, message string, result json.RawMessage) (ExecutionFailed, error) {
+	return ExecutionFailed{Error: clipReason(message), Result: result}, x.Check(TypeExecutionFailed, owner, writer)
+}
+
+// TimeOut decides that the owning worker stopped the run at its timeout.
+func (x *Execution) TimeOut(worker string, timeout time.Duration) (ExecutionTimedOut, error) {
+	return ExecutionTimedOut{TimeoutMillis: timeout.Milliseconds()}, x.Check(TypeExecutionTimedOut, OwnerWorker, worker)
+}
+
+// Cancel decides a cancellation by the current owner.
+func (x *Execution) Cancel(owner Owner, writer, reason string) (ExecutionCancelled, error) {
+	return ExecutionCancelled{Reason: clipReason(reason)}, x.Check(TypeExecutionCancelled, owner, writer)
+}
+
+// RequestCancel decides a client's cancellation request. Asking twice gives
+// ErrCancelAlreadyAsked; asking after the end gives a RuleError (RuleTerminal).
+func (x *Execution) RequestCancel(reason string) (ExecutionCancelRequested, error) {
+	if err := x.Check(TypeExecutionCancelRequested, OwnerAPI, ""); err != nil {
+		return ExecutionCancelRequested{}, err
+	}
+	if x.cancelRequested {
+		return ExecutionCancelRequested{}, fmt.Errorf("execution %s: %w", x.id, ErrCancelAlreadyAsked)
+	}
+	return ExecutionCancelRequested{Reason: clipReason(reason)}, nil
+}
+
+// HandoffDeadline returns when the current handoff expires, judged by the
+// log's time of the scheduled event.
+func (x *Execution) HandoffDeadline() time.Time {
+	return x.scheduledAt.Add(x.scheduledTimeout)
+}
+
+// ExpireHandoff decides that the worker did not start in time. now is the
+// log's time (or the executor's clock) at the decision.
+func (x *Execution) ExpireHandoff(now time.Time) (ExecutionHandoffExpired, error) {
+	if err := x.Check(TypeExecutionHandoffExpired, OwnerExecutor, ""); err != nil {
+		return ExecutionHandoffExpired{}, err
+	}
+	if now.Before(x.HandoffDeadline()) {
+		return ExecutionHandoffExpired{}, fmt.Errorf("execution %s: deadline %s: %w", x.id, x.HandoffDeadline().Format(time.RFC3339Nano), ErrHandoffNotExpired)
+	}
+	return ExecutionHandoffExpired{Worker: x.worker, Attempt: x.attempt}, nil
+}
+
+// Abandon decides taking the execution back from a worker declared lost.
+func (x *Execution) Abandon(reason string) (ExecutionAbandoned, error) {
+	return ExecutionAbandoned{Worker: x.worker, Attempt: x.attempt, Reason: clipReason(reason)},
+		x.Check(TypeExecutionAbandoned, OwnerExecutor, "")
+}
+
+// Validate checks an event against the handoff rule and the execution's
+// state, including what its payload claims (worker, attempt): the audit's
+// check of one stored event.
+func (x *Execution) Validate(ev Event, owner Owner, writer string) error {
+	if err := x.Check(ev.EventType(), owner, writer); err != nil {
+		return err
+	}
+	bad := func(detail string) error {
+		return &RuleError{Rule: RuleAttempt, Execution: x.id, Event: ev.EventType(), State: x.status, Owner: owner, Writer: writer, Detail: detail}
+	}
+	switch e := ev.(type) {
+	case ExecutionScheduled:
+		if e.Worker == "" || e.Attempt != x.attempt+1 {
+			return bad(fmt.Sprintf("handoff names worker %q attempt %d, expected attempt %d", e.Worker, e.Attempt, x.attempt+1))
+		}
+	case ExecutionRunning:
+		if !x.parent && (e.Worker != writer || e.Attempt != x.attempt) {
+			return bad(fmt.Sprintf("running claims worker %q attempt %d, the handoff is attempt %d", e.Worker, e.Attempt, x.attempt))
+		}
+	case ExecutionHandoffExpired:
+		if e.Worker != x.worker || e.Attempt != x.attempt {
+			return bad(fmt.Sprintf("expiry names worker %q attempt %d, the handoff is %q attempt %d", e.Worker, e.Attempt, x.worker, x.attempt))
+		}
+	case ExecutionAbandoned:
+		if e.Worker != x.worker || e.Attempt != x.attempt {
+			return bad(fmt.Sprintf("abandon names worker %q attempt %d, the handoff is %q attempt %d", e.Worker, e.Attempt, x.worker, x.attempt))
+		}
+	}
+	return nil
+}
+
+// Apply folds one event at stream version version, committed at time at.
+// It never validates: replay trusts the log.
+func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
+	x.version = int64(version)
+	switch e := ev.(type) {
+	case ExecutionRequested:
+		x.status, x.requestedAt = StatusRequested, at
+		x.action, x.key, x.input = e.Action, e.ConcurrencyKey, e.Input
+		x.parentID, x.itemIndex = e.Parent, e.ItemIndex
+		x.parent, x.items, x.concurrency = e.Items > 0, e.Items, e.Concurrency
+		x.idemKey, x.requestHash = e.IdempotencyKey, e.RequestHash
+	case ExecutionRejected:
+		x.status, x.endedAt, x.errMsg = StatusRejected, at, e.Reason
+	case ExecutionScheduling:
+		x.status, x.grantedAt = StatusScheduling, at
+	case ExecutionScheduled:
+		x.status, x.scheduledAt, x.worker, x.attempt = StatusScheduled, at, e.Worker, e.Attempt
+		x.scheduledTimeout = time.Duration(e.ScheduledTimeoutMS) * time.Millisecond
+	case ExecutionRunning:
+		x.status, x.runningAt = StatusRunning, at
+	case ExecutionCompleted:
+		x.status, x.endedAt, x.result = StatusCompleted, at, e.Result
+	case ExecutionFailed:
+		x.status, x.endedAt, x.errMsg, x.result = StatusFailed, at, e.Error, e.Result
+	case ExecutionTimedOut:
+		x.status, x.endedAt = StatusTimedOut, at
+		x.errMsg = fmt.Sprintf("timed out after %s", time.Duration(e.TimeoutMillis)*time.Millisecond)
+	case ExecutionCancelled:
+		x.status, x.endedAt, x.errMsg = StatusCancelled, at, e.Reason
+	case ExecutionCancelRequested:
+		x.cancelRequested = true
+	case ExecutionHandoffExpired, ExecutionAbandoned:
+		x.status = StatusScheduling
+	}
+}
+
+func clipReason(s string) string {
+	if len(s) > MaxReasonLen {
+		return s[:MaxReasonLen] + "…"
+	}
+	return s
+}

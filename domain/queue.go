@@ -1,0 +1,412 @@
+package domain
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Waiter is an execution waiting in a queue. Position is the log position of
+// its execution.requested event: queues are ordered by it.
+type Waiter struct {
+	Execution  string
+	Key        string
+	Position   uint64
+	EnqueuedAt time.Time
+}
+
+// fifo is a queue of waiters that supports removal from the middle in O(1)
+// (tombstones, compacted as the head advances).
+type fifo struct {
+	items []Waiter // items[head:] are live or tombstoned ("" Execution)
+	head  int
+	live  int
+	index map[string]int // execution → absolute index in items
+}
+
+func (f *fifo) push(w Waiter) {
+	if f.index == nil {
+		f.index = map[string]int{}
+	}
+	f.index[w.Execution] = len(f.items)
+	f.items = append(f.items, w)
+	f.live++
+}
+
+func (f *fifo) remove(id string) bool {
+	i, ok := f.index[id]
+	if !ok {
+		return false
+	}
+	delete(f.index, id)
+	f.items[i] = Waiter{}
+	f.live--
+	f.skip()
+	return true
+}
+
+func (f *fifo) skip() {
+	for f.head < len(f.items) && f.items[f.head].Execution == "" {
+		f.head++
+	}
+	if f.head > 1024 && f.head*2 > len(f.items) {
+		n := copy(f.items, f.items[f.head:])
+		clear(f.items[n:])
+		f.items = f.items[:n]
+		f.head = 0
+		for i, w := range f.items {
+			if w.Execution != "" {
+				f.index[w.Execution] = i
+			}
+		}
+	}
+	if f.live == 0 {
+		f.items, f.head = f.items[:0], 0
+	}
+}
+
+func (f *fifo) peek() (Waiter, bool) {
+	if f.live == 0 {
+		return Waiter{}, false
+	}
+	return f.items[f.head], true
+}
+
+func (f *fifo) each(fn func(Waiter) bool) {
+	for _, w := range f.items[f.head:] {
+		if w.Execution != "" && !fn(w) {
+			return
+		}
+	}
+}
+
+// KeyQueue is the FIFO queue and active set of one concurrency-key value.
+type KeyQueue struct {
+	Key     string
+	waiting fifo
+	active  map[string]struct{}
+}
+
+// Waiting returns how many executions wait.
+func (k *KeyQueue) Waiting() int { return k.waiting.live }
+
+// Active returns how many executions hold a slot (granted and not ended).
+func (k *KeyQueue) Active() int { return len(k.active) }
+
+// Head returns the oldest waiter.
+func (k *KeyQueue) Head() (Waiter, bool) { return k.waiting.peek() }
+
+// EachWaiting calls fn for each waiter in FIFO order until fn returns false.
+func (k *KeyQueue) EachWaiting(fn func(Waiter) bool) { k.waiting.each(fn) }
+
+// ActiveIDs returns the executions holding a slot, sorted.
+func (k *KeyQueue) ActiveIDs() []string {
+	out := make([]string, 0, len(k.active))
+	for id := range k.active {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Queue is one action's queues: its policy, whether it is paused, one
+// KeyQueue per concurrency-key value, and the version of its queue stream
+// (the fence for grants).
+type Queue struct {
+	Ref     string
+	policy  Policy
+	defined bool
+	paused  bool
+	version int64 // last version of queue-<ref>, -1 when empty
+	keys    map[string]*KeyQueue
+}
+
+// Policy returns the action's policy as of the fold.
+func (q *Queue) Policy() Policy { return q.policy }
+
+// Defined reports whether the action has been defined.
+func (q *Queue) Defined() bool { return q.defined }
+
+// Paused reports whether grants are stopped.
+func (q *Queue) Paused() bool { return q.paused }
+
+// Version returns the queue stream's last version (-1 for none): the expected
+// version of the next grant.
+func (q *Queue) Version() int64 { return q.version }
+
+// Key returns the queue of one key value, or nil.
+func (q *Queue) Key(key string) *KeyQueue { return q.keys[key] }
+
+// Keys returns the key values that have a queue, sorted.
+func (q *Queue) Keys() []string {
+	out := make([]string, 0, len(q.keys))
+	for k := range q.keys {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Waiting and Active sum over all keys.
+func (q *Queue) Waiting() (n int) {
+	for _, k := range q.keys {
+		n += k.Waiting()
+	}
+	return n
+}
+
+// Active returns how many executions of the action hold a slot.
+func (q *Queue) Active() (n int) {
+	for _, k := range q.keys {
+		n += k.Active()
+	}
+	return n
+}
+
+func (q *Queue) key(k string) *KeyQueue {
+	kq := q.keys[k]
+	if kq == nil {
+		kq = &KeyQueue{Key: k, active: map[string]struct{}{}}
+		q.keys[k] = kq
+	}
+	return kq
+}
+
+// Grantable returns the waiters that may be granted now, at most max: for
+// each key, heads in FIFO order while the key has a free slot. Nothing is
+// grantable while the action is paused or undefined.
+func (q *Queue) Grantable(max int) []Waiter {
+	if q.paused || !q.defined || max <= 0 {
+		return nil
+	}
+	var out []Waiter
+	for _, kq := range q.keys {
+		free := q.policy.MaxConcurrent - len(kq.active)
+		kq.waiting.each(func(w Waiter) bool {
+			if free <= 0 || len(out) >= max {
+				return false
+			}
+			out = append(out, w)
+			free--
+			return true
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Position < out[j].Position })
+	if len(out) > max {
+		out = out[:max]
+	}
+	return out
+}
+
+// CheckGrant reports whether granting execution id now keeps FIFO order and
+// the concurrency limit: nil, or an error naming what it breaks.
+func (q *Queue) CheckGrant(id, key string) error {
+	switch {
+	case !q.defined:
+		return fmt.Errorf("grant of %s: action %q is not defined", id, q.Ref)
+	case q.paused:
+		return fmt.Errorf("grant of %s: action %q is paused", id, q.Ref)
+	}
+	kq := q.keys[key]
+	if kq == nil {
+		return fmt.Errorf("grant of %s: not waiting in %q key %q", id, q.Ref, key)
+	}
+	head, ok := kq.waiting.peek()
+	if !ok || head.Execution != id {
+		if _, waiting := kq.waiting.index[id]; !waiting {
+			return fmt.Errorf("grant of %s: not waiting in %q key %q", id, q.Ref, key)
+		}
+		return fmt.Errorf("grant of %s out of FIFO order: %s (requested at position %d) is ahead of it", id, head.Execution, head.Position)
+	}
+	if len(kq.active) >= q.policy.MaxConcurrent {
+		return fmt.Errorf("grant of %s exceeds max_concurrent %d of %q key %q", id, q.policy.MaxConcurrent, q.Ref, key)
+	}
+	return nil
+}
+
+// TimedOut returns waiters that have waited longer than the queue timeout at
+// time now, oldest first, at most max.
+func (q *Queue) TimedOut(now time.Time, max int) []Waiter {
+	t := q.policy.QueueTimeout()
+	if t <= 0 {
+		return nil
+	}
+	var out []Waiter
+	for _, kq := range q.keys {
+		kq.waiting.each(func(w Waiter) bool {
+			if now.Sub(w.EnqueuedAt) < t || len(out) >= max {
+				return false
+			}
+			out = append(out, w)
+			return true
+		})
+	}
+	return out
+}
+
+// Rejection is a request the queue fold refused to admit: the executor must
+// record execution.rejected for it.
+type Rejection struct {
+	Execution string
+	Action    string
+	Code      string
+	Reason    string
+}
+
+// Rejection codes.
+const (
+	RejectUnknownAction = "unknown_action"
+	RejectQueueFull     = "queue_full"
+	RejectNoSlot        = "no_slot"
+	RejectInvalidInput  = "invalid_input"
+	RejectRateLimited   = "rate_limited"
+)
+
+type placement struct {
+	ref, key string
+	granted  bool
+}
+
+// Queues is the fold of every action's queue from the whole log. It decides
+// admission deterministically at the position of each execution.requested
+// event, so the executor, a rebuild and an audit agree on every queue.
+// Apply never validates; CheckGrant says whether a grant is legal.
+type Queues struct {
+	byRef   map[string]*Queue
+	where   map[string]placement // live executions (waiting or active) → queue
+	pending map[string]Rejection // requested, refused by the fold, not yet rejected in the log
+	changed map[string]struct{}  // refs touched since the last TakeChanged
+}
+
+// NewQueues returns the fold of an empty log.
+func NewQueues() *Queues {
+	return &Queues{byRef: map[string]*Queue{}, where: map[string]placement{}, pending: map[string]Rejection{}, changed: map[string]struct{}{}}
+}
+
+// Get returns the queue of action ref, or nil if the log never named it.
+func (qs *Queues) Get(ref string) *Queue { return qs.byRef[ref] }
+
+// Refs returns every action ref with a queue, sorted.
+func (qs *Queues) Refs() []string {
+	out := make([]string, 0, len(qs.byRef))
+	for r := range qs.byRef {
+		out = append(out, r)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Locate returns the queue and key of a live (waiting or active) execution.
+func (qs *Queues) Locate(id string) (ref, key string, granted, ok bool) {
+	p, ok := qs.where[id]
+	return p.ref, p.key, p.granted, ok
+}
+
+// PendingRejections returns requests the fold refused that have no
+// execution.rejected yet, sorted by execution id.
+func (qs *Queues) PendingRejections() []Rejection {
+	out := make([]Rejection, 0, len(qs.pending))
+	for _, r := range qs.pending {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Execution < out[j].Execution })
+	return out
+}
+
+// TakeChanged returns the refs whose queues changed since the last call.
+func (qs *Queues) TakeChanged() []string {
+	out := make([]string, 0, len(qs.changed))
+	for r := range qs.changed {
+		out = append(out, r)
+	}
+	clear(qs.changed)
+	sort.Strings(out)
+	return out
+}
+
+func (qs *Queues) queue(ref string) *Queue {
+	q := qs.byRef[ref]
+	if q == nil {
+		q = &Queue{Ref: ref, version: -1, keys: map[string]*KeyQueue{}}
+		qs.byRef[ref] = q
+	}
+	qs.changed[ref] = struct{}{}
+	return q
+}
+
+// Apply folds one decoded event. env gives its stream, version, position and time.
+func (qs *Queues) Apply(env *Envelope, ev Event) {
+	switch e := ev.(type) {
+	case ActionDefined:
+		q := qs.queue(e.Policy.Ref)
+		q.policy, q.defined = e.Policy, true
+	case ActionPolicyChanged:
+		qs.queue(e.Policy.Ref).policy = e.Policy
+	case ActionPaused:
+		_, ref := SplitStream(env.Stream)
+		qs.queue(ref).paused = true
+	case ActionResumed:
+		_, ref := SplitStream(env.Stream)
+		qs.queue(ref).paused = false
+	case ExecutionRequested:
+		_, id := SplitStream(env.Stream)
+		qs.admit(id, env, e)
+	case QueueGranted:
+		_, ref := SplitStream(env.Stream)
+		q := qs.queue(ref)
+		q.version = int64(env.Version)
+		kq := q.key(e.ConcurrencyKey)
+		kq.waiting.remove(e.Execution)
+		kq.active[e.Execution] = struct{}{}
+		qs.where[e.Execution] = placement{ref: ref, key: e.ConcurrencyKey, granted: true}
+	case ExecutionRejected, ExecutionCompleted, ExecutionFailed, ExecutionTimedOut, ExecutionCancelled:
+		_, id := SplitStream(env.Stream)
+		delete(qs.pending, id)
+		p, ok := qs.where[id]
+		if !ok {
+			return
+		}
+		delete(qs.where, id)
+		q := qs.queue(p.ref)
+		kq := q.key(p.key)
+		if p.granted {
+			delete(kq.active, id)
+		} else {
+			kq.waiting.remove(id)
+		}
+		if kq.Waiting() == 0 && kq.Active() == 0 && len(q.keys) > 1 {
+			delete(q.keys, p.key) // drop idle per-key queues; the default key stays
+		}
+	}
+}
+
+func (qs *Queues) admit(id string, env *Envelope, e ExecutionRequested) {
+	if e.Items > 0 {
+		return // a with_items parent takes no slot; its children queue
+	}
+	q := qs.queue(e.Action)
+	refuse := func(code, reason string) {
+		qs.pending[id] = Rejection{Execution: id, Action: e.Action, Code: code, Reason: reason}
+	}
+	if !q.defined {
+		delete(qs.byRef, e.Action) // do not keep queues for names that were never defined
+		delete(qs.changed, e.Action)
+		refuse(RejectUnknownAction, fmt.Sprintf("action %q is not defined", e.Action))
+		return
+	}
+	if err := ValidateInput(e.Input); err != nil {
+		refuse(RejectInvalidInput, err.Error())
+		return
+	}
+	kq := q.key(e.ConcurrencyKey)
+	if kq.Waiting() >= q.policy.MaxQueueLength {
+		refuse(RejectQueueFull, fmt.Sprintf("queue of %q is full (%d waiting, max_queue_length %d)", e.Action, kq.Waiting(), q.policy.MaxQueueLength))
+		return
+	}
+	if q.policy.OnLimit == OnLimitReject && (kq.Active()+kq.Waiting() >= q.policy.MaxConcurrent || q.paused) {
+		refuse(RejectNoSlot, fmt.Sprintf("no free slot for %q (max_concurrent %d) and on_limit is reject", e.Action, q.policy.MaxConcurrent))
+		return
+	}
+	kq.waiting.push(Waiter{Execution: id, Key: e.ConcurrencyKey, Position: env.Position, EnqueuedAt: env.Time})
+	qs.where[id] = placement{ref: e.Action, key: e.ConcurrencyKey}
+}

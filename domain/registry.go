@@ -1,0 +1,189 @@
+package domain
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+
+	"github.com/google/uuid"
+)
+
+// Event is a typed event payload. EventType returns its stable name, such as
+// "execution.scheduled"; names are explicit constants, never derived from Go types.
+type Event interface {
+	EventType() string
+}
+
+// Upcaster rewrites the JSON data of one event type from one schema version to
+// the next (from → from+1).
+type Upcaster func(data json.RawMessage) (json.RawMessage, error)
+
+// EventSpec describes one event type in a Registry.
+type EventSpec struct {
+	Type          string  // stable name
+	SchemaVersion int     // the version Encode writes and Decode returns
+	Owners        []Owner // who may write it
+	Stream        string  // stream category it lives in: "execution", "queue", "action" or "worker"
+	payloadType   reflect.Type
+}
+
+// Registry maps stable event names to payload types, schema versions, owners
+// and upcasters. Build one with NewRegistry and Register; Catalogue is turnstile's.
+type Registry struct {
+	specs     map[string]*EventSpec
+	upcasters map[upcastKey]Upcaster
+}
+
+type upcastKey struct {
+	typ  string
+	from int
+}
+
+// Errors from Registry.
+var (
+	ErrUnknownEventType = errors.New("unknown event type")
+	ErrSchemaVersion    = errors.New("unsupported schema version")
+	ErrDecode           = errors.New("event data does not decode")
+)
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry {
+	return &Registry{specs: map[string]*EventSpec{}, upcasters: map[upcastKey]Upcaster{}}
+}
+
+// Register adds an event type. example is a zero value of its payload type, a
+// struct value; Decode returns values of that type. It fails if the name
+// is taken, the version is below 1, or no owner is given.
+func (r *Registry) Register(example Event, schemaVersion int, stream string, owners ...Owner) error {
+	typ := example.EventType()
+	if typ == "" {
+		return fmt.Errorf("register %T: empty event type", example)
+	}
+	if _, dup := r.specs[typ]; dup {
+		return fmt.Errorf("register %q: already registered", typ)
+	}
+	if schemaVersion < 1 {
+		return fmt.Errorf("register %q: schema version %d < 1", typ, schemaVersion)
+	}
+	if len(owners) == 0 {
+		return fmt.Errorf("register %q: no owner", typ)
+	}
+	rt := reflect.TypeOf(example)
+	if rt.Kind() != reflect.Struct {
+		return fmt.Errorf("register %q: payload %T must be a struct value", typ, example)
+	}
+	r.specs[typ] = &EventSpec{
+		Type: typ, SchemaVersion: schemaVersion, Owners: owners, Stream: stream,
+		payloadType: rt,
+	}
+	return nil
+}
+
+// RegisterUpcaster adds the step that turns data of schema version from into
+// from+1 for the given type. Steps chain until the registered version.
+func (r *Registry) RegisterUpcaster(typ string, from int, up Upcaster) error {
+	spec, ok := r.specs[typ]
+	if !ok {
+		return fmt.Errorf("upcaster for %q: %w", typ, ErrUnknownEventType)
+	}
+	if from < 1 || from >= spec.SchemaVersion {
+		return fmt.Errorf("upcaster for %q from version %d: must be in 1..%d", typ, from, spec.SchemaVersion-1)
+	}
+	k := upcastKey{typ, from}
+	if _, dup := r.upcasters[k]; dup {
+		return fmt.Errorf("upcaster for %q from version %d: already registered", typ, from)
+	}
+	r.upcasters[k] = up
+	return nil
+}
+
+// Spec returns the description of an event type.
+func (r *Registry) Spec(typ string) (EventSpec, bool) {
+	s, ok := r.specs[typ]
+	if !ok {
+		return EventSpec{}, false
+	}
+	return *s, true
+}
+
+// Types lists the registered event types, sorted.
+func (r *Registry) Types() []string {
+	out := make([]string, 0, len(r.specs))
+	for t := range r.specs {
+		out = append(out, t)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Encode builds an envelope for ev at the current schema version, with the
+// given id, owner and writer. The store fills stream position and time.
+func (r *Registry) Encode(id uuid.UUID, ev Event, owner Owner, writer string) (Envelope, error) {
+	spec, ok := r.specs[ev.EventType()]
+	if !ok {
+		return Envelope{}, fmt.Errorf("encode %q: %w", ev.EventType(), ErrUnknownEventType)
+	}
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("encode %q: %w", spec.Type, err)
+	}
+	return Envelope{ID: id, Type: spec.Type, SchemaVersion: spec.SchemaVersion, Owner: owner, Writer: writer, Data: data}, nil
+}
+
+// Upcast returns env's data at the registered schema version, applying the
+// upcaster chain from env.SchemaVersion.
+func (r *Registry) Upcast(env *Envelope) (json.RawMessage, error) {
+	spec, ok := r.specs[env.Type]
+	if !ok {
+		return nil, fmt.Errorf("decode %q at %s@%d: %w", env.Type, env.Stream, env.Version, ErrUnknownEventType)
+	}
+	data := env.Data
+	if env.SchemaVersion > spec.SchemaVersion || env.SchemaVersion < 1 {
+		return nil, fmt.Errorf("decode %q at %s@%d: version %d, this build reads up to %d: %w",
+			env.Type, env.Stream, env.Version, env.SchemaVersion, spec.SchemaVersion, ErrSchemaVersion)
+	}
+	for v := env.SchemaVersion; v < spec.SchemaVersion; v++ {
+		up, ok := r.upcasters[upcastKey{env.Type, v}]
+		if !ok {
+			return nil, fmt.Errorf("decode %q at %s@%d: no upcaster from version %d: %w", env.Type, env.Stream, env.Version, v, ErrSchemaVersion)
+		}
+		var err error
+		if data, err = up(data); err != nil {
+			return nil, fmt.Errorf("decode %q at %s@%d: upcast from version %d: %w", env.Type, env.Stream, env.Version, v, err)
+		}
+	}
+	return data, nil
+}
+
+// Decode returns env's payload as its registered Go type, upcast to the
+// current schema version. Unknown fields in stored data are refused, so an
+// event that does not match its schema is reported, not half-read.
+func (r *Registry) Decode(env *Envelope) (Event, error) {
+	data, err := r.Upcast(env)
+	if err != nil {
+		return nil, err
+	}
+	p := reflect.New(r.specs[env.Type].payloadType)
+	if err := strictUnmarshal(data, p.Interface()); err != nil {
+		return nil, fmt.Errorf("decode %q at %s@%d: %w: %v", env.Type, env.Stream, env.Version, ErrDecode, err)
+	}
+	return p.Elem().Interface().(Event), nil
+}
+
+func strictUnmarshal(data []byte, v any) error {
+	if len(data) == 0 {
+		data = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
