@@ -1,0 +1,326 @@
+// Package memstore is an in-memory eventstore.Store: the reference
+// implementation of the contract, and the log of deterministic simulation tests.
+// Nothing survives the process. Positions are dense: the n-th event committed
+// has position n-1, and Head is the number of events.
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// maxBatch is the most events a subscription hands to its handler at once.
+const maxBatch = 512
+
+// Options configures a Store. The zero value is ready to use.
+type Options struct {
+	// Clock gives the commit time stamped on appended events. Nil means
+	// time.Now. Whatever it returns is stored in UTC without a monotonic
+	// reading, so a simulated clock gives reproducible events.
+	Clock func() time.Time
+}
+
+// Store is an in-memory eventstore.Store. It is safe for concurrent use. The
+// zero value is not usable; call New.
+type Store struct {
+	clock func() time.Time
+
+	mu      sync.Mutex
+	events  []domain.Envelope    // by position
+	streams map[string][]uint64  // stream -> positions, by version
+	ids     map[uuid.UUID]uint64 // event id -> position
+	commit  chan struct{}        // closed and replaced at every commit
+	closed  chan struct{}        // closed by Close
+	isClose bool
+}
+
+var _ eventstore.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New(opts Options) *Store {
+	clock := opts.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	return &Store{
+		clock:   clock,
+		streams: make(map[string][]uint64),
+		ids:     make(map[uuid.UUID]uint64),
+		commit:  make(chan struct{}),
+		closed:  make(chan struct{}),
+	}
+}
+
+// Append implements eventstore.Store.
+func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events ...domain.Envelope) (eventstore.AppendResult, error) {
+	return s.AppendMulti(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: events})
+}
+
+// AppendMulti implements eventstore.Store.
+func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) (eventstore.AppendResult, error) {
+	if err := ctx.Err(); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	if err := eventstore.ValidateAppends(appends); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	if err := noDuplicateIDs(appends); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isClose {
+		return eventstore.AppendResult{}, eventstore.ErrClosed
+	}
+	if res, done, err := s.replayed(appends); done || err != nil {
+		return res, err
+	}
+	for i := range appends {
+		a := &appends[i]
+		positions := s.streams[a.Stream]
+		exists := len(positions) > 0
+		last := uint64(len(positions)) - 1
+		if !a.Expected.Satisfied(exists, last) {
+			e := &eventstore.WrongVersionError{Stream: a.Stream, Expected: a.Expected, Exists: exists}
+			if exists {
+				e.Actual = last
+			}
+			return eventstore.AppendResult{}, e
+		}
+	}
+
+	now := s.clock().Round(0).UTC()
+	var res eventstore.AppendResult
+	for i := range appends {
+		a := &appends[i]
+		positions := s.streams[a.Stream]
+		for j := range a.Events {
+			e := a.Events[j]
+			e.Stream = a.Stream
+			e.Version = uint64(len(positions))
+			e.Position = uint64(len(s.events))
+			e.Time = now
+			e.Data = bytes.Clone(e.Data)
+			e.Metadata = bytes.Clone(e.Metadata)
+			positions = append(positions, e.Position)
+			s.ids[e.ID] = e.Position
+			s.events = append(s.events, e)
+			res = eventstore.AppendResult{Version: e.Version, Position: e.Position}
+		}
+		s.streams[a.Stream] = positions
+	}
+	close(s.commit)
+	s.commit = make(chan struct{})
+	return res, nil
+}
+
+// noDuplicateIDs refuses a batch that names one event id twice.
+func noDuplicateIDs(appends []eventstore.StreamAppend) error {
+	seen := make(map[uuid.UUID]struct{})
+	for i := range appends {
+		for j := range appends[i].Events {
+			id := appends[i].Events[j].ID
+			if _, dup := seen[id]; dup {
+				return fmt.Errorf("%w: event id %s twice in one append", eventstore.ErrInvalidEvent, id)
+			}
+			seen[id] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// replayed applies the idempotency rule. If no event id of the batch is stored
+// it returns done == false. If every one is stored, in the same streams, at
+// consecutive versions in the order given and with the same content, it returns
+// the result the original append returned and done == true. Anything in between
+// is ErrIdempotencyConflict. s.mu must be held.
+func (s *Store) replayed(appends []eventstore.StreamAppend) (res eventstore.AppendResult, done bool, err error) {
+	known, total := 0, 0
+	for i := range appends {
+		for j := range appends[i].Events {
+			total++
+			if _, ok := s.ids[appends[i].Events[j].ID]; ok {
+				known++
+			}
+		}
+	}
+	if known == 0 {
+		return res, false, nil
+	}
+	if known < total {
+		return res, false, fmt.Errorf("%w: %d of the %d event ids are already stored", eventstore.ErrIdempotencyConflict, known, total)
+	}
+	for i := range appends {
+		a := &appends[i]
+		var prev *domain.Envelope
+		for j := range a.Events {
+			e := &a.Events[j]
+			stored := &s.events[s.ids[e.ID]]
+			switch {
+			case stored.Stream != a.Stream:
+				return res, false, fmt.Errorf("%w: event %s is stored in stream %q, not %q", eventstore.ErrIdempotencyConflict, e.ID, stored.Stream, a.Stream)
+			case prev != nil && stored.Version != prev.Version+1:
+				return res, false, fmt.Errorf("%w: event %s is stored at version %d of %q, not right after event %s", eventstore.ErrIdempotencyConflict, e.ID, stored.Version, a.Stream, prev.ID)
+			case !sameContent(stored, e):
+				return res, false, fmt.Errorf("%w: event %s is stored with different content", eventstore.ErrIdempotencyConflict, e.ID)
+			}
+			prev = stored
+			res = eventstore.AppendResult{Version: stored.Version, Position: stored.Position}
+		}
+	}
+	return res, true, nil
+}
+
+// sameContent compares the fields a writer fills.
+func sameContent(a, b *domain.Envelope) bool {
+	return a.Type == b.Type && a.SchemaVersion == b.SchemaVersion && a.Owner == b.Owner &&
+		a.CorrelationID == b.CorrelationID && a.CausationID == b.CausationID && a.Writer == b.Writer &&
+		bytes.Equal(a.Data, b.Data) && bytes.Equal(a.Metadata, b.Metadata)
+}
+
+// ReadStream implements eventstore.Store. A limit of zero or less reads nothing.
+func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limit int) ([]domain.Envelope, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := eventstore.ValidateStream(stream); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isClose {
+		return nil, eventstore.ErrClosed
+	}
+	positions, ok := s.streams[stream]
+	if !ok {
+		return nil, fmt.Errorf("read %q: %w", stream, eventstore.ErrStreamNotFound)
+	}
+	if from >= uint64(len(positions)) || limit <= 0 {
+		return []domain.Envelope{}, nil
+	}
+	positions = positions[from:]
+	if len(positions) > limit {
+		positions = positions[:limit]
+	}
+	out := make([]domain.Envelope, len(positions))
+	for i, p := range positions {
+		out[i] = clone(&s.events[p])
+	}
+	return out, nil
+}
+
+// ReadAll implements eventstore.Store. A limit of zero or less reads nothing.
+func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.Envelope, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isClose {
+		return nil, eventstore.ErrClosed
+	}
+	return s.slice(from, limit, eventstore.Filter{}), nil
+}
+
+// slice copies up to limit events from position from on, and returns those
+// that pass filter. s.mu must be held.
+func (s *Store) slice(from uint64, limit int, filter eventstore.Filter) []domain.Envelope {
+	if from >= uint64(len(s.events)) || limit <= 0 {
+		return []domain.Envelope{}
+	}
+	evs := s.events[from:]
+	if len(evs) > limit {
+		evs = evs[:limit]
+	}
+	out := make([]domain.Envelope, 0, len(evs))
+	for i := range evs {
+		if filter.Match(&evs[i]) {
+			out = append(out, clone(&evs[i]))
+		}
+	}
+	return out
+}
+
+// Subscribe implements eventstore.Store. The handler runs without the store's
+// lock held, so a slow handler delays only its own subscription.
+func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Filter, handle func([]domain.Envelope) error) error {
+	next := from
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		if s.isClose {
+			s.mu.Unlock()
+			return eventstore.ErrClosed
+		}
+		head := uint64(len(s.events))
+		var batch []domain.Envelope
+		if next < head {
+			batch = s.slice(next, maxBatch, filter)
+			next = min(head, next+maxBatch)
+		}
+		wait := s.commit
+		s.mu.Unlock()
+
+		if len(batch) > 0 {
+			if err := handle(batch); err != nil {
+				return err
+			}
+			continue
+		}
+		if next < head {
+			continue // a whole page filtered out; more is stored
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.closed:
+			return eventstore.ErrClosed
+		case <-wait:
+		}
+	}
+}
+
+// Head implements eventstore.Store: the number of events in the log.
+func (s *Store) Head(ctx context.Context) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isClose {
+		return 0, eventstore.ErrClosed
+	}
+	return uint64(len(s.events)), nil
+}
+
+// Close implements eventstore.Store. Later calls fail with ErrClosed and
+// running subscriptions return ErrClosed. Closing twice is harmless.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.isClose {
+		s.isClose = true
+		close(s.closed)
+	}
+	return nil
+}
+
+// clone copies an event so that neither the store nor its reader can change
+// the other's bytes.
+func clone(e *domain.Envelope) domain.Envelope {
+	c := *e
+	c.Data = bytes.Clone(e.Data)
+	c.Metadata = bytes.Clone(e.Metadata)
+	return c
+}
