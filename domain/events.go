@@ -92,7 +92,8 @@ type ExecutionScheduling struct {
 // execution. It carries everything the worker needs to run it.
 type ExecutionScheduled struct {
 	Worker             string          `json:"worker"`
-	Attempt            int             `json:"attempt"` // 1 for the first handoff
+	Incarnation        string          `json:"incarnation,omitempty"` // the worker process the handoff is for
+	Attempt            int             `json:"attempt"`               // 1 for the first handoff
 	Action             string          `json:"action"`
 	Runner             string          `json:"runner"`
 	Input              json.RawMessage `json:"input,omitempty"`

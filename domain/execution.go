@@ -194,7 +194,7 @@ func (x *Execution) Grant() (ExecutionScheduling, error) {
 
 // Schedule decides the handoff to worker under policy p. It fails with
 // ErrAttemptsExhausted when p.MaxAttempts handoffs have already happened.
-func (x *Execution) Schedule(worker string, p Policy) (ExecutionScheduled, error) {
+func (x *Execution) Schedule(worker, incarnation string, p Policy) (ExecutionScheduled, error) {
 	if err := x.Check(TypeExecutionScheduled, OwnerExecutor, ""); err != nil {
 		return ExecutionScheduled{}, err
 	}
@@ -205,7 +205,7 @@ func (x *Execution) Schedule(worker string, p Policy) (ExecutionScheduled, error
 		return ExecutionScheduled{}, fmt.Errorf("execution %s after %d attempts: %w", x.id, x.attempt, ErrAttemptsExhausted)
 	}
 	return ExecutionScheduled{
-		Worker: worker, Attempt: x.attempt + 1, Action: x.action, Runner: p.Runner, Input: x.input,
+		Worker: worker, Incarnation: incarnation, Attempt: x.attempt + 1, Action: x.action, Runner: p.Runner, Input: x.input,
 		TimeoutMillis: p.Timeout().Milliseconds(), ScheduledTimeoutMS: p.ScheduledTimeout().Milliseconds(),
 	}, nil
 }
