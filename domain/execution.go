@@ -41,6 +41,7 @@ type Execution struct {
 
 	status          Status
 	worker          string
+	incarnation     string
 	attempt         int
 	cancelRequested bool
 	version         int64
@@ -67,6 +68,9 @@ func (x *Execution) Version() int64 { return x.version }
 
 // Worker returns the worker named in the current handoff ("" before any).
 func (x *Execution) Worker() string { return x.worker }
+
+// Incarnation returns the worker incarnation named in the current handoff.
+func (x *Execution) Incarnation() string { return x.incarnation }
 
 // Attempt returns how many handoffs there have been.
 func (x *Execution) Attempt() int { return x.attempt }
@@ -325,6 +329,7 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.status, x.grantedAt = StatusScheduling, at
 	case ExecutionScheduled:
 		x.status, x.scheduledAt, x.worker, x.attempt = StatusScheduled, at, e.Worker, e.Attempt
+		x.incarnation = e.Incarnation
 		x.scheduledTimeout = time.Duration(e.ScheduledTimeoutMS) * time.Millisecond
 	case ExecutionRunning:
 		x.status, x.runningAt = StatusRunning, at
