@@ -53,7 +53,7 @@ func (s suite) expectedVersionTests() []subtest {
 			res, err := st.Append(ctx, stream, c.expected, evs...)
 			if !c.ok {
 				requireWrongVersion(t, err, stream, c.expected, c.existing > 0, uint64(c.existing)-1)
-				requireUnchanged(t, ctx, st, before, "a failed append")
+				s.requireUnchanged(t, ctx, st, before, "a failed append")
 				if c.existing == 0 {
 					requireStreamMissing(t, ctx, st, stream)
 				}
