@@ -1,0 +1,48 @@
+# turnstile — run `make help` for the list of targets.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin/turnstile
+GOLANGCI_LINT_VERSION := v2.6.2
+TOOLS := $(CURDIR)/bin/tools
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/turnstile
+	$(GO) build -o $(BIN) ./cmd/turnstile
+
+.PHONY: run
+run: build ## build, then run `turnstile serve` on the embedded store in ./data
+	./$(BIN) serve
+
+.PHONY: test
+test: ## vet, then every test with the race detector (what CI runs)
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: test-short
+test-short: ## the tests without the race detector, skipping slow ones
+	$(GO) test -short -count=1 ./...
+
+.PHONY: test-race
+test-race: ## the tests with the race detector
+	$(GO) test -race -count=1 ./...
+
+.PHONY: bench
+bench: ## micro-benchmarks of the log (see BENCHMARKS.md for whole-system ones)
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./eventstore/...
+
+.PHONY: lint
+lint: $(TOOLS)/golangci-lint ## golangci-lint (installed into bin/tools at a pinned version)
+	$(TOOLS)/golangci-lint run ./...
+
+$(TOOLS)/golangci-lint:
+	GOBIN=$(TOOLS) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+.PHONY: clean
+clean: ## remove build output
+	rm -rf bin

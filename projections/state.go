@@ -1,0 +1,175 @@
+// Package projections folds the log into read models: the lifecycle state the
+// executor decides on (queues, live executions, workers), the API's views
+// (executions, queue stats, workers), their checkpoints, rebuilds and feeds.
+package projections
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/turnstile/turnstile/domain"
+)
+
+// WorkerView is a worker as the log tells it, with the executions it holds
+// (handed to it and not ended or taken back).
+type WorkerView struct {
+	*domain.Worker
+	InFlight map[string]struct{}
+}
+
+// Free returns how many more executions the worker may be handed now.
+func (w *WorkerView) Free() int {
+	if !w.Accepting() {
+		return 0
+	}
+	return w.Slots() - len(w.InFlight)
+}
+
+// State is the fold of the whole log that decisions are made on: every
+// action's queues, every execution that has not ended, and every worker.
+// It is deterministic: the same events give the same State.
+type State struct {
+	Queues  *domain.Queues
+	Live    map[string]*domain.Execution // executions that have not ended
+	Workers map[string]*WorkerView
+	Actions map[string]*domain.Action
+	Next    uint64 // position after the last applied event
+
+	// Attention holds live executions the executor must act on besides
+	// grants: taken back after a handoff (scheduling, to hand again or fail),
+	// a pre-handoff cancellation request, or a with_items parent.
+	Attention map[string]struct{}
+
+	// Ended is called (if set) for each execution when it reaches a terminal
+	// state, with its final state, before it leaves Live.
+	Ended func(x *domain.Execution)
+}
+
+// NewState returns the fold of an empty log.
+func NewState() *State {
+	return &State{
+		Queues:    domain.NewQueues(),
+		Live:      map[string]*domain.Execution{},
+		Workers:   map[string]*WorkerView{},
+		Actions:   map[string]*domain.Action{},
+		Attention: map[string]struct{}{},
+	}
+}
+
+// Apply decodes and folds one event. Events at positions already applied are
+// ignored, so a batch may be delivered twice without harm.
+func (s *State) Apply(env *domain.Envelope) error {
+	if env.Position < s.Next {
+		return nil
+	}
+	ev, err := domain.Catalogue.Decode(env)
+	if err != nil {
+		return fmt.Errorf("fold position %d: %w", env.Position, err)
+	}
+	s.ApplyDecoded(env, ev)
+	return nil
+}
+
+// ApplyDecoded folds an event already decoded.
+func (s *State) ApplyDecoded(env *domain.Envelope, ev domain.Event) {
+	if env.Position < s.Next {
+		return
+	}
+	s.Next = env.Position + 1
+	cat, id := domain.SplitStream(env.Stream)
+	switch cat {
+	case domain.StreamAction:
+		a := s.Actions[id]
+		if a == nil {
+			a = domain.NewAction()
+			s.Actions[id] = a
+		}
+		a.Apply(ev, env.Version)
+	case domain.StreamWorker:
+		w := s.Workers[id]
+		if w == nil {
+			w = &WorkerView{Worker: domain.NewWorker(id), InFlight: map[string]struct{}{}}
+			s.Workers[id] = w
+		}
+		w.Apply(ev, env.Version, env.Time)
+	case domain.StreamExecution:
+		x := s.Live[id]
+		if x == nil {
+			if _, ok := ev.(domain.ExecutionRequested); !ok {
+				break // an event for an ended (or unknown) execution: nothing live changes
+			}
+			x = domain.NewExecution(id)
+			s.Live[id] = x
+		}
+		prevWorker, prevStatus := x.Worker(), x.Status()
+		x.Apply(ev, env.Version, env.Time)
+		s.trackWorker(id, prevWorker, prevStatus, x)
+		if x.Status().Terminal() {
+			if s.Ended != nil {
+				s.Ended(x)
+			}
+			delete(s.Live, id)
+			delete(s.Attention, id)
+		} else if needsExecutor(x, ev) {
+			s.Attention[id] = struct{}{}
+		} else {
+			delete(s.Attention, id)
+		}
+	}
+	s.Queues.Apply(env, ev)
+}
+
+// trackWorker keeps WorkerView.InFlight equal to the executions handed to
+// each worker and not yet ended or taken back.
+func (s *State) trackWorker(id, prevWorker string, prevStatus domain.Status, x *domain.Execution) {
+	held := func(st domain.Status) bool { return st == domain.StatusScheduled || st == domain.StatusRunning }
+	if held(prevStatus) && (!held(x.Status()) || prevWorker != x.Worker()) {
+		if w := s.Workers[prevWorker]; w != nil {
+			delete(w.InFlight, id)
+		}
+	}
+	if held(x.Status()) {
+		w := s.Workers[x.Worker()]
+		if w == nil {
+			w = &WorkerView{Worker: domain.NewWorker(x.Worker()), InFlight: map[string]struct{}{}}
+			s.Workers[x.Worker()] = w
+		}
+		w.InFlight[id] = struct{}{}
+	}
+}
+
+// WorkerIDs returns the known worker ids, sorted.
+func (s *State) WorkerIDs() []string {
+	out := make([]string, 0, len(s.Workers))
+	for id := range s.Workers {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// HeldBy returns the live executions handed to worker id, sorted.
+func (s *State) HeldBy(id string) []string {
+	w := s.Workers[id]
+	if w == nil {
+		return nil
+	}
+	out := make([]string, 0, len(w.InFlight))
+	for x := range w.InFlight {
+		out = append(out, x)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// needsExecutor reports whether the executor must look at x after ev.
+func needsExecutor(x *domain.Execution, ev domain.Event) bool {
+	if x.Owner() != domain.OwnerExecutor {
+		return false
+	}
+	switch ev.(type) {
+	case domain.ExecutionScheduling:
+		return false // the scheduled event follows in the same append
+	}
+	return x.IsParent() || x.Status() == domain.StatusScheduling || x.CancelRequested()
+}

@@ -1,0 +1,220 @@
+// Package bus carries what one process must tell another, over watermill:
+// handoffs to workers and cancellation requests. The log is the truth; the
+// Forwarder derives every message from it and checkpoints its position, so a
+// lost message is sent again and handlers are idempotent by event id (the
+// message UUID is the event id).
+package bus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
+)
+
+// Topics.
+const (
+	TopicCancel = "turnstile.cancel" // every execution.cancel_requested
+	TopicPoison = "turnstile.poison" // messages no handler could process
+)
+
+// AssignTopic is the topic of the handoffs to one worker.
+func AssignTopic(worker string) string { return "turnstile.assign." + worker }
+
+// Metadata keys set on every message.
+const (
+	MetaType     = "type"
+	MetaStream   = "stream"
+	MetaPosition = "position"
+)
+
+// Bus is a watermill publisher and subscriber pair.
+type Bus struct {
+	Publisher  message.Publisher
+	Subscriber message.Subscriber
+	Logger     watermill.LoggerAdapter
+	close      func() error
+}
+
+// NewInProcess returns a bus for one process (watermill's GoChannel).
+func NewInProcess(logger *slog.Logger) *Bus {
+	wl := watermill.NewSlogLogger(logger.With("component", "bus"))
+	ch := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 4096}, wl)
+	return &Bus{Publisher: ch, Subscriber: ch, Logger: wl, close: ch.Close}
+}
+
+// Close closes the bus.
+func (b *Bus) Close() error {
+	if b.close != nil {
+		return b.close()
+	}
+	return nil
+}
+
+// NewRouter returns a watermill router with the middleware every handler of
+// ours runs under: a recoverer (a panic becomes an error), bounded retries,
+// and a poison queue for messages that still fail.
+func (b *Bus) NewRouter() (*message.Router, error) {
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, b.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("bus: router: %w", err)
+	}
+	poison, err := middleware.PoisonQueue(b.Publisher, TopicPoison)
+	if err != nil {
+		return nil, fmt.Errorf("bus: poison queue: %w", err)
+	}
+	r.AddMiddleware(
+		poison,
+		middleware.Retry{MaxRetries: 3, InitialInterval: 10 * time.Millisecond, MaxInterval: time.Second, Multiplier: 2, Logger: b.Logger}.Middleware,
+		middleware.Recoverer,
+	)
+	return r, nil
+}
+
+// EncodeEvent turns a log event into a message whose UUID is the event id.
+func EncodeEvent(env *domain.Envelope) (*message.Message, error) {
+	payload, err := json.Marshal(env)
+	if err != nil {
+		return nil, fmt.Errorf("bus: encode event %s: %w", env.ID, err)
+	}
+	m := message.NewMessage(env.ID.String(), payload)
+	m.Metadata.Set(MetaType, env.Type)
+	m.Metadata.Set(MetaStream, env.Stream)
+	m.Metadata.Set(MetaPosition, strconv.FormatUint(env.Position, 10))
+	return m, nil
+}
+
+// DecodeEvent reads back a message made by EncodeEvent.
+func DecodeEvent(m *message.Message) (domain.Envelope, error) {
+	var env domain.Envelope
+	if err := json.Unmarshal(m.Payload, &env); err != nil {
+		return env, fmt.Errorf("bus: message %s is not an event: %w", m.UUID, err)
+	}
+	if env.Type == "" || env.Stream == "" {
+		return env, fmt.Errorf("bus: message %s is not an event: no type or stream", m.UUID)
+	}
+	return env, nil
+}
+
+// ForwarderConfig configures a Forwarder.
+type ForwarderConfig struct {
+	Store       eventstore.Store
+	Publisher   message.Publisher
+	Checkpoints projections.Checkpoints
+	Name        string // checkpoint name; default "forwarder"
+	Logger      *slog.Logger
+	// SaveEvery is how often the checkpoint is saved. Default 200ms.
+	SaveEvery time.Duration
+	// From overrides the checkpoint when set (>0).
+	From uint64
+}
+
+// Forwarder publishes the log's handoffs and cancel requests to the bus.
+// Delivery is at least once: after a crash it resumes from its checkpoint,
+// which may send a message again.
+type Forwarder struct {
+	cfg    ForwarderConfig
+	log    *slog.Logger
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// NewForwarder checks cfg and returns a forwarder; it does nothing until Start.
+func NewForwarder(cfg ForwarderConfig) (*Forwarder, error) {
+	if cfg.Store == nil || cfg.Publisher == nil || cfg.Checkpoints == nil {
+		return nil, errors.New("bus: forwarder needs Store, Publisher and Checkpoints")
+	}
+	if cfg.Name == "" {
+		cfg.Name = "forwarder"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.SaveEvery == 0 {
+		cfg.SaveEvery = 200 * time.Millisecond
+	}
+	return &Forwarder{cfg: cfg, log: cfg.Logger.With("component", "forwarder")}, nil
+}
+
+// Start begins forwarding from the checkpoint.
+func (f *Forwarder) Start(ctx context.Context) error {
+	from, err := f.cfg.Checkpoints.Load(ctx, f.cfg.Name)
+	if err != nil {
+		return err
+	}
+	if f.cfg.From > 0 {
+		from = f.cfg.From
+	}
+	ctx, f.cancel = context.WithCancel(ctx)
+	f.done = make(chan error, 1)
+	filter := eventstore.Filter{Types: []string{domain.TypeExecutionScheduled, domain.TypeExecutionCancelRequested}}
+	go func() {
+		next, lastSave := from, time.Now()
+		err := f.cfg.Store.Subscribe(ctx, from, filter, func(batch []domain.Envelope) error {
+			for i := range batch {
+				env := &batch[i]
+				if err := f.publish(env); err != nil {
+					return err
+				}
+				next = env.Position + 1
+			}
+			if time.Since(lastSave) >= f.cfg.SaveEvery {
+				lastSave = time.Now()
+				if err := f.cfg.Checkpoints.Save(ctx, f.cfg.Name, next); err != nil {
+					f.log.Warn("cannot save checkpoint", "err", err)
+				}
+			}
+			return nil
+		})
+		if next > from {
+			_ = f.cfg.Checkpoints.Save(context.Background(), f.cfg.Name, next)
+		}
+		if ctx.Err() != nil {
+			err = nil
+		}
+		f.done <- err
+	}()
+	return nil
+}
+
+func (f *Forwarder) publish(env *domain.Envelope) error {
+	msg, err := EncodeEvent(env)
+	if err != nil {
+		return err
+	}
+	topic := TopicCancel
+	if env.Type == domain.TypeExecutionScheduled {
+		ev, err := domain.Catalogue.Decode(env)
+		if err != nil {
+			f.log.Error("cannot read handoff, not forwarded", "position", env.Position, "err", err)
+			return nil
+		}
+		topic = AssignTopic(ev.(domain.ExecutionScheduled).Worker)
+	}
+	if err := f.cfg.Publisher.Publish(topic, msg); err != nil {
+		return fmt.Errorf("bus: publish %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Stop ends forwarding, saving the checkpoint, and returns the error that
+// stopped it, if any other than the stop itself.
+func (f *Forwarder) Stop() error {
+	if f.cancel == nil {
+		return nil
+	}
+	f.cancel()
+	return <-f.done
+}

@@ -1,0 +1,620 @@
+// Package executor runs the executor: it folds the log into queues, live
+// executions and workers, and appends its decisions (rejections, slot grants
+// and handoffs, expiries, abandonments, pre-handoff cancellations) with
+// expected versions, so a replaced executor that still runs fails to write
+// instead of over-granting. Commands holds the command side the API uses.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/aggregate"
+	"github.com/turnstile/turnstile/services/clock"
+)
+
+// Config configures an Executor. Zero fields take the defaults below.
+type Config struct {
+	Store  eventstore.Store
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Name identifies this executor instance in the events it writes.
+	Name string
+	// Tick is how often time-based rules (handoff expiry, worker leases,
+	// queue timeouts) are checked. Default 250ms.
+	Tick time.Duration
+	// WorkerLease is how long a worker may go without an event in the log
+	// before it is declared lost. Default 15s.
+	WorkerLease time.Duration
+	// LoseWorkersAtStart declares every active worker lost once the fold has
+	// caught up: right for `serve` on the embedded store, whose workers all
+	// lived in the previous process.
+	LoseWorkersAtStart bool
+	// MaxBatch bounds the decisions written in one cycle. Default 4096.
+	MaxBatch int
+}
+
+func (c *Config) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = clock.System{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Name == "" {
+		c.Name = "executor"
+	}
+	if c.Tick == 0 {
+		c.Tick = 250 * time.Millisecond
+	}
+	if c.WorkerLease == 0 {
+		c.WorkerLease = 15 * time.Second
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = 4096
+	}
+}
+
+// Validate checks the configuration.
+func (c *Config) Validate() error {
+	switch {
+	case c.Store == nil:
+		return errors.New("executor: Store is required")
+	case c.Tick < time.Millisecond:
+		return fmt.Errorf("executor: Tick %s is below 1ms", c.Tick)
+	case c.WorkerLease < 10*time.Millisecond:
+		return fmt.Errorf("executor: WorkerLease %s is below 10ms", c.WorkerLease)
+	case c.MaxBatch < 1:
+		return fmt.Errorf("executor: MaxBatch %d < 1", c.MaxBatch)
+	}
+	return nil
+}
+
+// Executor folds the log and writes the executor's decisions. Start it once;
+// Stop ends it.
+type Executor struct {
+	cfg   Config
+	log   *slog.Logger
+	state *projections.State
+
+	// awaiting holds, per stream, the version this executor wrote and has
+	// not yet seen in its fold; no decision touches such a stream meanwhile.
+	awaiting map[string]uint64
+	lostDone bool
+
+	ready    atomic.Bool
+	position atomic.Uint64
+	cancel   context.CancelFunc
+	done     chan struct{}
+	mu       sync.Mutex // guards state for readers outside the loop (Inspect)
+
+	// Stats counts decisions, for metrics and tests.
+	Stats Stats
+}
+
+// Stats counts what the executor wrote and what it lost to other writers.
+type Stats struct {
+	Grants, Rejections, Expiries, Abandons, Cancels, Failures, Conflicts atomic.Int64
+}
+
+// New returns an executor; it does nothing until Start.
+func New(cfg Config) (*Executor, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
+		state: projections.NewState(), awaiting: map[string]uint64{}}, nil
+}
+
+// Start folds the log from the beginning and then follows it, deciding as it
+// goes. It returns at once; the work runs until Stop or ctx ends.
+func (e *Executor) Start(ctx context.Context) error {
+	head, err := e.cfg.Store.Head(ctx)
+	if err != nil {
+		return fmt.Errorf("executor: read head: %w", err)
+	}
+	ctx, e.cancel = context.WithCancel(ctx)
+	e.done = make(chan struct{})
+	batches := make(chan []domain.Envelope, 64)
+	subErr := make(chan error, 1)
+	go func() {
+		subErr <- e.cfg.Store.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
+			cp := make([]domain.Envelope, len(b))
+			copy(cp, b)
+			select {
+			case batches <- cp:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+	}()
+	go e.loop(ctx, head, batches, subErr)
+	return nil
+}
+
+// Stop ends the executor and waits for its loop to return.
+func (e *Executor) Stop() {
+	if e.cancel == nil {
+		return
+	}
+	e.cancel()
+	<-e.done
+}
+
+// Ready reports whether the fold has caught up with the log as it was at Start.
+func (e *Executor) Ready() bool { return e.ready.Load() }
+
+// Position returns the position after the last event folded.
+func (e *Executor) Position() uint64 { return e.position.Load() }
+
+// Inspect calls fn with the executor's fold, under its lock. fn must not keep it.
+func (e *Executor) Inspect(fn func(*projections.State)) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	fn(e.state)
+}
+
+func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domain.Envelope, subErr <-chan error) {
+	defer close(e.done)
+	tick := time.NewTicker(e.cfg.Tick)
+	defer tick.Stop()
+	if head == 0 {
+		e.ready.Store(true)
+	}
+	for {
+		timed := false
+		select {
+		case <-ctx.Done():
+			return
+		case err := <-subErr:
+			if ctx.Err() == nil {
+				e.log.Error("log subscription ended", "err", err)
+			}
+			return
+		case b := <-batches:
+			e.apply(b)
+		drain:
+			for len(batches) > 0 { // fold everything already delivered before deciding
+				select {
+				case b := <-batches:
+					e.apply(b)
+				default:
+					break drain
+				}
+			}
+		case <-tick.C:
+			timed = true
+		}
+		if !e.ready.Load() {
+			if e.state.Next < head {
+				continue
+			}
+			e.ready.Store(true)
+			e.log.Info("caught up with the log", "position", e.state.Next)
+		}
+		e.decide(ctx, timed)
+	}
+}
+
+func (e *Executor) apply(batch []domain.Envelope) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range batch {
+		env := &batch[i]
+		if err := e.state.Apply(env); err != nil {
+			// An event this build cannot read is skipped, loudly: the audit reports it.
+			e.log.Error("cannot fold event", "position", env.Position, "stream", env.Stream, "err", err)
+			e.state.Next = env.Position + 1
+		}
+		if v, ok := e.awaiting[env.Stream]; ok && env.Version >= v {
+			delete(e.awaiting, env.Stream)
+		}
+	}
+	e.position.Store(e.state.Next)
+}
+
+// op is one atomic append the executor decided.
+type op struct {
+	what    string
+	appends []eventstore.StreamAppend
+	count   *atomic.Int64
+	n       int // how many decisions count adds (0 means 1)
+}
+
+func (e *Executor) busy(stream string) bool {
+	_, ok := e.awaiting[stream]
+	return ok
+}
+
+func (e *Executor) decide(ctx context.Context, timed bool) {
+	e.mu.Lock()
+	now := e.cfg.Clock.Now()
+	var ops []op
+	ops = e.decideLostAtStart(ops)
+	ops = e.decideRejections(ops)
+	if timed {
+		ops = e.decideLeases(ops, now)
+		ops = e.decideExpiries(ops, now)
+		ops = e.decideQueueTimeouts(ops, now)
+	}
+	ops = e.decideAttention(ops, now)
+	ops = e.decideGrants(ops)
+	e.mu.Unlock()
+	e.run(ctx, ops)
+}
+
+// run appends the decided ops concurrently (the store commits them together)
+// and waits for all. A lost race is expected and harmless: the fold shows the
+// winner's events and the next cycle decides again.
+func (e *Executor) run(ctx context.Context, ops []op) {
+	if len(ops) == 0 {
+		return
+	}
+	errs := make([]error, len(ops))
+	var wg sync.WaitGroup
+	for i := range ops {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			_, errs[i] = e.cfg.Store.AppendMulti(ctx, ops[i].appends...)
+		}(i)
+	}
+	wg.Wait()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, err := range errs {
+		o := &ops[i]
+		if err == nil {
+			if o.count != nil {
+				o.count.Add(int64(max(o.n, 1)))
+			}
+			continue
+		}
+		for _, a := range o.appends { // it will not show up in the fold: stop waiting for it
+			delete(e.awaiting, a.Stream)
+		}
+		if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+			e.Stats.Conflicts.Add(1)
+			e.log.Debug("lost a race, deciding again", "op", o.what, "err", err)
+			continue
+		}
+		if ctx.Err() == nil {
+			e.log.Error("append failed", "op", o.what, "err", err)
+		}
+	}
+}
+
+// stage builds one stream's part of an op and marks the stream awaited.
+func (e *Executor) stage(stream string, version int64, events ...domain.Event) eventstore.StreamAppend {
+	a := eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(version)}
+	for i, ev := range events {
+		v := version + 1 + int64(i)
+		env, err := domain.Catalogue.Encode(aggregate.EventID(stream, v, ev.EventType()), ev, domain.OwnerExecutor, e.cfg.Name)
+		if err != nil {
+			panic(fmt.Sprintf("executor: encode %s: %v", ev.EventType(), err)) // our own events always encode
+		}
+		a.Events = append(a.Events, env)
+	}
+	e.awaiting[stream] = uint64(version + int64(len(events)))
+	return a
+}
+
+func (e *Executor) decideRejections(ops []op) []op {
+	for _, r := range e.state.Queues.PendingRejections() {
+		if len(ops) >= e.cfg.MaxBatch {
+			break
+		}
+		x := e.state.Live[r.Execution]
+		stream := domain.ExecutionStream(r.Execution)
+		if x == nil || e.busy(stream) {
+			continue
+		}
+		ev, err := x.Reject(r.Code, r.Reason)
+		if err != nil {
+			continue
+		}
+		ops = append(ops, op{what: "reject " + r.Execution, count: &e.Stats.Rejections,
+			appends: []eventstore.StreamAppend{e.stage(stream, x.Version(), ev)}})
+	}
+	return ops
+}
+
+// decideGrants grants the heads of the queues, oldest request first across
+// all queues, while workers have free slots, each with its handoff in the
+// same atomic append as the grant.
+func (e *Executor) decideGrants(ops []op) []op {
+	workers := e.freeWorkers()
+	if len(workers) == 0 {
+		return ops
+	}
+	free := 0
+	for _, w := range workers {
+		free += w.free
+	}
+	type cand struct {
+		q *domain.Queue
+		w domain.Waiter
+	}
+	var cands []cand
+	for _, ref := range e.state.Queues.Refs() {
+		q := e.state.Queues.Get(ref)
+		if q.Waiting() == 0 || e.busy(domain.QueueStream(ref)) {
+			continue
+		}
+		for _, w := range q.Grantable(free) {
+			cands = append(cands, cand{q, w})
+		}
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].w.Position < cands[j].w.Position })
+	perQueue := map[string]*op{}
+	var order []string
+	qVersion := map[string]int64{}
+	for _, c := range cands {
+		if free == 0 || len(ops)+len(perQueue) >= e.cfg.MaxBatch {
+			break
+		}
+		x := e.state.Live[c.w.Execution]
+		xs := domain.ExecutionStream(c.w.Execution)
+		if x == nil || e.busy(xs) {
+			continue
+		}
+		p := c.q.Policy()
+		wk := pickWorker(workers, p.Runner)
+		if wk == nil {
+			continue
+		}
+		grant, err := x.Grant()
+		if err != nil {
+			continue
+		}
+		// The handoff follows the grant in the same append; decide it on the
+		// state the grant leads to.
+		next := *x
+		next.Apply(grant, uint64(x.Version()+1), time.Time{})
+		sched, err := next.Schedule(wk.id, wk.incarnation, p)
+		if err != nil {
+			continue
+		}
+		o := perQueue[c.q.Ref]
+		if o == nil {
+			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants}
+			perQueue[c.q.Ref] = o
+			order = append(order, c.q.Ref)
+			qVersion[c.q.Ref] = c.q.Version()
+		}
+		e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key})
+		o.appends = append(o.appends, e.stage(xs, x.Version(), grant, sched))
+		o.n++
+		wk.free--
+		free--
+	}
+	for _, ref := range order {
+		o := perQueue[ref]
+		ops = append(ops, *o)
+	}
+	return ops
+}
+
+// queueGrant adds a queue.granted event to the op's queue-stream append,
+// creating it (fenced on the queue's version) on first use.
+func (e *Executor) queueGrant(o *op, ref string, qVersion map[string]int64, g domain.QueueGranted) {
+	qs := domain.QueueStream(ref)
+	for i := range o.appends {
+		if o.appends[i].Stream == qs {
+			a := &o.appends[i]
+			v := qVersion[ref] + int64(len(a.Events)) + 1
+			env, _ := domain.Catalogue.Encode(aggregate.EventID(qs, v, g.EventType()), g, domain.OwnerExecutor, e.cfg.Name)
+			a.Events = append(a.Events, env)
+			e.awaiting[qs] = uint64(v)
+			return
+		}
+	}
+	a := e.stage(qs, qVersion[ref], g)
+	o.appends = append([]eventstore.StreamAppend{a}, o.appends...)
+}
+
+type freeWorker struct {
+	id, incarnation string
+	free            int
+	runners         map[string]bool // nil: runs everything
+}
+
+func (e *Executor) freeWorkers() []*freeWorker {
+	var out []*freeWorker
+	for _, id := range e.state.WorkerIDs() {
+		w := e.state.Workers[id]
+		if n := w.Free(); n > 0 {
+			fw := &freeWorker{id: id, incarnation: w.Incarnation(), free: n}
+			if rs := w.Runners(); len(rs) > 0 {
+				fw.runners = map[string]bool{}
+				for _, r := range rs {
+					fw.runners[r] = true
+				}
+			}
+			out = append(out, fw)
+		}
+	}
+	return out
+}
+
+// pickWorker returns the worker with the most free slots that runs runner.
+func pickWorker(ws []*freeWorker, runner string) *freeWorker {
+	var best *freeWorker
+	for _, w := range ws {
+		if w.free <= 0 || (w.runners != nil && !w.runners[runner]) {
+			continue
+		}
+		if best == nil || w.free > best.free {
+			best = w
+		}
+	}
+	return best
+}
+
+// decideAttention handles executions the executor owns outside the queue:
+// pre-handoff cancellation requests, and executions taken back from a worker
+// (hand them to another worker, or fail them when attempts are exhausted).
+func (e *Executor) decideAttention(ops []op, now time.Time) []op {
+	if len(e.state.Attention) == 0 {
+		return ops
+	}
+	ids := make([]string, 0, len(e.state.Attention))
+	for id := range e.state.Attention {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	workers := e.freeWorkers()
+	for _, id := range ids {
+		if len(ops) >= e.cfg.MaxBatch {
+			break
+		}
+		x := e.state.Live[id]
+		xs := domain.ExecutionStream(id)
+		if x == nil || e.busy(xs) || x.IsParent() {
+			continue
+		}
+		if x.CancelRequested() {
+			if ev, err := x.Cancel(domain.OwnerExecutor, e.cfg.Name, "cancelled on request"); err == nil {
+				ops = append(ops, op{what: "cancel " + id, count: &e.Stats.Cancels,
+					appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+			}
+			continue
+		}
+		if x.Status() != domain.StatusScheduling {
+			continue
+		}
+		q := e.state.Queues.Get(x.Action())
+		if q == nil {
+			continue
+		}
+		p := q.Policy()
+		if x.Attempt() >= p.MaxAttempts {
+			ev, err := x.Fail(domain.OwnerExecutor, e.cfg.Name,
+				fmt.Sprintf("gave up after %d attempts: no worker started or finished it", x.Attempt()), nil)
+			if err == nil {
+				ops = append(ops, op{what: "fail " + id, count: &e.Stats.Failures,
+					appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+			}
+			continue
+		}
+		wk := pickWorker(workers, p.Runner)
+		if wk == nil {
+			continue
+		}
+		ev, err := x.Schedule(wk.id, wk.incarnation, p)
+		if err != nil {
+			continue
+		}
+		wk.free--
+		ops = append(ops, op{what: "reschedule " + id, count: &e.Stats.Grants,
+			appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+	}
+	return ops
+}
+
+// decideExpiries takes back handoffs that no worker started in time, and
+// executions held by an incarnation that is no longer the worker's current one.
+func (e *Executor) decideExpiries(ops []op, now time.Time) []op {
+	for _, wid := range e.state.WorkerIDs() {
+		w := e.state.Workers[wid]
+		for _, id := range e.state.HeldBy(wid) {
+			if len(ops) >= e.cfg.MaxBatch {
+				return ops
+			}
+			x := e.state.Live[id]
+			xs := domain.ExecutionStream(id)
+			if x == nil || e.busy(xs) {
+				continue
+			}
+			gone := w.Status() == domain.WorkerLostStatus || w.Status() == domain.WorkerStoppedStatus ||
+				(x.Incarnation() != "" && x.Incarnation() != w.Incarnation())
+			if gone {
+				if ev, err := x.Abandon(fmt.Sprintf("worker %s incarnation %s is gone", wid, x.Incarnation())); err == nil {
+					ops = append(ops, op{what: "abandon " + id, count: &e.Stats.Abandons,
+						appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+				}
+				continue
+			}
+			if x.Status() == domain.StatusScheduled {
+				if ev, err := x.ExpireHandoff(now); err == nil {
+					ops = append(ops, op{what: "expire " + id, count: &e.Stats.Expiries,
+						appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+				}
+			}
+		}
+	}
+	return ops
+}
+
+// decideLeases declares lost the workers whose last event is older than the lease.
+func (e *Executor) decideLeases(ops []op, now time.Time) []op {
+	for _, id := range e.state.WorkerIDs() {
+		w := e.state.Workers[id]
+		ws := domain.WorkerStream(id)
+		if (w.Status() != domain.WorkerActive && w.Status() != domain.WorkerDrainingStatus) || e.busy(ws) {
+			continue
+		}
+		ev, err := w.DeclareLost(now, e.cfg.WorkerLease, false, fmt.Sprintf("no heartbeat for %s", e.cfg.WorkerLease))
+		if err != nil {
+			continue
+		}
+		ops = append(ops, op{what: "lose worker " + id, appends: []eventstore.StreamAppend{e.stage(ws, w.Version(), ev)}})
+	}
+	return ops
+}
+
+// decideLostAtStart declares every active worker lost once, right after the
+// fold caught up, when the configuration says they all died with the last run.
+func (e *Executor) decideLostAtStart(ops []op) []op {
+	if !e.cfg.LoseWorkersAtStart || e.lostDone {
+		return ops
+	}
+	e.lostDone = true
+	for _, id := range e.state.WorkerIDs() {
+		w := e.state.Workers[id]
+		if w.Status() != domain.WorkerActive && w.Status() != domain.WorkerDrainingStatus {
+			continue
+		}
+		ev, err := w.DeclareLost(e.cfg.Clock.Now(), 0, true, "its process ended with the previous run")
+		if err != nil {
+			continue
+		}
+		ops = append(ops, op{what: "lose worker " + id, appends: []eventstore.StreamAppend{e.stage(domain.WorkerStream(id), w.Version(), ev)}})
+	}
+	return ops
+}
+
+// decideQueueTimeouts cancels waiters that waited longer than their queue timeout.
+func (e *Executor) decideQueueTimeouts(ops []op, now time.Time) []op {
+	for _, ref := range e.state.Queues.Refs() {
+		q := e.state.Queues.Get(ref)
+		for _, w := range q.TimedOut(now, e.cfg.MaxBatch) {
+			if len(ops) >= e.cfg.MaxBatch {
+				return ops
+			}
+			x := e.state.Live[w.Execution]
+			xs := domain.ExecutionStream(w.Execution)
+			if x == nil || e.busy(xs) {
+				continue
+			}
+			ev, err := x.Cancel(domain.OwnerExecutor, e.cfg.Name,
+				fmt.Sprintf("queue timeout: waited more than %s", q.Policy().QueueTimeout()))
+			if err == nil {
+				ops = append(ops, op{what: "queue timeout " + w.Execution, count: &e.Stats.Cancels,
+					appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+			}
+		}
+	}
+	return ops
+}
