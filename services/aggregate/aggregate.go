@@ -19,10 +19,17 @@ import (
 // the same id, so the store's idempotency makes the retry harmless.
 var namespace = uuid.MustParse("6a0b5a8e-2f4e-4b7e-9a53-3c1f3f1f7a11")
 
-// EventID returns the deterministic id of the event that a decision writes
-// to stream at version (its expected position), of type typ.
-func EventID(stream string, version int64, typ string) uuid.UUID {
-	return uuid.NewSHA1(namespace, fmt.Appendf(nil, "%s/%d/%s", stream, version, typ))
+// EventID returns the deterministic id of the event that writer decides to
+// write to stream at version, of type typ. Two writers racing for the same
+// version get different ids, so the loser sees a wrong-version error.
+func EventID(writer, stream string, version int64, typ string) uuid.UUID {
+	return uuid.NewSHA1(namespace, fmt.Appendf(nil, "%s/%s/%d/%s", writer, stream, version, typ))
+}
+
+// LostRace reports whether an append error means another writer got to the
+// stream first (the caller should reload and decide again).
+func LostRace(err error) bool {
+	return errors.Is(err, eventstore.ErrWrongExpectedVersion) || errors.Is(err, eventstore.ErrIdempotencyConflict)
 }
 
 // Expected returns the expected version for appending after version v (-1: none).
@@ -89,7 +96,7 @@ func UpdateExecution(ctx context.Context, store eventstore.Store, id string, own
 		if err != nil || ev == nil {
 			return x, err
 		}
-		env, err := domain.Catalogue.Encode(EventID(stream, x.Version()+1, ev.EventType()), ev, owner, writer)
+		env, err := domain.Catalogue.Encode(EventID(writer, stream, x.Version()+1, ev.EventType()), ev, owner, writer)
 		if err != nil {
 			return x, err
 		}
@@ -98,9 +105,70 @@ func UpdateExecution(ctx context.Context, store eventstore.Store, id string, own
 			x.Apply(ev, res.Version, time.Time{}) // the commit time is not read back: callers use the state for versions only
 			return x, nil
 		}
-		if !errors.Is(err, eventstore.ErrWrongExpectedVersion) || attempt >= MaxRetries {
+		if !LostRace(err) || attempt >= MaxRetries {
 			return x, fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)
 		}
 		x = nil // lost a race: reload and decide again
+	}
+}
+
+// LoadWorker folds worker id's stream (an unregistered Worker if it is empty).
+func LoadWorker(ctx context.Context, store eventstore.Store, id string) (*domain.Worker, error) {
+	w := domain.NewWorker(id)
+	stream := domain.WorkerStream(id)
+	from := uint64(0)
+	for {
+		evs, err := store.ReadStream(ctx, stream, from, 1000)
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return w, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("load worker %s: %w", id, err)
+		}
+		for i := range evs {
+			ev, err := domain.Catalogue.Decode(&evs[i])
+			if err != nil {
+				return nil, err
+			}
+			w.Apply(ev, evs[i].Version, evs[i].Time)
+		}
+		if len(evs) < 1000 {
+			return w, nil
+		}
+		from = evs[len(evs)-1].Version + 1
+	}
+}
+
+// UpdateWorker appends the event decide returns for worker id, written by
+// owner/writer, at the stream's current version, reloading after a lost race.
+// known, if not nil, is used for the first try.
+func UpdateWorker(ctx context.Context, store eventstore.Store, id string, owner domain.Owner, writer string,
+	known *domain.Worker, decide func(w *domain.Worker) (domain.Event, error)) (*domain.Worker, error) {
+	w := known
+	stream := domain.WorkerStream(id)
+	for attempt := 0; ; attempt++ {
+		if w == nil {
+			var err error
+			if w, err = LoadWorker(ctx, store, id); err != nil {
+				return nil, err
+			}
+		}
+		ev, err := decide(w)
+		if err != nil || ev == nil {
+			return w, err
+		}
+		env, err := domain.Catalogue.Encode(EventID(writer, stream, w.Version()+1, ev.EventType()), ev, owner, writer)
+		if err != nil {
+			return w, err
+		}
+		res, err := store.Append(ctx, stream, Expected(w.Version()), env)
+		if err == nil {
+			w.Apply(ev, res.Version, time.Time{})
+			return w, nil
+		}
+		if !LostRace(err) || attempt >= MaxRetries {
+			return w, fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)
+		}
+		w = nil
 	}
 }

@@ -69,7 +69,7 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 		return "", false, err
 	}
 	stream := domain.ExecutionStream(id)
-	env, err := domain.Catalogue.Encode(aggregate.EventID(stream, 0, ev.EventType()), ev, domain.OwnerExecutor, c.Writer)
+	env, err := domain.Catalogue.Encode(aggregate.EventID(c.Writer, stream, 0, ev.EventType()), ev, domain.OwnerExecutor, c.Writer)
 	if err != nil {
 		return "", false, err
 	}
@@ -169,7 +169,7 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 		if err != nil || ev == nil {
 			return false, err
 		}
-		env, err := domain.Catalogue.Encode(aggregate.EventID(stream, a.Version()+1, ev.EventType()), ev, domain.OwnerAPI, c.Writer)
+		env, err := domain.Catalogue.Encode(aggregate.EventID(c.Writer, stream, a.Version()+1, ev.EventType()), ev, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return false, err
 		}
@@ -177,7 +177,7 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 		if err == nil {
 			return true, nil
 		}
-		if !errors.Is(err, eventstore.ErrWrongExpectedVersion) || attempt >= aggregate.MaxRetries {
+		if !aggregate.LostRace(err) || attempt >= aggregate.MaxRetries {
 			return false, fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)
 		}
 	}

@@ -284,7 +284,7 @@ func (e *Executor) run(ctx context.Context, ops []op) {
 		for _, a := range o.appends { // it will not show up in the fold: stop waiting for it
 			delete(e.awaiting, a.Stream)
 		}
-		if errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		if aggregate.LostRace(err) {
 			e.Stats.Conflicts.Add(1)
 			e.log.Debug("lost a race, deciding again", "op", o.what, "err", err)
 			continue
@@ -300,7 +300,7 @@ func (e *Executor) stage(stream string, version int64, events ...domain.Event) e
 	a := eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(version)}
 	for i, ev := range events {
 		v := version + 1 + int64(i)
-		env, err := domain.Catalogue.Encode(aggregate.EventID(stream, v, ev.EventType()), ev, domain.OwnerExecutor, e.cfg.Name)
+		env, err := domain.Catalogue.Encode(aggregate.EventID(e.cfg.Name, stream, v, ev.EventType()), ev, domain.OwnerExecutor, e.cfg.Name)
 		if err != nil {
 			panic(fmt.Sprintf("executor: encode %s: %v", ev.EventType(), err)) // our own events always encode
 		}
@@ -414,7 +414,7 @@ func (e *Executor) queueGrant(o *op, ref string, qVersion map[string]int64, g do
 		if o.appends[i].Stream == qs {
 			a := &o.appends[i]
 			v := qVersion[ref] + int64(len(a.Events)) + 1
-			env, _ := domain.Catalogue.Encode(aggregate.EventID(qs, v, g.EventType()), g, domain.OwnerExecutor, e.cfg.Name)
+			env, _ := domain.Catalogue.Encode(aggregate.EventID(e.cfg.Name, qs, v, g.EventType()), g, domain.OwnerExecutor, e.cfg.Name)
 			a.Events = append(a.Events, env)
 			e.awaiting[qs] = uint64(v)
 			return

@@ -1,0 +1,124 @@
+package runner
+
+import (
+	"encoding/json"
+	"slices"
+	"testing"
+)
+
+// FuzzDecode feeds arbitrary bytes to every input decoder. None may panic;
+// input that is not valid JSON must be refused by all of them; and whatever a
+// decoder accepts must satisfy the validation it promises.
+func FuzzDecode(f *testing.F) {
+	for _, seed := range []string{
+		``, `null`, `{}`, `[]`, `"x"`, `1`, `{"a":1}`, `{} {}`, `{"a":`,
+		`{"seconds":0.25}`, `{"seconds":-1}`, `{"seconds":1e309}`, `{"seconds":"1"}`, `{"Seconds":1}`,
+		`{"seconds":1,"seconds":2}`, `{"seconds":null}`,
+		`{"message":"boom"}`, `{"message":1}`, `{"message":"x","extra":true}`,
+		`{"command":"/bin/echo","args":["hi"],"env":{"A":"b"},"dir":"/tmp"}`,
+		`{"command":"./x"}`, `{"command":"echo","env":{"A=B":"c"}}`, `{"command":"echo","env":{"PATH":""}}`,
+		`{"command":"echo","args":"hi"}`, `{"command":"a\u0000b"}`,
+		`{"method":"post","url":"https://example.com/x?y=1","headers":{"A":["1","2"]},"body":{"k":[1]}}`,
+		`{"url":"ftp://x"}`, `{"url":"http://x","body":"raw"}`, `{"url":"http://x","headers":{"Host":["a","b"]}}`,
+		`{"url":"http://x","headers":{"A":null}}`, `{"url":"http://[::1"}`, `{"method":"TRACE","url":"http://x"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		valid := json.Valid(data)
+
+		if s, err := decodeSleep(data); err == nil {
+			if !valid {
+				t.Fatalf("decodeSleep accepted invalid JSON %q", data)
+			}
+			if !(s >= 0 && s <= MaxSleep.Seconds()) {
+				t.Fatalf("decodeSleep(%q) = %v, out of range", data, s)
+			}
+		}
+
+		if msg, err := decodeFail(data); err == nil {
+			if !valid {
+				t.Fatalf("decodeFail accepted invalid JSON %q", data)
+			}
+			if msg == "" {
+				t.Fatalf("decodeFail(%q) gave an empty message", data)
+			}
+		}
+
+		if obj, err := decodeEcho(data); err == nil {
+			if !valid || !json.Valid(obj) || obj[0] != '{' {
+				t.Fatalf("decodeEcho(%q) = %q", data, obj)
+			}
+		}
+
+		if in, err := decodeShell(data); err == nil {
+			if !valid {
+				t.Fatalf("decodeShell accepted invalid JSON %q", data)
+			}
+			if in.Command == "" {
+				t.Fatalf("decodeShell(%q) accepted an empty command", data)
+			}
+			for k, v := range in.Env {
+				if checkEnvVar(k, v) != nil {
+					t.Fatalf("decodeShell(%q) accepted env %q=%q", data, k, v)
+				}
+			}
+		}
+
+		if req, err := decodeHTTP(data); err == nil {
+			if !valid {
+				t.Fatalf("decodeHTTP accepted invalid JSON %q", data)
+			}
+			if !slices.Contains(HTTPMethods, req.method) {
+				t.Fatalf("decodeHTTP(%q) accepted method %q", data, req.method)
+			}
+			if req.url == nil || (req.url.Scheme != "http" && req.url.Scheme != "https") || req.url.Host == "" {
+				t.Fatalf("decodeHTTP(%q) accepted url %v", data, req.url)
+			}
+			for name, values := range req.header {
+				for _, v := range values {
+					if !validHeaderName(name) || !validHeaderValue(v) {
+						t.Fatalf("decodeHTTP(%q) accepted header %q: %q", data, name, v)
+					}
+				}
+			}
+		}
+	})
+}
+
+// TestDecodeStrict checks the strict decoder directly.
+func TestDecodeStrict(t *testing.T) {
+	t.Parallel()
+	type target struct {
+		A int    `json:"a"`
+		B string `json:"b"`
+	}
+	tests := []struct {
+		input   string
+		wantErr bool
+	}{
+		{`{"a":1,"b":"x"}`, false},
+		{` {"a":1} `, false},
+		{`{}`, false},
+		{`{"a":null}`, false},
+		{`{"c":1}`, true},
+		{`{"A":1}`, true},
+		{`{"a":1,"a":2}`, true},
+		{`{"a":"1"}`, true},
+		{`{"a":1}{}`, true},
+		{`{"a":1} 2`, true},
+		{`{"a":1`, true},
+		{`[]`, true},
+		{`null`, true},
+		{``, true},
+		{`   `, true},
+		{`{"a":1,}`, true},
+	}
+	for _, tt := range tests {
+		var dst target
+		err := decodeStrict([]byte(tt.input), &dst, "a", "b")
+		if (err != nil) != tt.wantErr {
+			t.Errorf("decodeStrict(%q) = %v, want error %v", tt.input, err, tt.wantErr)
+		}
+	}
+}

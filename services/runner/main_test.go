@@ -1,0 +1,60 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// mustRunner returns the runner named name from Builtins(cfg).
+func mustRunner(t *testing.T, cfg Config, name string) Runner {
+	t.Helper()
+	r, ok := Builtins(cfg).Lookup(name)
+	if !ok {
+		t.Fatalf("Builtins has no %s", name)
+	}
+	return r
+}
+
+// asFailure returns err as a *Failure, failing the test if it is not one or if
+// it also looks like a context error.
+func asFailure(t *testing.T, err error) *Failure {
+	t.Helper()
+	var f *Failure
+	if !errors.As(err, &f) {
+		t.Fatalf("error %v (%T) is not a *Failure", err, err)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("failure %v wraps a context error", err)
+	}
+	return f
+}
+
+// checkCtxErr fails the test unless err wraps want and is not a *Failure.
+func checkCtxErr(t *testing.T, err, want error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Fatalf("error %v (%T), want one wrapping %v", err, err, want)
+	}
+	var f *Failure
+	if errors.As(err, &f) {
+		t.Fatalf("context error %v is also a *Failure", err)
+	}
+}
+
+// decodeJSON unmarshals raw into a map, failing the test on error.
+func decodeJSON(t *testing.T, raw json.RawMessage) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("result %s is not a JSON object: %v", raw, err)
+	}
+	return m
+}

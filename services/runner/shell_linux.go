@@ -1,0 +1,136 @@
+//go:build linux
+
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/exec"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Run runs the command the input names; see shellRunner for the contract.
+func (r *shellRunner) Run(ctx context.Context, input json.RawMessage) (json.RawMessage, error) {
+	if ctx.Err() != nil {
+		return nil, ctxError(ctx, NameShell)
+	}
+	in, err := decodeShell(input)
+	if err != nil {
+		return nil, invalidInput(err)
+	}
+	path, env, f := r.prepare(in)
+	if f != nil {
+		return nil, f
+	}
+
+	stdout, stderr := newBoundedBuffer(r.maxOutput), newBoundedBuffer(r.maxOutput)
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        append([]string{in.Command}, in.Args...),
+		Env:         env, // never nil: it holds at least PATH
+		Dir:         in.Dir,
+		Stdout:      stdout,
+		Stderr:      stderr,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		WaitDelay:   pipeWaitDelay,
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, failf(nil, "core.shell: cannot start %q: %w", path, err)
+	}
+	pid := cmd.Process.Pid
+
+	// exited closes when the main process has exited. It is not reaped until
+	// cmd.Wait below, so until then its pid, which is also the process group
+	// id, cannot be reused and signalling -pid reaches only our group.
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		waitExitedNoReap(pid)
+	}()
+
+	var stopped string // how the run was stopped because ctx ended; "" if it was not
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		select {
+		case <-exited: // finished anyway: report the real outcome
+		default:
+			_ = syscall.Kill(-pid, syscall.SIGINT)
+			stopped = "sent SIGINT"
+			t := time.NewTimer(r.grace)
+			select {
+			case <-exited:
+				t.Stop()
+			case <-t.C:
+				_ = syscall.Kill(-pid, syscall.SIGKILL)
+				stopped = fmt.Sprintf("sent SIGINT, then SIGKILL after %s", r.grace)
+				<-exited
+			}
+		}
+	}
+	// Whatever the main process left behind in its group goes too.
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	waitErr := cmd.Wait()
+
+	state := cmd.ProcessState
+	if state == nil {
+		return nil, failf(nil, "core.shell: wait for %q: %w", path, waitErr)
+	}
+	res := shellResult{ExitCode: state.ExitCode()}
+	res.Stdout, res.StdoutTruncated = stdout.text()
+	res.Stderr, res.StderrTruncated = stderr.text()
+	ws, _ := state.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		res.Signal = signalName(ws.Signal())
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return nil, failf(nil, "core.shell: encode result: %w", err)
+	}
+
+	switch {
+	case stopped != "":
+		return nil, &Interrupted{Err: fmt.Errorf("core.shell: %s to the process group: %w", stopped, ctx.Err()), Result: raw}
+	case res.Signal != "":
+		return nil, failf(raw, "core.shell: command %q killed by signal %s", in.Command, res.Signal)
+	case res.ExitCode != 0:
+		return nil, failf(raw, "core.shell: command %q exited with status %d", in.Command, res.ExitCode)
+	case waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay):
+		return nil, failf(raw, "core.shell: wait for %q: %w", in.Command, waitErr)
+	}
+	return raw, nil
+}
+
+// waitExitedNoReap blocks until process pid has exited, leaving it waitable
+// (a zombie) for cmd.Wait to reap.
+func waitExitedNoReap(pid int) {
+	const pPID = 1      // P_PID from <sys/wait.h>
+	var info [16]uint64 // siginfo_t: 128 bytes, 8-aligned
+	for {
+		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
+			uintptr(unsafe.Pointer(&info)), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		if errno != syscall.EINTR {
+			return // exited, or an error (ECHILD) that waiting again will not fix
+		}
+	}
+}
+
+// signalName returns the conventional name of s ("SIGKILL").
+func signalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{
+		syscall.SIGABRT: "SIGABRT", syscall.SIGALRM: "SIGALRM", syscall.SIGBUS: "SIGBUS",
+		syscall.SIGFPE: "SIGFPE", syscall.SIGHUP: "SIGHUP", syscall.SIGILL: "SIGILL",
+		syscall.SIGINT: "SIGINT", syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE",
+		syscall.SIGQUIT: "SIGQUIT", syscall.SIGSEGV: "SIGSEGV", syscall.SIGTERM: "SIGTERM",
+		syscall.SIGUSR1: "SIGUSR1", syscall.SIGUSR2: "SIGUSR2", syscall.SIGXCPU: "SIGXCPU",
+		syscall.SIGXFSZ: "SIGXFSZ", syscall.SIGSYS: "SIGSYS", syscall.SIGTRAP: "SIGTRAP",
+	}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}
