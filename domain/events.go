@@ -256,7 +256,7 @@ func mustCatalogue() *Registry {
 		{ExecutionRejected{}, StreamExecution, []Owner{ex}},
 		{ExecutionScheduling{}, StreamExecution, []Owner{ex}},
 		{ExecutionScheduled{}, StreamExecution, []Owner{ex}},
-		{ExecutionRunning{}, StreamExecution, []Owner{wk}},
+		{ExecutionRunning{}, StreamExecution, []Owner{wk, ex}}, // ex: a with_items parent starts its fan-out
 		{ExecutionCompleted{}, StreamExecution, []Owner{wk, ex}},
 		{ExecutionFailed{}, StreamExecution, []Owner{wk, ex}},
 		{ExecutionTimedOut{}, StreamExecution, []Owner{wk}},

@@ -182,7 +182,8 @@ func strictUnmarshal(data []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if dec.More() {
+	// dec.More would miss a stray ']' or '}' after the value.
+	if len(bytes.Trim(data[dec.InputOffset():], " \t\r\n")) != 0 {
 		return errors.New("trailing data after the JSON value")
 	}
 	return nil

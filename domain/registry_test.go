@@ -1,0 +1,563 @@
+package domain_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/domain"
+)
+
+// everyType lists every Type* constant of the domain, written out by hand so
+// that a new constant missing from the catalogue (or the reverse) is noticed.
+var everyType = []string{
+	domain.TypeActionDefined, domain.TypeActionPolicyChanged, domain.TypeActionPaused, domain.TypeActionResumed,
+	domain.TypeExecutionRequested, domain.TypeExecutionRejected, domain.TypeExecutionScheduling,
+	domain.TypeExecutionScheduled, domain.TypeExecutionRunning, domain.TypeExecutionCompleted,
+	domain.TypeExecutionFailed, domain.TypeExecutionTimedOut, domain.TypeExecutionCancelled,
+	domain.TypeExecutionCancelRequested, domain.TypeExecutionHandoffExpired, domain.TypeExecutionAbandoned,
+	domain.TypeQueueGranted,
+	domain.TypeWorkerRegistered, domain.TypeWorkerHeartbeat, domain.TypeWorkerDraining,
+	domain.TypeWorkerStopped, domain.TypeWorkerLost,
+}
+
+// catalogueOwners is who may write each event: DESIGN.md for the execution
+// events (checked against the handoff spec below), the API for action
+// commands, the executor for grants and lost-worker verdicts, the worker for
+// its own lifecycle.
+var catalogueOwners = map[string][]domain.Owner{
+	domain.TypeActionDefined:            {oAPI},
+	domain.TypeActionPolicyChanged:      {oAPI},
+	domain.TypeActionPaused:             {oAPI},
+	domain.TypeActionResumed:            {oAPI},
+	domain.TypeExecutionRequested:       {oExec},
+	domain.TypeExecutionRejected:        {oExec},
+	domain.TypeExecutionScheduling:      {oExec},
+	domain.TypeExecutionScheduled:       {oExec},
+	domain.TypeExecutionRunning:         {oWorker, oExec}, // the executor starts a with_items parent
+	domain.TypeExecutionCompleted:       {oWorker, oExec},
+	domain.TypeExecutionFailed:          {oWorker, oExec},
+	domain.TypeExecutionTimedOut:        {oWorker},
+	domain.TypeExecutionCancelled:       {oWorker, oExec},
+	domain.TypeExecutionCancelRequested: {oAPI},
+	domain.TypeExecutionHandoffExpired:  {oExec},
+	domain.TypeExecutionAbandoned:       {oExec},
+	domain.TypeQueueGranted:             {oExec},
+	domain.TypeWorkerRegistered:         {oWorker},
+	domain.TypeWorkerHeartbeat:          {oWorker},
+	domain.TypeWorkerDraining:           {oWorker},
+	domain.TypeWorkerStopped:            {oWorker},
+	domain.TypeWorkerLost:               {oExec},
+}
+
+func sortedOwners(os []domain.Owner) []domain.Owner {
+	out := slices.Clone(os)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func TestCatalogue(t *testing.T) {
+	t.Parallel()
+	want := slices.Sorted(slices.Values(everyType))
+	if got := domain.Catalogue.Types(); !slices.Equal(got, want) {
+		t.Fatalf("Catalogue.Types() = %v\nwant %v", got, want)
+	}
+	for _, typ := range everyType {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			spec, ok := domain.Catalogue.Spec(typ)
+			if !ok {
+				t.Fatalf("Spec(%q) not found", typ)
+			}
+			if spec.Type != typ || spec.SchemaVersion != 1 {
+				t.Errorf("spec %q version %d, want %q version 1", spec.Type, spec.SchemaVersion, typ)
+			}
+			category, _, _ := strings.Cut(typ, ".")
+			if spec.Stream != category {
+				t.Errorf("stream category %q, want %q", spec.Stream, category)
+			}
+			if got, want := sortedOwners(spec.Owners), sortedOwners(catalogueOwners[typ]); !slices.Equal(got, want) {
+				t.Errorf("owners %v, want %v", got, want)
+			}
+			if ev := exampleOf(t, typ); ev.EventType() != typ {
+				t.Errorf("example of %q says it is %q", typ, ev.EventType())
+			}
+		})
+	}
+	if _, ok := domain.Catalogue.Spec("execution.nope"); ok {
+		t.Error("Spec of an unknown type found")
+	}
+}
+
+// TestCatalogueOwnersMatchHandoffRule: the owners the catalogue allows for an
+// execution event are exactly the owners the handoff rule lets write it.
+func TestCatalogueOwnersMatchHandoffRule(t *testing.T) {
+	t.Parallel()
+	for _, typ := range domain.ExecutionEventTypes() {
+		var fromRule []domain.Owner
+		for _, r := range handoffSpec {
+			if r.typ == typ {
+				fromRule = append(fromRule, r.owner)
+			}
+		}
+		spec, _ := domain.Catalogue.Spec(typ)
+		if got, want := sortedOwners(spec.Owners), sortedOwners(fromRule); !slices.Equal(got, want) {
+			t.Errorf("%s: catalogue owners %v, handoff rule owners %v", typ, got, want)
+		}
+	}
+}
+
+// registryExamples holds one payload of every event type, every field set.
+var registryExamples = []domain.Event{
+	domain.ActionDefined{Policy: domain.Policy{
+		Ref: "mail.send", Runner: "core.http", MaxConcurrent: 4, MaxQueueLength: 100, QueueTimeoutSeconds: 1.5,
+		TimeoutSeconds: 60, ScheduledTimeoutSeconds: 5, MaxAttempts: 2, RateLimit: &domain.RateLimit{Count: 10, PerSeconds: 0.5},
+		ConcurrencyKey: "tenant", OnLimit: domain.OnLimitReject,
+	}},
+	domain.ActionPolicyChanged{Policy: domain.Policy{Ref: "mail.send", Runner: "core.noop", MaxConcurrent: 1}},
+	domain.ActionPaused{Reason: "maintenance"},
+	domain.ActionResumed{},
+	domain.ExecutionRequested{
+		Action: "mail.send", Input: json.RawMessage(`{"to":["a@b.c"],"n":1.50,"html":"<b>&</b>"}`), ConcurrencyKey: "t1",
+		Parent: "p-1", ItemIndex: 3, Items: 7, Concurrency: 2, IdempotencyKey: "k-1", RequestHash: "sha256:ab",
+	},
+	domain.ExecutionRejected{Reason: "queue full", Code: domain.RejectQueueFull},
+	domain.ExecutionScheduling{ConcurrencyKey: "t1"},
+	domain.ExecutionScheduled{
+		Worker: "w1", Incarnation: "w1-i7", Attempt: 2, Action: "mail.send", Runner: "core.http",
+		Input: json.RawMessage(`{"x":null}`), TimeoutMillis: 60000, ScheduledTimeoutMS: 5000,
+	},
+	domain.ExecutionRunning{Worker: "w1", Attempt: 2},
+	domain.ExecutionCompleted{Result: json.RawMessage(`[1,"two",{"three":3}]`)},
+	domain.ExecutionFailed{Error: "exit status 1 — ünïcode", Result: json.RawMessage(`"stderr"`)},
+	domain.ExecutionTimedOut{TimeoutMillis: 1500},
+	domain.ExecutionCancelled{Reason: "client asked"},
+	domain.ExecutionCancelRequested{Reason: "no longer needed"},
+	domain.ExecutionHandoffExpired{Worker: "w1", Attempt: 1},
+	domain.ExecutionAbandoned{Worker: "w2", Attempt: 3, Reason: "worker lost"},
+	domain.QueueGranted{Execution: "e-9", ConcurrencyKey: "t1"},
+	domain.WorkerRegistered{Slots: 8, Runners: []string{"core.noop", "core.shell"}, Host: "h1", PID: 4242, Incarnation: "i-1"},
+	domain.WorkerHeartbeat{Incarnation: "i-1", InFlight: 3},
+	domain.WorkerDraining{Incarnation: "i-1"},
+	domain.WorkerStopped{Incarnation: "i-1"},
+	domain.WorkerLost{Incarnation: "i-1", Reason: "lease expired", LastSeen: time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC)},
+}
+
+func exampleOf(t *testing.T, typ string) domain.Event {
+	t.Helper()
+	for _, ev := range registryExamples {
+		if ev.EventType() == typ {
+			return ev
+		}
+	}
+	t.Fatalf("no example of %q", typ)
+	return nil
+}
+
+func TestEncodeDecodeRoundTrip(t *testing.T) {
+	t.Parallel()
+	if len(registryExamples) != len(everyType) {
+		t.Fatalf("%d examples for %d types", len(registryExamples), len(everyType))
+	}
+	for _, ev := range registryExamples {
+		t.Run(ev.EventType(), func(t *testing.T) {
+			t.Parallel()
+			id := uuid.New()
+			env, err := domain.Catalogue.Encode(id, ev, oExec, "exec-1")
+			if err != nil {
+				t.Fatalf("Encode: %v", err)
+			}
+			if env.ID != id || env.Type != ev.EventType() || env.SchemaVersion != 1 || env.Owner != oExec || env.Writer != "exec-1" {
+				t.Errorf("envelope %+v does not carry id, type, version 1, owner and writer", env)
+			}
+			if !json.Valid(env.Data) {
+				t.Fatalf("data %s is not JSON", env.Data)
+			}
+			env.Stream, env.Version, env.Position, env.Time = "s-1", 4, 99, t0
+			got, err := domain.Catalogue.Decode(&env)
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if d := sameValue(got, ev); d != "" {
+				t.Errorf("decode(encode(x)) differs from x at %s\n got %#v\nwant %#v", d, got, ev)
+			}
+			// Payloads whose JSON fields are already compact and free of
+			// HTML characters come back identical.
+			if ev.EventType() != domain.TypeExecutionRequested && !reflect.DeepEqual(got, ev) {
+				t.Errorf("decode(encode(x)) != x\n got %#v\nwant %#v", got, ev)
+			}
+		})
+	}
+}
+
+func TestDecodeRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		env  domain.Envelope
+		want error
+	}{
+		{"unknown type", domain.Envelope{Type: "execution.teleported", SchemaVersion: 1, Data: []byte(`{}`)}, domain.ErrUnknownEventType},
+		{"empty type", domain.Envelope{SchemaVersion: 1, Data: []byte(`{}`)}, domain.ErrUnknownEventType},
+		{"unknown field", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"worker":"w1","attempt":1,"colour":"red"}`)}, domain.ErrDecode},
+		{"wrong field type", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"attempt":"one"}`)}, domain.ErrDecode},
+		{"not an object", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`[1]`)}, domain.ErrDecode},
+		{"not JSON", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"worker":`)}, domain.ErrDecode},
+		{"trailing value", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{} {}`)}, domain.ErrDecode},
+		{"trailing bracket", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"worker":"w1"}]`)}, domain.ErrDecode},
+		{"trailing brace", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{}}`)}, domain.ErrDecode},
+		{"trailing non-JSON space", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte("{}\u00a0")}, domain.ErrDecode},
+		{"schema version above registered", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 2, Data: []byte(`{}`)}, domain.ErrSchemaVersion},
+		{"schema version zero", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 0, Data: []byte(`{}`)}, domain.ErrSchemaVersion},
+		{"schema version negative", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: -1, Data: []byte(`{}`)}, domain.ErrSchemaVersion},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.env.Stream = "execution-e1"
+			ev, err := domain.Catalogue.Decode(&tc.env)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("Decode = %v, %v; want %v", ev, err, tc.want)
+			}
+			if ev != nil {
+				t.Errorf("Decode returned %#v with an error", ev)
+			}
+			if !strings.Contains(err.Error(), "execution-e1") && tc.want != domain.ErrUnknownEventType {
+				t.Errorf("error %q does not name the stream", err)
+			}
+		})
+	}
+}
+
+func TestDecodeLenientInputs(t *testing.T) {
+	t.Parallel()
+	for _, data := range []string{"", "{}", " {} \n", "null"} {
+		env := domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(data)}
+		ev, err := domain.Catalogue.Decode(&env)
+		if err != nil {
+			t.Errorf("Decode(%q): %v", data, err)
+			continue
+		}
+		if ev != (domain.ExecutionRunning{}) {
+			t.Errorf("Decode(%q) = %#v, want the zero payload", data, ev)
+		}
+	}
+}
+
+func TestEncodeUnknownType(t *testing.T) {
+	t.Parallel()
+	_, err := domain.NewRegistry().Encode(uuid.New(), domain.ActionResumed{}, oAPI, "")
+	if !errors.Is(err, domain.ErrUnknownEventType) {
+		t.Fatalf("Encode with an empty registry: %v, want ErrUnknownEventType", err)
+	}
+}
+
+// ---- upcasting, with a registry of the test's own ----
+
+// personV3 is the third schema of test.person: v1 had {"name","age"}, v2
+// renamed name to full_name, v3 split full_name into given and family names.
+type personV3 struct {
+	GivenName  string `json:"given_name"`
+	FamilyName string `json:"family_name"`
+	Age        int    `json:"age"`
+}
+
+func (personV3) EventType() string { return "test.person" }
+
+type otherV2 struct {
+	N int `json:"n"`
+}
+
+func (otherV2) EventType() string { return "test.other" }
+
+func renameNameToFullName(data json.RawMessage) (json.RawMessage, error) {
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	m["full_name"] = m["name"]
+	delete(m, "name")
+	return json.Marshal(m)
+}
+
+func splitFullName(data json.RawMessage) (json.RawMessage, error) {
+	var m map[string]any
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	full, _ := m["full_name"].(string)
+	given, family, _ := strings.Cut(full, " ")
+	delete(m, "full_name")
+	m["given_name"], m["family_name"] = given, family
+	return json.Marshal(m)
+}
+
+func personRegistry(t *testing.T) *domain.Registry {
+	t.Helper()
+	r := domain.NewRegistry()
+	if err := r.Register(personV3{}, 3, "test", oAPI); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterUpcaster("test.person", 1, renameNameToFullName); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.RegisterUpcaster("test.person", 2, splitFullName); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Register(otherV2{}, 2, "test", oAPI); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestUpcasting(t *testing.T) {
+	t.Parallel()
+	r := personRegistry(t)
+	want := personV3{GivenName: "Ada", FamilyName: "Lovelace", Age: 36}
+	tests := []struct {
+		version int
+		data    string
+	}{
+		{1, `{"name":"Ada Lovelace","age":36}`},
+		{2, `{"full_name":"Ada Lovelace","age":36}`},
+		{3, `{"given_name":"Ada","family_name":"Lovelace","age":36}`},
+	}
+	for _, tc := range tests {
+		t.Run(fmt.Sprintf("v%d", tc.version), func(t *testing.T) {
+			t.Parallel()
+			env := domain.Envelope{Stream: "test-1", Type: "test.person", SchemaVersion: tc.version, Data: []byte(tc.data)}
+			ev, err := r.Decode(&env)
+			if err != nil {
+				t.Fatalf("Decode: %v", err)
+			}
+			if ev != want {
+				t.Fatalf("Decode = %#v, want %#v", ev, want)
+			}
+			data, err := r.Upcast(&env)
+			if err != nil {
+				t.Fatalf("Upcast: %v", err)
+			}
+			var got personV3
+			if err := json.Unmarshal(data, &got); err != nil || got != want {
+				t.Fatalf("Upcast = %s (%v), want the v3 shape", data, err)
+			}
+			if string(env.Data) != tc.data {
+				t.Errorf("Upcast changed the stored data to %s", env.Data)
+			}
+		})
+	}
+	t.Run("encode writes the current version", func(t *testing.T) {
+		t.Parallel()
+		env, err := r.Encode(uuid.New(), want, oAPI, "")
+		if err != nil || env.SchemaVersion != 3 {
+			t.Fatalf("Encode = version %d, %v; want version 3", env.SchemaVersion, err)
+		}
+		if ev, err := r.Decode(&env); err != nil || ev != want {
+			t.Fatalf("round trip = %#v, %v", ev, err)
+		}
+	})
+	t.Run("version above the registered one", func(t *testing.T) {
+		t.Parallel()
+		env := domain.Envelope{Type: "test.person", SchemaVersion: 4, Data: []byte(`{}`)}
+		if _, err := r.Decode(&env); !errors.Is(err, domain.ErrSchemaVersion) {
+			t.Fatalf("Decode v4 = %v, want ErrSchemaVersion", err)
+		}
+	})
+	t.Run("missing upcaster", func(t *testing.T) {
+		t.Parallel()
+		env := domain.Envelope{Type: "test.other", SchemaVersion: 1, Data: []byte(`{"n":1}`)}
+		if _, err := r.Decode(&env); !errors.Is(err, domain.ErrSchemaVersion) {
+			t.Fatalf("Decode v1 without an upcaster = %v, want ErrSchemaVersion", err)
+		}
+		env.SchemaVersion = 2
+		if ev, err := r.Decode(&env); err != nil || ev != (otherV2{N: 1}) {
+			t.Fatalf("Decode v2 = %#v, %v", ev, err)
+		}
+	})
+	t.Run("a gap in the chain", func(t *testing.T) {
+		t.Parallel()
+		r := domain.NewRegistry()
+		if err := r.Register(personV3{}, 3, "test", oAPI); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.RegisterUpcaster("test.person", 2, splitFullName); err != nil {
+			t.Fatal(err)
+		}
+		env := domain.Envelope{Type: "test.person", SchemaVersion: 1, Data: []byte(`{"name":"Ada Lovelace"}`)}
+		if _, err := r.Decode(&env); !errors.Is(err, domain.ErrSchemaVersion) {
+			t.Fatalf("Decode v1 with no 1→2 step = %v, want ErrSchemaVersion", err)
+		}
+	})
+	t.Run("failing upcaster", func(t *testing.T) {
+		t.Parallel()
+		env := domain.Envelope{Type: "test.person", SchemaVersion: 1, Data: []byte(`[]`)}
+		_, err := r.Decode(&env)
+		var typeErr *json.UnmarshalTypeError
+		if err == nil || !errors.As(err, &typeErr) {
+			t.Fatalf("Decode with a failing upcaster = %v, want the upcaster's error wrapped", err)
+		}
+	})
+	t.Run("upcast result still decoded strictly", func(t *testing.T) {
+		t.Parallel()
+		env := domain.Envelope{Type: "test.person", SchemaVersion: 1, Data: []byte(`{"name":"Ada Lovelace","nickname":"Ada"}`)}
+		if _, err := r.Decode(&env); !errors.Is(err, domain.ErrDecode) {
+			t.Fatalf("Decode of v1 data with an unknown field = %v, want ErrDecode", err)
+		}
+	})
+}
+
+type ptrEvent struct{}
+
+func (*ptrEvent) EventType() string { return "test.ptr" }
+
+type emptyName struct{}
+
+func (emptyName) EventType() string { return "" }
+
+func TestRegisterErrors(t *testing.T) {
+	t.Parallel()
+	r := personRegistry(t)
+	tests := []struct {
+		name string
+		err  error
+	}{
+		{"duplicate type", r.Register(personV3{}, 1, "test", oAPI)},
+		{"version zero", domain.NewRegistry().Register(personV3{}, 0, "test", oAPI)},
+		{"no owner", domain.NewRegistry().Register(personV3{}, 1, "test")},
+		{"pointer payload", domain.NewRegistry().Register(&ptrEvent{}, 1, "test", oAPI)},
+		{"empty name", domain.NewRegistry().Register(emptyName{}, 1, "test", oAPI)},
+		{"duplicate upcaster", r.RegisterUpcaster("test.person", 1, renameNameToFullName)},
+		{"upcaster from 0", r.RegisterUpcaster("test.person", 0, renameNameToFullName)},
+		{"upcaster from the current version", r.RegisterUpcaster("test.person", 3, renameNameToFullName)},
+		{"upcaster for a version-1 type", domain.Catalogue.RegisterUpcaster(domain.TypeExecutionRunning, 1, renameNameToFullName)},
+	}
+	for _, tc := range tests {
+		if tc.err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+	if err := r.RegisterUpcaster("test.nope", 1, renameNameToFullName); !errors.Is(err, domain.ErrUnknownEventType) {
+		t.Errorf("upcaster for an unknown type: %v, want ErrUnknownEventType", err)
+	}
+	// The refused duplicate did not replace the original registration.
+	if spec, _ := r.Spec("test.person"); spec.SchemaVersion != 3 {
+		t.Errorf("after a refused duplicate, version %d, want 3", spec.SchemaVersion)
+	}
+	if got := r.Types(); !slices.Equal(got, []string{"test.other", "test.person"}) {
+		t.Errorf("Types() = %v", got)
+	}
+}
+
+func TestStreams(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		stream, category, id string
+	}{
+		{domain.ActionStream("mail.send"), domain.StreamAction, "mail.send"},
+		{domain.ExecutionStream("6f1c-x"), domain.StreamExecution, "6f1c-x"},
+		{domain.QueueStream("a-b"), domain.StreamQueue, "a-b"},
+		{domain.WorkerStream("w1"), domain.StreamWorker, "w1"},
+		{"execution-", "", "execution-"},
+		{"executions-1", "", "executions-1"},
+		{"other-1", "", "other-1"},
+		{"", "", ""},
+	}
+	for _, tc := range tests {
+		c, id := domain.SplitStream(tc.stream)
+		if c != tc.category || id != tc.id {
+			t.Errorf("SplitStream(%q) = %q, %q; want %q, %q", tc.stream, c, id, tc.category, tc.id)
+		}
+	}
+}
+
+func TestOwnerValid(t *testing.T) {
+	t.Parallel()
+	for o, want := range map[domain.Owner]bool{oAPI: true, oExec: true, oWorker: true, "": false, "admin": false} {
+		if o.Valid() != want {
+			t.Errorf("Owner(%q).Valid() = %v", o, !want)
+		}
+	}
+}
+
+// ---- fuzzing ----
+
+// FuzzDecode decodes arbitrary data as any catalogue type (or an unknown
+// one) at any schema version: Decode must not panic, must refuse with one of
+// the registry's sentinels, and whatever it accepts must be valid JSON that
+// survives encode → decode unchanged.
+func FuzzDecode(f *testing.F) {
+	types := domain.Catalogue.Types()
+	for i, ev := range registryExamples {
+		env, err := domain.Catalogue.Encode(uuid.Nil, ev, oExec, "")
+		if err != nil {
+			f.Fatal(err)
+		}
+		idx := uint(slices.Index(types, ev.EventType()))
+		f.Add(idx, 1, []byte(env.Data))
+		if i%4 == 0 {
+			f.Add(idx, 2, []byte(env.Data))
+			f.Add(idx, 1, append([]byte(env.Data), ']'))
+		}
+	}
+	f.Add(uint(0), 1, []byte(`{"policy":{"ref":"a","rate_limit":null}}`))
+	f.Add(uint(len(types)), 1, []byte(`{}`))
+	f.Add(uint(3), 1, []byte(``))
+	f.Add(uint(7), 1, []byte(`null`))
+	f.Add(uint(9), 0, []byte(`{"worker":"w"}`))
+	f.Add(uint(4), 1, []byte(`{"input": {"a" : 1 , "b":"<>"}}`))
+	f.Add(uint(21), 1, []byte(`{"last_seen":"2025-01-02T03:04:05+00:00"}`))
+
+	f.Fuzz(func(t *testing.T, typeIndex uint, version int, data []byte) {
+		typ := "fuzz.unknown"
+		if i := typeIndex % uint(len(types)+1); int(i) < len(types) {
+			typ = types[i]
+		}
+		env := domain.Envelope{Stream: "fuzz-1", Type: typ, SchemaVersion: version, Data: data}
+		ev, err := domain.Catalogue.Decode(&env)
+		if err != nil {
+			if !errors.Is(err, domain.ErrUnknownEventType) && !errors.Is(err, domain.ErrSchemaVersion) && !errors.Is(err, domain.ErrDecode) {
+				t.Fatalf("Decode error %v matches none of the registry's sentinels", err)
+			}
+			if ev != nil {
+				t.Fatalf("Decode returned %#v with an error", ev)
+			}
+			return
+		}
+		if typ == "fuzz.unknown" || version != 1 {
+			t.Fatalf("decoded %q at version %d", typ, version)
+		}
+		if ev.EventType() != typ {
+			t.Fatalf("decoded a %q as %q", typ, ev.EventType())
+		}
+		if len(data) != 0 && !json.Valid(data) {
+			t.Fatalf("accepted data that is not JSON: %q", data)
+		}
+		env2, err := domain.Catalogue.Encode(uuid.Nil, ev, oExec, "")
+		if err != nil {
+			t.Fatalf("decoded %#v does not encode: %v", ev, err)
+		}
+		ev2, err := domain.Catalogue.Decode(&env2)
+		if err != nil {
+			t.Fatalf("re-decode of %s: %v", env2.Data, err)
+		}
+		if d := sameValue(ev2, ev); d != "" {
+			t.Fatalf("decode(encode(x)) differs from x at %s\n got %#v\nwant %#v", d, ev2, ev)
+		}
+		// After one encode the value is canonical: a second round trip is exact.
+		env3, err := domain.Catalogue.Encode(uuid.Nil, ev2, oExec, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(env3.Data, env2.Data) {
+			t.Fatalf("encoding is not stable: %s then %s", env2.Data, env3.Data)
+		}
+	})
+}
