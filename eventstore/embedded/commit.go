@@ -1,0 +1,384 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// maxWriteBytes is a soft limit on one group commit's write: the committer
+// stops adding appends to a write once it is this large (one append larger
+// than it is written alone).
+const maxWriteBytes = 32 << 20
+
+// request is one Append or AppendMulti waiting for the committer.
+type request struct {
+	appends []eventstore.StreamAppend
+	one     [1]eventstore.StreamAppend
+	events  int // number of events
+	size    int // bytes on disk
+
+	// Set by the committer before it signals done.
+	res    eventstore.AppendResult
+	err    error
+	staged bool // the outcome depends on the current write
+	done   chan struct{}
+}
+
+var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+
+// Append appends events to stream if its current version satisfies expected;
+// see eventstore.Store. The events are on disk when it returns nil. Once the
+// append is queued, Append waits for its outcome whatever ctx does. After a
+// failed write or fsync every append fails: reopen the store (recovery then
+// decides what reached the disk; re-appending the same event ids is safe).
+func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events ...domain.Envelope) (eventstore.AppendResult, error) {
+	r := requests.Get().(*request)
+	r.one[0] = eventstore.StreamAppend{Stream: stream, Expected: expected, Events: events}
+	r.appends = r.one[:]
+	return s.submit(ctx, r)
+}
+
+// AppendMulti appends to several streams atomically, contiguously and in the
+// order given; see eventstore.Store. It is durable like Append.
+func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) (eventstore.AppendResult, error) {
+	r := requests.Get().(*request)
+	r.appends = appends
+	return s.submit(ctx, r)
+}
+
+func (s *Store) submit(ctx context.Context, r *request) (eventstore.AppendResult, error) {
+	res, err := s.enqueue(ctx, r)
+	if err == nil {
+		<-r.done
+		res, err = r.res, r.err
+	}
+	*r = request{done: r.done}
+	requests.Put(r)
+	return res, err
+}
+
+func (s *Store) enqueue(ctx context.Context, r *request) (eventstore.AppendResult, error) {
+	if err := ctx.Err(); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	if err := eventstore.ValidateAppends(r.appends); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	for i := range r.appends {
+		a := &r.appends[i]
+		r.events += len(a.Events)
+		for j := range a.Events {
+			r.size += recordSize(a.Stream, &a.Events[j])
+		}
+	}
+	if err := checkDistinctIDs(r.appends, r.events); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	s.qmu.Lock()
+	if s.qclosed {
+		s.qmu.Unlock()
+		return eventstore.AppendResult{}, eventstore.ErrClosed
+	}
+	s.queue = append(s.queue, r)
+	s.qmu.Unlock()
+	s.poke()
+	return eventstore.AppendResult{}, nil
+}
+
+// checkDistinctIDs refuses an append that names one event id twice.
+func checkDistinctIDs(appends []eventstore.StreamAppend, n int) error {
+	if n < 2 {
+		return nil
+	}
+	dup := func(id uuid.UUID) error {
+		return fmt.Errorf("embedded: event id %s appears twice in one append: %w", id, eventstore.ErrInvalidEvent)
+	}
+	if n <= 16 {
+		var ids [16]uuid.UUID
+		k := 0
+		for i := range appends {
+			for j := range appends[i].Events {
+				id := appends[i].Events[j].ID
+				if slices.Contains(ids[:k], id) {
+					return dup(id)
+				}
+				ids[k] = id
+				k++
+			}
+		}
+		return nil
+	}
+	seen := make(map[uuid.UUID]struct{}, n)
+	for i := range appends {
+		for j := range appends[i].Events {
+			id := appends[i].Events[j].ID
+			if _, ok := seen[id]; ok {
+				return dup(id)
+			}
+			seen[id] = struct{}{}
+		}
+	}
+	return nil
+}
+
+// poke wakes the committer.
+func (s *Store) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// commitLoop is the committer: it takes every queued request, writes them with
+// one write and one fsync per group, then answers them. It exits once Close
+// has been called and the queue is empty.
+func (s *Store) commitLoop() {
+	defer close(s.committerDone)
+	var batch []*request
+	for {
+		s.qmu.Lock()
+		for len(s.queue) == 0 && !s.qclosed {
+			s.qmu.Unlock()
+			if s.needZeros() {
+				s.preallocate()
+			} else {
+				<-s.wake
+			}
+			s.qmu.Lock()
+		}
+		batch, s.queue = s.queue, batch[:0]
+		closed := s.qclosed
+		s.qmu.Unlock()
+		if len(batch) == 0 && closed {
+			return
+		}
+		s.commit(batch)
+		clear(batch)
+		if s.needZeros() {
+			s.preallocate()
+		}
+	}
+}
+
+// commit writes the requests in groups of at most MaxBatch events.
+func (s *Store) commit(reqs []*request) {
+	for len(reqs) > 0 {
+		n, events, size := 1, reqs[0].events, reqs[0].size
+		for n < len(reqs) && events+reqs[n].events <= s.opts.MaxBatch && size+reqs[n].size <= maxWriteBytes {
+			events += reqs[n].events
+			size += reqs[n].size
+			n++
+		}
+		s.commitGroup(reqs[:n], size)
+		reqs = reqs[n:]
+	}
+}
+
+// commitGroup stages, writes, syncs, publishes and answers one group commit.
+func (s *Store) commitGroup(reqs []*request, size int) {
+	if s.failed != nil {
+		for _, r := range reqs {
+			r.err = s.failed
+			r.done <- struct{}{}
+		}
+		return
+	}
+	s.seq++
+	micros := commitTime(s.opts.Clock())
+	start, startPos := s.wend, s.next
+	if cap(s.buf) < size {
+		s.buf = make([]byte, 0, size)
+	}
+	buf := s.buf[:0]
+	for _, r := range reqs {
+		s.mu.Lock()
+		buf = s.stage(r, buf, micros, startPos)
+		s.mu.Unlock()
+	}
+	if len(buf) > 0 {
+		err := s.write(buf, start)
+		if err != nil {
+			s.failed = fmt.Errorf("embedded: the log could not be written (the store takes no more appends; reopen it to recover): %w", err)
+			for _, r := range reqs {
+				if r.err == nil && r.staged {
+					r.err = s.failed
+				}
+				r.done <- struct{}{}
+			}
+			return
+		}
+		s.writes.Add(1)
+	}
+	if s.buf = buf[:0]; cap(s.buf) > maxWriteBytes {
+		s.buf = nil
+	}
+	s.publish()
+	for _, r := range reqs {
+		r.done <- struct{}{}
+	}
+	s.maybeCheckpoint()
+}
+
+// write writes buf at off and makes it durable.
+func (s *Store) write(buf []byte, off int64) error {
+	if _, err := s.f.WriteAt(buf, off); err != nil {
+		return err
+	}
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("fdatasync: %w", err)
+	}
+	s.alloc = max(s.alloc, off+int64(len(buf)))
+	return nil
+}
+
+// publish makes every staged event visible to readers and wakes subscribers.
+func (s *Store) publish() {
+	s.mu.Lock()
+	for _, st := range s.touched {
+		st.committed = len(st.positions)
+	}
+	s.end = s.wend
+	s.nstreams = len(s.streamList)
+	s.head.Store(s.next)
+	s.mu.Unlock()
+	clear(s.touched)
+	s.touched = s.touched[:0]
+	ch := make(chan struct{})
+	close(*s.notify.Swap(&ch))
+}
+
+// stage decides one request against the log as staged so far and, if it is
+// accepted, encodes its records into buf and stages them in the indexes. It
+// runs under s.mu.
+func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []byte {
+	found := 0
+	for i := range r.appends {
+		for j := range r.appends[i].Events {
+			if _, ok := s.ids[r.appends[i].Events[j].ID]; ok {
+				found++
+			}
+		}
+	}
+	if found > 0 {
+		r.res, r.err = s.replay(r, found)
+		r.staged = r.err == nil && r.res.Position >= s.head.Load()
+		return buf
+	}
+	for i := range r.appends {
+		a := &r.appends[i]
+		st := s.streams[a.Stream]
+		n := 0
+		if st != nil {
+			n = len(st.positions)
+		}
+		if !a.Expected.Satisfied(n > 0, uint64(n-1)) {
+			e := &eventstore.WrongVersionError{Stream: a.Stream, Expected: a.Expected, Exists: n > 0}
+			if n > 0 {
+				e.Actual = uint64(n - 1)
+			}
+			r.err = e
+			return buf
+		}
+	}
+	for i := range r.appends {
+		a := &r.appends[i]
+		st := s.streams[a.Stream]
+		if st == nil {
+			st = &stream{name: strings.Clone(a.Stream), num: uint32(len(s.streamList))}
+			s.streams[st.name] = st
+			s.streamList = append(s.streamList, st)
+		}
+		if st.touched != s.seq {
+			st.touched = s.seq
+			s.touched = append(s.touched, st)
+		}
+		for j := range a.Events {
+			e := &a.Events[j]
+			pos, version := s.next, uint64(len(st.positions))
+			commit := i == len(r.appends)-1 && j == len(a.Events)-1
+			n := len(buf)
+			buf = appendRecord(buf, st.name, e, pos, version, micros, uint32(pos-startPos), commit)
+			s.offsets = append(s.offsets, s.wend)
+			s.posStream = append(s.posStream, st.num)
+			s.posID = append(s.posID, e.ID)
+			st.positions = append(st.positions, pos)
+			s.ids[e.ID] = pos
+			s.wend += int64(len(buf) - n)
+			s.next++
+			r.res = eventstore.AppendResult{Version: version, Position: pos}
+		}
+	}
+	r.staged = true
+	return buf
+}
+
+// replay answers a request some of whose event ids are stored (or staged):
+// the original result if all of them are, in the same streams and order, and
+// an idempotency conflict otherwise.
+func (s *Store) replay(r *request, found int) (eventstore.AppendResult, error) {
+	conflict := func(format string, args ...any) (eventstore.AppendResult, error) {
+		return eventstore.AppendResult{}, fmt.Errorf("embedded: append: "+format+": %w", append(args, eventstore.ErrIdempotencyConflict)...)
+	}
+	if found < r.events {
+		return conflict("%d of its %d event ids are already stored", found, r.events)
+	}
+	var res eventstore.AppendResult
+	for i := range r.appends {
+		a := &r.appends[i]
+		st := s.streams[a.Stream]
+		for j := range a.Events {
+			id := a.Events[j].ID
+			pos := s.ids[id]
+			version, ok := st.versionOf(pos)
+			if !ok {
+				return conflict("event %s is stored in another stream than %q", id, a.Stream)
+			}
+			if (i > 0 || j > 0) && pos <= res.Position || j > 0 && version != res.Version+1 {
+				return conflict("event %s is stored in %q but not in the order given", id, a.Stream)
+			}
+			res = eventstore.AppendResult{Version: version, Position: pos}
+		}
+	}
+	return res, nil
+}
+
+// versionOf returns the version of the event at pos in st, if st holds it.
+func (st *stream) versionOf(pos uint64) (uint64, bool) {
+	if st == nil {
+		return 0, false
+	}
+	v, ok := slices.BinarySearch(st.positions, pos)
+	return uint64(v), ok
+}
+
+var zeros [1 << 20]byte
+
+// needZeros reports whether fewer than Options.Preallocate zero bytes lie
+// past the staged end of the log.
+func (s *Store) needZeros() bool {
+	return s.opts.Preallocate > 0 && !s.noAlloc && s.failed == nil && s.alloc-s.wend < int64(s.opts.Preallocate)
+}
+
+// preallocate writes one chunk of zeros past the end of the log and starts
+// writing it back; the next fsync makes it durable with that commit's data.
+// Later commits then overwrite allocated blocks, and their fsync need not
+// touch file metadata: on ext4 that makes a commit about a third cheaper.
+func (s *Store) preallocate() {
+	off := max(s.alloc, s.wend)
+	n := min(len(zeros), s.opts.Preallocate)
+	if _, err := s.f.WriteAt(zeros[:n], off); err != nil {
+		s.noAlloc = true
+		s.log.Warn("preallocating the log failed; continuing without", "err", err)
+		return
+	}
+	startWriteback(s.f, off, int64(n))
+	s.alloc = off + int64(n)
+}

@@ -1,0 +1,16 @@
+//go:build !unix
+
+package embedded
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+)
+
+// lockDir fails: the embedded store relies on flock, which this platform lacks.
+func lockDir(path string) (*os.File, error) {
+	return nil, fmt.Errorf("embedded: locking %s: not supported on %s", path, runtime.GOOS)
+}
+
+func unlockDir(f *os.File) error { return f.Close() }

@@ -1,0 +1,98 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Defaults for the zero fields of Options.
+const (
+	DefaultMaxBatch        = 8192
+	DefaultCheckpointEvery = 100_000
+	DefaultPreallocate     = 8 << 20
+)
+
+// Options configure a Store. The zero value is a durable store with the
+// defaults below; Open fills zero fields with them and refuses invalid values.
+type Options struct {
+	// Clock gives the commit time of each write (one reading per group
+	// commit). The store stores it in UTC, truncated to the microsecond.
+	// Default: time.Now.
+	Clock func() time.Time
+
+	// MaxBatch is the most events one group commit writes with a single
+	// write and a single fsync. An Append or AppendMulti larger than this is
+	// still written whole, in a group commit of its own. Default
+	// DefaultMaxBatch; at most 1,000,000.
+	MaxBatch int
+
+	// NoSync skips every fsync. It is for tests only: with it, events that
+	// Append acknowledged can be lost in a crash of the machine (not of the
+	// process).
+	NoSync bool
+
+	// CheckpointEvery is how many events may be committed after the last
+	// index checkpoint before the store writes a new one in the background;
+	// the threshold grows to a quarter of the log, so checkpoints cost O(1)
+	// per event. The index bounds how much of the log Open must scan after a
+	// crash. Close always writes one. Negative: only Close writes the index.
+	// Default DefaultCheckpointEvery.
+	CheckpointEvery int
+
+	// TrustIndex lets Open skip checking the checksums of the part of the log
+	// that a valid index covers: Open then costs the index and the log tail
+	// only, and corruption in the covered part surfaces as ErrCorrupt when
+	// that record is read instead of at Open. Default false: Open reads the
+	// whole log once and fails on any corrupt record.
+	TrustIndex bool
+
+	// Preallocate is how many zero-filled bytes the store keeps written ahead
+	// of the end of the log, so that a commit overwrites existing blocks and
+	// its fsync need not update file metadata. Negative disables it. Default
+	// DefaultPreallocate; at most 1 GiB.
+	Preallocate int
+
+	// Logger receives what recovery did (a torn tail cut, an index ignored)
+	// and background checkpoint failures. Default: discard.
+	Logger *slog.Logger
+}
+
+// Validate reports the first invalid field of o. Zero fields are valid: they
+// mean the default.
+func (o Options) Validate() error {
+	var errs []error
+	if o.MaxBatch < 0 || o.MaxBatch > 1_000_000 {
+		errs = append(errs, fmt.Errorf("MaxBatch %d: must be 0 (default) or 1..1000000", o.MaxBatch))
+	}
+	if o.Preallocate > 1<<30 {
+		errs = append(errs, fmt.Errorf("Preallocate %d: must be at most 1 GiB (negative disables)", o.Preallocate))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("embedded: invalid options: %w", err)
+	}
+	return nil
+}
+
+func (o Options) withDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.CheckpointEvery == 0 {
+		o.CheckpointEvery = DefaultCheckpointEvery
+	}
+	if o.Preallocate == 0 {
+		o.Preallocate = DefaultPreallocate
+	}
+	if o.Preallocate < 0 {
+		o.Preallocate = 0
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}

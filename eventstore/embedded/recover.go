@@ -1,0 +1,368 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// scanChunk is the size of the reads recovery makes.
+const scanChunk = 4 << 20
+
+// inspectDir looks at dir without changing it. It reports whether dir holds a
+// log, and fails with ErrNotOurs when dir holds files but no turnstile log
+// (or a log with another header).
+func inspectDir(dir string) (hasLog bool, err error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("embedded: reading data directory: %w", err)
+	}
+	var hasIndex bool
+	var foreign string
+	for _, e := range entries {
+		switch e.Name() {
+		case logName:
+			hasLog = true
+		case indexName:
+			hasIndex = true
+		case lockName, logName + tmpSuffix, indexName + tmpSuffix:
+		default:
+			if foreign == "" {
+				foreign = e.Name()
+			}
+		}
+	}
+	if !hasLog {
+		if foreign != "" {
+			return false, fmt.Errorf("embedded: %s holds %q and no turnstile log: %w", dir, foreign, eventstore.ErrNotOurs)
+		}
+		if hasIndex {
+			return false, fmt.Errorf("embedded: %s holds an index but its log is missing: %w", dir, eventstore.ErrCorrupt)
+		}
+		return false, nil
+	}
+	f, err := os.Open(filepath.Join(dir, logName))
+	if err != nil {
+		return false, fmt.Errorf("embedded: opening log: %w", err)
+	}
+	defer f.Close()
+	h := make([]byte, headerSize)
+	if _, err := io.ReadFull(f, h); err != nil || string(h[:8]) != logMagic || string(h[8:12]) != logKind {
+		return false, fmt.Errorf("embedded: %s: not a turnstile log (bad header): %w", filepath.Join(dir, logName), eventstore.ErrNotOurs)
+	}
+	if v := binary.LittleEndian.Uint32(h[12:]); v != formatVersion {
+		return false, fmt.Errorf("embedded: %s: log format version %d, this build reads version %d: %w", filepath.Join(dir, logName), v, formatVersion, eventstore.ErrNotOurs)
+	}
+	return true, nil
+}
+
+// initLog creates an empty log atomically: header to a temporary file, fsync,
+// rename, fsync the directory.
+func (s *Store) initLog() error {
+	tmp := filepath.Join(s.dir, logName+tmpSuffix)
+	err := writeFileSync(tmp, logHeader(), !s.opts.NoSync)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(s.dir, logName))
+	}
+	if err == nil {
+		err = s.syncDir()
+	}
+	if err != nil {
+		return fmt.Errorf("embedded: creating log: %w", err)
+	}
+	return nil
+}
+
+func writeFileSync(path string, data []byte, doSync bool) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil && doSync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// recover rebuilds the in-memory indexes: from the index file for the part of
+// the log it covers (checked unless TrustIndex), then by scanning the rest.
+// A torn or incomplete last write is cut off the file.
+func (s *Store) recover() error {
+	fi, err := s.f.Stat()
+	if err != nil {
+		return fmt.Errorf("embedded: opening log: %w", err)
+	}
+	size := fi.Size()
+	s.ids = make(map[uuid.UUID]uint64)
+	start := int64(headerSize)
+	if n, end, ok := s.loadIndex(size); ok {
+		if !s.opts.TrustIndex {
+			ok, err = s.verifyCovered()
+			if err != nil {
+				return err
+			}
+		}
+		if ok {
+			start = end
+			s.ckptCount.Store(n)
+		} else {
+			s.resetIndexes()
+		}
+	}
+	cut, err := s.scan(start, size)
+	if err != nil {
+		return err
+	}
+	s.end, s.wend, s.alloc = cut, cut, size
+	s.nstreams = len(s.streamList)
+	s.next = uint64(len(s.offsets))
+	s.head.Store(s.next)
+	for _, st := range s.streamList {
+		st.committed = len(st.positions)
+	}
+	if cut < size {
+		return s.cutTail(cut, size)
+	}
+	return nil
+}
+
+// cutTail removes what lies past the last complete write, unless it is only
+// the zeros of preallocation, which are kept for the next writes.
+func (s *Store) cutTail(cut, size int64) error {
+	zero, err := s.allZero(cut, size)
+	if err != nil {
+		return err
+	}
+	if zero {
+		return nil
+	}
+	s.log.Warn("cutting a torn write off the end of the log", "offset", cut, "bytes", size-cut)
+	if err := s.f.Truncate(cut); err != nil {
+		return fmt.Errorf("embedded: cutting the torn end of the log at offset %d: %w", cut, err)
+	}
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("embedded: cutting the torn end of the log: %w", err)
+	}
+	s.alloc = cut
+	return nil
+}
+
+func (s *Store) allZero(from, to int64) (bool, error) {
+	w := window{f: s.f, size: to}
+	for off := from; off < to; {
+		b, err := w.at(off, 1)
+		if err != nil {
+			return false, err
+		}
+		for _, c := range b {
+			if c != 0 {
+				return false, nil
+			}
+		}
+		off += int64(len(b))
+	}
+	return true, nil
+}
+
+// resetIndexes forgets everything loaded, for a scan from the start.
+func (s *Store) resetIndexes() {
+	s.offsets, s.posStream, s.posID, s.streamList = nil, nil, nil, nil
+	s.streams = make(map[string]*stream)
+	s.ids = make(map[uuid.UUID]uint64)
+	s.ckptCount.Store(0)
+}
+
+// window reads a file sequentially in big chunks.
+type window struct {
+	f    *os.File
+	size int64 // bytes of the file to consider
+	buf  []byte
+	base int64
+	n    int
+}
+
+// at returns the file's bytes from off on: at least want of them unless the
+// file ends first. They are valid until the next call.
+func (w *window) at(off int64, want int) ([]byte, error) {
+	if off >= w.base && off+int64(want) <= w.base+int64(w.n) {
+		return w.buf[off-w.base : w.n], nil
+	}
+	if w.buf == nil || len(w.buf) < want {
+		w.buf = make([]byte, max(want, scanChunk))
+	}
+	n := min(int64(len(w.buf)), w.size-off)
+	if n <= 0 {
+		w.base, w.n = off, 0
+		return nil, nil
+	}
+	if _, err := w.f.ReadAt(w.buf[:n], off); err != nil {
+		return nil, fmt.Errorf("embedded: reading the log at offset %d: %w", off, err)
+	}
+	w.base, w.n = off, int(n)
+	return w.buf[:n], nil
+}
+
+// next reads the record at off: its size and status.
+func (w *window) record(off int64, r *rec) (int, recordStatus, error) {
+	b, err := w.at(off, minRecord)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, st := recordLen(b)
+	if st == recShort && n > len(b) && off+int64(n) <= w.size {
+		if b, err = w.at(off, n); err != nil {
+			return 0, 0, err
+		}
+	}
+	n, st = parseRecord(b, r)
+	return n, st, nil
+}
+
+// scan reads records from start (where position len(s.offsets) begins) to
+// size, adding them to the indexes, and returns the offset just past the last
+// complete write. Records of an incomplete commit (an append whose last
+// record is missing) are taken back out. A bad record ends the scan if no
+// later write follows it; if one does, the log is corrupt.
+func (s *Store) scan(start, size int64) (int64, error) {
+	w := window{f: s.f, size: size}
+	var r rec
+	off := start
+	cut := start
+	mark := s.mark()
+	for off < size {
+		n, st, err := w.record(off, &r)
+		if err != nil {
+			return 0, err
+		}
+		if st != recOK {
+			if err := s.checkTorn(&w, off, st); err != nil {
+				return 0, err
+			}
+			break
+		}
+		if err := s.addScanned(&r, off); err != nil {
+			return 0, err
+		}
+		off += int64(n)
+		if r.flags&flagCommit != 0 {
+			cut = off
+			mark = s.mark()
+		}
+	}
+	s.rollback(mark)
+	return cut, nil
+}
+
+// addScanned adds a checked record to the indexes, after checking that it
+// continues the log: the next position, the next version of its stream, an
+// id not seen before.
+func (s *Store) addScanned(r *rec, off int64) error {
+	pos := uint64(len(s.offsets))
+	if r.position != pos {
+		return corruptError(logName, off, fmt.Sprintf("record holds position %d where %d was expected", r.position, pos))
+	}
+	st := s.streams[string(r.stream)]
+	if st == nil {
+		if err := eventstore.ValidateStream(string(r.stream)); err != nil {
+			return corruptError(logName, off, err.Error())
+		}
+		st = &stream{name: string(r.stream), num: uint32(len(s.streamList))}
+		s.streams[st.name] = st
+		s.streamList = append(s.streamList, st)
+	}
+	if r.version != uint64(len(st.positions)) {
+		return corruptError(logName, off, fmt.Sprintf("record holds version %d of %q where %d was expected", r.version, st.name, len(st.positions)))
+	}
+	if _, dup := s.ids[r.id]; dup {
+		return corruptError(logName, off, fmt.Sprintf("event id %s is stored twice", r.id))
+	}
+	s.offsets = append(s.offsets, off)
+	s.posStream = append(s.posStream, st.num)
+	s.posID = append(s.posID, r.id)
+	st.positions = append(st.positions, pos)
+	s.ids[r.id] = pos
+	return nil
+}
+
+// scanMark is the size of the indexes at the end of a complete commit.
+type scanMark struct{ events, streams int }
+
+func (s *Store) mark() scanMark { return scanMark{len(s.offsets), len(s.streamList)} }
+
+// rollback takes the records added since m back out of the indexes.
+func (s *Store) rollback(m scanMark) {
+	for p := len(s.offsets) - 1; p >= m.events; p-- {
+		st := s.streamList[s.posStream[p]]
+		st.positions = st.positions[:len(st.positions)-1]
+		delete(s.ids, s.posID[p])
+	}
+	for _, st := range s.streamList[m.streams:] {
+		delete(s.streams, st.name)
+	}
+	clear(s.streamList[m.streams:])
+	s.offsets, s.posStream, s.posID = s.offsets[:m.events], s.posStream[:m.events], s.posID[:m.events]
+	s.streamList = s.streamList[:m.streams]
+}
+
+// checkTorn decides what the bad record at off means. The committer writes
+// and syncs one group commit at a time, so a crash can only tear the last
+// write; a record of a later write past off proves the damage is not a torn
+// write but corruption of acknowledged data. Records of the same write as
+// off may survive a tear (the disk need not persist a write's pages in
+// order), so they do not count.
+func (s *Store) checkTorn(w *window, off int64, st recordStatus) error {
+	pos := uint64(len(s.offsets)) // the position the bad record should hold
+	maxPos := pos + uint64((w.size-off)/minRecord) + 1
+	var r rec
+	for o := off + 1; o+minRecord <= w.size; {
+		b, err := w.at(o, minRecord)
+		if err != nil {
+			return err
+		}
+		// Look for a plausible record start in what the window holds.
+		i := 0
+		for ; i+minRecord <= len(b); i++ {
+			l := binary.LittleEndian.Uint32(b[i:])
+			if l < minBody || l > maxBody || o+int64(i)+prefixSize+int64(l) > w.size {
+				continue
+			}
+			if p := binary.LittleEndian.Uint64(b[i+prefixSize:]); p >= pos && p <= maxPos {
+				break
+			}
+		}
+		if i+minRecord > len(b) {
+			o += int64(max(i, 1))
+			continue
+		}
+		o += int64(i)
+		n, rst, err := w.record(o, &r)
+		if err != nil {
+			return err
+		}
+		if rst != recOK {
+			o++
+			continue
+		}
+		if r.position-uint64(r.inWrite) > pos {
+			return corruptError(logName, off, fmt.Sprintf("%v in the record of position %d, and a later write starts at offset %d (position %d)",
+				st, pos, o, r.position-uint64(r.inWrite)))
+		}
+		o += int64(n)
+	}
+	return nil
+}

@@ -1,0 +1,256 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// File names inside the data directory.
+const (
+	logName   = "log"
+	indexName = "index"
+	lockName  = "LOCK"
+	tmpSuffix = ".tmp"
+)
+
+var _ eventstore.Store = (*Store)(nil)
+
+// Store is the embedded event store: one append-only log file in a data
+// directory that one process owns. It implements eventstore.Store; every
+// method is safe for concurrent use. An Append has reached the disk (fsync)
+// when it returns, unless Options.NoSync is set.
+type Store struct {
+	dir  string
+	opts Options
+	log  *slog.Logger
+	lock *os.File
+	f    *os.File
+
+	// mu guards the headers of the slices and maps below (not their
+	// elements). The committer appends to them as it stages a write, then
+	// publishes: everything below head is committed and never changes again,
+	// so a reader may use the elements below head of a header it copied under
+	// mu without holding it.
+	mu         sync.RWMutex
+	offsets    []int64     // position → file offset of its record
+	posStream  []uint32    // position → stream number
+	posID      []uuid.UUID // position → event id
+	streams    map[string]*stream
+	streamList []*stream // stream number → stream
+	end        int64     // file offset just past the last committed record
+	nstreams   int       // streams with at least one committed event
+	head       atomic.Uint64
+
+	// notify is closed and replaced each time events are committed.
+	notify atomic.Pointer[chan struct{}]
+
+	// Owned by the committer goroutine (and by Open before it starts).
+	ids     map[uuid.UUID]uint64 // event id → position, committed and staged
+	next    uint64               // position of the next staged event
+	wend    int64                // file offset past the last staged record
+	alloc   int64                // file offset up to which the file is written (zeros past wend)
+	buf     []byte               // write buffer
+	seq     uint64               // group commit counter
+	touched []*stream            // streams staged in the current group commit
+	failed  error                // sticky: a write or fsync failed
+	noAlloc bool                 // preallocation failed once; do not retry
+
+	qmu     sync.Mutex
+	queue   []*request
+	qclosed bool
+	wake    chan struct{}
+
+	closing       chan struct{} // closed when Close starts
+	closeOnce     sync.Once
+	closeErr      error
+	committerDone chan struct{}
+
+	ckptMu    sync.Mutex // serialises index writes
+	ckptCount atomic.Uint64
+	ckptWake  chan struct{}
+	ckptStop  chan struct{}
+	ckptDone  chan struct{}
+
+	types   atomic.Pointer[map[string]string] // interned event types, copy on write
+	typesMu sync.Mutex
+
+	// Counters for tests and benchmarks.
+	writes atomic.Uint64 // group commits written (each one write and one fsync)
+}
+
+// stream is one stream's state. name and num never change; positions and
+// committed are guarded by Store.mu as described there.
+type stream struct {
+	name      string
+	num       uint32
+	positions []uint64 // version → position, staged included
+	committed int      // versions below it are committed
+	touched   uint64   // committer only: the group commit that last staged to it
+}
+
+// Open opens the store in dir, creating and initialising the directory if it
+// is missing or empty. It recovers from a crash: a torn or incomplete last
+// write is cut off; damage anywhere else fails with an error wrapping
+// eventstore.ErrCorrupt that names the file offset, and changes nothing. A
+// directory that holds other files but no turnstile log fails with
+// eventstore.ErrNotOurs, and one that another Store (in this process or
+// another) has open fails with eventstore.ErrLocked; both change nothing.
+func Open(dir string, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	if _, err := inspectDir(dir); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("embedded: creating data directory: %w", err)
+	}
+	lock, err := lockDir(filepath.Join(dir, lockName))
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		dir:           dir,
+		opts:          opts,
+		log:           opts.Logger.With("store", "embedded", "dir", dir),
+		lock:          lock,
+		streams:       make(map[string]*stream),
+		wake:          make(chan struct{}, 1),
+		closing:       make(chan struct{}),
+		committerDone: make(chan struct{}),
+		ckptWake:      make(chan struct{}, 1),
+		ckptStop:      make(chan struct{}),
+		ckptDone:      make(chan struct{}),
+	}
+	if err := s.open(); err != nil {
+		if s.f != nil {
+			s.f.Close()
+		}
+		unlockDir(lock)
+		return nil, err
+	}
+	ch := make(chan struct{})
+	s.notify.Store(&ch)
+	types := map[string]string{}
+	s.types.Store(&types)
+	go s.commitLoop()
+	go s.checkpointLoop()
+	s.maybeCheckpoint() // after a long tail scan
+	return s, nil
+}
+
+// open loads the log (the directory is locked).
+func (s *Store) open() error {
+	hasLog, err := inspectDir(s.dir)
+	if err != nil {
+		return err
+	}
+	if !hasLog {
+		if err := s.initLog(); err != nil {
+			return err
+		}
+	}
+	s.f, err = os.OpenFile(filepath.Join(s.dir, logName), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("embedded: opening log: %w", err)
+	}
+	return s.recover()
+}
+
+// Close stops accepting appends, finishes the ones already queued, ends every
+// subscription with eventstore.ErrClosed, writes the index and releases the
+// directory. Later calls return what the first returned.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Store) close() error {
+	close(s.closing)
+	s.qmu.Lock()
+	s.qclosed = true
+	s.qmu.Unlock()
+	s.poke()
+	<-s.committerDone
+	close(s.ckptStop)
+	<-s.ckptDone
+
+	var errs []error
+	if s.failed == nil {
+		if err := s.checkpoint(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	// Give back the preallocated zeros (and any failed write past the end).
+	if fi, err := s.f.Stat(); err == nil && fi.Size() > s.end {
+		if err := s.f.Truncate(s.end); err != nil {
+			errs = append(errs, fmt.Errorf("embedded: close: trimming the log: %w", err))
+		} else if err := s.sync(); err != nil {
+			errs = append(errs, fmt.Errorf("embedded: close: %w", err))
+		}
+	}
+	if err := s.f.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("embedded: close: %w", err))
+	}
+	if err := unlockDir(s.lock); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) isClosed() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Head returns the position the next committed event will have; every event
+// below it is readable. With this store positions are dense, so Head is also
+// the number of events in the log.
+func (s *Store) Head(ctx context.Context) (uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if s.isClosed() {
+		return 0, eventstore.ErrClosed
+	}
+	return s.head.Load(), nil
+}
+
+// sync makes the log's written bytes durable (fdatasync), unless NoSync.
+func (s *Store) sync() error {
+	if s.opts.NoSync {
+		return nil
+	}
+	return fdatasync(s.f)
+}
+
+// syncDir makes a directory's entries durable, unless NoSync.
+func (s *Store) syncDir() error {
+	if s.opts.NoSync {
+		return nil
+	}
+	d, err := os.Open(s.dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
