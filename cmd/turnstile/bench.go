@@ -1,0 +1,216 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/services/executor"
+)
+
+// benchResult is the last line `turnstile bench lifecycle --json` prints.
+type benchResult struct {
+	Executions     int     `json:"executions"`
+	Seconds        float64 `json:"seconds"`
+	ExecutionsPerS float64 `json:"executions_per_s"`
+	P50Millis      float64 `json:"p50_ms"`
+	P99Millis      float64 `json:"p99_ms"`
+	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
+	Events         uint64  `json:"events"`
+	Store          string  `json:"store"`
+}
+
+func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "lifecycle" {
+		return usageError{errors.New("usage: turnstile bench lifecycle [flags] (see BENCHMARKS.md)")}
+	}
+	fs := newFlags("bench lifecycle", stderr)
+	storeURL := fs.String("store", "", "store URL (default: a fresh embedded store in a temporary directory)")
+	n := fs.Int("executions", 100_000, "executions to drive through the lifecycle")
+	actions := fs.Int("actions", 100, "actions (each with its own FIFO queue)")
+	maxConc := fs.Int("max-concurrent", 10, "max_concurrent of every action")
+	submitters := fs.Int("submitters", 64, "goroutines requesting executions one by one")
+	workers := fs.Int("workers", 4, "in-process workers")
+	slots := fs.Int("slots", 0, "slots per worker (default: enough for every action's limit)")
+	asJSON := fs.Bool("json", false, "print the result as one JSON line last")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if *n < 1 || *actions < 1 || *maxConc < 1 || *submitters < 1 || *workers < 1 {
+		return usageError{errors.New("--executions, --actions, --max-concurrent, --submitters and --workers must be >= 1")}
+	}
+	if *slots == 0 {
+		*slots = (*actions**maxConc + *workers - 1) / *workers
+	}
+	where := *storeURL
+	if where == "" {
+		dir, err := os.MkdirTemp("", "turnstile-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		where = "embedded://" + dir
+	}
+	store, _, err := openStore(where, "")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	log := newLogger(stderr)
+	node, err := startNode(ctx, store, nodeConfig{Workers: *workers, Slots: *slots, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer node.Stop()
+	for i := 0; i < *actions; i++ {
+		p := domain.Policy{Ref: fmt.Sprintf("bench.%d", i), Runner: "core.noop", MaxConcurrent: *maxConc, MaxQueueLength: domain.MaxQueueLengthLimit}
+		if _, err := node.Commands.DefineAction(ctx, p); err != nil {
+			return err
+		}
+	}
+	startHead, err := store.Head(ctx)
+	if err != nil {
+		return err
+	}
+
+	// Count ends from the log itself.
+	var ended atomic.Int64
+	doneCh := make(chan struct{})
+	subCtx, cancelSub := context.WithCancel(ctx)
+	defer cancelSub()
+	go func() {
+		_ = store.Subscribe(subCtx, startHead, eventstore.Filter{Types: []string{
+			domain.TypeExecutionCompleted, domain.TypeExecutionFailed, domain.TypeExecutionTimedOut,
+			domain.TypeExecutionCancelled, domain.TypeExecutionRejected}}, func(b []domain.Envelope) error {
+			if ended.Add(int64(len(b))) >= int64(*n) {
+				close(doneCh)
+				return errors.New("done")
+			}
+			return nil
+		})
+	}()
+
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, *submitters)
+	for s := 0; s < *submitters; s++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(*n) {
+					return
+				}
+				r := executor.Request{Action: fmt.Sprintf("bench.%d", i%int64(*actions))}
+				if _, _, err := node.Commands.Request(ctx, r); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return fmt.Errorf("request: %w", err)
+	}
+	select {
+	case <-doneCh:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	elapsed := time.Since(start)
+
+	p50, p99, events, err := requestToRunning(ctx, store, startHead)
+	if err != nil {
+		return err
+	}
+	res := benchResult{
+		Executions: *n, Seconds: round(elapsed.Seconds(), 3), ExecutionsPerS: round(float64(*n)/elapsed.Seconds(), 1),
+		P50Millis: round(p50, 3), P99Millis: round(p99, 3), PeakRSSBytes: peakRSS(), Events: events, Store: strings.SplitN(where, ":", 2)[0],
+	}
+	if *asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintln(stdout, string(b))
+		return nil
+	}
+	fmt.Fprintf(stdout, "executions:        %d in %.3f s\nthroughput:        %.1f executions/s\nrequest → running: p50 %.3f ms, p99 %.3f ms (log commit times)\nevents written:    %d\npeak RSS:          %.1f MiB\n",
+		res.Executions, res.Seconds, res.ExecutionsPerS, res.P50Millis, res.P99Millis, res.Events, float64(res.PeakRSSBytes)/(1<<20))
+	return nil
+}
+
+// requestToRunning reads the log from start and returns the p50 and p99 of
+// the time between each execution's requested and running events, in ms,
+// as the log's commit times tell it, and how many events it read.
+func requestToRunning(ctx context.Context, store eventstore.Store, from uint64) (p50, p99 float64, events uint64, err error) {
+	requested := map[string]time.Time{}
+	var lat []float64
+	for {
+		batch, err := store.ReadAll(ctx, from, 8192)
+		if err != nil {
+			return 0, 0, events, err
+		}
+		if len(batch) == 0 {
+			break
+		}
+		for i := range batch {
+			e := &batch[i]
+			events++
+			switch e.Type {
+			case domain.TypeExecutionRequested:
+				requested[e.Stream] = e.Time
+			case domain.TypeExecutionRunning:
+				if t, ok := requested[e.Stream]; ok {
+					lat = append(lat, float64(e.Time.Sub(t).Microseconds())/1000)
+					delete(requested, e.Stream)
+				}
+			}
+		}
+		from = batch[len(batch)-1].Position + 1
+	}
+	if len(lat) == 0 {
+		return 0, 0, events, nil
+	}
+	sort.Float64s(lat)
+	q := func(p float64) float64 { return lat[min(len(lat)-1, int(p*float64(len(lat))))] }
+	return q(0.50), q(0.99), events, nil
+}
+
+// peakRSS returns the process's peak resident set size (VmHWM), 0 if unknown.
+func peakRSS() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func round(v float64, digits int) float64 {
+	p := 1.0
+	for i := 0; i < digits; i++ {
+		p *= 10
+	}
+	return float64(int64(v*p+0.5)) / p
+}

@@ -1,0 +1,131 @@
+// Command turnstile is the one binary: the server, its parts, and the tools
+// that read the log (audit, bench). Run `turnstile help` for the list.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+const usage = `turnstile runs actions under per-action concurrency policies, event-sourced.
+
+Usage:
+  turnstile serve  [--data ./data] [--store URL] [--workers N] [--slots N]
+  turnstile audit  (--data DIR | --store URL) [--json]
+  turnstile bench lifecycle [--store URL] --executions N --actions A --max-concurrent C [--submitters S] [--json]
+  turnstile help
+
+Store URLs: embedded:///path/to/dir (also --data DIR); memory:// (not durable: tests and benchmarks).
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes one subcommand and returns the process exit code: 0 success,
+// 1 a finding (audit violations), 2 bad usage, 3 an operational failure.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	var err error
+	switch args[0] {
+	case "serve":
+		err = cmdServe(ctx, args[1:], stderr)
+	case "audit":
+		return cmdAudit(ctx, args[1:], stdout, stderr)
+	case "bench":
+		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "turnstile: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "turnstile %s: %v\n", args[0], err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "turnstile %s: %v\n", args[0], err)
+		return 3
+	}
+}
+
+type usageError struct{ error }
+
+func newFlags(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("turnstile "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}
+
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
+	}
+	return nil
+}
+
+// storeLocation resolves --store and --data into a backend and a location.
+func storeLocation(storeURL, dataDir string) (kind, where string, err error) {
+	if storeURL == "" {
+		if dataDir == "" {
+			return "", "", usageError{errors.New("give --data DIR or --store URL")}
+		}
+		abs, err := filepath.Abs(dataDir)
+		if err != nil {
+			return "", "", err
+		}
+		return "embedded", abs, nil
+	}
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		return "", "", usageError{fmt.Errorf("store URL %q: %w", storeURL, err)}
+	}
+	switch u.Scheme {
+	case "embedded":
+		p := u.Path
+		if u.Host != "" { // embedded://relative/dir
+			p = filepath.Join(u.Host, u.Path)
+		}
+		if p == "" {
+			return "", "", usageError{fmt.Errorf("store URL %q names no directory", storeURL)}
+		}
+		return "embedded", p, nil
+	case "memory":
+		return "memory", "", nil
+	case "postgres", "postgresql", "kurrentdb", "esdb":
+		return "", "", fmt.Errorf("store %q: the %s backend is not built into this version yet", storeURL, u.Scheme)
+	default:
+		return "", "", usageError{fmt.Errorf("store URL %q: unknown scheme %q (embedded:// is supported)", storeURL, u.Scheme)}
+	}
+}
+
+func newLogger(stderr io.Writer) *slog.Logger {
+	level := slog.LevelInfo
+	if v := strings.ToLower(os.Getenv("TURNSTILE_LOG")); v != "" {
+		_ = level.UnmarshalText([]byte(v))
+	}
+	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+}
