@@ -69,7 +69,7 @@ func FuzzDecode(f *testing.F) {
 			if !valid {
 				t.Fatalf("decodeHTTP accepted invalid JSON %q", data)
 			}
-			if !slices.Contains(HTTPMethods, req.method) {
+			if !slices.Contains(httpMethods, req.method) {
 				t.Fatalf("decodeHTTP(%q) accepted method %q", data, req.method)
 			}
 			if req.url == nil || (req.url.Scheme != "http" && req.url.Scheme != "https") || req.url.Host == "" {

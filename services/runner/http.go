@@ -13,36 +13,13 @@ import (
 	"strings"
 )
 
-// HTTPMethods are the methods core.http accepts (in any letter case).
-var HTTPMethods = []string{
+// httpMethods are the methods core.http accepts (in any letter case).
+var httpMethods = []string{
 	http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut,
 	http.MethodPatch, http.MethodDelete, http.MethodOptions,
 }
 
-// httpRunner is core.http.
-//
-// Input: {"method": "POST", "url": "https://…", "headers": {"K": "v" or ["v1", "v2"]},
-// "body": …, "fail_on_status": false}
-//   - method: one of HTTPMethods, any case; default GET.
-//   - url (required): absolute, scheme http or https, with a host.
-//   - headers: request headers; a Host header sets the request's host.
-//   - body: absent or null sends no body; a JSON string is sent as is (no
-//     Content-Type is added); any other JSON value (object, array, number,
-//     bool) is sent as compact JSON with Content-Type: application/json
-//     unless headers set a Content-Type.
-//   - fail_on_status: when true, a response status >= 400 fails the action.
-//
-// Result: {"status": 200, "headers": {"Content-Type": ["…"]}, "body": "…"}
-// plus "body_truncated": true when the body exceeded Config.MaxOutputBytes
-// (the first MaxOutputBytes bytes are kept). The body is text: invalid UTF-8
-// becomes U+FFFD. Redirects are followed by the client.
-//
-// Outcomes: any response is a success, whatever its status (a 404 or a 500 is
-// a result for the caller to judge), unless fail_on_status is set and the
-// status is >= 400: then Run returns a *Failure carrying the same result.
-// Invalid input and transport errors (connection refused, DNS, TLS, the
-// client's own timeout) are a *Failure without a result. When ctx ends first
-// Run returns an error wrapping ctx.Err().
+// httpRunner is core.http; its contract is in the package doc.
 type httpRunner struct {
 	client  *http.Client
 	maxBody int
@@ -102,8 +79,8 @@ func decodeHTTP(input []byte) (httpRequest, error) {
 	if req.method == "" {
 		req.method = http.MethodGet
 	}
-	if !slices.Contains(HTTPMethods, req.method) {
-		return httpRequest{}, fmt.Errorf(`"method" %q is not one of %s`, in.Method, strings.Join(HTTPMethods, ", "))
+	if !slices.Contains(httpMethods, req.method) {
+		return httpRequest{}, fmt.Errorf(`"method" %q is not one of %s`, in.Method, strings.Join(httpMethods, ", "))
 	}
 
 	if in.URL == "" {
@@ -192,7 +169,7 @@ func validHeaderValue(s string) bool {
 	return true
 }
 
-// Run sends the request the input describes; see httpRunner for the contract.
+// Run sends the request the input describes; the contract is in the package doc.
 func (r *httpRunner) Run(ctx context.Context, input json.RawMessage) (json.RawMessage, error) {
 	if ctx.Err() != nil {
 		return nil, ctxError(ctx, NameHTTP)

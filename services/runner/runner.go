@@ -1,21 +1,3 @@
-// Package runner holds turnstile's built-in runners (core.noop, core.echo,
-// core.sleep, core.fail, core.shell, core.http) and a Registry that maps runner
-// names to implementations.
-//
-// A Runner turns an execution's JSON input into a JSON result. Run reports three
-// kinds of outcome, which callers map onto the execution lifecycle:
-//
-//   - success: a non-nil result and a nil error (completed);
-//   - the action itself failed (core.fail, a non-zero exit, invalid input, an
-//     unreachable URL): an error for which errors.As(err, new(*Failure)) holds;
-//     Failure.Result may carry a result to record with the failure (failed);
-//   - ctx ended first: an error for which errors.Is(err, context.DeadlineExceeded)
-//     (timed_out) or errors.Is(err, context.Canceled) (cancelled) holds. Such an
-//     error is never a *Failure; it may be an *Interrupted carrying a partial
-//     result.
-//
-// The package uses the standard library only. core.shell is implemented on Linux;
-// on other systems it fails every run with a Failure.
 package runner
 
 import (
@@ -75,12 +57,17 @@ type Failure struct {
 	Err     error
 }
 
-// Error returns Message, or Err's text when Message is empty.
+// Error returns Message, or Err's text when Message is empty (or "action
+// failed" when both are).
 func (f *Failure) Error() string {
-	if f.Err != nil && f.Message == "" {
+	switch {
+	case f.Message != "":
+		return f.Message
+	case f.Err != nil:
 		return f.Err.Error()
+	default:
+		return "action failed"
 	}
-	return f.Message
 }
 
 // Unwrap returns the underlying cause, if any.

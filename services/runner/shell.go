@@ -15,35 +15,7 @@ import (
 // group (setsid, setpgid) and still holds the pipes makes that wait long.
 const pipeWaitDelay = time.Second
 
-// shellRunner is core.shell. See the package's Builtins and Config docs and
-// the Run method for its semantics.
-//
-// Input: {"command": "/bin/echo", "args": ["hi"], "env": {"K": "V"}, "dir": "/tmp"}
-//   - command (required): an absolute path, or a bare name looked up in the
-//     run's PATH (the base environment's, or the input env's if it sets PATH).
-//     Relative paths such as "./x" are refused. No shell is involved: args are
-//     passed to the program as they are, with no interpolation or globbing.
-//   - args: the arguments after the program name.
-//   - env: variables added to (or replacing those of) Config.ShellEnv; the
-//     server's own environment is never passed on.
-//   - dir: the absolute working directory; default the server's.
-//
-// Result: {"exit_code": 0, "stdout": "…", "stderr": "…"} plus
-// "stdout_truncated"/"stderr_truncated": true when the stream exceeded
-// Config.MaxOutputBytes (the first MaxOutputBytes bytes are kept) and
-// "signal": "SIGKILL" when the process was ended by a signal (exit_code is then
-// -1). Output is text: invalid UTF-8 becomes U+FFFD.
-//
-// Outcomes: exit status 0 succeeds. A non-zero status, death by a signal the
-// runner did not send, an unknown or disallowed command or a start error fail
-// with a *Failure (with the result above when the process ran). When ctx ends
-// first, the process group gets SIGINT, then SIGKILL after
-// Config.ShellKillGrace, and Run returns an *Interrupted wrapping ctx.Err()
-// with the partial result, at most about ShellKillGrace after ctx ended.
-//
-// The process runs in its own process group; when its main process exits,
-// whatever is left in the group is killed with SIGKILL. Run returns only after
-// the main process has been reaped.
+// shellRunner is core.shell; its contract is in the package doc.
 type shellRunner struct {
 	maxOutput int
 	grace     time.Duration

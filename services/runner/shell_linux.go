@@ -13,7 +13,7 @@ import (
 	"unsafe"
 )
 
-// Run runs the command the input names; see shellRunner for the contract.
+// Run runs the command the input names; the contract is in the package doc.
 func (r *shellRunner) Run(ctx context.Context, input json.RawMessage) (json.RawMessage, error) {
 	if ctx.Err() != nil {
 		return nil, ctxError(ctx, NameShell)
@@ -47,9 +47,10 @@ func (r *shellRunner) Run(ctx context.Context, input json.RawMessage) (json.RawM
 	// cmd.Wait below, so until then its pid, which is also the process group
 	// id, cannot be reused and signalling -pid reaches only our group.
 	exited := make(chan struct{})
+	var waitidErr error // set before exited closes
 	go func() {
 		defer close(exited)
-		waitExitedNoReap(pid)
+		waitidErr = waitExitedNoReap(pid)
 	}()
 
 	var stopped string // how the run was stopped because ctx ended; "" if it was not
@@ -72,8 +73,12 @@ func (r *shellRunner) Run(ctx context.Context, input json.RawMessage) (json.RawM
 			}
 		}
 	}
-	// Whatever the main process left behind in its group goes too.
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	// Whatever the main process left behind in its group goes too. (If waitid
+	// failed, as when the process ignores SIGCHLD and children are reaped
+	// automatically, the group id may no longer be ours: leave it alone.)
+	if waitidErr == nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
 	waitErr := cmd.Wait()
 
 	state := cmd.ProcessState
@@ -106,15 +111,21 @@ func (r *shellRunner) Run(ctx context.Context, input json.RawMessage) (json.RawM
 }
 
 // waitExitedNoReap blocks until process pid has exited, leaving it waitable
-// (a zombie) for cmd.Wait to reap.
-func waitExitedNoReap(pid int) {
+// (a zombie) for cmd.Wait to reap. An error (ECHILD) means pid cannot be
+// waited for, so nothing is known about it.
+func waitExitedNoReap(pid int) error {
 	const pPID = 1      // P_PID from <sys/wait.h>
 	var info [16]uint64 // siginfo_t: 128 bytes, 8-aligned
 	for {
 		_, _, errno := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
 			uintptr(unsafe.Pointer(&info)), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
-		if errno != syscall.EINTR {
-			return // exited, or an error (ECHILD) that waiting again will not fix
+		switch errno {
+		case 0:
+			return nil
+		case syscall.EINTR:
+			continue
+		default:
+			return fmt.Errorf("waitid %d: %w", pid, errno)
 		}
 	}
 }
