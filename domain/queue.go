@@ -181,9 +181,11 @@ func (q *Queue) Grantable(max int) []Waiter {
 	}
 	var out []Waiter
 	for _, kq := range q.keys {
-		free := q.policy.MaxConcurrent - len(kq.active)
+		// Up to max from every key, then the oldest max overall: stopping at
+		// max across keys would let map order pick which keys are served.
+		free := min(q.policy.MaxConcurrent-len(kq.active), max)
 		kq.waiting.each(func(w Waiter) bool {
-			if free <= 0 || len(out) >= max {
+			if free <= 0 {
 				return false
 			}
 			out = append(out, w)
@@ -228,18 +230,24 @@ func (q *Queue) CheckGrant(id, key string) error {
 // time now, oldest first, at most max.
 func (q *Queue) TimedOut(now time.Time, max int) []Waiter {
 	t := q.policy.QueueTimeout()
-	if t <= 0 {
+	if t <= 0 || max <= 0 {
 		return nil
 	}
 	var out []Waiter
 	for _, kq := range q.keys {
+		n := 0 // up to max from every key, then the oldest max overall
 		kq.waiting.each(func(w Waiter) bool {
-			if now.Sub(w.EnqueuedAt) < t || len(out) >= max {
+			if now.Sub(w.EnqueuedAt) < t || n >= max {
 				return false
 			}
 			out = append(out, w)
+			n++
 			return true
 		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Position < out[j].Position })
+	if len(out) > max {
+		out = out[:max]
 	}
 	return out
 }
