@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -273,4 +274,82 @@ func requireErrorIs(t *testing.T, err, target error, what string) {
 // streamName gives each subtest distinct, valid stream names.
 func streamName(prefix string) string {
 	return fmt.Sprintf("%s-%s", prefix, uuid.NewString())
+}
+
+// appended is one append's event and what Append returned for it.
+type appended struct {
+	id  uuid.UUID
+	res eventstore.AppendResult
+}
+
+// writeConcurrently runs writers goroutines; writer w appends each events, one
+// per append with expected version Any, to stream(w), calling after(w, i), if
+// not nil, after its i-th append. It checks that each writer's results have
+// strictly increasing positions (its appends commit in the order it makes
+// them) and returns every append's result.
+func writeConcurrently(ctx context.Context, st eventstore.Store, writers, each int, stream func(w int) string, after func(w, i int)) ([]appended, error) {
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	results := make([][]appended, writers)
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				e := NewEvent("test.w", map[string]int{"w": w, "i": i})
+				res, err := st.Append(ctx, stream(w), eventstore.Any, e)
+				if err != nil {
+					errs[w] = fmt.Errorf("writer %d, append %d: %w", w, i, err)
+					return
+				}
+				if n := len(results[w]); n > 0 && res.Position <= results[w][n-1].res.Position {
+					errs[w] = fmt.Errorf("writer %d, append %d: position %d, not after its previous append's %d", w, i, res.Position, results[w][n-1].res.Position)
+					return
+				}
+				results[w] = append(results[w], appended{e.ID, res})
+				if after != nil {
+					after(w, i)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var all []appended
+	for _, r := range results {
+		all = append(all, r...)
+	}
+	return all, errors.Join(errs...)
+}
+
+// requireResults fails unless every append's result names the position and
+// version where its event is in log.
+func requireResults(t *testing.T, log []domain.Envelope, results []appended) {
+	t.Helper()
+	byID := make(map[uuid.UUID]*domain.Envelope, len(log))
+	for i := range log {
+		byID[log[i].ID] = &log[i]
+	}
+	for _, r := range results {
+		e, ok := byID[r.id]
+		if !ok {
+			t.Fatalf("event %s was appended (result %+v) but is not in the log", r.id, r.res)
+		}
+		if e.Position != r.res.Position || e.Version != r.res.Version {
+			t.Fatalf("Append of event %s returned %+v, but it is at version %d position %d", r.id, r.res, e.Version, e.Position)
+		}
+	}
+}
+
+// requireEmpty fails unless st is an empty store, as newStore must give.
+func requireEmpty(t *testing.T, st eventstore.Store) {
+	t.Helper()
+	ctx := testContext(t)
+	evs, err := st.ReadAll(ctx, 0, 1)
+	if err != nil {
+		t.Fatalf("ReadAll on a new store: %v", err)
+	}
+	if len(evs) != 0 {
+		t.Fatalf("newStore returned a store that is not empty (event at position %d); every subtest needs a fresh store", evs[0].Position)
+	}
+	if h := mustHead(t, ctx, st); h != 0 {
+		t.Fatalf("Head of a new store = %d, want 0", h)
+	}
 }

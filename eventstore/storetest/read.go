@@ -247,13 +247,14 @@ func (s suite) headTests() []subtest {
 					observations = append(observations, seen{h, ids})
 				}
 			})
-			errs := writeConcurrently(ctx, st, writers, each, func(w int) string { return fmt.Sprintf("execution-%d", w) })
+			written, err := writeConcurrently(ctx, st, writers, each, func(w int) string { return fmt.Sprintf("execution-%d", w) }, nil)
 			close(stop)
 			wg.Wait()
-			if err := errors.Join(append(errs, readerErr)...); err != nil {
+			if err := errors.Join(err, readerErr); err != nil {
 				t.Fatalf("concurrent appends and reads: %v", err)
 			}
 			final := readAll(t, ctx, st)
+			requireResults(t, final, written)
 			if len(final) != writers*each {
 				t.Fatalf("log holds %d events, want %d", len(final), writers*each)
 			}
@@ -278,23 +279,4 @@ func (s suite) headTests() []subtest {
 			}
 		}},
 	}
-}
-
-// writeConcurrently runs writers goroutines; writer w appends each events, one
-// per append with expected version Any, to stream(w). It returns the errors.
-func writeConcurrently(ctx context.Context, st eventstore.Store, writers, each int, stream func(w int) string) []error {
-	var wg sync.WaitGroup
-	errs := make([]error, writers)
-	for w := range writers {
-		wg.Go(func() {
-			for i := range each {
-				if _, err := st.Append(ctx, stream(w), eventstore.Any, NewEvent("test.w", map[string]int{"w": w, "i": i})); err != nil {
-					errs[w] = fmt.Errorf("writer %d, append %d: %w", w, i, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errs
 }

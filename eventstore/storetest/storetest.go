@@ -43,7 +43,7 @@ type Capabilities struct {
 }
 
 // Run runs the whole conformance suite. Each subtest calls newStore for a fresh,
-// empty store of its own; newStore must register the store's cleanup (Close and
+// empty store of its own (the suite checks it is empty); newStore must register the store's cleanup (Close and
 // removal of its data) with t.Cleanup, and must tolerate Close having been
 // called already by the test. Subtests run in parallel.
 func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store, caps Capabilities) {
@@ -72,10 +72,10 @@ func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store, caps Capabi
 					if st.slow {
 						s.skipIfSlow(t)
 					}
-					if !st.serial {
-						t.Parallel()
-					}
-					st.run(t, s.newStore(t))
+					t.Parallel()
+					store := s.newStore(t)
+					requireEmpty(t, store)
+					st.run(t, store)
 				})
 			}
 		})
@@ -84,10 +84,9 @@ func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store, caps Capabi
 
 // subtest is one named check of the suite.
 type subtest struct {
-	name   string
-	run    func(t *testing.T, st eventstore.Store)
-	slow   bool // many appends: skipped with SkipSlow or -short
-	serial bool // not marked parallel (timing-sensitive)
+	name string
+	run  func(t *testing.T, st eventstore.Store)
+	slow bool // many appends: skipped with SkipSlow or -short
 }
 
 type suite struct {

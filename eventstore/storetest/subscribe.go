@@ -215,27 +215,16 @@ func (s suite) subscribeTests() []subtest {
 			early := s.startSink(ctx, st, 0, eventstore.Filter{}, total)
 			early.waitEntered(t, ctx) // live before the writers start
 			var late *sink
-			var lateOnce sync.Once
-			var wg sync.WaitGroup
-			errs := make([]error, writers)
-			for w := range writers {
-				wg.Go(func() {
-					stream := fmt.Sprintf("execution-%d", w%8) // two writers per stream
-					for i := range each {
-						if _, err := st.Append(ctx, stream, eventstore.Any, NewEvent("test.w", map[string]int{"w": w, "i": i})); err != nil {
-							errs[w] = fmt.Errorf("writer %d, append %d: %w", w, i, err)
-							return
-						}
-						if w == 0 && i == each/4 {
-							// A second subscription joins mid-way: catch-up
-							// while writers commit, then live.
-							lateOnce.Do(func() { late = s.startSink(ctx, st, 0, eventstore.Filter{}, total) })
-						}
+			written, err := writeConcurrently(ctx, st, writers, each,
+				func(w int) string { return fmt.Sprintf("execution-%d", w%8) }, // two writers per stream
+				func(w, i int) {
+					if w == 0 && i == each/4 {
+						// A second subscription joins mid-way: catch-up
+						// while writers commit, then live.
+						late = s.startSink(ctx, st, 0, eventstore.Filter{}, total)
 					}
 				})
-			}
-			wg.Wait()
-			if err := errors.Join(errs...); err != nil {
+			if err != nil {
 				t.Fatal(err)
 			}
 			all := readAll(t, ctx, st)
@@ -243,6 +232,7 @@ func (s suite) subscribeTests() []subtest {
 				t.Fatalf("log holds %d events, want %d", len(all), total)
 			}
 			s.requireLogShape(t, "ReadAll after concurrent writers", all)
+			requireResults(t, all, written)
 			requireSameEvents(t, "subscription opened before the writers, against ReadAll", all, early.wait(t, ctx))
 			if late == nil {
 				t.Fatal("the second subscription was never started")
@@ -268,6 +258,58 @@ func (s suite) subscribeTests() []subtest {
 			writeMixed(t, ctx, st, 2)
 			all := readAll(t, ctx, st)
 			requireSameEvents(t, "Subscribe from Head", all[5:], k.wait(t, ctx))
+		}},
+		{name: "FromBeyondHead", run: func(t *testing.T, st eventstore.Store) {
+			s.needDense(t)
+			ctx := testContext(t)
+			writeMixed(t, ctx, st, 3)
+			k := s.startSink(ctx, st, 5, eventstore.Filter{}, 2)
+			writeMixed(t, ctx, st, 4) // positions 3 to 6
+			all := readAll(t, ctx, st)
+			requireSameEvents(t, "Subscribe from position 5 while the log ended at 3", all[5:], k.wait(t, ctx))
+		}},
+		{name: "HandlerMayUseStore", run: func(t *testing.T, st eventstore.Store) {
+			ctx := testContext(t)
+			// A reactor: the handler appends and reads while handling, as the
+			// executor does. A backend that holds a lock around the handler
+			// deadlocks here.
+			mustAppend(t, ctx, st, "execution-cmd", eventstore.NoStream, NewEvent("test.cmd", nil))
+			sctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			var got []domain.Envelope
+			done := make(chan error, 1)
+			go func() {
+				done <- st.Subscribe(sctx, 0, eventstore.Filter{}, func(batch []domain.Envelope) error {
+					for _, e := range batch {
+						got = append(got, e)
+						if e.Type != "test.cmd" {
+							continue
+						}
+						if _, err := st.Append(ctx, "execution-reaction", eventstore.Any, NewEvent("test.reaction", nil)); err != nil {
+							return fmt.Errorf("append in handler: %w", err)
+						}
+						if _, err := st.ReadStream(ctx, "execution-reaction", 0, 10); err != nil {
+							return fmt.Errorf("read in handler: %w", err)
+						}
+						if _, err := st.Head(ctx); err != nil {
+							return fmt.Errorf("head in handler: %w", err)
+						}
+					}
+					if len(got) >= 2 {
+						cancel()
+					}
+					return nil
+				})
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, context.Canceled) {
+					t.Fatalf("Subscribe with a handler that appends: %v after %d events, want context.Canceled after 2", err, len(got))
+				}
+			case <-time.After(testTimeout / 2):
+				t.Fatalf("a handler that appends and reads did not finish in %v: does the backend hold a lock while it calls the handler?", testTimeout/2)
+			}
+			requireSameEvents(t, "a reactor's subscription against ReadAll", readAll(t, ctx, st), got)
 		}},
 		{name: "FilterStreamPrefix", run: func(t *testing.T, st eventstore.Store) {
 			s.filterTest(t, st, eventstore.Filter{StreamPrefixes: []string{"execution-", "worker-"}})
@@ -330,13 +372,14 @@ func (s suite) subscribeTests() []subtest {
 				k.delay = time.Millisecond
 			})
 			k.waitEntered(t, ctx) // the handler is now stuck until release
-			wrote := make(chan []error, 1)
+			wrote := make(chan error, 1)
 			go func() {
-				wrote <- writeConcurrently(ctx, st, writers, each, func(w int) string { return fmt.Sprintf("worker-%d", w) })
+				_, err := writeConcurrently(ctx, st, writers, each, func(w int) string { return fmt.Sprintf("worker-%d", w) }, nil)
+				wrote <- err
 			}()
 			select {
-			case errs := <-wrote:
-				if err := errors.Join(errs...); err != nil {
+			case err := <-wrote:
+				if err != nil {
 					close(release)
 					t.Fatal(err)
 				}
