@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -10,7 +11,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		removeBenchLogs()
+		os.Exit(code)
+	}))
 }
 
 // TestConformance runs the shared eventstore conformance suite against a

@@ -12,6 +12,7 @@ const (
 	DefaultMaxBatch        = 8192
 	DefaultCheckpointEvery = 100_000
 	DefaultPreallocate     = 8 << 20
+	DefaultGroupCommitWait = 200 * time.Microsecond
 )
 
 // Options configure a Store. The zero value is a durable store with the
@@ -27,6 +28,14 @@ type Options struct {
 	// still written whole, in a group commit of its own. Default
 	// DefaultMaxBatch; at most 1,000,000.
 	MaxBatch int
+
+	// GroupCommitWait is how long the committer may hold a group commit open
+	// for the writers it has just answered to come back with their next
+	// appends (it waits only while fewer appends are queued than the last
+	// group held, and never longer than the last fsync took). Under load this
+	// fills each fsync with about twice as many appends; a lone writer never
+	// waits. Negative disables it. Default DefaultGroupCommitWait.
+	GroupCommitWait time.Duration
 
 	// NoSync skips every fsync. It is for tests only: with it, events that
 	// Append acknowledged can be lost in a crash of the machine (not of the
@@ -66,6 +75,9 @@ func (o Options) Validate() error {
 	if o.MaxBatch < 0 || o.MaxBatch > 1_000_000 {
 		errs = append(errs, fmt.Errorf("MaxBatch %d: must be 0 (default) or 1..1000000", o.MaxBatch))
 	}
+	if o.GroupCommitWait > 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("GroupCommitWait %v: must be at most 100ms (negative disables)", o.GroupCommitWait))
+	}
 	if o.Preallocate > 1<<30 {
 		errs = append(errs, fmt.Errorf("Preallocate %d: must be at most 1 GiB (negative disables)", o.Preallocate))
 	}
@@ -81,6 +93,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.GroupCommitWait == 0 {
+		o.GroupCommitWait = DefaultGroupCommitWait
 	}
 	if o.CheckpointEvery == 0 {
 		o.CheckpointEvery = DefaultCheckpointEvery

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -55,15 +56,17 @@ type Store struct {
 	notify atomic.Pointer[chan struct{}]
 
 	// Owned by the committer goroutine (and by Open before it starts).
-	ids     map[uuid.UUID]uint64 // event id → position, committed and staged
-	next    uint64               // position of the next staged event
-	wend    int64                // file offset past the last staged record
-	alloc   int64                // file offset up to which the file is written (zeros past wend)
-	buf     []byte               // write buffer
-	seq     uint64               // group commit counter
-	touched []*stream            // streams staged in the current group commit
-	failed  error                // sticky: a write or fsync failed
-	noAlloc bool                 // preallocation failed once; do not retry
+	ids       map[uuid.UUID]uint64 // event id → position, committed and staged
+	next      uint64               // position of the next staged event
+	wend      int64                // file offset past the last staged record
+	alloc     int64                // file offset up to which the file is written (zeros past wend)
+	buf       []byte               // write buffer
+	seq       uint64               // group commit counter
+	touched   []*stream            // streams staged in the current group commit
+	failed    error                // sticky: a write or fsync failed
+	noAlloc   bool                 // preallocation failed once; do not retry
+	lastGroup int                  // requests in the last group commit
+	lastSync  time.Duration        // how long the last fsync took
 
 	qmu     sync.Mutex
 	queue   []*request
@@ -85,7 +88,8 @@ type Store struct {
 	typesMu sync.Mutex
 
 	// Counters for tests and benchmarks.
-	writes atomic.Uint64 // group commits written (each one write and one fsync)
+	writes   atomic.Uint64 // group commits written (each one write and one fsync)
+	syncTime atomic.Int64  // nanoseconds spent in fsync
 }
 
 // stream is one stream's state. name and num never change; positions and

@@ -1,0 +1,244 @@
+package embedded
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// benchData is a ~200-byte JSON payload.
+var benchData = json.RawMessage(`{"action":"demo.sleep","execution":"6f1c2a9e-4b7d-4c1e-9f0a-2d3e4f5a6b7c","client":"bench","queue":"queue-demo.sleep","params":{"seconds":1,"note":"` + strings.Repeat("x", 40) + `"},"attempt":1}`)
+
+// benchEvent makes an event with a cheap unique id (writer, sequence).
+func benchEvent(writer, seq uint64) domain.Envelope {
+	var id uuid.UUID
+	binary.LittleEndian.PutUint64(id[0:], writer+1)
+	binary.LittleEndian.PutUint64(id[8:], seq+1)
+	return domain.Envelope{
+		ID:            id,
+		Type:          "execution.scheduled",
+		SchemaVersion: 1,
+		Owner:         domain.OwnerExecutor,
+		CorrelationID: "corr-6f1c2a9e",
+		Data:          benchData,
+	}
+}
+
+// BenchmarkAppendConcurrent64: 64 goroutines each append single ~200-byte
+// events (durable, group commit) to their own stream.
+func BenchmarkAppendConcurrent64(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	const writers = 64
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	writes0, sync0 := s.writes.Load(), s.syncTime.Load()
+	b.ResetTimer()
+	start := time.Now()
+	for w := range writers {
+		wg.Go(func() {
+			stream := fmt.Sprintf("execution-%d", w)
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(b.N) {
+					return
+				}
+				if _, err := s.Append(ctx, stream, eventstore.Any, benchEvent(uint64(w), uint64(i))); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/el.Seconds(), "events/s")
+	writes := float64(max(1, s.writes.Load()-writes0))
+	b.ReportMetric(float64(b.N)/writes, "events/fsync")
+	b.ReportMetric(float64(s.syncTime.Load()-sync0)/writes/1e3, "fsync-µs")
+}
+
+// BenchmarkAppendSingleWriter: one goroutine appends single ~200-byte events,
+// each durable before the next; reports latency percentiles.
+func BenchmarkAppendSingleWriter(b *testing.B) {
+	s, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	lat := make([]time.Duration, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if _, err := s.Append(ctx, "execution-single", eventstore.Any, benchEvent(0, uint64(i))); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+	b.ReportMetric(us(lat[len(lat)/2]), "p50-µs")
+	b.ReportMetric(us(lat[len(lat)*99/100]), "p99-µs")
+}
+
+// benchLogs holds the logs built once for the read and open benchmarks.
+var benchLogs struct {
+	sync.Mutex
+	dirs map[int]string
+}
+
+func removeBenchLogs() {
+	benchLogs.Lock()
+	defer benchLogs.Unlock()
+	for _, d := range benchLogs.dirs {
+		os.RemoveAll(d)
+	}
+	benchLogs.dirs = nil
+}
+
+// benchLog returns a directory holding a closed log of n events in 1,000
+// streams (built once per process).
+func benchLog(b *testing.B, n int) string {
+	b.Helper()
+	benchLogs.Lock()
+	defer benchLogs.Unlock()
+	if d, ok := benchLogs.dirs[n]; ok {
+		return d
+	}
+	dir, err := os.MkdirTemp("", "turnstile-bench-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := Open(dir, Options{NoSync: true, CheckpointEvery: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	const per = 1000
+	evs := make([]domain.Envelope, per)
+	for i := 0; i < n; i += per {
+		k := min(per, n-i)
+		for j := range k {
+			evs[j] = benchEvent(7, uint64(i+j))
+		}
+		if _, err := s.Append(ctx, fmt.Sprintf("execution-%d", (i/per)%1000), eventstore.Any, evs[:k]...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	if benchLogs.dirs == nil {
+		benchLogs.dirs = map[int]string{}
+	}
+	benchLogs.dirs[n] = dir
+	return dir
+}
+
+// BenchmarkReadAll reads a 200,000-event log from the start: with ReadAll in
+// pages of 10,000, and with Subscribe until it has caught up.
+func BenchmarkReadAll(b *testing.B) {
+	const n = 200_000
+	dir := benchLog(b, n)
+	s, err := Open(dir, Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	b.Run("ReadAll", func(b *testing.B) {
+		start := time.Now()
+		for range b.N {
+			var from uint64
+			for from < n {
+				evs, err := s.ReadAll(ctx, from, 10_000)
+				if err != nil || len(evs) == 0 {
+					b.Fatalf("ReadAll(%d): %d events, %v", from, len(evs), err)
+				}
+				from = evs[len(evs)-1].Position + 1
+			}
+		}
+		b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "events/s")
+	})
+	b.Run("Subscribe", func(b *testing.B) {
+		start := time.Now()
+		for range b.N {
+			ctx, cancel := context.WithCancel(ctx)
+			got := 0
+			err := s.Subscribe(ctx, 0, eventstore.Filter{}, func(evs []domain.Envelope) error {
+				if got += len(evs); got >= n {
+					cancel()
+				}
+				return nil
+			})
+			cancel()
+			if got != n {
+				b.Fatalf("Subscribe delivered %d events, want %d (%v)", got, n, err)
+			}
+		}
+		b.ReportMetric(float64(n*b.N)/time.Since(start).Seconds(), "events/s")
+	})
+}
+
+// BenchmarkOpen1M opens (and closes, untimed) a closed 1,000,000-event log:
+// checking every checksum against the index (the default), trusting the
+// index, and with no index (full scan).
+func BenchmarkOpen1M(b *testing.B) {
+	const n = 1_000_000
+	dir := benchLog(b, n)
+	index := filepath.Join(dir, indexName)
+	for _, c := range []struct {
+		name    string
+		opts    Options
+		noIndex bool
+	}{
+		{"verify", Options{}, false},
+		{"trust-index", Options{TrustIndex: true}, false},
+		{"no-index", Options{}, true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				if c.noIndex {
+					if err := os.Remove(index); err != nil && !os.IsNotExist(err) {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				s, err := Open(dir, c.opts)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if h, _ := s.Head(context.Background()); h != n {
+					b.Fatalf("Head = %d, want %d", h, n)
+				}
+				if err := s.Close(); err != nil {
+					b.Fatal(err)
+				}
+				b.StartTimer()
+			}
+		})
+	}
+}
