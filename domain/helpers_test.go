@@ -244,9 +244,9 @@ var rawMessageType = reflect.TypeFor[json.RawMessage]()
 var timeType = reflect.TypeFor[time.Time]()
 
 // sameValue compares two decoded payloads: json.RawMessage fields as JSON
-// (whitespace and escaping aside), time.Time fields as instants, everything
-// else with reflect.DeepEqual semantics. It returns a description of the
-// first difference, or "".
+// (whitespace and escaping aside), time.Time fields as instants, nil and
+// empty slices alike, everything else with reflect.DeepEqual semantics. It
+// returns a description of the first difference, or "".
 func sameValue(a, b any) string {
 	return diffValue("", reflect.ValueOf(a), reflect.ValueOf(b))
 }
@@ -291,8 +291,9 @@ func diffValue(path string, a, b reflect.Value) string {
 		}
 		return diffValue(path, a.Elem(), b.Elem())
 	case reflect.Slice:
-		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
-			return path + ": slices differ in length or nilness"
+		// nil and empty are the same list in JSON (omitempty drops both).
+		if a.Len() != b.Len() {
+			return path + ": slices differ in length"
 		}
 		for i := range a.Len() {
 			if d := diffValue(path+"[]", a.Index(i), b.Index(i)); d != "" {
