@@ -258,7 +258,8 @@ func decodeBody(body []byte, r *rec) recordStatus {
 	ls, lt := int(body[offStreamLen]), int(body[offTypeLen])
 	lc, lk, lw := int(body[offCorrLen]), int(body[offCausLen]), int(body[offWriterLen])
 	ld, lm := int(le.Uint32(body[offDataLen:])), int(le.Uint32(body[offMetaLen:]))
-	if ls == 0 || lt == 0 || ld > eventstore.MaxEventSize || lm > eventstore.MaxEventSize ||
+	if ls == 0 || lt == 0 || ld+lm > eventstore.MaxEventSize ||
+		r.flags&flagDataNil != 0 && ld > 0 || r.flags&flagMetaNil != 0 && lm > 0 ||
 		fixedBody+ls+lt+lc+lk+lw+ld+lm != len(body) {
 		return recBadShape
 	}

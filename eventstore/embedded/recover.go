@@ -202,8 +202,8 @@ func (w *window) at(off int64, want int) ([]byte, error) {
 	if off >= w.base && off+int64(want) <= w.base+int64(w.n) {
 		return w.buf[off-w.base : w.n], nil
 	}
-	if w.buf == nil || len(w.buf) < want {
-		w.buf = make([]byte, max(want, scanChunk))
+	if len(w.buf) < want || len(w.buf) < scanChunk && int64(len(w.buf)) < w.size-off {
+		w.buf = make([]byte, max(want, int(min(scanChunk, w.size-off))))
 	}
 	n := min(int64(len(w.buf)), w.size-off)
 	if n <= 0 {

@@ -1,0 +1,219 @@
+package embedded
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
+)
+
+// openT opens a store and closes it when the test ends (Close is idempotent).
+func openT(t testing.TB, dir string, opts Options) *Store {
+	t.Helper()
+	s, err := Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", dir, err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+// crash stops s as a killed process would: no index written, preallocated
+// zeros and all left as they are; what was written stays in the page cache,
+// as it does when only the process dies.
+func crash(s *Store) {
+	s.closeOnce.Do(func() {
+		close(s.closing)
+		s.qmu.Lock()
+		s.qclosed = true
+		s.qmu.Unlock()
+		s.poke()
+		<-s.committerDone
+		close(s.ckptStop)
+		<-s.ckptDone
+		s.f.Close()
+		unlockDir(s.lock)
+		s.closeErr = eventstore.ErrClosed
+	})
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func mustAppend(t testing.TB, s eventstore.Store, stream string, expected eventstore.ExpectedVersion, evs ...domain.Envelope) eventstore.AppendResult {
+	t.Helper()
+	res, err := s.Append(ctxT(t), stream, expected, evs...)
+	if err != nil {
+		t.Fatalf("Append(%q, %s, %d events): %v", stream, expected, len(evs), err)
+	}
+	return res
+}
+
+func mustMulti(t testing.TB, s eventstore.Store, appends ...eventstore.StreamAppend) eventstore.AppendResult {
+	t.Helper()
+	res, err := s.AppendMulti(ctxT(t), appends...)
+	if err != nil {
+		t.Fatalf("AppendMulti: %v", err)
+	}
+	return res
+}
+
+func readAllT(t testing.TB, s eventstore.Store) []domain.Envelope {
+	t.Helper()
+	var out []domain.Envelope
+	for {
+		page, err := s.ReadAll(ctxT(t), uint64(len(out)), 777)
+		if err != nil {
+			t.Fatalf("ReadAll(%d): %v", len(out), err)
+		}
+		out = append(out, page...)
+		if len(page) < 777 {
+			return out
+		}
+	}
+}
+
+func ev(typ string, i int) domain.Envelope {
+	return storetest.NewEvent(typ, map[string]int{"i": i})
+}
+
+// richEvent fills every field a writer can fill, differently for each i.
+func richEvent(i int) domain.Envelope {
+	e := storetest.NewEvent(fmt.Sprintf("test.rich%d", i%3), map[string]any{"i": i, "pad": string(bytes.Repeat([]byte{'p'}, i%50))})
+	e.SchemaVersion = i%4 - 1
+	e.Owner = []domain.Owner{domain.OwnerAPI, domain.OwnerExecutor, domain.OwnerWorker}[i%3]
+	if i%2 == 0 {
+		e.CorrelationID = fmt.Sprintf("corr-%d", i)
+		e.CausationID = fmt.Sprintf("cause-%d", i)
+	}
+	if i%5 == 0 {
+		e.Writer = "worker-7"
+		e.Metadata = json.RawMessage(`{"trace":"t"}`)
+	}
+	if i%7 == 0 {
+		e.Metadata = json.RawMessage{}
+	}
+	return e
+}
+
+// writeMixed appends n rich events in single, multi-event and multi-stream
+// appends, one after another, and returns them as read back.
+func writeMixed(t testing.TB, s *Store, n int) []domain.Envelope {
+	t.Helper()
+	streams := []string{"execution-1", "queue-demo.sleep", "worker-w1", "execution-2"}
+	for i := 0; i < n; {
+		switch k := i % 4; {
+		case k == 3 && i+3 <= n:
+			mustMulti(t, s,
+				eventstore.StreamAppend{Stream: streams[(i+1)%4], Expected: eventstore.Any, Events: []domain.Envelope{richEvent(i), richEvent(i + 1)}},
+				eventstore.StreamAppend{Stream: streams[(i+2)%4], Expected: eventstore.Any, Events: []domain.Envelope{richEvent(i + 2)}},
+			)
+			i += 3
+		case k == 1 && i+2 <= n:
+			mustAppend(t, s, streams[i%4], eventstore.Any, richEvent(i), richEvent(i+1))
+			i += 2
+		default:
+			mustAppend(t, s, streams[i%4], eventstore.Any, richEvent(i))
+			i++
+		}
+	}
+	got := readAllT(t, s)
+	if len(got) != n {
+		t.Fatalf("wrote %d events, read back %d", n, len(got))
+	}
+	return got
+}
+
+// requireEvents fails unless got equals want exactly, every field.
+func requireEvents(t testing.TB, what string, want, got []domain.Envelope) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if !reflect.DeepEqual(want[i], got[i]) {
+			t.Fatalf("%s: event %d:\n got %+v\nwant %+v", what, i, got[i], want[i])
+		}
+	}
+}
+
+// copyDir copies the regular files of src into a new temporary directory.
+func copyDir(t testing.TB, src string, skip ...string) string {
+	t.Helper()
+	dst := t.TempDir()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+next:
+	for _, e := range entries {
+		for _, s := range skip {
+			if e.Name() == s {
+				continue next
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// dirState is the names and contents of a directory's files.
+func dirState(t testing.TB, dir string) map[string]string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[e.Name()] = string(b)
+	}
+	return m
+}
+
+// logRecorder is a slog handler that keeps the messages, for tests that
+// check what recovery reported.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+func (l *logRecorder) messages() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.msgs...)
+}
