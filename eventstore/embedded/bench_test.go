@@ -75,6 +75,7 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 	writes := float64(max(1, s.writes.Load()-writes0))
 	b.ReportMetric(float64(b.N)/writes, "events/fsync")
 	b.ReportMetric(float64(s.syncTime.Load()-sync0)/writes/1e3, "fsync-µs")
+
 }
 
 // BenchmarkAppendSingleWriter: one goroutine appends single ~200-byte events,

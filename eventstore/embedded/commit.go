@@ -30,14 +30,15 @@ type request struct {
 	events  int                       // number of events
 	size    int                       // bytes on disk
 
-	// Set by the committer before it signals done.
+	// Set by the committer before it closes done, the channel of the group
+	// commit the request was queued for (one close wakes the whole group).
 	res    eventstore.AppendResult
 	err    error
 	staged bool // the outcome depends on the current write
 	done   chan struct{}
 }
 
-var requests = sync.Pool{New: func() any { return &request{done: make(chan struct{}, 1)} }}
+var requests = sync.Pool{New: func() any { return new(request) }}
 
 // Append appends events to stream if its current version satisfies expected;
 // see eventstore.Store. The events are on disk when it returns nil. Once the
@@ -77,7 +78,7 @@ func (s *Store) submit(ctx context.Context, r *request) (eventstore.AppendResult
 	if cap(multi) > 64 {
 		multi = nil
 	}
-	*r = request{done: r.done, evs: evs[:0], multi: multi[:0]}
+	*r = request{evs: evs[:0], multi: multi[:0]}
 	requests.Put(r)
 	return res, err
 }
@@ -105,6 +106,7 @@ func (s *Store) enqueue(ctx context.Context, r *request) (eventstore.AppendResul
 		return eventstore.AppendResult{}, eventstore.ErrClosed
 	}
 	s.queue = append(s.queue, r)
+	r.done = s.qdone
 	s.qmu.Unlock()
 	s.poke()
 	return eventstore.AppendResult{}, nil
@@ -173,6 +175,8 @@ func (s *Store) commitLoop() {
 		}
 		s.linger()
 		batch, s.queue = s.queue, batch[:0]
+		done := s.qdone
+		s.qdone = make(chan struct{})
 		closed := s.qclosed
 		s.qmu.Unlock()
 		s.lastGroup = len(batch)
@@ -180,6 +184,7 @@ func (s *Store) commitLoop() {
 			return
 		}
 		s.commit(batch)
+		close(done)
 		clear(batch)
 		if s.needZeros() {
 			s.preallocate()
@@ -223,7 +228,6 @@ func (s *Store) commitGroup(reqs []*request, size int) {
 	if s.failed != nil {
 		for _, r := range reqs {
 			r.err = s.failed
-			r.done <- struct{}{}
 		}
 		return
 	}
@@ -247,7 +251,6 @@ func (s *Store) commitGroup(reqs []*request, size int) {
 				if r.err == nil && r.staged {
 					r.err = s.failed
 				}
-				r.done <- struct{}{}
 			}
 			return
 		}
@@ -257,9 +260,7 @@ func (s *Store) commitGroup(reqs []*request, size int) {
 		s.buf = nil
 	}
 	s.publish()
-	for _, r := range reqs {
-		r.done <- struct{}{}
-	}
+
 	s.maybeCheckpoint()
 }
 

@@ -70,6 +70,7 @@ type Store struct {
 
 	qmu     sync.Mutex
 	queue   []*request
+	qdone   chan struct{} // closed when the queued requests are answered
 	qclosed bool
 	wake    chan struct{}
 
@@ -131,6 +132,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		lock:          lock,
 		streams:       make(map[string]*stream),
 		wake:          make(chan struct{}, 1),
+		qdone:         make(chan struct{}),
 		closing:       make(chan struct{}),
 		committerDone: make(chan struct{}),
 		ckptWake:      make(chan struct{}, 1),
