@@ -196,18 +196,34 @@ func (s *Store) commitLoop() {
 // until as many appends are queued as the last group commit answered: under
 // load the writers just answered come straight back, and one group with all
 // of them costs one fsync where two half groups would cost two. It waits at
-// most GroupCommitWait, and no longer than the last fsync took.
+// most GroupCommitWait, and no longer than the last fsync took. When not even
+// half of the writers came back in time, it does not wait for the next few
+// groups: lingering only pays with writers that append back to back.
 func (s *Store) linger() {
 	if s.opts.GroupCommitWait <= 0 || len(s.queue) >= s.lastGroup || s.qclosed {
 		return
 	}
+	if s.lingerSkip > 0 {
+		s.lingerSkip--
+		return
+	}
 	deadline := time.Now().Add(min(s.opts.GroupCommitWait, s.lastSync))
-	for len(s.queue) < s.lastGroup && !s.qclosed && time.Now().Before(deadline) {
+	for len(s.queue) < s.lastGroup && !s.qclosed {
+		if !time.Now().Before(deadline) {
+			if len(s.queue) < s.lastGroup/2 {
+				s.lingerSkip = lingerBackoff
+			}
+			return
+		}
 		s.qmu.Unlock()
 		runtime.Gosched()
 		s.qmu.Lock()
 	}
 }
+
+// lingerBackoff is how many group commits go without lingering after a
+// linger that waited in vain.
+const lingerBackoff = 8
 
 // commit writes the requests in groups of at most MaxBatch events.
 func (s *Store) commit(reqs []*request) {
@@ -256,8 +272,8 @@ func (s *Store) commitGroup(reqs []*request, size int) {
 		}
 		s.writes.Add(1)
 	}
-	if s.buf = buf[:0]; cap(s.buf) > maxWriteBytes {
-		s.buf = nil
+	if s.buf = buf[:0]; cap(s.buf) > 4<<20 {
+		s.buf = nil // do not keep a big append's buffer for ever
 	}
 	s.publish()
 

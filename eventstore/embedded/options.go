@@ -31,10 +31,12 @@ type Options struct {
 
 	// GroupCommitWait is how long the committer may hold a group commit open
 	// for the writers it has just answered to come back with their next
-	// appends (it waits only while fewer appends are queued than the last
-	// group held, and never longer than the last fsync took). Under load this
-	// fills each fsync with about twice as many appends; a lone writer never
-	// waits. Negative disables it. Default DefaultGroupCommitWait.
+	// appends. It waits only while fewer appends are queued than the last
+	// group held, never longer than the last fsync took, and stops trying for
+	// a while when the writers do not come back in time. With writers that
+	// append back to back this fills each fsync with about twice as many
+	// appends; a lone writer never waits. Negative disables it. Default
+	// DefaultGroupCommitWait.
 	GroupCommitWait time.Duration
 
 	// NoSync skips every fsync. It is for tests only: with it, events that

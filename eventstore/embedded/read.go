@@ -147,7 +147,6 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 	if err := s.readable(ctx); err != nil {
 		return err
 	}
-	buf := make([]byte, readChunk)
 	pos := from
 	for {
 		select {
@@ -170,7 +169,9 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			continue
 		}
 		to := min(v.head, pos+subBatch)
-		batch, next, err := s.readRange(&v, pos, to, &buf, filter, nil)
+		bp := readBufs.Get().(*[]byte)
+		batch, next, err := s.readRange(&v, pos, to, bp, filter, nil)
+		readBufs.Put(bp)
 		if err != nil {
 			return s.readErr(err)
 		}
@@ -215,10 +216,10 @@ func (s *Store) readRange(v *view, from, to uint64, bp *[]byte, filter eventstor
 	if err != nil {
 		return out, from, err
 	}
-	if out == nil {
+	match := len(filter.StreamPrefixes) > 0 || len(filter.Types) > 0
+	if out == nil && !match {
 		out = make([]domain.Envelope, 0, k)
 	}
-	match := filter.StreamPrefixes != nil || filter.Types != nil
 	off := start
 	for p := from; p < stop; p++ {
 		end := v.recordEnd(p)
