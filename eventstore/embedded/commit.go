@@ -157,8 +157,8 @@ func (s *Store) poke() {
 }
 
 // commitLoop is the committer: it takes every queued request, writes them with
-// one write and one fsync per group, then answers them. It exits once Close
-// has been called and the queue is empty.
+// one write and one fsync per group, then answers them all with one channel
+// close. It exits once Close has been called and the queue is empty.
 func (s *Store) commitLoop() {
 	defer close(s.committerDone)
 	var batch []*request
@@ -239,7 +239,8 @@ func (s *Store) commit(reqs []*request) {
 	}
 }
 
-// commitGroup stages, writes, syncs, publishes and answers one group commit.
+// commitGroup stages, writes, syncs and publishes one group commit, leaving
+// each request's outcome in it (commitLoop then wakes their callers).
 func (s *Store) commitGroup(reqs []*request, size int) {
 	if s.failed != nil {
 		for _, r := range reqs {
@@ -276,7 +277,6 @@ func (s *Store) commitGroup(reqs []*request, size int) {
 		s.buf = nil // do not keep a big append's buffer for ever
 	}
 	s.publish()
-
 	s.maybeCheckpoint()
 }
 
