@@ -37,9 +37,9 @@ type Store struct {
 	events  []domain.Envelope    // by position
 	streams map[string][]uint64  // stream -> positions, by version
 	ids     map[uuid.UUID]uint64 // event id -> position
-	commit  chan struct{}        // closed and replaced at every commit
-	closed  chan struct{}        // closed by Close
-	isClose bool
+	commit  chan struct{}        // closed and replaced at every commit: wakes subscribers
+	closed  chan struct{}        // closed by Close: wakes subscribers for good
+	closing bool                 // set by Close; every method then fails
 }
 
 var _ eventstore.Store = (*Store)(nil)
@@ -78,7 +78,7 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.isClose {
+	if s.closing {
 		return eventstore.AppendResult{}, eventstore.ErrClosed
 	}
 	if res, done, err := s.replayed(appends); done || err != nil {
@@ -197,7 +197,7 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limi
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.isClose {
+	if s.closing {
 		return nil, eventstore.ErrClosed
 	}
 	positions, ok := s.streams[stream]
@@ -225,7 +225,7 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.isClose {
+	if s.closing {
 		return nil, eventstore.ErrClosed
 	}
 	return s.slice(from, limit, eventstore.Filter{}), nil
@@ -259,7 +259,7 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			return err
 		}
 		s.mu.Lock()
-		if s.isClose {
+		if s.closing {
 			s.mu.Unlock()
 			return eventstore.ErrClosed
 		}
@@ -298,7 +298,7 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.isClose {
+	if s.closing {
 		return 0, eventstore.ErrClosed
 	}
 	return uint64(len(s.events)), nil
@@ -309,8 +309,8 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 func (s *Store) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.isClose {
-		s.isClose = true
+	if !s.closing {
+		s.closing = true
 		close(s.closed)
 	}
 	return nil

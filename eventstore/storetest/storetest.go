@@ -42,8 +42,10 @@ type Capabilities struct {
 	SkipSlow bool
 }
 
-// Run runs the whole conformance suite. Each subtest calls newStore for a fresh,
-// empty store of its own (the suite checks it is empty); newStore must register the store's cleanup (Close and
+// Run runs the whole conformance suite as subtests named group/check, e.g.
+// "Subscribe/ConcurrentWriters", so a backend can select them with -run. Each
+// subtest calls newStore for a fresh, empty store of its own (the suite checks
+// that it is empty); newStore must register the store's cleanup (Close and
 // removal of its data) with t.Cleanup, and must tolerate Close having been
 // called already by the test. Subtests run in parallel.
 func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store, caps Capabilities) {

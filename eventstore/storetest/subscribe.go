@@ -16,6 +16,10 @@ import (
 // the store closes.
 const promptly = 5 * time.Second
 
+// stall is how long a subscription that still owes events may go without
+// delivering any before the suite gives up on it.
+const stall = 10 * time.Second
+
 // sink runs one Subscribe in a goroutine and checks every delivery: batches are
 // never empty, the handler is never called concurrently, events pass the
 // filter, arrive at or after from, in strictly increasing position order, with
@@ -30,6 +34,7 @@ type sink struct {
 
 	cancel  context.CancelFunc
 	entered chan struct{} // closed when the handler is first called
+	once    sync.Once
 	release chan struct{} // if not nil, the first call waits for it
 	done    chan struct{} // closed when Subscribe has returned, with err
 	err     error
@@ -65,14 +70,13 @@ func (k *sink) handle(batch []domain.Envelope) error {
 		k.fail(errors.New("handler called concurrently"))
 	}
 	k.inHandle = true
-	first := len(k.events) == 0 && k.bad == nil
 	k.mu.Unlock()
-	if first {
+	k.once.Do(func() {
 		close(k.entered)
 		if k.release != nil {
 			<-k.release
 		}
-	}
+	})
 	if k.delay > 0 {
 		time.Sleep(k.delay)
 	}
@@ -93,15 +97,17 @@ func (k *sink) handle(batch []domain.Envelope) error {
 		case !k.filter.Match(e):
 			k.fail(fmt.Errorf("event %s of stream %q, type %q does not pass the filter %+v", id, e.Stream, e.Type, k.filter))
 		}
+		dense := k.s.caps.DensePositions && len(k.filter.StreamPrefixes) == 0 && len(k.filter.Types) == 0
 		if n := len(k.events); n > 0 {
 			prev := k.events[n-1].Position
 			if e.Position <= prev {
 				k.fail(fmt.Errorf("event at position %d delivered after position %d", e.Position, prev))
 			}
-			dense := k.s.caps.DensePositions && len(k.filter.StreamPrefixes) == 0 && len(k.filter.Types) == 0
 			if dense && e.Position != prev+1 {
 				k.fail(fmt.Errorf("event at position %d delivered right after position %d: a gap", e.Position, prev))
 			}
+		} else if dense && e.Position != k.from {
+			k.fail(fmt.Errorf("first event delivered has position %d, want %d: the subscription skipped the start", e.Position, k.from))
 		}
 		k.ids[id] = struct{}{}
 		k.events = append(k.events, *e)
@@ -129,12 +135,12 @@ func (k *sink) count() int {
 // want events, and checks that it ended with context.Canceled and no violation.
 func (k *sink) wait(t *testing.T, ctx context.Context) []domain.Envelope {
 	t.Helper()
+	defer k.cancel()
+	waitCount(t, ctx, k, k.want)
 	select {
 	case <-k.done:
-	case <-ctx.Done():
-		k.cancel()
-		<-k.done
-		t.Fatalf("subscription from %d got %d of %d events before the test timed out", k.from, k.count(), k.want)
+	case <-time.After(promptly):
+		t.Fatalf("subscription from %d did not return within %v of its context being cancelled", k.from, promptly)
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -393,18 +399,30 @@ func (s suite) subscribeTests() []subtest {
 	}
 }
 
-// waitCount waits until k has at least n events.
+// waitCount waits until k has at least n events. It fails if the
+// subscription ends first, or makes no progress for stall.
 func waitCount(t *testing.T, ctx context.Context, k *sink, n int) {
 	t.Helper()
-	for k.count() < n {
+	last, since := k.count(), time.Now()
+	for {
+		c := k.count()
+		if c >= n {
+			return
+		}
+		if c != last {
+			last, since = c, time.Now()
+		}
+		if time.Since(since) > stall {
+			t.Fatalf("subscription from %d got %d of %d events and no more for %v", k.from, c, n, stall)
+		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("subscription got %d of %d events before the test timed out", k.count(), n)
+			t.Fatalf("subscription from %d got %d of %d events before the test timed out", k.from, k.count(), n)
 		case <-k.done:
 			if k.count() < n {
-				t.Fatalf("subscription ended with %v after %d of %d events", k.err, k.count(), n)
+				t.Fatalf("subscription from %d ended with %v after %d of %d events", k.from, k.err, k.count(), n)
 			}
-		case <-time.After(time.Millisecond):
+		case <-time.After(2 * time.Millisecond):
 		}
 	}
 }
