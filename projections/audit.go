@@ -65,6 +65,7 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 		}
 		for i := range batch {
 			env := &batch[i]
+			from = env.Position + 1
 			rep.Events++
 			ev, err := domain.Catalogue.Decode(env)
 			if err != nil {
@@ -111,7 +112,6 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				x.Apply(ev, env.Version, env.Time)
 			}
 			queues.Apply(env, ev)
-			from = env.Position + 1
 		}
 		if progress != nil {
 			progress(from)

@@ -1,0 +1,150 @@
+package projections_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/projections"
+)
+
+// logWriter appends events straight to a store, bypassing every check, the
+// way a buggy or malicious writer could.
+type logWriter struct {
+	t     *testing.T
+	store eventstore.Store
+}
+
+func (w logWriter) put(stream string, owner domain.Owner, writer string, ev domain.Event) {
+	w.t.Helper()
+	env, err := domain.Catalogue.Encode(uuid.New(), ev, owner, writer)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if _, err := w.store.Append(context.Background(), stream, eventstore.Any, env); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+func (w logWriter) action(ref string, limit int) {
+	p := domain.Policy{Ref: ref, Runner: "core.noop", MaxConcurrent: limit}.WithDefaults()
+	w.put(domain.ActionStream(ref), domain.OwnerAPI, "", domain.ActionDefined{Policy: p})
+}
+
+func (w logWriter) request(id, ref string) {
+	w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionRequested{Action: ref})
+}
+
+func (w logWriter) grant(id, ref, worker string) {
+	w.put(domain.QueueStream(ref), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: id})
+	w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
+	w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionScheduled{Worker: worker, Attempt: 1, Action: ref, Runner: "core.noop"})
+}
+
+func (w logWriter) run(id, worker string) {
+	w.put(domain.ExecutionStream(id), domain.OwnerWorker, worker, domain.ExecutionRunning{Worker: worker, Attempt: 1})
+	w.put(domain.ExecutionStream(id), domain.OwnerWorker, worker, domain.ExecutionCompleted{})
+}
+
+func TestAuditFindsEachKindOfViolation(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name  string
+		write func(w logWriter)
+		rule  string
+	}{
+		{"clean log", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.grant("e1", "a", "w1")
+			w.run("e1", "w1")
+		}, ""},
+		{"grant out of FIFO order", func(w logWriter) {
+			w.action("a", 2)
+			w.request("e1", "a")
+			w.request("e2", "a")
+			w.grant("e2", "a", "w1")
+		}, "grant"},
+		{"grant over the limit", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.request("e2", "a")
+			w.grant("e1", "a", "w1")
+			w.grant("e2", "a", "w1")
+		}, "grant"},
+		{"grant while paused", func(w logWriter) {
+			w.action("a", 1)
+			w.put(domain.ActionStream("a"), domain.OwnerAPI, "", domain.ActionPaused{})
+			w.request("e1", "a")
+			w.grant("e1", "a", "w1")
+		}, "grant"},
+		{"slot taken without a queue grant", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
+		}, "grant"},
+		{"worker writes for an execution handed to another", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.grant("e1", "a", "w1")
+			w.put(domain.ExecutionStream("e1"), domain.OwnerWorker, "w2", domain.ExecutionRunning{Worker: "w2", Attempt: 1})
+		}, domain.RuleHandoff},
+		{"executor writes a worker's event", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.grant("e1", "a", "w1")
+			w.put(domain.ExecutionStream("e1"), domain.OwnerWorker, "w1", domain.ExecutionRunning{Worker: "w1", Attempt: 1})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionCompleted{})
+		}, domain.RuleOwner},
+		{"second terminal event", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.grant("e1", "a", "w1")
+			w.run("e1", "w1")
+			w.put(domain.ExecutionStream("e1"), domain.OwnerWorker, "w1", domain.ExecutionFailed{Error: "again"})
+		}, domain.RuleTerminal},
+		{"running before the handoff", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.put(domain.ExecutionStream("e1"), domain.OwnerWorker, "w1", domain.ExecutionRunning{Worker: "w1"})
+		}, domain.RuleTransition},
+		{"owner not allowed for the type", func(w logWriter) {
+			w.put(domain.ActionStream("a"), domain.OwnerWorker, "w1", domain.ActionDefined{Policy: domain.Policy{Ref: "a", Runner: "core.noop"}.WithDefaults()})
+		}, domain.RuleOwner},
+		{"undecodable event", func(w logWriter) {
+			env := domain.Envelope{ID: uuid.New(), Type: "execution.requested", SchemaVersion: 1, Owner: domain.OwnerExecutor, Data: []byte(`{"nope":1}`)}
+			if _, err := w.store.Append(context.Background(), "execution-bad", eventstore.Any, env); err != nil {
+				w.t.Fatal(err)
+			}
+		}, "decode"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := memstore.New(memstore.Options{})
+			defer store.Close()
+			tc.write(logWriter{t, store})
+			rep, err := projections.Audit(context.Background(), store, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.rule == "" {
+				if !rep.OK() {
+					t.Fatalf("clean log reported: %+v", rep.Violations)
+				}
+				return
+			}
+			for _, v := range rep.Violations {
+				if v.Rule == tc.rule {
+					return
+				}
+			}
+			t.Fatalf("want a %q violation, got %s", tc.rule, fmt.Sprint(rep.Violations))
+		})
+	}
+}
