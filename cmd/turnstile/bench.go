@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,6 +46,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	workers := fs.Int("workers", 4, "in-process workers")
 	slots := fs.Int("slots", 0, "slots per worker (default: enough for every action's limit)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON line last")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -102,6 +104,17 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		})
 	}()
 
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	start := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
