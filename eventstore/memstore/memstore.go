@@ -59,12 +59,17 @@ func New(opts Options) *Store {
 	}
 }
 
-// Append implements eventstore.Store.
+// Append implements eventstore.Store, by the rules of AppendMulti.
 func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events ...domain.Envelope) (eventstore.AppendResult, error) {
 	return s.AppendMulti(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: events})
 }
 
-// AppendMulti implements eventstore.Store.
+// AppendMulti implements eventstore.Store. All events of one call get the
+// same Time from the clock. A re-append is recognised only if every event also
+// has the content it was stored with (type, schema version, owner, ids, data
+// and metadata); an id stored with other content is ErrIdempotencyConflict.
+// One call naming an id twice is ErrInvalidEvent. The store keeps copies of
+// Data and Metadata, so the caller may reuse its buffers.
 func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) (eventstore.AppendResult, error) {
 	if err := ctx.Err(); err != nil {
 		return eventstore.AppendResult{}, err

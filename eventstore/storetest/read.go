@@ -175,7 +175,8 @@ func (s suite) readTests() []subtest {
 // appended events (with dense positions, equal to the event count); and every
 // event below Head is readable at the moment Head returns, even while other
 // writers commit: no event with a position below a Head already returned may
-// appear later (the PostgreSQL "sequence committed out of order" hazard).
+// appear later (the PostgreSQL "sequence committed out of order" hazard), and
+// Head never goes back.
 func (s suite) headTests() []subtest {
 	return []subtest{
 		{name: "EmptyLog", run: func(t *testing.T, st eventstore.Store) {
@@ -258,7 +259,10 @@ func (s suite) headTests() []subtest {
 			if len(final) != writers*each {
 				t.Fatalf("log holds %d events, want %d", len(final), writers*each)
 			}
-			for _, o := range observations {
+			for i, o := range observations {
+				if i > 0 && o.head < observations[i-1].head {
+					t.Fatalf("Head went back from %d to %d", observations[i-1].head, o.head)
+				}
 				var want []string
 				for _, e := range final {
 					if e.Position < o.head {

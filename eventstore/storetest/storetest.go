@@ -32,13 +32,16 @@ type Capabilities struct {
 	DensePositions bool
 
 	// AtomicMultiStream: AppendMulti is all-or-nothing across streams and its
-	// events are contiguous in the log. Without it the AppendMulti subtests are
-	// skipped (KurrentDB servers without multi-stream appends).
+	// events are contiguous in the log. Without it the AppendMulti group, the
+	// Idempotency/Multi checks and the AppendMulti halves of the Input checks
+	// are skipped (KurrentDB servers without multi-stream appends).
 	AtomicMultiStream bool
 
-	// SkipSlow skips the subtests that need many appends (the concurrency and
-	// load checks), for backends where each append is expensive. The suite also
-	// skips them under go test -short.
+	// SkipSlow skips the subtests that need hundreds or thousands of appends
+	// (Subscribe/ConcurrentWriters, Head/BelowHeadReadableUnderConcurrency,
+	// Concurrency/OneStreamAny, AppendMulti/ContiguousUnderConcurrency), for
+	// backends where each append is expensive. The suite also skips them under
+	// go test -short. Concurrency/OneStreamExactRetry always runs.
 	SkipSlow bool
 }
 
