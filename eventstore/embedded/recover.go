@@ -155,7 +155,7 @@ func (s *Store) cutTail(cut, size int64) error {
 	if err := s.f.Truncate(cut); err != nil {
 		return fmt.Errorf("embedded: cutting the torn end of the log at offset %d: %w", cut, err)
 	}
-	if err := s.sync(); err != nil {
+	if err := s.syncAll(); err != nil {
 		return fmt.Errorf("embedded: cutting the torn end of the log: %w", err)
 	}
 	s.alloc = cut

@@ -203,7 +203,7 @@ func (s *Store) close() error {
 	if fi, err := s.f.Stat(); err == nil && fi.Size() > s.end {
 		if err := s.f.Truncate(s.end); err != nil {
 			errs = append(errs, fmt.Errorf("embedded: close: trimming the log: %w", err))
-		} else if err := s.sync(); err != nil {
+		} else if err := s.syncAll(); err != nil {
 			errs = append(errs, fmt.Errorf("embedded: close: %w", err))
 		}
 	}
@@ -244,6 +244,15 @@ func (s *Store) sync() error {
 		return nil
 	}
 	return fdatasync(s.f)
+}
+
+// syncAll makes the log durable with its metadata (fsync), unless NoSync:
+// after a truncate, which fdatasync need not cover everywhere.
+func (s *Store) syncAll() error {
+	if s.opts.NoSync {
+		return nil
+	}
+	return s.f.Sync()
 }
 
 // syncDir makes a directory's entries durable, unless NoSync.
