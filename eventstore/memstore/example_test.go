@@ -17,7 +17,7 @@ import (
 func Example() {
 	now := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
 	store := memstore.New(memstore.Options{Clock: func() time.Time { return now }})
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	ctx := context.Background()
 
 	res, _ := store.Append(ctx, "execution-1", eventstore.NoStream,

@@ -29,6 +29,13 @@ func newStore(t *testing.T) eventstore.Store {
 	return s
 }
 
+// closeStore closes s at the end of a test and reports an error.
+func closeStore(tb testing.TB, s *memstore.Store) {
+	if err := s.Close(); err != nil {
+		tb.Errorf("Close: %v", err)
+	}
+}
+
 func TestConformance(t *testing.T) {
 	storetest.Run(t, newStore, storetest.Capabilities{
 		DensePositions:    true,
@@ -43,7 +50,7 @@ func TestClock(t *testing.T) {
 	zone := time.FixedZone("sim", 2*3600)
 	now := time.Date(2030, 1, 2, 3, 4, 5, 6, zone)
 	s := memstore.New(memstore.Options{Clock: func() time.Time { return now }})
-	defer s.Close()
+	defer closeStore(t, s)
 	ctx := t.Context()
 	if _, err := s.Append(ctx, "execution-1", eventstore.NoStream, storetest.NewEvents("test.a", 2)...); err != nil {
 		t.Fatal(err)
@@ -76,7 +83,7 @@ func TestClock(t *testing.T) {
 func TestIdempotencyComparesContent(t *testing.T) {
 	t.Parallel()
 	s := memstore.New(memstore.Options{})
-	defer s.Close()
+	defer closeStore(t, s)
 	ctx := t.Context()
 	e := storetest.NewEvent("test.a", map[string]int{"x": 1})
 	res, err := s.Append(ctx, "execution-1", eventstore.NoStream, e)
@@ -108,7 +115,7 @@ func TestIdempotencyComparesContent(t *testing.T) {
 // Benchmark of the append path, for the simulation tests' budget.
 func BenchmarkAppend(b *testing.B) {
 	s := memstore.New(memstore.Options{})
-	defer s.Close()
+	defer closeStore(b, s)
 	ctx := context.Background()
 	for b.Loop() {
 		if _, err := s.Append(ctx, "execution-1", eventstore.Any, storetest.NewEvent("test.a", nil)); err != nil {

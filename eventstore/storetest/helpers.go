@@ -271,11 +271,6 @@ func requireErrorIs(t *testing.T, err, target error, what string) {
 	}
 }
 
-// streamName gives each subtest distinct, valid stream names.
-func streamName(prefix string) string {
-	return fmt.Sprintf("%s-%s", prefix, uuid.NewString())
-}
-
 // appended is one append's event and what Append returned for it.
 type appended struct {
 	id  uuid.UUID
