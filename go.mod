@@ -3,13 +3,16 @@ module github.com/turnstile/turnstile
 go 1.26
 
 require (
-	github.com/ThreeDotsLabs/watermill v1.5.1 // indirect
+	github.com/ThreeDotsLabs/watermill v1.5.1
+	github.com/google/uuid v1.6.0
+	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.2.0
+)
+
+require (
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	github.com/lithammer/shortuuid/v3 v3.0.7 // indirect
 	github.com/oklog/ulid v1.3.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/sony/gobreaker v1.0.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
-	pgregory.net/rapid v1.2.0 // indirect
 )
