@@ -156,12 +156,10 @@ func (s *Store) poke() {
 	}
 }
 
-// commitLoop is the committer: it takes every queued request, writes them with
-// one write and one fsync per group, then answers them all with one channel
-// close. It exits once Close has been called and the queue is empty.
+// commitLoop is the committer. Each round is one group commit (see
+// runGroup). It exits once Close has been called and the queue is empty.
 func (s *Store) commitLoop() {
 	defer close(s.committerDone)
-	var batch []*request
 	for {
 		s.qmu.Lock()
 		for len(s.queue) == 0 && !s.qclosed {
@@ -173,98 +171,146 @@ func (s *Store) commitLoop() {
 			}
 			s.qmu.Lock()
 		}
-		s.linger()
-		batch, s.queue = s.queue, batch[:0]
-		done := s.qdone
-		s.qdone = make(chan struct{})
-		closed := s.qclosed
+		drained := len(s.queue) == 0 // and closed
 		s.qmu.Unlock()
-		s.lastGroup = len(batch)
-		if len(batch) == 0 && closed {
+		if drained {
 			return
 		}
-		s.commit(batch)
-		close(done)
-		clear(batch)
+		s.runGroup()
 		if s.needZeros() {
 			s.preallocate()
 		}
 	}
 }
 
-// linger holds the group commit open (s.qmu held, released while waiting)
-// until as many appends are queued as the last group commit answered: under
-// load the writers just answered come straight back, and one group with all
-// of them costs one fsync where two half groups would cost two. It waits at
-// most GroupCommitWait, and no longer than the last fsync took. When not even
-// half of the writers came back in time, it does not wait for the next few
-// groups: lingering only pays with writers that append back to back.
-func (s *Store) linger() {
-	if s.opts.GroupCommitWait <= 0 || len(s.queue) >= s.lastGroup || s.qclosed {
-		return
-	}
-	if s.lingerSkip > 0 {
+// group is the committer's state for the group commit under way.
+type group struct {
+	spare []*request      // the other queue slice, to swap with s.queue
+	dones []chan struct{} // closed to answer the appends taken so far
+
+	// The chunk being staged: what one write and one fsync will carry.
+	reqs     []*request
+	events   int
+	micros   int64  // commit time of the chunk
+	start    int64  // file offset of the chunk
+	startPos uint64 // position of its first event
+	limited  bool   // a chunk was flushed because it was full
+}
+
+// runGroup runs one group commit: it takes the queued appends and stages
+// them (checks them and encodes their records) while it holds the group open
+// for more (lingers, see below), then writes what it staged with one write
+// and one fsync, publishes it, and answers every append of the group with
+// one channel close per batch it took from the queue. A group larger than
+// MaxBatch events (or 32 MiB) is written in several chunks, each with its
+// own write and fsync.
+//
+// Lingering: under load, the writers the last group answered come straight
+// back, and one group with all of them costs one fsync where two half
+// groups would cost two. So while fewer appends are staged than the last
+// group held, the committer keeps taking new ones, for at most
+// GroupCommitWait and no longer than the last fsync took. Staging as they
+// come keeps that work off the critical path. When not even half of the
+// writers came back in time, it does not linger for the next few groups:
+// lingering only pays with writers that append back to back.
+func (s *Store) runGroup() {
+	g := &s.group
+	linger := s.opts.GroupCommitWait > 0
+	if linger && s.lingerSkip > 0 {
 		s.lingerSkip--
-		return
+		linger = false
 	}
-	deadline := time.Now().Add(min(s.opts.GroupCommitWait, s.lastSync))
-	for len(s.queue) < s.lastGroup && !s.qclosed {
-		if !time.Now().Before(deadline) {
-			if len(s.queue) < s.lastGroup/2 {
+	var deadline time.Time
+	n := 0 // appends taken
+	for {
+		s.qmu.Lock()
+		taken := s.queue
+		if len(taken) > 0 {
+			s.queue = g.spare[:0]
+			g.dones = append(g.dones, s.qdone)
+			s.qdone = make(chan struct{})
+		}
+		closed := s.qclosed
+		s.qmu.Unlock()
+		for _, r := range taken {
+			s.add(r)
+		}
+		n += len(taken)
+		if len(taken) > 0 {
+			clear(taken)
+			g.spare = taken
+		}
+		if closed || !linger || n >= s.lastGroup || g.limited || s.failed != nil {
+			break
+		}
+		now := time.Now()
+		if deadline.IsZero() {
+			deadline = now.Add(min(s.opts.GroupCommitWait, s.lastSync))
+		} else if !now.Before(deadline) {
+			if n < s.lastGroup/2 {
 				s.lingerSkip = lingerBackoff
 			}
-			return
+			break
 		}
-		s.qmu.Unlock()
 		runtime.Gosched()
-		s.qmu.Lock()
 	}
+	s.lastGroup = n
+	s.flush()
+	g.limited = false
+	for _, d := range g.dones {
+		close(d)
+	}
+	clear(g.dones)
+	g.dones = g.dones[:0]
 }
 
 // lingerBackoff is how many group commits go without lingering after a
 // linger that waited in vain.
 const lingerBackoff = 8
 
-// commit writes the requests in groups of at most MaxBatch events.
-func (s *Store) commit(reqs []*request) {
-	for len(reqs) > 0 {
-		n, events, size := 1, reqs[0].events, reqs[0].size
-		for n < len(reqs) && events+reqs[n].events <= s.opts.MaxBatch && size+reqs[n].size <= maxWriteBytes {
-			events += reqs[n].events
-			size += reqs[n].size
-			n++
-		}
-		s.commitGroup(reqs[:n], size)
-		reqs = reqs[n:]
+// add stages one append into the current chunk, first flushing the chunk if
+// the append would overfill it.
+func (s *Store) add(r *request) {
+	g := &s.group
+	if s.failed == nil && len(g.reqs) > 0 && (g.events+r.events > s.opts.MaxBatch || len(s.buf)+r.size > maxWriteBytes) {
+		s.flush()
+		g.limited = true
 	}
-}
-
-// commitGroup stages, writes, syncs and publishes one group commit, leaving
-// each request's outcome in it (commitLoop then wakes their callers).
-func (s *Store) commitGroup(reqs []*request, size int) {
 	if s.failed != nil {
-		for _, r := range reqs {
-			r.err = s.failed
-		}
+		r.err = s.failed
 		return
 	}
-	s.seq++
-	micros := commitTime(s.opts.Clock())
-	start, startPos := s.wend, s.next
-	if cap(s.buf) < size {
-		s.buf = make([]byte, 0, size)
+	if len(g.reqs) == 0 {
+		s.seq++
+		g.micros = commitTime(s.opts.Clock())
+		g.start, g.startPos = s.wend, s.next
 	}
-	buf := s.buf[:0]
-	for _, r := range reqs {
-		s.mu.Lock()
-		buf = s.stage(r, buf, micros, startPos)
-		s.mu.Unlock()
+	s.mu.Lock()
+	s.buf = s.stage(r, s.buf, g.micros, g.startPos)
+	s.mu.Unlock()
+	g.reqs = append(g.reqs, r)
+	g.events += r.events
+}
+
+// flush writes, syncs and publishes the current chunk, leaving each
+// request's outcome in it. After a failed write or fsync the store takes no
+// more appends: every later one fails with the same error.
+func (s *Store) flush() {
+	g := &s.group
+	defer func() {
+		clear(g.reqs)
+		g.reqs, g.events = g.reqs[:0], 0
+		if s.buf = s.buf[:0]; cap(s.buf) > 4<<20 {
+			s.buf = nil // do not keep a big append's buffer for ever
+		}
+	}()
+	if len(g.reqs) == 0 {
+		return
 	}
-	if len(buf) > 0 {
-		err := s.write(buf, start)
-		if err != nil {
+	if len(s.buf) > 0 {
+		if err := s.write(s.buf, g.start); err != nil {
 			s.failed = fmt.Errorf("embedded: the log could not be written (the store takes no more appends; reopen it to recover): %w", err)
-			for _, r := range reqs {
+			for _, r := range g.reqs {
 				if r.err == nil && r.staged {
 					r.err = s.failed
 				}
@@ -272,9 +318,6 @@ func (s *Store) commitGroup(reqs []*request, size int) {
 			return
 		}
 		s.writes.Add(1)
-	}
-	if s.buf = buf[:0]; cap(s.buf) > 4<<20 {
-		s.buf = nil // do not keep a big append's buffer for ever
 	}
 	s.publish()
 	s.maybeCheckpoint()

@@ -60,7 +60,8 @@ type Store struct {
 	next       uint64               // position of the next staged event
 	wend       int64                // file offset past the last staged record
 	alloc      int64                // file offset up to which the file is written (zeros past wend)
-	buf        []byte               // write buffer
+	buf        []byte               // write buffer of the chunk being staged
+	group      group                // the group commit under way
 	seq        uint64               // group commit counter
 	touched    []*stream            // streams staged in the current group commit
 	failed     error                // sticky: a write or fsync failed
