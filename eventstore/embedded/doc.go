@@ -6,14 +6,16 @@
 //   - Durable: Append and AppendMulti return once their events are on disk
 //     (fdatasync), unless Options.NoSync is set (tests only).
 //   - Group commit: concurrent appends are queued to one committer goroutine,
-//     which writes every waiting append with one write and one fsync and then
-//     answers all of them. Under load it holds a group open briefly
-//     (Options.GroupCommitWait) for the writers it has just answered, so each
-//     fsync carries as many appends as there are writers.
+//     which checks and encodes them as they arrive and writes the whole group
+//     with one write and one fsync, then answers all of them. Under load it
+//     holds a group open briefly (Options.GroupCommitWait) for the writers it
+//     has just answered, so each fsync carries about as many appends as there
+//     are writers. A group over Options.MaxBatch events is written in chunks.
 //   - Positions are dense: the n-th event ever committed has position n-1, and
 //     Head is the number of events. Versions are 0-based per stream. Time is
-//     the committer's clock reading (Options.Clock), in UTC, truncated to the
-//     microsecond, so it reads back equal.
+//     read from Options.Clock once per write, when the committer starts
+//     staging it, and stored in UTC truncated to the microsecond, so it reads
+//     back equal.
 //   - Reads and subscriptions see only committed (synced) events. Subscribe
 //     reads from the file at its own pace, so catch-up and live delivery are
 //     one loop, and a slow subscriber never holds up appends.

@@ -18,9 +18,9 @@ const (
 // Options configure a Store. The zero value is a durable store with the
 // defaults below; Open fills zero fields with them and refuses invalid values.
 type Options struct {
-	// Clock gives the commit time of each write (one reading per group
-	// commit). The store stores it in UTC, truncated to the microsecond.
-	// Default: time.Now.
+	// Clock gives the commit time of each write (one reading per write, when
+	// the committer starts staging it). The store keeps it in UTC, truncated
+	// to the microsecond. Default: time.Now.
 	Clock func() time.Time
 
 	// MaxBatch is the most events one group commit writes with a single

@@ -483,3 +483,56 @@ func TestCloseEndsEverything(t *testing.T) {
 		t.Fatalf("%d appends succeeded before Close, the log holds %d events", n+1, len(got))
 	}
 }
+
+// TestMaxBatch: with a small MaxBatch, group commits are written in chunks
+// of at most that many events (an append larger than that alone), and every
+// append still lands whole and contiguous.
+func TestMaxBatch(t *testing.T) {
+	t.Parallel()
+	s := openT(t, t.TempDir(), Options{MaxBatch: 4})
+	var wg sync.WaitGroup
+	type landed struct {
+		res eventstore.AppendResult
+		n   int
+	}
+	results := make(chan landed, 1000)
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 10 {
+				n := 1 + (g+i)%3
+				if g == 0 && i == 5 {
+					n = 10 // larger than MaxBatch
+				}
+				evs := make([]domain.Envelope, n)
+				for j := range evs {
+					evs[j] = ev("test.mb", j)
+				}
+				res, err := s.Append(ctxT(t), fmt.Sprintf("worker-%d", g), eventstore.Any, evs...)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results <- landed{res, n}
+			}
+		})
+	}
+	wg.Wait()
+	close(results)
+	all := readAllT(t, s)
+	total := 0
+	for l := range results {
+		total += l.n
+		first := l.res.Position - uint64(l.n) + 1
+		for p := first; p <= l.res.Position; p++ {
+			if all[p].Stream != all[first].Stream || all[p].Version != all[first].Version+(p-first) {
+				t.Fatalf("append ending at %d (%d events) is not contiguous", l.res.Position, l.n)
+			}
+		}
+	}
+	if len(all) != total {
+		t.Fatalf("log holds %d events, appends returned %d", len(all), total)
+	}
+	if w := s.writes.Load(); w < uint64((total-10)/4+1) { // 10: the one append larger than MaxBatch
+		t.Fatalf("%d events in %d writes: more than MaxBatch per write", total, w)
+	}
+}
