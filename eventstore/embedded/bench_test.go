@@ -45,7 +45,7 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	ctx := context.Background()
 	const writers = 64
 	var next atomic.Int64
@@ -85,7 +85,7 @@ func BenchmarkAppendSingleWriter(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	ctx := context.Background()
 	lat := make([]time.Duration, b.N)
 	b.ResetTimer()
@@ -113,7 +113,7 @@ func removeBenchLogs() {
 	benchLogs.Lock()
 	defer benchLogs.Unlock()
 	for _, d := range benchLogs.dirs {
-		os.RemoveAll(d)
+		_ = os.RemoveAll(d)
 	}
 	benchLogs.dirs = nil
 }
@@ -166,7 +166,7 @@ func BenchmarkReadAll(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer s.Close()
+	defer func() { _ = s.Close() }()
 	ctx := context.Background()
 	b.Run("ReadAll", func(b *testing.B) {
 		start := time.Now()

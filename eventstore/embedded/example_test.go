@@ -18,7 +18,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 
 	store, err := embedded.Open(dir, embedded.Options{})
 	if err != nil {
@@ -52,7 +52,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	events, err := store.ReadStream(ctx, "execution-42", 0, 10)
 	if err != nil {
 		panic(err)

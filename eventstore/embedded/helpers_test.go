@@ -25,7 +25,7 @@ func openT(t testing.TB, dir string, opts Options) *Store {
 	if err != nil {
 		t.Fatalf("Open(%s): %v", dir, err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { _ = s.Close() }) // tests that care check Close themselves
 	return s
 }
 
@@ -42,8 +42,8 @@ func crash(s *Store) {
 		<-s.committerDone
 		close(s.ckptStop)
 		<-s.ckptDone
-		s.f.Close()
-		unlockDir(s.lock)
+		_ = s.f.Close()
+		_ = unlockDir(s.lock)
 		s.closeErr = eventstore.ErrClosed
 	})
 }

@@ -90,12 +90,16 @@ func (c *crcWriter) Write(b []byte) (int, error) {
 	return c.w.Write(b)
 }
 
-func (s *Store) writeIndex(path string, v *view, ids []uuid.UUID) error {
+func (s *Store) writeIndex(path string, v *view, ids []uuid.UUID) (err error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer func() {
+		if err != nil {
+			_ = f.Close() // the write error is the one to report
+		}
+	}()
 	w := &crcWriter{w: bufio.NewWriterSize(f, 1<<20)}
 	le := binary.LittleEndian
 	n := int(v.head)

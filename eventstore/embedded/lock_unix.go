@@ -22,14 +22,14 @@ func lockDir(path string) (*os.File, error) {
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, fmt.Errorf("embedded: locking: %w", err)
 	}
 	var lerr error
 	if err := rc.Control(func(fd uintptr) {
 		for {
 			lerr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
-			if lerr != syscall.EINTR {
+			if !errors.Is(lerr, syscall.EINTR) {
 				return
 			}
 		}
@@ -37,7 +37,7 @@ func lockDir(path string) (*os.File, error) {
 		lerr = err
 	}
 	if lerr != nil {
-		f.Close()
+		_ = f.Close()
 		if errors.Is(lerr, syscall.EWOULDBLOCK) {
 			return nil, fmt.Errorf("embedded: %s: %w", path, eventstore.ErrLocked)
 		}

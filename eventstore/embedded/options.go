@@ -75,13 +75,13 @@ type Options struct {
 func (o Options) Validate() error {
 	var errs []error
 	if o.MaxBatch < 0 || o.MaxBatch > 1_000_000 {
-		errs = append(errs, fmt.Errorf("MaxBatch %d: must be 0 (default) or 1..1000000", o.MaxBatch))
+		errs = append(errs, fmt.Errorf("option MaxBatch %d: must be 0 (default) or 1..1000000", o.MaxBatch))
 	}
 	if o.GroupCommitWait > 100*time.Millisecond {
-		errs = append(errs, fmt.Errorf("GroupCommitWait %v: must be at most 100ms (negative disables)", o.GroupCommitWait))
+		errs = append(errs, fmt.Errorf("option GroupCommitWait %v: must be at most 100ms (negative disables)", o.GroupCommitWait))
 	}
 	if o.Preallocate > 1<<30 {
-		errs = append(errs, fmt.Errorf("Preallocate %d: must be at most 1 GiB (negative disables)", o.Preallocate))
+		errs = append(errs, fmt.Errorf("option Preallocate %d: must be at most 1 GiB (negative disables)", o.Preallocate))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("embedded: invalid options: %w", err)

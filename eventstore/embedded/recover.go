@@ -56,7 +56,7 @@ func inspectDir(dir string) (hasLog bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("embedded: opening log: %w", err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }() // read-only: nothing to lose
 	h := make([]byte, headerSize)
 	if _, err := io.ReadFull(f, h); err != nil || string(h[:8]) != logMagic || string(h[8:12]) != logKind {
 		return false, fmt.Errorf("embedded: %s: not a turnstile log (bad header): %w", filepath.Join(dir, logName), eventstore.ErrNotOurs)

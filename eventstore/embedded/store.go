@@ -142,10 +142,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		ckptDone:      make(chan struct{}),
 	}
 	if err := s.open(); err != nil {
+		// Clean-up after a failed Open: its error is the one to report.
 		if s.f != nil {
-			s.f.Close()
+			_ = s.f.Close()
 		}
-		unlockDir(lock)
+		_ = unlockDir(lock)
 		return nil, err
 	}
 	ch := make(chan struct{})

@@ -79,8 +79,8 @@ func TestOpenCreatesDirectory(t *testing.T) {
 	// An empty existing directory is initialised too, and a closed empty
 	// store reopens.
 	empty := t.TempDir()
-	openT(t, empty, Options{}).Close()
-	openT(t, empty, Options{}).Close()
+	requireClose(t, openT(t, empty, Options{}))
+	requireClose(t, openT(t, empty, Options{}))
 }
 
 func TestOpenRefusesForeignDirectory(t *testing.T) {
@@ -109,7 +109,7 @@ func TestOpenRefusesForeignDirectory(t *testing.T) {
 			before := dirState(t, dir)
 			s, err := Open(dir, Options{})
 			if err == nil {
-				s.Close()
+				_ = s.Close()
 			}
 			if !errors.Is(err, c.want) {
 				t.Fatalf("Open = %v, want %v", err, c.want)
@@ -129,7 +129,7 @@ func TestOpenLocked(t *testing.T) {
 	for range 2 {
 		if s2, err := Open(dir, Options{}); !errors.Is(err, eventstore.ErrLocked) {
 			if err == nil {
-				s2.Close()
+				_ = s2.Close()
 			}
 			t.Fatalf("second Open of a directory in use = %v, want ErrLocked", err)
 		}
@@ -438,8 +438,10 @@ func TestWriteFailureStopsAppends(t *testing.T) {
 	if h, _ := s.Head(ctxT(t)); h != uint64(len(written)) {
 		t.Fatalf("Head after a failed write = %d, want %d", h, len(written))
 	}
-	s.Close()
-	rw.Close()
+	_ = s.Close() // may report the failed state
+	if err := rw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	requireEvents(t, "after reopen", written, readBack(t, dir))
 }
 

@@ -235,7 +235,7 @@ func TestSubscribeEnds(t *testing.T) {
 	stop := errors.New("handler had enough")
 	calls := 0
 	err := s.Subscribe(ctxT(t), 0, eventstore.Filter{}, func([]domain.Envelope) error { calls++; return stop })
-	if err != stop || calls != 1 {
+	if !errors.Is(err, stop) || err.Error() != stop.Error() || calls != 1 {
 		t.Fatalf("Subscribe with a failing handler = %v after %d calls, want the handler's error after 1", err, calls)
 	}
 	// A filter that matches nothing stored waits for a live event.
@@ -262,7 +262,7 @@ func TestSubscribeEnds(t *testing.T) {
 	// Close ends an idle subscription with ErrClosed.
 	go func() {
 		time.Sleep(10 * time.Millisecond)
-		s.Close()
+		_ = s.Close()
 	}()
 	if err := s.Subscribe(ctxT(t), 10, eventstore.Filter{}, nop); !errors.Is(err, eventstore.ErrClosed) {
 		t.Fatalf("Subscribe across Close = %v, want ErrClosed", err)

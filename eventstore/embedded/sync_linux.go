@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"errors"
 	"os"
 	"syscall"
 )
@@ -15,7 +16,7 @@ func fdatasync(f *os.File) error {
 	if err := rc.Control(func(fd uintptr) {
 		for {
 			serr = syscall.Fdatasync(int(fd))
-			if serr != syscall.EINTR {
+			if !errors.Is(serr, syscall.EINTR) {
 				return
 			}
 		}
