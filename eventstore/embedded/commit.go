@@ -63,7 +63,8 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 }
 
 func (s *Store) submit(ctx context.Context, r *request) (eventstore.AppendResult, error) {
-	res, err := s.enqueue(ctx, r)
+	var res eventstore.AppendResult
+	err := s.enqueue(ctx, r)
 	if err == nil {
 		<-r.done
 		res, err = r.res, r.err
@@ -83,12 +84,13 @@ func (s *Store) submit(ctx context.Context, r *request) (eventstore.AppendResult
 	return res, err
 }
 
-func (s *Store) enqueue(ctx context.Context, r *request) (eventstore.AppendResult, error) {
+// enqueue checks r and queues it for the committer.
+func (s *Store) enqueue(ctx context.Context, r *request) error {
 	if err := ctx.Err(); err != nil {
-		return eventstore.AppendResult{}, err
+		return err
 	}
 	if err := eventstore.ValidateAppends(r.appends); err != nil {
-		return eventstore.AppendResult{}, err
+		return err
 	}
 	for i := range r.appends {
 		a := &r.appends[i]
@@ -98,18 +100,18 @@ func (s *Store) enqueue(ctx context.Context, r *request) (eventstore.AppendResul
 		}
 	}
 	if err := checkDistinctIDs(r.appends, r.events); err != nil {
-		return eventstore.AppendResult{}, err
+		return err
 	}
 	s.qmu.Lock()
 	if s.qclosed {
 		s.qmu.Unlock()
-		return eventstore.AppendResult{}, eventstore.ErrClosed
+		return eventstore.ErrClosed
 	}
 	s.queue = append(s.queue, r)
 	r.done = s.qdone
 	s.qmu.Unlock()
 	s.poke()
-	return eventstore.AppendResult{}, nil
+	return nil
 }
 
 // checkDistinctIDs refuses an append that names one event id twice.
