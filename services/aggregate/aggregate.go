@@ -40,32 +40,44 @@ func Expected(v int64) eventstore.ExpectedVersion {
 	return eventstore.Exact(uint64(v))
 }
 
-// LoadExecution folds execution id's stream. A missing stream gives an
-// error wrapping domain.ErrNotFound.
-func LoadExecution(ctx context.Context, store eventstore.Store, id string) (*domain.Execution, error) {
-	x := domain.NewExecution(id)
-	stream := domain.ExecutionStream(id)
+// Fold reads stream from the start and calls apply for each decoded event.
+// found is false when the stream does not exist.
+func Fold(ctx context.Context, store eventstore.Store, stream string, apply func(env *domain.Envelope, ev domain.Event)) (found bool, err error) {
 	from := uint64(0)
 	for {
 		evs, err := store.ReadStream(ctx, stream, from, 1000)
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return nil, fmt.Errorf("execution %s: %w", id, domain.ErrNotFound)
+			return false, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("load execution %s: %w", id, err)
+			return false, fmt.Errorf("read %s: %w", stream, err)
 		}
 		for i := range evs {
 			ev, err := domain.Catalogue.Decode(&evs[i])
 			if err != nil {
-				return nil, err
+				return true, err
 			}
-			x.Apply(ev, evs[i].Version, evs[i].Time)
+			apply(&evs[i], ev)
 		}
 		if len(evs) < 1000 {
-			return x, nil
+			return true, nil
 		}
 		from = evs[len(evs)-1].Version + 1
 	}
+}
+
+// LoadExecution folds execution id's stream. A missing stream gives an
+// error wrapping domain.ErrNotFound.
+func LoadExecution(ctx context.Context, store eventstore.Store, id string) (*domain.Execution, error) {
+	x := domain.NewExecution(id)
+	found, err := Fold(ctx, store, domain.ExecutionStream(id), func(env *domain.Envelope, ev domain.Event) { x.Apply(ev, env.Version, env.Time) })
+	if err != nil {
+		return nil, fmt.Errorf("load execution %s: %w", id, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("execution %s: %w", id, domain.ErrNotFound)
+	}
+	return x, nil
 }
 
 // Decision decides, on the current state of an execution, the event to
@@ -115,28 +127,10 @@ func UpdateExecution(ctx context.Context, store eventstore.Store, id string, own
 // LoadWorker folds worker id's stream (an unregistered Worker if it is empty).
 func LoadWorker(ctx context.Context, store eventstore.Store, id string) (*domain.Worker, error) {
 	w := domain.NewWorker(id)
-	stream := domain.WorkerStream(id)
-	from := uint64(0)
-	for {
-		evs, err := store.ReadStream(ctx, stream, from, 1000)
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return w, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("load worker %s: %w", id, err)
-		}
-		for i := range evs {
-			ev, err := domain.Catalogue.Decode(&evs[i])
-			if err != nil {
-				return nil, err
-			}
-			w.Apply(ev, evs[i].Version, evs[i].Time)
-		}
-		if len(evs) < 1000 {
-			return w, nil
-		}
-		from = evs[len(evs)-1].Version + 1
+	if _, err := Fold(ctx, store, domain.WorkerStream(id), func(env *domain.Envelope, ev domain.Event) { w.Apply(ev, env.Version, env.Time) }); err != nil {
+		return nil, fmt.Errorf("load worker %s: %w", id, err)
 	}
+	return w, nil
 }
 
 // UpdateWorker appends the event decide returns for worker id, written by

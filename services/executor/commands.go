@@ -136,19 +136,8 @@ func (c *Commands) RequestCancel(ctx context.Context, id, reason string) error {
 // LoadAction folds action ref's stream (an empty Action if it does not exist).
 func (c *Commands) LoadAction(ctx context.Context, ref string) (*domain.Action, error) {
 	a := domain.NewAction()
-	evs, err := c.Store.ReadStream(ctx, domain.ActionStream(ref), 0, 100_000)
-	if errors.Is(err, eventstore.ErrStreamNotFound) {
-		return a, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	for i := range evs {
-		ev, err := domain.Catalogue.Decode(&evs[i])
-		if err != nil {
-			return nil, err
-		}
-		a.Apply(ev, evs[i].Version)
+	if _, err := aggregate.Fold(ctx, c.Store, domain.ActionStream(ref), func(env *domain.Envelope, ev domain.Event) { a.Apply(ev, env.Version) }); err != nil {
+		return nil, fmt.Errorf("load action %s: %w", ref, err)
 	}
 	return a, nil
 }
