@@ -1,0 +1,106 @@
+package projections
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+)
+
+// Compare lists how a and b differ (at most max differences, each one line):
+// position, executions (state, children, order), actions, queue contents and
+// statistics, and workers. Two Views that folded the same log compare equal
+// whatever batches they were given. Compare locks both for reading.
+func Compare(a, b *Views, max int) []string {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	if a != b {
+		b.mu.RLock()
+		defer b.mu.RUnlock()
+	}
+	var diffs []string
+	add := func(format string, args ...any) bool {
+		if len(diffs) < max {
+			diffs = append(diffs, fmt.Sprintf(format, args...))
+		}
+		return len(diffs) < max
+	}
+	same := func(x, y any) bool {
+		jx, errx := json.Marshal(x)
+		jy, erry := json.Marshal(y)
+		return errx == nil && erry == nil && bytes.Equal(jx, jy)
+	}
+	if a.st.Next != b.st.Next {
+		add("position: %d != %d", a.st.Next, b.st.Next)
+	}
+	if len(a.order) != len(b.order) {
+		add("executions: %d != %d", len(a.order), len(b.order))
+	}
+	for i := 0; i < min(len(a.order), len(b.order)); i++ {
+		id := a.order[i]
+		if b.order[i] != id {
+			if !add("execution order at %d: %s != %s", i, id, b.order[i]) {
+				return diffs
+			}
+			continue
+		}
+		va, vb := a.viewLocked(a.execs[id]), b.viewLocked(b.execs[id])
+		if !same(va, vb) {
+			ja, _ := json.Marshal(va)
+			jb, _ := json.Marshal(vb)
+			if !add("execution %s: %s != %s", id, ja, jb) {
+				return diffs
+			}
+		}
+	}
+	refs := union(a.refsLocked(), b.refsLocked())
+	for _, ref := range refs {
+		if !same(actionOf(a, ref), actionOf(b, ref)) {
+			add("action %s differs", ref)
+		}
+		if !same(a.statsLocked(ref), b.statsLocked(ref)) {
+			ja, _ := json.Marshal(a.statsLocked(ref))
+			jb, _ := json.Marshal(b.statsLocked(ref))
+			add("queue_stats %s: %s != %s", ref, ja, jb)
+		}
+		qa, qb := queueContents(a.st, ref), queueContents(b.st, ref)
+		if !same(qa, qb) {
+			add("queue %s: %d waiting, %d active != %d waiting, %d active", ref, len(qa.Waiting), len(qa.Active), len(qb.Waiting), len(qb.Active))
+		}
+	}
+	for _, id := range union(a.st.WorkerIDs(), b.st.WorkerIDs()) {
+		wa, wb := a.st.Workers[id], b.st.Workers[id]
+		if wa == nil || wb == nil {
+			add("worker %s known to one side only", id)
+			continue
+		}
+		if !same(a.workerLocked(id), b.workerLocked(id)) {
+			add("worker %s differs", id)
+		}
+	}
+	return diffs
+}
+
+func actionOf(v *Views, ref string) any {
+	a := v.st.Actions[ref]
+	if a == nil {
+		return nil
+	}
+	return ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()}
+}
+
+func union(a, b []string) []string {
+	set := map[string]struct{}{}
+	for _, s := range a {
+		set[s] = struct{}{}
+	}
+	for _, s := range b {
+		set[s] = struct{}{}
+	}
+	out := make([]string, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}

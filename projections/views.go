@@ -1,0 +1,572 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// Views is the read model the API serves: every execution (ended ones too),
+// every action with its queue and statistics, and every worker, folded from
+// the log. One goroutine folds (Apply, or Run); any number read. Two Views
+// that applied the same events are equal (Compare), however the events were
+// batched: the fold is a pure function of the log.
+type Views struct {
+	mu      sync.RWMutex
+	st      *State
+	execs   map[string]*execRecord
+	order   []string         // execution ids in request order
+	byRef   map[string][]int // per action, indexes into order
+	stats   map[string]*statsRecord
+	changes changeRing
+	wake    chan struct{}
+}
+
+type execRecord struct {
+	x        *domain.Execution
+	seq      int      // index in Views.order
+	pos      uint64   // position of its last event
+	children []string // for a with_items parent: child ids in item order ("" until requested)
+}
+
+// waitWindow is how many of an action's most recent slot waits the wait
+// percentiles are computed over.
+const waitWindow = 1024
+
+type statsRecord struct {
+	pos                                   uint64 // position of the last change
+	enqueued, completed, failed, timedOut uint64
+	rejected, cancelled                   uint64
+	waits                                 []float64 // ring of the last waitWindow waits, ms
+	waitNext                              int
+}
+
+// NewViews returns the read model of an empty log.
+func NewViews() *Views { return newViews(changeRingSize) }
+
+func newViews(ringSize int) *Views {
+	return &Views{
+		st:      NewState(),
+		execs:   map[string]*execRecord{},
+		byRef:   map[string][]int{},
+		stats:   map[string]*statsRecord{},
+		changes: newChangeRing(ringSize),
+		wake:    make(chan struct{}),
+	}
+}
+
+// Next returns the position after the last applied event.
+func (v *Views) Next() uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.st.Next
+}
+
+// Changed returns a channel closed at the next applied batch.
+func (v *Views) Changed() <-chan struct{} {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.wake
+}
+
+// Apply folds a batch of events in log order. Events at positions already
+// applied are skipped. An event that does not decode stops the batch with
+// an error; the events before it stay applied.
+func (v *Views) Apply(batch []domain.Envelope) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	defer v.broadcast()
+	for i := range batch {
+		env := &batch[i]
+		if env.Position < v.st.Next {
+			continue
+		}
+		ev, err := domain.Catalogue.Decode(env)
+		if err != nil {
+			return fmt.Errorf("views: position %d: %w", env.Position, err)
+		}
+		v.apply(env, ev)
+	}
+	return nil
+}
+
+func (v *Views) broadcast() {
+	close(v.wake)
+	v.wake = make(chan struct{})
+}
+
+func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
+	cat, id := domain.SplitStream(env.Stream)
+	var before domain.Status
+	if rec := v.execs[id]; cat == domain.StreamExecution && rec != nil {
+		before = rec.x.Status()
+	}
+	v.st.ApplyDecoded(env, ev)
+	switch cat {
+	case domain.StreamExecution:
+		v.applyExecution(env, ev, id, before)
+	case domain.StreamAction:
+		v.touchStats(id, env.Position)
+	case domain.StreamQueue:
+		v.touchStats(id, env.Position)
+	case domain.StreamWorker:
+		v.changes.add(change{pos: env.Position, kind: kindWorker, key: id})
+	}
+}
+
+func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string, before domain.Status) {
+	rec := v.execs[id]
+	if req, ok := ev.(domain.ExecutionRequested); ok && rec == nil {
+		x := v.st.Live[id]
+		if x == nil { // ended at once (cannot happen with a requested event, but stay total)
+			return
+		}
+		rec = &execRecord{x: x, seq: len(v.order)}
+		v.execs[id] = rec
+		v.order = append(v.order, id)
+		v.byRef[req.Action] = append(v.byRef[req.Action], rec.seq)
+		if req.Items > 0 {
+			rec.children = make([]string, req.Items)
+		}
+		if p := v.execs[req.Parent]; p != nil && req.ItemIndex >= 0 && req.ItemIndex < len(p.children) {
+			p.children[req.ItemIndex] = id
+			p.pos = env.Position
+			v.changes.add(change{pos: env.Position, kind: kindExecution, key: req.Parent})
+		}
+		if _, _, _, queued := v.st.Queues.Locate(id); queued {
+			v.statsFor(req.Action).enqueued++
+		}
+	}
+	if rec == nil {
+		return // an event for an execution the log never requested: the audit reports it
+	}
+	x := rec.x
+	if before.Terminal() {
+		return // State ignores events after the end, and so do the views
+	}
+	rec.pos = env.Position
+	v.changes.add(change{pos: env.Position, kind: kindExecution, key: id})
+	if x.IsParent() {
+		return // a with_items parent takes no slot; its children count
+	}
+	s := v.statsFor(x.Action())
+	s.pos = env.Position
+	v.changes.add(change{pos: env.Position, kind: kindStats, key: x.Action()})
+	switch ev.(type) {
+	case domain.ExecutionScheduling:
+		st := x.State()
+		if st.RequestedAt != nil {
+			s.addWait(float64(env.Time.Sub(*st.RequestedAt)) / float64(time.Millisecond))
+		}
+	case domain.ExecutionCompleted:
+		s.completed++
+	case domain.ExecutionFailed:
+		s.failed++
+	case domain.ExecutionTimedOut:
+		s.timedOut++
+	case domain.ExecutionRejected:
+		s.rejected++
+	case domain.ExecutionCancelled:
+		s.cancelled++
+	}
+}
+
+func (v *Views) statsFor(ref string) *statsRecord {
+	s := v.stats[ref]
+	if s == nil {
+		s = &statsRecord{}
+		v.stats[ref] = s
+	}
+	return s
+}
+
+func (v *Views) touchStats(ref string, pos uint64) {
+	v.statsFor(ref).pos = pos
+	v.changes.add(change{pos: pos, kind: kindStats, key: ref})
+}
+
+func (s *statsRecord) addWait(ms float64) {
+	if ms < 0 {
+		ms = 0
+	}
+	if len(s.waits) < waitWindow {
+		s.waits = append(s.waits, ms)
+	} else {
+		s.waits[s.waitNext] = ms
+		s.waitNext = (s.waitNext + 1) % waitWindow
+	}
+}
+
+// percentile returns the nearest-rank q-th percentile (0 < q ≤ 1) of sorted.
+func percentile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*q+0.999999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// ---- queries ----
+
+// ExecutionView is an execution's state as the API shows it: the fold's
+// state, the with_items children and the position it is current as of.
+type ExecutionView struct {
+	domain.ExecutionState
+	Children []string `json:"children,omitempty"`
+	Position uint64   `json:"position"`
+}
+
+// View returns an execution as the API shows it.
+func (v *Views) View(id string) (ExecutionView, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	rec := v.execs[id]
+	if rec == nil {
+		return ExecutionView{}, false
+	}
+	return v.viewLocked(rec), true
+}
+
+func (v *Views) viewLocked(rec *execRecord) ExecutionView {
+	out := ExecutionView{ExecutionState: rec.x.State(), Position: rec.pos}
+	for _, c := range rec.children {
+		if c != "" {
+			out.Children = append(out.Children, c)
+		}
+	}
+	return out
+}
+
+// ListFilter selects executions for List. Empty fields match everything.
+type ListFilter struct {
+	Action string
+	Status domain.Status
+	Parent string
+	After  string // an execution id: list executions requested before it
+	Limit  int
+}
+
+// MaxListLimit caps a page of List.
+const MaxListLimit = 1000
+
+// ErrUnknownCursor is returned by List when After names no execution.
+var ErrUnknownCursor = errors.New("unknown cursor")
+
+// List returns executions newest first (by request order) that match f, and
+// the id to pass as After for the next page ("" on the last page).
+func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
+	if f.Limit <= 0 || f.Limit > MaxListLimit {
+		f.Limit = min(max(f.Limit, 50), MaxListLimit)
+	}
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	start := len(v.order)
+	if f.After != "" {
+		rec := v.execs[f.After]
+		if rec == nil {
+			return nil, "", fmt.Errorf("%w %q", ErrUnknownCursor, f.After)
+		}
+		start = rec.seq
+	}
+	var seqs []int // candidate indexes into order, ascending
+	switch {
+	case f.Parent != "":
+		p := v.execs[f.Parent]
+		if p == nil {
+			return []ExecutionView{}, "", nil
+		}
+		for _, c := range p.children {
+			if r := v.execs[c]; c != "" && r != nil {
+				seqs = append(seqs, r.seq)
+			}
+		}
+		sort.Ints(seqs)
+	case f.Action != "":
+		seqs = v.byRef[f.Action]
+	}
+	out := []ExecutionView{}
+	match := func(rec *execRecord) bool {
+		x := rec.x
+		return (f.Action == "" || x.Action() == f.Action) && (f.Status == "" || x.Status() == f.Status) &&
+			(f.Parent == "" || x.State().Parent == f.Parent)
+	}
+	visit := func(seq int) bool { // reports whether the page is full
+		rec := v.execs[v.order[seq]]
+		if match(rec) {
+			out = append(out, v.viewLocked(rec))
+		}
+		return len(out) == f.Limit
+	}
+	last := -1
+	if seqs == nil && f.Parent == "" && f.Action == "" {
+		for i := start - 1; i >= 0; i-- {
+			if visit(i) {
+				last = i
+				break
+			}
+		}
+	} else {
+		i, _ := slices.BinarySearch(seqs, start)
+		for i--; i >= 0; i-- {
+			if visit(seqs[i]) {
+				last = seqs[i]
+				break
+			}
+		}
+	}
+	if last <= 0 {
+		return out, "", nil
+	}
+	return out, v.order[last], nil
+}
+
+// QueueStats is an action's queue statistics, as API.md names them.
+type QueueStats struct {
+	Action           string     `json:"action"`
+	QueueLength      int        `json:"queue_length"`
+	ActiveCount      int        `json:"active_count"`
+	MaxConcurrent    int        `json:"max_concurrent"`
+	Paused           bool       `json:"paused"`
+	OldestEnqueuedAt *time.Time `json:"oldest_enqueued_at"`
+	TotalEnqueued    uint64     `json:"total_enqueued"`
+	TotalCompleted   uint64     `json:"total_completed"`
+	TotalFailed      uint64     `json:"total_failed"`
+	TotalTimedOut    uint64     `json:"total_timed_out"`
+	TotalRejected    uint64     `json:"total_rejected"`
+	TotalCancelled   uint64     `json:"total_cancelled"`
+	WaitP50Ms        float64    `json:"wait_p50_ms"`
+	WaitP95Ms        float64    `json:"wait_p95_ms"`
+	Position         uint64     `json:"position"` // the log position these figures are current as of
+}
+
+// Stats returns the statistics of a defined action.
+func (v *Views) Stats(ref string) (QueueStats, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if v.st.Actions[ref] == nil || !v.st.Actions[ref].Defined() {
+		return QueueStats{}, false
+	}
+	return v.statsLocked(ref), true
+}
+
+// AllStats returns every defined action's statistics, sorted by action.
+func (v *Views) AllStats() []QueueStats {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := []QueueStats{}
+	for _, ref := range v.refsLocked() {
+		out = append(out, v.statsLocked(ref))
+	}
+	return out
+}
+
+func (v *Views) refsLocked() []string {
+	refs := make([]string, 0, len(v.st.Actions))
+	for ref, a := range v.st.Actions {
+		if a.Defined() {
+			refs = append(refs, ref)
+		}
+	}
+	sort.Strings(refs)
+	return refs
+}
+
+func (v *Views) statsLocked(ref string) QueueStats {
+	s := v.stats[ref]
+	if s == nil {
+		s = &statsRecord{}
+	}
+	out := QueueStats{
+		Action: ref, Position: s.pos,
+		TotalEnqueued: s.enqueued, TotalCompleted: s.completed, TotalFailed: s.failed,
+		TotalTimedOut: s.timedOut, TotalRejected: s.rejected, TotalCancelled: s.cancelled,
+	}
+	if a := v.st.Actions[ref]; a != nil {
+		out.MaxConcurrent = a.Policy().MaxConcurrent
+		out.Paused = a.Paused()
+	}
+	if q := v.st.Queues.Get(ref); q != nil {
+		out.QueueLength, out.ActiveCount = q.Waiting(), q.Active()
+		for _, k := range q.Keys() {
+			if w, ok := q.Key(k).Head(); ok && (out.OldestEnqueuedAt == nil || w.EnqueuedAt.Before(*out.OldestEnqueuedAt)) {
+				t := w.EnqueuedAt
+				out.OldestEnqueuedAt = &t
+			}
+		}
+	}
+	if len(s.waits) > 0 {
+		sorted := slices.Clone(s.waits)
+		slices.Sort(sorted)
+		out.WaitP50Ms, out.WaitP95Ms = round3(percentile(sorted, 0.50)), round3(percentile(sorted, 0.95))
+	}
+	return out
+}
+
+func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
+// ActionView is an action's definition and state.
+type ActionView struct {
+	domain.Policy
+	Paused  bool  `json:"paused"`
+	Version int64 `json:"version"`
+}
+
+// Action returns a defined action.
+func (v *Views) Action(ref string) (ActionView, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	a := v.st.Actions[ref]
+	if a == nil || !a.Defined() {
+		return ActionView{}, false
+	}
+	return ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()}, true
+}
+
+// Actions returns every defined action, sorted by ref.
+func (v *Views) Actions() []ActionView {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := []ActionView{}
+	for _, ref := range v.refsLocked() {
+		a := v.st.Actions[ref]
+		out = append(out, ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()})
+	}
+	return out
+}
+
+// QueueContents is an action's queue: the waiting executions in FIFO order,
+// then the active ones (granted and not ended), sorted by id.
+type QueueContents struct {
+	Action   string   `json:"action"`
+	Paused   bool     `json:"paused"`
+	Waiting  []Waiter `json:"waiting"`
+	Active   []string `json:"active"`
+	Position uint64   `json:"position"` // the log position the queue is as of
+}
+
+// Waiter is a waiting execution: its id, key, and the log position and time
+// of its request (the FIFO order).
+type Waiter struct {
+	ID             string    `json:"id"`
+	ConcurrencyKey string    `json:"concurrency_key,omitempty"`
+	Position       uint64    `json:"position"`
+	EnqueuedAt     time.Time `json:"enqueued_at"`
+}
+
+// Queue returns an action's queue.
+func (v *Views) Queue(ref string) (QueueContents, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	if a := v.st.Actions[ref]; a == nil || !a.Defined() {
+		return QueueContents{}, false
+	}
+	return queueContents(v.st, ref), true
+}
+
+func queueContents(st *State, ref string) QueueContents {
+	out := QueueContents{Action: ref, Waiting: []Waiter{}, Active: []string{}, Position: st.Next}
+	q := st.Queues.Get(ref)
+	if q == nil {
+		return out
+	}
+	out.Paused = q.Paused()
+	for _, k := range q.Keys() {
+		kq := q.Key(k)
+		kq.EachWaiting(func(w domain.Waiter) bool {
+			out.Waiting = append(out.Waiting, Waiter{ID: w.Execution, ConcurrencyKey: w.Key, Position: w.Position, EnqueuedAt: w.EnqueuedAt})
+			return true
+		})
+		out.Active = append(out.Active, kq.ActiveIDs()...)
+	}
+	// Keys interleave by request position: one FIFO order for the whole action.
+	sort.SliceStable(out.Waiting, func(i, j int) bool { return out.Waiting[i].Position < out.Waiting[j].Position })
+	sort.Strings(out.Active)
+	return out
+}
+
+// WorkerInfo is a worker as the API shows it.
+type WorkerInfo struct {
+	ID          string              `json:"id"`
+	Status      domain.WorkerStatus `json:"status"`
+	Incarnation string              `json:"incarnation,omitempty"`
+	Slots       int                 `json:"slots"`
+	Runners     []string            `json:"runners,omitempty"`
+	LastSeen    *time.Time          `json:"last_heartbeat,omitempty"`
+	InFlight    int                 `json:"in_flight"`
+	Executions  []string            `json:"executions"`
+}
+
+// Workers returns every worker the log knows, sorted by id.
+func (v *Views) Workers() []WorkerInfo {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	out := []WorkerInfo{}
+	for _, id := range v.st.WorkerIDs() {
+		out = append(out, v.workerLocked(id))
+	}
+	return out
+}
+
+func (v *Views) workerLocked(id string) WorkerInfo {
+	w := v.st.Workers[id]
+	info := WorkerInfo{ID: id, Status: w.Status(), Incarnation: w.Incarnation(), Slots: w.Slots(),
+		Runners: w.Runners(), InFlight: len(w.InFlight), Executions: v.st.HeldBy(id)}
+	if info.Executions == nil {
+		info.Executions = []string{}
+	}
+	if t := w.LastSeen(); !t.IsZero() {
+		info.LastSeen = &t
+	}
+	return info
+}
+
+// Counts returns how many executions the read model holds in each status,
+// and how many actions and workers it knows.
+func (v *Views) Counts() (byStatus map[domain.Status]int, actions, workers int) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	byStatus = map[domain.Status]int{}
+	for _, rec := range v.execs {
+		byStatus[rec.x.Status()]++
+	}
+	return byStatus, len(v.refsLocked()), len(v.st.Workers)
+}
+
+// ---- following the log ----
+
+// Run folds the log into v from v.Next() until ctx ends or the store fails.
+func (v *Views) Run(ctx context.Context, store eventstore.Store) error {
+	err := store.Subscribe(ctx, v.Next(), eventstore.Filter{}, v.Apply)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// CatchUp folds the log into v up to the store's head at the time of the call.
+func (v *Views) CatchUp(ctx context.Context, store eventstore.Store) error {
+	head, err := store.Head(ctx)
+	if err != nil {
+		return err
+	}
+	for from := v.Next(); from < head; from = v.Next() {
+		batch, err := store.ReadAll(ctx, from, 4096)
+		if err != nil {
+			return err
+		}
+		if len(batch) == 0 {
+			return nil
+		}
+		if err := v.Apply(batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}
