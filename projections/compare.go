@@ -12,13 +12,27 @@ import (
 // statistics, and workers. Two Views that folded the same log compare equal
 // whatever batches they were given. Compare locks both for reading.
 func Compare(a, b *Views, max int) []string {
+	diffs, _ := compare(a, b, max, false)
+	return diffs
+}
+
+// CompareAt is Compare for views that may still be folding: it compares
+// only if both are at the same position (reported by at).
+func CompareAt(a, b *Views, max int) (diffs []string, at bool) {
+	return compare(a, b, max, true)
+}
+
+func compare(a, b *Views, max int, onlyAtSamePosition bool) ([]string, bool) {
 	a.mu.RLock()
 	defer a.mu.RUnlock()
 	if a != b {
 		b.mu.RLock()
 		defer b.mu.RUnlock()
 	}
-	var diffs []string
+	if onlyAtSamePosition && a.st.Next != b.st.Next {
+		return nil, false
+	}
+	diffs := []string{}
 	add := func(format string, args ...any) bool {
 		if len(diffs) < max {
 			diffs = append(diffs, fmt.Sprintf(format, args...))
@@ -40,7 +54,7 @@ func Compare(a, b *Views, max int) []string {
 		id := a.order[i]
 		if b.order[i] != id {
 			if !add("execution order at %d: %s != %s", i, id, b.order[i]) {
-				return diffs
+				return diffs, true
 			}
 			continue
 		}
@@ -49,7 +63,7 @@ func Compare(a, b *Views, max int) []string {
 			ja, _ := json.Marshal(va)
 			jb, _ := json.Marshal(vb)
 			if !add("execution %s: %s != %s", id, ja, jb) {
-				return diffs
+				return diffs, true
 			}
 		}
 	}
@@ -78,7 +92,7 @@ func Compare(a, b *Views, max int) []string {
 			add("worker %s differs", id)
 		}
 	}
-	return diffs
+	return diffs, true
 }
 
 func actionOf(v *Views, ref string) any {

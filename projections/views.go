@@ -41,11 +41,11 @@ type execRecord struct {
 const waitWindow = 1024
 
 type statsRecord struct {
-	pos                                   uint64 // position of the last change
-	enqueued, completed, failed, timedOut uint64
-	rejected, cancelled                   uint64
-	waits                                 []float64 // ring of the last waitWindow waits, ms
-	waitNext                              int
+	pos                                  uint64 // position of the last change
+	enqueued, granted, completed, failed uint64
+	timedOut, rejected, cancelled        uint64
+	waits                                []float64 // ring of the last waitWindow waits, ms
+	waitNext                             int
 }
 
 // NewViews returns the read model of an empty log.
@@ -161,6 +161,7 @@ func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string,
 	v.changes.add(change{pos: env.Position, kind: kindStats, key: x.Action()})
 	switch ev.(type) {
 	case domain.ExecutionScheduling:
+		s.granted++
 		st := x.State()
 		if st.RequestedAt != nil {
 			s.addWait(float64(env.Time.Sub(*st.RequestedAt)) / float64(time.Millisecond))
@@ -336,6 +337,7 @@ type QueueStats struct {
 	Paused           bool       `json:"paused"`
 	OldestEnqueuedAt *time.Time `json:"oldest_enqueued_at"`
 	TotalEnqueued    uint64     `json:"total_enqueued"`
+	TotalGranted     uint64     `json:"total_granted"`
 	TotalCompleted   uint64     `json:"total_completed"`
 	TotalFailed      uint64     `json:"total_failed"`
 	TotalTimedOut    uint64     `json:"total_timed_out"`
@@ -385,7 +387,7 @@ func (v *Views) statsLocked(ref string) QueueStats {
 	}
 	out := QueueStats{
 		Action: ref, Position: s.pos,
-		TotalEnqueued: s.enqueued, TotalCompleted: s.completed, TotalFailed: s.failed,
+		TotalEnqueued: s.enqueued, TotalGranted: s.granted, TotalCompleted: s.completed, TotalFailed: s.failed,
 		TotalTimedOut: s.timedOut, TotalRejected: s.rejected, TotalCancelled: s.cancelled,
 	}
 	if a := v.st.Actions[ref]; a != nil {
@@ -556,15 +558,24 @@ func (v *Views) CatchUp(ctx context.Context, store eventstore.Store) error {
 	if err != nil {
 		return err
 	}
-	for from := v.Next(); from < head; from = v.Next() {
+	return v.CatchUpTo(ctx, store, head)
+}
+
+// CatchUpTo folds the events at positions below target into v.
+func (v *Views) CatchUpTo(ctx context.Context, store eventstore.Store, target uint64) error {
+	for from := v.Next(); from < target; from = v.Next() {
 		batch, err := store.ReadAll(ctx, from, 4096)
 		if err != nil {
 			return err
 		}
-		if len(batch) == 0 {
+		n := 0
+		for n < len(batch) && batch[n].Position < target {
+			n++
+		}
+		if n == 0 {
 			return nil
 		}
-		if err := v.Apply(batch); err != nil {
+		if err := v.Apply(batch[:n]); err != nil {
 			return err
 		}
 	}

@@ -113,7 +113,7 @@ func TestViewsQueries(t *testing.T) {
 	if !ok {
 		t.Fatal("no stats for a")
 	}
-	want := projections.QueueStats{Action: "a", QueueLength: 2, ActiveCount: 1, MaxConcurrent: 2, TotalEnqueued: 6,
+	want := projections.QueueStats{Action: "a", QueueLength: 2, ActiveCount: 1, MaxConcurrent: 2, TotalEnqueued: 6, TotalGranted: 3,
 		TotalCompleted: 1, TotalFailed: 1, TotalCancelled: 1}
 	got := st
 	got.OldestEnqueuedAt, got.WaitP50Ms, got.WaitP95Ms, got.Position = nil, 0, 0, 0

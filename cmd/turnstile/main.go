@@ -129,3 +129,6 @@ func newLogger(stderr io.Writer) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
 }
+
+// version is set at build time (-ldflags "-X main.version=…").
+var version = "dev"

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/memstore"
@@ -118,17 +123,36 @@ func (n *node) Stop() {
 	}
 }
 
+// tokenFlags collects repeatable --token ROLE:SECRET flags.
+type tokenFlags []string
+
+func (t *tokenFlags) String() string     { return fmt.Sprintf("%d tokens", len(*t)) }
+func (t *tokenFlags) Set(v string) error { *t = append(*t, v); return nil }
+
 func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte) (int, error) }) error {
 	fs := newFlags("serve", stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "HTTP listen address (port 0: any free port, printed at start)")
 	data := fs.String("data", "./data", "data directory of the embedded store")
 	storeURL := fs.String("store", "", "store URL (default: the embedded store in --data)")
 	workers := fs.Int("workers", 2, "in-process workers")
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
+	var tokens tokenFlags
+	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *workers < 0 || *slots < 1 {
 		return usageError{errors.New("--workers must be >= 0 and --slots >= 1")}
+	}
+	if env := os.Getenv("TURNSTILE_TOKENS"); env != "" {
+		tokens = append(tokens, strings.Split(env, ",")...)
+	}
+	toks, err := api.ParseTokens(tokens)
+	if err != nil {
+		return usageError{err}
+	}
+	if err := api.CheckListenAddress(*addr, toks); err != nil {
+		return usageError{err}
 	}
 	log := newLogger(stderr)
 	store, where, err := openStore(*storeURL, *data)
@@ -136,14 +160,52 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		return err
 	}
 	defer store.Close()
+
+	views := projections.NewViews()
+	if err := views.CatchUp(ctx, store); err != nil {
+		return fmt.Errorf("fold the log into the read model: %w", err)
+	}
 	n, err := startNode(ctx, store, nodeConfig{Workers: *workers, Slots: *slots, LoseWorkers: true,
 		CheckpointDir: filepath.Join(where, "checkpoints"), Logger: log})
 	if err != nil {
 		return err
 	}
-	log.Info("turnstile serving", "store", where, "workers", *workers, "slots", *slots, "position", n.Executor.Position())
-	<-ctx.Done()
+	defer n.Stop()
+	viewsDone := make(chan error, 1)
+	viewsCtx, stopViews := context.WithCancel(ctx)
+	defer stopViews()
+	go func() { viewsDone <- views.Run(viewsCtx, store) }()
+
+	srv := api.New(api.Config{Store: store, Commands: n.Commands, Views: views, Tokens: toks, Logger: log,
+		Ready: n.Executor.Ready, Version: version})
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	baseCtx, cancelBase := context.WithCancel(context.Background())
+	defer cancelBase()
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		BaseContext: func(net.Listener) context.Context { return baseCtx }, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	log.Info("turnstile serving", "addr", ln.Addr().String(), "store", where, "workers", *workers, "slots", *slots,
+		"position", views.Next(), "auth", !toks.Empty())
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("http server: %w", err)
+	case err := <-viewsDone:
+		if err != nil {
+			return fmt.Errorf("read model stopped: %w", err)
+		}
+	}
 	log.Info("stopping")
-	n.Stop()
+	cancelBase() // ends the feeds, so Shutdown does not wait for them
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(shutCtx); err != nil {
+		log.Warn("http shutdown", "err", err)
+	}
 	return nil
 }

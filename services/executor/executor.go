@@ -169,7 +169,8 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 	defer close(e.done)
 	tick := time.NewTicker(e.cfg.Tick)
 	defer tick.Stop()
-	if head == 0 {
+	if head == 0 { // an empty log: no previous run whose workers could be lost
+		e.lostDone = true
 		e.ready.Store(true)
 	}
 	for {
@@ -200,8 +201,13 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 			if e.state.Next < head {
 				continue
 			}
+			// The first decisions (the previous run's workers declared lost)
+			// are appended before anyone is told the executor is ready, so a
+			// worker that registers next is never mistaken for an old one.
+			e.decide(ctx, timed)
 			e.ready.Store(true)
 			e.log.Info("caught up with the log", "position", e.state.Next)
+			continue
 		}
 		e.decide(ctx, timed)
 	}

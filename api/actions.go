@@ -1,0 +1,163 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/projections"
+)
+
+// actionState returns the action from the store (the views may not have
+// caught up with a write that was just acknowledged).
+func (s *Server) actionState(r *http.Request, ref string) (projections.ActionView, error) {
+	a, err := s.cfg.Commands.LoadAction(r.Context(), ref)
+	if err != nil {
+		return projections.ActionView{}, err
+	}
+	if !a.Defined() {
+		return projections.ActionView{}, typed(typeNotFound, http.StatusNotFound, "action %q is not defined", ref)
+	}
+	return projections.ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()}, nil
+}
+
+func refParam(r *http.Request) (string, *Problem) {
+	ref := mux.Vars(r)["ref"]
+	if err := domain.ValidateRef(ref); err != nil {
+		return "", typed(typeInvalid, http.StatusBadRequest, "%v", err)
+	}
+	return ref, nil
+}
+
+// createAction defines an action: 201 when new, 200 when the same policy is
+// already defined, 409 when a different one is.
+func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
+	var p domain.Policy
+	if prob := decodeJSON(w, r, s.cfg.MaxBodyBytes, &p, false); prob != nil {
+		writeProblem(w, prob)
+		return
+	}
+	created, err := s.cfg.Commands.DefineAction(r.Context(), p)
+	if errors.Is(err, domain.ErrConflict) {
+		writeProblem(w, typed(typeConflict, http.StatusConflict, "action %q is already defined with a different policy; change it with PUT /api/v1/actions/%s/policy", p.Ref, p.Ref))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	a, err := s.actionState(r, p.Ref)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		w.Header().Set("Location", "/api/v1/actions/"+p.Ref)
+	}
+	writeJSON(w, status, a)
+}
+
+func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
+	if p := queryOnly(r); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	s.caughtUp(r.Context())
+	writeJSON(w, http.StatusOK, map[string]any{"actions": s.cfg.Views.Actions()})
+}
+
+func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
+	ref, p := refParam(r)
+	if p == nil {
+		p = queryOnly(r)
+	}
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	a, err := s.actionState(r, ref)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+type reasonBody struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) pauseAction(w http.ResponseWriter, r *http.Request)  { s.pauseOrResume(w, r, true) }
+func (s *Server) resumeAction(w http.ResponseWriter, r *http.Request) { s.pauseOrResume(w, r, false) }
+
+// pauseOrResume answers 200 with the action's state; pausing a paused
+// action (or resuming a running one) changes nothing and is not an error.
+func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause bool) {
+	ref, p := refParam(r)
+	var body reasonBody
+	if p == nil {
+		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, true)
+	}
+	if p == nil && len(body.Reason) > domain.MaxReasonLen {
+		p = typed(typeInvalid, http.StatusBadRequest, "reason is longer than %d bytes", domain.MaxReasonLen)
+	}
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if _, err := s.actionState(r, ref); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var err error
+	if pause {
+		_, err = s.cfg.Commands.Pause(r.Context(), ref, body.Reason)
+	} else {
+		_, err = s.cfg.Commands.Resume(r.Context(), ref)
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	a, err := s.actionState(r, ref)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+// changePolicy replaces an action's policy; it applies from the next grant.
+func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
+	ref, p := refParam(r)
+	var pol domain.Policy
+	if p == nil {
+		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &pol, false)
+	}
+	if p == nil && pol.Ref != "" && pol.Ref != ref {
+		p = typed(typeInvalid, http.StatusBadRequest, "the body's ref %q differs from the path's %q", clip(pol.Ref), ref)
+	}
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	pol.Ref = ref
+	if _, err := s.actionState(r, ref); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if _, err := s.cfg.Commands.ChangePolicy(r.Context(), pol); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	a, err := s.actionState(r, ref)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}

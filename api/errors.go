@@ -1,0 +1,96 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/executor"
+)
+
+// Problem is an RFC 9457 problem document: every error the API returns.
+type Problem struct {
+	Type   string `json:"type"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail"`
+}
+
+func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
+
+// problemf returns a problem with the status's standard title.
+func problemf(status int, format string, args ...any) *Problem {
+	return &Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: fmt.Sprintf(format, args...)}
+}
+
+// typed problem types, so clients can tell errors apart without parsing text.
+const (
+	typeInvalidJSON  = "https://turnstile.dev/problems/invalid-json"
+	typeUnknownField = "https://turnstile.dev/problems/unknown-field"
+	typeTooLarge     = "https://turnstile.dev/problems/body-too-large"
+	typeNotFound     = "https://turnstile.dev/problems/not-found"
+	typeConflict     = "https://turnstile.dev/problems/conflict"
+	typeAlreadyEnded = "https://turnstile.dev/problems/already-ended"
+	typeIdempotency  = "https://turnstile.dev/problems/idempotency-key-reused"
+	typeInvalid      = "https://turnstile.dev/problems/invalid-request"
+	typeUnauthorized = "https://turnstile.dev/problems/unauthorized"
+	typeForbidden    = "https://turnstile.dev/problems/forbidden"
+	typeUnavailable  = "https://turnstile.dev/problems/unavailable"
+	typeInternal     = "https://turnstile.dev/problems/internal"
+)
+
+func typed(typ string, status int, format string, args ...any) *Problem {
+	p := problemf(status, format, args...)
+	p.Type = typ
+	return p
+}
+
+// asProblem maps an error from the command or query side to a problem.
+// Unknown errors become a 500 whose detail hides the cause (it is logged).
+func asProblem(err error) *Problem {
+	var p *Problem
+	var rule *domain.RuleError
+	switch {
+	case errors.As(err, &p):
+		return p
+	case errors.Is(err, executor.ErrIdempotencyMismatch):
+		return typed(typeIdempotency, http.StatusConflict, "%v", err)
+	case errors.Is(err, domain.ErrAlreadyTerminal):
+		return typed(typeAlreadyEnded, http.StatusConflict, "%v", err)
+	case errors.As(err, &rule):
+		return typed(typeConflict, http.StatusConflict, "%v", err)
+	case errors.Is(err, domain.ErrConflict):
+		return typed(typeConflict, http.StatusConflict, "%v", err)
+	case errors.Is(err, domain.ErrNotFound), errors.Is(err, eventstore.ErrStreamNotFound):
+		return typed(typeNotFound, http.StatusNotFound, "%v", err)
+	case errors.Is(err, domain.ErrInvalidPolicy), errors.Is(err, domain.ErrInvalidRequest),
+		errors.Is(err, eventstore.ErrInvalidStream), errors.Is(err, eventstore.ErrInvalidEvent),
+		errors.Is(err, eventstore.ErrEventTooLarge), errors.Is(err, projections.ErrUnknownCursor):
+		return typed(typeInvalid, http.StatusBadRequest, "%v", err)
+	case errors.Is(err, eventstore.ErrClosed), errors.Is(err, context.DeadlineExceeded):
+		return typed(typeUnavailable, http.StatusServiceUnavailable, "the log is not available now: %v", err)
+	default:
+		return nil
+	}
+}
+
+// writeProblem sends p as application/problem+json.
+func writeProblem(w http.ResponseWriter, p *Problem) {
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(p.Status)
+	_ = json.NewEncoder(w).Encode(p)
+}
+
+// writeJSON sends v as JSON with the given status.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

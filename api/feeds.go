@@ -1,0 +1,233 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// Server-Sent Events. The SSE id of every message is a log position. A
+// client resumes with Last-Event-ID (a browser's EventSource does so by
+// itself), which wins over ?from=; without either a feed starts now.
+//
+// /feeds/events sends every event (or those of one action) exactly once, in
+// log order: each client reads the log through its own subscription, so a
+// slow client only slows itself and catches up from the log.
+//
+// /feeds/executions and /feeds/queue-stats are conflated state feeds: each
+// message is the current state of one execution (or one action's queue
+// statistics) with the position of its latest change; a client that resumes
+// after id P receives every execution (action) that changed after P, once,
+// with its latest state. It may skip states superseded meanwhile, never a
+// final one.
+
+// feedWriteTimeout bounds one write to a feed client; a client that does not
+// read for that long is dropped (it may reconnect and resume).
+const feedWriteTimeout = 30 * time.Second
+
+// feedBatch bounds how many states a conflated feed reads per lock.
+const feedBatch = 256
+
+type sseWriter struct {
+	mu sync.Mutex
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startSSE(w http.ResponseWriter) *sseWriter {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	_ = s.write(": turnstile feed\nretry: 2000\n\n")
+	return s
+}
+
+func (s *sseWriter) write(text string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_ = s.rc.SetWriteDeadline(time.Now().Add(feedWriteTimeout))
+	if _, err := fmt.Fprint(s.w, text); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// send writes one message; data is JSON (one line).
+func (s *sseWriter) send(id uint64, event string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return s.write(fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", id, event, data))
+}
+
+// feedStart reads where a feed starts: after Last-Event-ID, else at ?from=,
+// else at now.
+func feedStart(r *http.Request, now func() (uint64, error)) (uint64, *Problem) {
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		id, err := strconv.ParseUint(last, 10, 64)
+		if err != nil {
+			return 0, typed(typeInvalid, http.StatusBadRequest, "Last-Event-ID %q is not a log position", clip(last))
+		}
+		return id + 1, nil
+	}
+	if r.URL.Query().Get("from") != "" {
+		return queryUint(r, "from", 0)
+	}
+	n, err := now()
+	if err != nil {
+		return 0, typed(typeUnavailable, http.StatusServiceUnavailable, "the log is not readable: %v", err)
+	}
+	return n, nil
+}
+
+func (s *Server) feedParams(r *http.Request, now func() (uint64, error)) (from uint64, action string, p *Problem) {
+	if p = queryOnly(r, "from", "action"); p != nil {
+		return 0, "", p
+	}
+	if action = r.URL.Query().Get("action"); action != "" {
+		if err := domain.ValidateRef(action); err != nil {
+			return 0, "", typed(typeInvalid, http.StatusBadRequest, "action: %v", err)
+		}
+	}
+	from, p = feedStart(r, now)
+	return from, action, p
+}
+
+func (s *Server) viewsNow() (uint64, error) { return s.cfg.Views.Next(), nil }
+
+func (s *Server) feedExecutions(w http.ResponseWriter, r *http.Request) {
+	s.conflatedFeed(w, r, "execution", func(from uint64, action string) ([]any, []uint64, uint64) {
+		xs, next := s.cfg.Views.ExecutionsSince(from, action, feedBatch)
+		out, ids := make([]any, len(xs)), make([]uint64, len(xs))
+		for i := range xs {
+			out[i], ids[i] = xs[i], xs[i].Position
+		}
+		return out, ids, next
+	})
+}
+
+func (s *Server) feedQueueStats(w http.ResponseWriter, r *http.Request) {
+	s.conflatedFeed(w, r, "queue-stats", func(from uint64, action string) ([]any, []uint64, uint64) {
+		st, next := s.cfg.Views.StatsSince(from, action, feedBatch)
+		out, ids := make([]any, len(st)), make([]uint64, len(st))
+		for i := range st {
+			out[i], ids[i] = st[i], st[i].Position
+		}
+		return out, ids, next
+	})
+}
+
+// conflatedFeed runs a state feed: read what changed since the cursor, send
+// it, wait for the views to change (with heartbeats), repeat.
+func (s *Server) conflatedFeed(w http.ResponseWriter, r *http.Request, event string, since func(from uint64, action string) ([]any, []uint64, uint64)) {
+	from, action, p := s.feedParams(r, s.viewsNow)
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	s.metrics.feeds.Inc()
+	defer s.metrics.feeds.Dec()
+	out := startSSE(w)
+	beat := time.NewTicker(s.cfg.FeedHeartbeat)
+	defer beat.Stop()
+	for {
+		changed := s.cfg.Views.Changed()
+		items, ids, next := since(from, action)
+		for i, it := range items {
+			if err := out.send(ids[i], event, it); err != nil {
+				return
+			}
+		}
+		from = next
+		if len(items) > 0 {
+			continue
+		}
+		select {
+		case <-changed:
+		case <-beat.C:
+			if err := out.write(": heartbeat\n\n"); err != nil {
+				return
+			}
+		case <-r.Context().Done():
+			return
+		}
+	}
+}
+
+// feedEvents streams raw events through a subscription of its own.
+func (s *Server) feedEvents(w http.ResponseWriter, r *http.Request) {
+	from, action, p := s.feedParams(r, func() (uint64, error) { return s.cfg.Store.Head(r.Context()) })
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	s.metrics.feeds.Inc()
+	defer s.metrics.feeds.Dec()
+	out := startSSE(w)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		beat := time.NewTicker(s.cfg.FeedHeartbeat)
+		defer beat.Stop()
+		for {
+			select {
+			case <-beat.C:
+				if err := out.write(": heartbeat\n\n"); err != nil {
+					cancel()
+					return
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	_ = s.cfg.Store.Subscribe(ctx, from, eventstore.Filter{}, func(batch []domain.Envelope) error {
+		for i := range batch {
+			env := &batch[i]
+			if action != "" && !s.eventOfAction(ctx, env, action) {
+				continue
+			}
+			if err := out.send(env.Position, "event", env); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// eventOfAction reports whether env belongs to action ref: its action or
+// queue stream, or the stream of one of its executions (looked up in the
+// views, once they have folded env).
+func (s *Server) eventOfAction(ctx context.Context, env *domain.Envelope, ref string) bool {
+	cat, id := domain.SplitStream(env.Stream)
+	switch cat {
+	case domain.StreamAction, domain.StreamQueue:
+		return id == ref
+	case domain.StreamExecution:
+		for s.cfg.Views.Next() <= env.Position {
+			changed := s.cfg.Views.Changed()
+			if s.cfg.Views.Next() > env.Position {
+				break
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return false
+			}
+		}
+		v, ok := s.cfg.Views.View(id)
+		return ok && v.Action == ref
+	}
+	return false
+}

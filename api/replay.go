@@ -1,0 +1,93 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gorilla/mux"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// eventPage is a page of the log: events, and where the next page starts.
+type eventPage struct {
+	Events []domain.Envelope `json:"events"`
+	Next   uint64            `json:"next"` // pass as from for the next page
+}
+
+// events pages through the whole log: ?from= (inclusive position, default 0)
+// and ?limit=.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	p := queryOnly(r, "from", "limit")
+	var from uint64
+	var limit int
+	if p == nil {
+		from, p = queryUint(r, "from", 0)
+	}
+	if p == nil {
+		limit, p = queryLimit(r, defaultPageLimit)
+	}
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	evs, err := s.cfg.Store.ReadAll(r.Context(), from, limit)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	next := from
+	if len(evs) > 0 {
+		next = evs[len(evs)-1].Position + 1
+	}
+	writeJSON(w, http.StatusOK, eventPage{Events: nonNil(evs), Next: next})
+}
+
+// stream pages through one stream: ?from= (inclusive version) and ?limit=.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
+	name := mux.Vars(r)["stream"]
+	p := checkToken("stream", name, maxStreamLen)
+	if p == nil {
+		s.streamPage(w, r, name)
+		return
+	}
+	writeProblem(w, p)
+}
+
+func (s *Server) streamPage(w http.ResponseWriter, r *http.Request, stream string) {
+	p := queryOnly(r, "from", "limit")
+	var from uint64
+	var limit int
+	if p == nil {
+		from, p = queryUint(r, "from", 0)
+	}
+	if p == nil {
+		limit, p = queryLimit(r, defaultPageLimit)
+	}
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	evs, err := s.cfg.Store.ReadStream(r.Context(), stream, from, limit)
+	if errors.Is(err, eventstore.ErrStreamNotFound) {
+		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no stream %q", stream))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	next := from
+	if len(evs) > 0 {
+		next = evs[len(evs)-1].Version + 1
+	}
+	writeJSON(w, http.StatusOK, eventPage{Events: nonNil(evs), Next: next})
+}
+
+func nonNil(evs []domain.Envelope) []domain.Envelope {
+	if evs == nil {
+		return []domain.Envelope{}
+	}
+	return evs
+}

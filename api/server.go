@@ -1,0 +1,254 @@
+// Package api is turnstile's HTTP API (gorilla/mux): commands, queries,
+// audit replay, live feeds (Server-Sent Events), auth, Prometheus metrics
+// and an OpenAPI document. The contract is API.md. Every error is an
+// application/problem+json document; no input can make a handler panic
+// (a recoverer turns one into a 500 and logs it).
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/executor"
+)
+
+// Config is what the API serves from.
+type Config struct {
+	Store    eventstore.Store
+	Commands *executor.Commands   // the command side
+	Views    *projections.Views   // the read model, folded by its owner (see Views.Run)
+	Tokens   *Tokens              // nil or empty: anonymous
+	Logger   *slog.Logger         // nil: slog.Default()
+	Registry *prometheus.Registry // nil: a new one
+	// Ready, if set, must also hold for /readyz (e.g. the executor caught up).
+	Ready func() bool
+
+	MaxBodyBytes  int64         // default 1 MiB
+	FeedHeartbeat time.Duration // SSE comment interval; default 15s
+	Version       string
+}
+
+// Server is the HTTP API. Handler returns its http.Handler.
+type Server struct {
+	cfg     Config
+	router  *mux.Router
+	routes  []Route
+	metrics *metrics
+	log     *slog.Logger
+
+	caughtUpOnce atomic.Bool // the views reached the head once
+}
+
+// maxReadyLag is how many events the views may be behind the head and still
+// be ready, once they have caught up.
+const maxReadyLag = 10_000
+
+// Route describes one route: for the router, auth, docs and tests.
+type Route struct {
+	Name    string
+	Method  string
+	Path    string // gorilla/mux template
+	Roles   []Role // nil: public
+	handler http.HandlerFunc
+}
+
+// New builds the server.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 1 << 20
+	}
+	if cfg.FeedHeartbeat <= 0 {
+		cfg.FeedHeartbeat = 15 * time.Second
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, router: mux.NewRouter(), log: cfg.Logger}
+	s.metrics = newMetrics(cfg.Registry, cfg.Views, cfg.Store)
+	s.routes = s.routeTable()
+	for _, rt := range s.routes {
+		s.router.Handle(rt.Path, s.wrap(rt)).Methods(rt.Method).Name(rt.Name)
+	}
+	s.router.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no route for %s %s", r.Method, clip(r.URL.Path)))
+	})
+	s.router.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeProblem(w, problemf(http.StatusMethodNotAllowed, "%s is not allowed on %s", r.Method, clip(r.URL.Path)))
+	})
+	return s
+}
+
+// Handler returns the API's handler.
+func (s *Server) Handler() http.Handler { return s.router }
+
+// Routes returns the route table.
+func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
+
+func (s *Server) routeTable() []Route {
+	return []Route{
+		{"createAction", "POST", "/api/v1/actions", adminOnly, s.createAction},
+		{"listActions", "GET", "/api/v1/actions", everyone, s.listActions},
+		{"getAction", "GET", "/api/v1/actions/{ref}", everyone, s.getAction},
+		{"pauseAction", "POST", "/api/v1/actions/{ref}/pause", adminOnly, s.pauseAction},
+		{"resumeAction", "POST", "/api/v1/actions/{ref}/resume", adminOnly, s.resumeAction},
+		{"changePolicy", "PUT", "/api/v1/actions/{ref}/policy", adminOnly, s.changePolicy},
+		{"actionQueueStats", "GET", "/api/v1/actions/{ref}/queue-stats", readers, s.actionQueueStats},
+		{"actionQueue", "GET", "/api/v1/actions/{ref}/queue", readers, s.actionQueue},
+		{"allQueueStats", "GET", "/api/v1/queue-stats", readers, s.allQueueStats},
+		{"requestExecution", "POST", "/api/v1/executions", clients, s.requestExecution},
+		{"listExecutions", "GET", "/api/v1/executions", readers, s.listExecutions},
+		{"getExecution", "GET", "/api/v1/executions/{id}", everyone, s.getExecution},
+		{"cancelExecution", "POST", "/api/v1/executions/{id}/cancel", clients, s.cancelExecution},
+		{"executionEvents", "GET", "/api/v1/executions/{id}/events", everyone, s.executionEvents},
+		{"events", "GET", "/api/v1/events", readers, s.events},
+		{"stream", "GET", "/api/v1/streams/{stream}", readers, s.stream},
+		{"feedQueueStats", "GET", "/api/v1/feeds/queue-stats", readers, s.feedQueueStats},
+		{"feedExecutions", "GET", "/api/v1/feeds/executions", readers, s.feedExecutions},
+		{"feedEvents", "GET", "/api/v1/feeds/events", readers, s.feedEvents},
+		{"workers", "GET", "/api/v1/workers", everyone, s.workers},
+		{"rebuild", "POST", "/api/v1/admin/rebuild", adminOnly, s.rebuild},
+		{"openapi", "GET", "/api/v1/openapi.json", publicRoute, s.openapi},
+		{"healthz", "GET", "/healthz", publicRoute, s.healthz},
+		{"readyz", "GET", "/readyz", publicRoute, s.readyz},
+		{"metrics", "GET", "/metrics", readers, s.metricsHandler},
+	}
+}
+
+// wrap adds auth, metrics, panic recovery and security headers to a route.
+func (s *Server) wrap(rt Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("handler panic", "route", rt.Name, "panic", v, "stack", string(debug.Stack()))
+				if !rec.wrote {
+					writeProblem(rec, typed(typeInternal, http.StatusInternalServerError, "internal error"))
+				}
+			}
+			s.metrics.observe(rt.Name, r.Method, rec.status, time.Since(start))
+		}()
+		if p := s.cfg.Tokens.authorize(r, rt.Roles); p != nil {
+			writeProblem(rec, p)
+			return
+		}
+		rt.handler(rec, r)
+	})
+}
+
+// fail writes err as a problem; unexpected errors are logged and hidden.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if p := asProblem(err); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	if r.Context().Err() != nil {
+		return // the client went away
+	}
+	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeProblem(w, typed(typeInternal, http.StatusInternalServerError, "internal error; the server log has the cause"))
+}
+
+// statusRecorder remembers the status a handler wrote.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Flush lets SSE handlers flush through the recorder.
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		r.wrote = true
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// caughtUp waits (bounded) until the views have applied everything the
+// store held when it was called: a read that follows a write sees it.
+func (s *Server) caughtUp(ctx context.Context) {
+	head, err := s.cfg.Store.Head(ctx)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	for {
+		ch := s.cfg.Views.Changed()
+		if s.cfg.Views.Next() >= head {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.cfg.Version})
+}
+
+// readyz is 200 when the views have caught up with the log (and Ready holds).
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	head, err := s.cfg.Store.Head(r.Context())
+	if err != nil {
+		writeProblem(w, typed(typeUnavailable, http.StatusServiceUnavailable, "the log is not readable: %v", err))
+		return
+	}
+	next := s.cfg.Views.Next()
+	lag := uint64(0)
+	if head > next {
+		lag = head - next
+	}
+	body := map[string]any{"position": next, "head": head, "lag": lag}
+	if s.cfg.Ready != nil && !s.cfg.Ready() {
+		body["status"] = "starting"
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	// Ready once the views reached the head (the start-up catch-up), and
+	// from then on while they stay close to it: a busy log is never exactly
+	// caught up.
+	if lag == 0 {
+		s.caughtUpOnce.Store(true)
+	}
+	if lag > 0 && (!s.caughtUpOnce.Load() || lag > maxReadyLag) {
+		body["status"] = "catching up"
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	body["status"] = "ready"
+	writeJSON(w, http.StatusOK, body)
+}
