@@ -19,6 +19,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/node"
 )
 
 // benchResult is the last line `turnstile bench lifecycle --json` prints.
@@ -71,14 +72,14 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer store.Close()
 	log := newLogger(stderr)
-	node, err := startNode(ctx, store, nodeConfig{Workers: *workers, Slots: *slots, Logger: log})
+	nd, err := node.Start(ctx, store, node.Config{Workers: *workers, Slots: *slots, Logger: log})
 	if err != nil {
 		return err
 	}
-	defer node.Stop()
+	defer nd.Stop()
 	for i := 0; i < *actions; i++ {
 		p := domain.Policy{Ref: fmt.Sprintf("bench.%d", i), Runner: "core.noop", MaxConcurrent: *maxConc, MaxQueueLength: domain.MaxQueueLengthLimit}
-		if _, err := node.Commands.DefineAction(ctx, p); err != nil {
+		if _, err := nd.Commands.DefineAction(ctx, p); err != nil {
 			return err
 		}
 	}
@@ -129,7 +130,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 					return
 				}
 				r := executor.Request{Action: fmt.Sprintf("bench.%d", i%int64(*actions))}
-				if _, _, err := node.Commands.Request(ctx, r); err != nil {
+				if _, _, err := nd.Commands.Request(ctx, r); err != nil {
 					errs <- err
 					return
 				}

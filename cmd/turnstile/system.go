@@ -17,9 +17,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/bus"
-	"github.com/turnstile/turnstile/services/executor"
-	"github.com/turnstile/turnstile/services/worker"
+	"github.com/turnstile/turnstile/services/node"
 )
 
 func openStore(storeURL, dataDir string) (eventstore.Store, string, error) {
@@ -40,87 +38,6 @@ func openStore(storeURL, dataDir string) (eventstore.Store, string, error) {
 		return memstore.New(memstore.Options{}), "", nil
 	}
 	return nil, "", fmt.Errorf("store kind %q not supported", kind)
-}
-
-// node is one process's share of turnstile: executor, workers, the bus and
-// its forwarder, on one store.
-type node struct {
-	Store    eventstore.Store
-	Bus      *bus.Bus
-	Executor *executor.Executor
-	Workers  []*worker.Worker
-	Fwd      *bus.Forwarder
-	Commands *executor.Commands
-}
-
-type nodeConfig struct {
-	Workers, Slots int
-	CheckpointDir  string // "" keeps checkpoints in memory
-	LoseWorkers    bool   // previous run's workers are gone (embedded store)
-	Logger         *slog.Logger
-}
-
-func startNode(ctx context.Context, store eventstore.Store, cfg nodeConfig) (*node, error) {
-	n := &node{Store: store, Bus: bus.NewInProcess(cfg.Logger), Commands: &executor.Commands{Store: store, Writer: "api"}}
-	fail := func(err error) (*node, error) {
-		n.Stop()
-		return nil, err
-	}
-	var err error
-	n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers})
-	if err != nil {
-		return fail(err)
-	}
-	if err := n.Executor.Start(ctx); err != nil {
-		return fail(err)
-	}
-	// Wait for the fold to catch up (and the previous run's workers to be
-	// declared lost) before this run's workers register.
-	for !n.Executor.Ready() {
-		select {
-		case <-ctx.Done():
-			return fail(ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	for i := 0; i < cfg.Workers; i++ {
-		w, err := worker.New(worker.Config{ID: fmt.Sprintf("local-%d", i+1), Slots: cfg.Slots, Store: store, Bus: n.Bus, Logger: cfg.Logger})
-		if err != nil {
-			return fail(err)
-		}
-		if err := w.Start(ctx); err != nil {
-			return fail(err)
-		}
-		n.Workers = append(n.Workers, w)
-	}
-	var cps projections.Checkpoints = &projections.MemCheckpoints{}
-	if cfg.CheckpointDir != "" {
-		cps = &projections.FileCheckpoints{Dir: cfg.CheckpointDir}
-	}
-	n.Fwd, err = bus.NewForwarder(bus.ForwarderConfig{Store: store, Publisher: n.Bus.Publisher, Checkpoints: cps, Logger: cfg.Logger})
-	if err != nil {
-		return fail(err)
-	}
-	if err := n.Fwd.Start(ctx); err != nil {
-		return fail(err)
-	}
-	return n, nil
-}
-
-// Stop stops the parts in the reverse order of their start.
-func (n *node) Stop() {
-	if n.Fwd != nil {
-		_ = n.Fwd.Stop()
-	}
-	for _, w := range n.Workers {
-		w.Stop()
-	}
-	if n.Executor != nil {
-		n.Executor.Stop()
-	}
-	if n.Bus != nil {
-		_ = n.Bus.Close()
-	}
 }
 
 // tokenFlags collects repeatable --token ROLE:SECRET flags.
@@ -165,7 +82,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	if err := views.CatchUp(ctx, store); err != nil {
 		return fmt.Errorf("fold the log into the read model: %w", err)
 	}
-	n, err := startNode(ctx, store, nodeConfig{Workers: *workers, Slots: *slots, LoseWorkers: true,
+	n, err := node.Start(ctx, store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: true,
 		CheckpointDir: filepath.Join(where, "checkpoints"), Logger: log})
 	if err != nil {
 		return err

@@ -1,0 +1,101 @@
+// Package node assembles one process's services: the executor, in-process
+// workers, the in-process bus and the forwarder that feeds it from the log.
+// turnstile serve and tests use it.
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/bus"
+	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/worker"
+)
+
+// Node is one process's share of turnstile: the executor, in-process
+// workers, the in-process bus and its forwarder, on one store.
+type Node struct {
+	Store    eventstore.Store
+	Bus      *bus.Bus
+	Executor *executor.Executor
+	Workers  []*worker.Worker
+	Fwd      *bus.Forwarder
+	Commands *executor.Commands
+}
+
+// Config says what a Node runs.
+type Config struct {
+	Workers, Slots int
+	CheckpointDir  string // "" keeps checkpoints in memory
+	LoseWorkers    bool   // previous run's workers are gone (embedded store)
+	Logger         *slog.Logger
+}
+
+// Start starts the executor, waits until it has caught up with the log,
+// then starts the workers and the forwarder.
+func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, error) {
+	n := &Node{Store: store, Bus: bus.NewInProcess(cfg.Logger), Commands: &executor.Commands{Store: store, Writer: "api"}}
+	fail := func(err error) (*Node, error) {
+		n.Stop()
+		return nil, err
+	}
+	var err error
+	n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers})
+	if err != nil {
+		return fail(err)
+	}
+	if err := n.Executor.Start(ctx); err != nil {
+		return fail(err)
+	}
+	// Wait for the fold to catch up (and the previous run's workers to be
+	// declared lost) before this run's workers register.
+	for !n.Executor.Ready() {
+		select {
+		case <-ctx.Done():
+			return fail(ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	for i := 0; i < cfg.Workers; i++ {
+		w, err := worker.New(worker.Config{ID: fmt.Sprintf("local-%d", i+1), Slots: cfg.Slots, Store: store, Bus: n.Bus, Logger: cfg.Logger})
+		if err != nil {
+			return fail(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			return fail(err)
+		}
+		n.Workers = append(n.Workers, w)
+	}
+	var cps projections.Checkpoints = &projections.MemCheckpoints{}
+	if cfg.CheckpointDir != "" {
+		cps = &projections.FileCheckpoints{Dir: cfg.CheckpointDir}
+	}
+	n.Fwd, err = bus.NewForwarder(bus.ForwarderConfig{Store: store, Publisher: n.Bus.Publisher, Checkpoints: cps, Logger: cfg.Logger})
+	if err != nil {
+		return fail(err)
+	}
+	if err := n.Fwd.Start(ctx); err != nil {
+		return fail(err)
+	}
+	return n, nil
+}
+
+// Stop stops the parts in the reverse order of their start.
+func (n *Node) Stop() {
+	if n.Fwd != nil {
+		_ = n.Fwd.Stop()
+	}
+	for _, w := range n.Workers {
+		w.Stop()
+	}
+	if n.Executor != nil {
+		n.Executor.Stop()
+	}
+	if n.Bus != nil {
+		_ = n.Bus.Close()
+	}
+}
