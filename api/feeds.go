@@ -176,8 +176,12 @@ func (s *Server) feedEvents(w http.ResponseWriter, r *http.Request) {
 	defer s.metrics.feeds.Dec()
 	out := startSSE(w)
 	ctx, cancel := context.WithCancel(r.Context())
+	var beats sync.WaitGroup
+	defer beats.Wait() // no write after the handler returns
 	defer cancel()
+	beats.Add(1)
 	go func() {
+		defer beats.Done()
 		beat := time.NewTicker(s.cfg.FeedHeartbeat)
 		defer beat.Stop()
 		for {

@@ -69,7 +69,14 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 		return "", false, err
 	}
 	stream := domain.ExecutionStream(id)
-	env, err := domain.Catalogue.Encode(aggregate.EventID(c.Writer, stream, 0, ev.EventType()), ev, domain.OwnerExecutor, c.Writer)
+	eventID := aggregate.EventID(c.Writer, stream, 0, ev.EventType())
+	if r.IdempotencyKey != "" {
+		// A fresh event id, so that a second request with the same key meets
+		// the first one's event (wrong expected version) and is compared
+		// with it, instead of passing as a re-append of the same event.
+		eventID = uuid.New()
+	}
+	env, err := domain.Catalogue.Encode(eventID, ev, domain.OwnerExecutor, c.Writer)
 	if err != nil {
 		return "", false, err
 	}
