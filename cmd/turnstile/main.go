@@ -20,8 +20,10 @@ import (
 const usage = `turnstile runs actions under per-action concurrency policies, event-sourced.
 
 Usage:
-  turnstile serve  [--data ./data] [--store URL] [--workers N] [--slots N]
-  turnstile audit  (--data DIR | --store URL) [--json]
+  turnstile serve   [--addr 127.0.0.1:8080] [--data ./data] [--store URL] [--workers N] [--slots N] [--token ROLE:SECRET]...
+  turnstile audit   (--data DIR | --store URL) [--json]
+  turnstile replay  (--data DIR | --store URL) [--stream S] [--type T] [--from P] [--to P] [--as-of P|TIME] [--state] [--json]
+  turnstile rebuild (--data DIR | --store URL | --server URL [--token T])
   turnstile bench lifecycle [--store URL] --executions N --actions A --max-concurrent C [--submitters S] [--json]
   turnstile help
 
@@ -47,6 +49,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdServe(ctx, args[1:], stderr)
 	case "audit":
 		return cmdAudit(ctx, args[1:], stdout, stderr)
+	case "replay":
+		err = cmdReplay(ctx, args[1:], stdout, stderr)
+	case "rebuild":
+		var code int
+		if code, err = cmdRebuild(ctx, args[1:], stdout, stderr); err == nil {
+			return code
+		}
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
