@@ -17,6 +17,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/node"
 )
 
@@ -92,6 +93,15 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	viewsCtx, stopViews := context.WithCancel(ctx)
 	defer stopViews()
 	go func() { viewsDone <- views.Run(viewsCtx, store) }()
+	// The feeds on the bus, for programs inside the deployment.
+	feedBus := bus.NewFeedBus(log)
+	defer feedBus.Close()
+	go func() {
+		fp := &bus.FeedPublisher{Store: store, Views: views, Publisher: feedBus.Publisher, Logger: log}
+		if err := fp.Run(viewsCtx); err != nil {
+			log.Error("feed publisher stopped", "err", err)
+		}
+	}()
 
 	srv := api.New(api.Config{Store: store, Commands: n.Commands, Views: views, Tokens: toks, Logger: log,
 		Ready: n.Executor.Ready, Version: version})
