@@ -79,16 +79,20 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	defer store.Close()
 
+	// The read model and the executor fold the log at the same time (two
+	// folds, two cores); the API listens once both have caught up.
 	views := projections.NewViews()
-	if err := views.CatchUp(ctx, store); err != nil {
-		return fmt.Errorf("fold the log into the read model: %w", err)
-	}
+	caught := make(chan error, 1)
+	go func() { caught <- views.CatchUp(ctx, store) }()
 	n, err := node.Start(ctx, store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: true,
 		CheckpointDir: filepath.Join(where, "checkpoints"), Logger: log})
 	if err != nil {
 		return err
 	}
 	defer n.Stop()
+	if err := <-caught; err != nil {
+		return fmt.Errorf("fold the log into the read model: %w", err)
+	}
 	viewsDone := make(chan error, 1)
 	viewsCtx, stopViews := context.WithCancel(ctx)
 	defer stopViews()
