@@ -172,7 +172,10 @@ var executionRules = map[string][]ruleRow{
 		{transition: transition{postHandoff, OwnerWorker, StatusCancelled}, plainOnly: true},
 		{transition: transition{[]Status{StatusRunning}, OwnerExecutor, StatusCancelled}, parentOnly: true},
 	},
-	TypeExecutionCancelRequested: {{transition: transition{nonTerminal, OwnerAPI, ""}}},
+	TypeExecutionCancelRequested: {
+		{transition: transition{nonTerminal, OwnerAPI, ""}},
+		{transition: transition{nonTerminal, OwnerExecutor, ""}}, // the children of a cancelled with_items parent
+	},
 	TypeExecutionHandoffExpired:  {{transition: transition{[]Status{StatusScheduled}, OwnerExecutor, StatusScheduling}, plainOnly: true}},
 	TypeExecutionAbandoned:       {{transition: transition{postHandoff, OwnerExecutor, StatusScheduling}, plainOnly: true}},
 }

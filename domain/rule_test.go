@@ -209,7 +209,7 @@ func TestHandoffRuleAfterTakeBack(t *testing.T) {
 			l := newExecLog(t, "e")
 			x := l.x
 			l.must(x.Request(domain.ExecutionRequested{Action: "act"}))
-			l.must(x.Grant())
+			l.must(x.Grant(""))
 			at := l.must(x.Schedule("w1", "w1-i1", testPolicy()))
 			if takeBack == "expire" {
 				l.must(x.ExpireHandoff(at.Add(testPolicy().ScheduledTimeout())))
