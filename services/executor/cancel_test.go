@@ -192,7 +192,7 @@ func TestQueueTimeout(t *testing.T) {
 	h.waitFor("the first to run", func() bool { return g.Waiting() == 1 })
 	h.advance(3 * time.Second)
 	waiter := h.request("qt", "") // requested 3s later
-	h.advance(4 * time.Second)   // the first has been in for 7s, but it is not waiting; the waiter 4s
+	h.advance(4 * time.Second)    // the first has been in for 7s, but it is not waiting; the waiter 4s
 	if got := h.loaded(waiter).Status(); got != domain.StatusRequested {
 		t.Fatalf("waiter %s after 4s of a 5s queue timeout", got)
 	}
