@@ -144,15 +144,15 @@ func (g *gate) Run(ctx context.Context, _ json.RawMessage) (json.RawMessage, err
 	g.started++
 	ch := g.release
 	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		g.waiting--
-		g.mu.Unlock()
-	}()
 	select {
-	case <-ch:
+	case <-ch: // ReleaseAll has already taken it off the waiting count
 		return json.RawMessage(`{"released":true}`), nil
 	case <-ctx.Done():
+		g.mu.Lock()
+		if ch == g.release {
+			g.waiting--
+		}
+		g.mu.Unlock()
 		return nil, &runner.Interrupted{Err: fmt.Errorf("test.gate: %w", ctx.Err()), Result: json.RawMessage(`{"partial":true}`)}
 	}
 }
@@ -174,6 +174,7 @@ func (g *gate) Started() int {
 // ReleaseAll lets every blocked run return at once.
 func (g *gate) ReleaseAll() {
 	g.mu.Lock()
+	g.waiting = 0
 	close(g.release)
 	g.release = make(chan struct{})
 	g.mu.Unlock()
