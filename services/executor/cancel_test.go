@@ -156,6 +156,24 @@ func TestCancelInEveryState(t *testing.T) {
 		h.auditClean()
 	})
 
+	t.Run("timed out keeps the partial result", func(t *testing.T) {
+		if runtime.GOOS != "linux" {
+			t.Skip("core.shell's process-group signals are tested on linux")
+		}
+		h := newHarness(t, harnessConfig{})
+		h.addWorker("w1", 4, time.Hour, nil)
+		h.define(domain.Policy{Ref: "c.timeout", Runner: runner.NameShell, TimeoutSeconds: 0.2})
+		id := h.request("c.timeout", `{"command":"sleep","args":["3600"]}`)
+		x := h.waitStatus(id, domain.StatusTimedOut).State()
+		var res struct {
+			Signal string `json:"signal"`
+		}
+		if err := json.Unmarshal(x.Result, &res); err != nil || res.Signal != "SIGINT" {
+			t.Fatalf("timed out with result %s, want the partial result", x.Result)
+		}
+		h.auditClean()
+	})
+
 	t.Run("ended", func(t *testing.T) {
 		h := newHarness(t, harnessConfig{})
 		h.addWorker("w1", 4, time.Hour, nil)

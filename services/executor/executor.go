@@ -271,8 +271,11 @@ func (e *Executor) decide(ctx context.Context, timed bool) {
 		ops = e.decideQueueTimeouts(ops, now)
 	}
 	ops = e.decideExpiries(ops, now, timed)
-	ops = e.decideAttention(ops)
-	ops = e.decideParents(ops)
+	if len(e.state.Attention) > 0 {
+		attention := sortedKeys(e.state.Attention)
+		ops = e.decideAttention(ops, attention)
+		ops = e.decideParents(ops, attention)
+	}
 	ops = e.decideGrants(ops, now)
 	e.mu.Unlock()
 	e.run(ctx, ops)
@@ -366,6 +369,14 @@ func (e *Executor) decideRejections(ops []op) []op {
 	return ops
 }
 
+// rateMargin is how much earlier than its clock the executor judges the
+// rate limit. The audit judges a grant at its commit time, which must not be
+// before the decision's time; a store that rounds commit times down (the
+// embedded store keeps microseconds) could otherwise put a grant a fraction
+// of a microsecond before the window allowed it. Judging earlier only ever
+// allows fewer grants.
+const rateMargin = time.Millisecond
+
 // decideGrants grants the heads of the queues, oldest request first across
 // all queues, while workers have free slots, each with its handoff in the
 // same atomic append as the grant.
@@ -388,7 +399,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		if q.Waiting() == 0 || e.busy(domain.QueueStream(ref)) {
 			continue
 		}
-		for _, w := range q.Grantable(free, now) {
+		for _, w := range q.Grantable(free, now.Add(-rateMargin)) {
 			cands = append(cands, cand{q, w})
 		}
 	}
@@ -501,12 +512,9 @@ func pickWorker(ws []*freeWorker, runner string) *freeWorker {
 // decideAttention handles plain executions the executor owns outside the
 // queue: pre-handoff cancellation requests, and executions taken back from a
 // worker (hand them to another worker, or fail them when attempts are exhausted).
-func (e *Executor) decideAttention(ops []op) []op {
-	if len(e.state.Attention) == 0 {
-		return ops
-	}
+func (e *Executor) decideAttention(ops []op, attention []string) []op {
 	workers := e.freeWorkers()
-	for _, id := range sortedKeys(e.state.Attention) {
+	for _, id := range attention {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
@@ -576,8 +584,8 @@ const maxChildrenPerOp = 64
 // made on a lagging fold sees no more children ended than have, so the
 // in-flight count at commit is at most the one decided on; and a child is
 // requested only once (a second try fails on its stream's version).
-func (e *Executor) decideParents(ops []op) []op {
-	for _, id := range sortedKeys(e.state.Attention) {
+func (e *Executor) decideParents(ops []op, attention []string) []op {
+	for _, id := range attention {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}

@@ -189,6 +189,7 @@ type harnessConfig struct {
 	noExecutor   bool          // start the executor later, with startExecutor
 	beforeAppend func(what string)
 	loseAtStart  bool
+	executors    int // executors deciding at once on the same log (default 1); h.exec is the first
 }
 
 type harness struct {
@@ -200,6 +201,7 @@ type harness struct {
 	logs  *recorder
 	log   *slog.Logger
 	exec  *executor.Executor
+	more  []*executor.Executor // the other executors, if any
 	fwd   *bus.Forwarder
 	cmds  *executor.Commands
 
@@ -237,19 +239,25 @@ func (h *harness) startExecutor() {
 	if lease == 0 {
 		lease = time.Hour
 	}
-	e, err := executor.New(executor.Config{Store: h.store, Clock: h.clock, Logger: h.log, Name: "exec-1",
-		Tick: 5 * time.Millisecond, WorkerLease: lease, LoseWorkersAtStart: h.cfg.loseAtStart})
-	if err != nil {
-		h.t.Fatal(err)
+	for i := range max(h.cfg.executors, 1) {
+		e, err := executor.New(executor.Config{Store: h.store, Clock: h.clock, Logger: h.log, Name: fmt.Sprintf("exec-%d", i+1),
+			Tick: 5 * time.Millisecond, WorkerLease: lease, LoseWorkersAtStart: h.cfg.loseAtStart})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if h.cfg.beforeAppend != nil {
+			executor.SetBeforeAppend(e, h.cfg.beforeAppend)
+		}
+		if err := e.Start(context.Background()); err != nil {
+			h.t.Fatal(err)
+		}
+		if i == 0 {
+			h.exec = e
+		} else {
+			h.more = append(h.more, e)
+		}
+		h.waitFor("the executor to catch up", e.Ready)
 	}
-	if h.cfg.beforeAppend != nil {
-		executor.SetBeforeAppend(e, h.cfg.beforeAppend)
-	}
-	if err := e.Start(context.Background()); err != nil {
-		h.t.Fatal(err)
-	}
-	h.exec = e
-	h.waitFor("the executor to catch up", e.Ready)
 }
 
 func (h *harness) startForwarder() {
@@ -287,6 +295,10 @@ func (h *harness) addWorker(id string, slots int, hb time.Duration, extra map[st
 }
 
 func (h *harness) stop() {
+	for _, e := range h.more {
+		e.Stop()
+	}
+	h.more = nil
 	if h.exec != nil {
 		h.exec.Stop()
 		h.exec = nil

@@ -93,9 +93,19 @@ func maxActive(recs []rec, action string) map[string]int {
 // position, children in item order, each with its item merged into the
 // parent's input; the parent completes after the last child and lists its
 // children in item order.
+//
+// With two executors deciding on the same log at once, each child is still
+// requested once (its derived id's stream must not exist) and the window
+// holds the same way.
 func TestWithItemsWindow(t *testing.T) {
+	for _, executors := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d executors", executors), func(t *testing.T) { withItemsWindow(t, executors) })
+	}
+}
+
+func withItemsWindow(t *testing.T, executors int) {
 	const n, window = 200, 5
-	h := newHarness(t, harnessConfig{})
+	h := newHarness(t, harnessConfig{executors: executors})
 	g := newGate()
 	h.addWorker("w1", 50, time.Hour, map[string]runner.Runner{"test.item": g})
 	h.define(domain.Policy{Ref: "items", Runner: "test.item", MaxConcurrent: 50, MaxQueueLength: 1000})
@@ -147,6 +157,13 @@ func TestWithItemsWindow(t *testing.T) {
 	}
 	if rep := h.auditClean(); rep.ByStatus["completed"] != n+1 {
 		t.Fatalf("by status %v", rep.ByStatus)
+	}
+	if len(h.more) > 0 {
+		conflicts := h.exec.Stats.Conflicts.Load()
+		for _, e := range h.more {
+			conflicts += e.Stats.Conflicts.Load()
+		}
+		t.Logf("the executors lost %d races to each other, each refused by a stream's version", conflicts)
 	}
 }
 
