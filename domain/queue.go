@@ -121,10 +121,14 @@ type Queue struct {
 	version int64 // last version of queue-<ref>, -1 when empty
 	keys    map[string]*KeyQueue
 
-	// Log times of recent grants, oldest first, for the rate limit. They are
-	// kept from the first policy with a rate limit on, as many as the largest
-	// count and as far back as the longest window any policy has had.
+	// Log times of recent grants (grants[gHead:]), oldest first, for the
+	// rate limit. They are kept from the first policy with a rate limit on,
+	// as many as the largest count and as far back as the longest window any
+	// policy has had. A time earlier than the one before it (a clock that
+	// went back) is kept as that one, so the list stays sorted; that only
+	// ever counts a grant in a window longer.
 	grants   []time.Time
+	gHead    int
 	rateSpan time.Duration
 	rateMax  int
 }
@@ -141,34 +145,33 @@ func (q *Queue) recordGrant(at time.Time) {
 	if q.rateMax == 0 {
 		return
 	}
-	q.grants = append(q.grants, at)
-	drop := 0
-	for drop < len(q.grants) && (len(q.grants)-drop > q.rateMax || !q.grants[drop].After(at.Add(-q.rateSpan))) {
-		drop++
+	if n := len(q.grants); n > q.gHead && at.Before(q.grants[n-1]) {
+		at = q.grants[n-1]
 	}
-	if drop > 0 {
-		n := copy(q.grants, q.grants[drop:])
-		q.grants = q.grants[:n]
+	q.grants = append(q.grants, at)
+	cutoff := at.Add(-q.rateSpan)
+	for q.gHead < len(q.grants) && (len(q.grants)-q.gHead > q.rateMax || !q.grants[q.gHead].After(cutoff)) {
+		q.gHead++
+	}
+	if q.gHead > 64 && q.gHead*2 > len(q.grants) {
+		n := copy(q.grants, q.grants[q.gHead:])
+		q.grants, q.gHead = q.grants[:n], 0
 	}
 }
 
 // RateRoom returns how many grants the rate limit allows at log time now:
-// its count less the grants whose log time falls in the window ending at now
-// (math.MaxInt without a rate limit).
+// its count less the grants whose log time is after now minus its window
+// (math.MaxInt without a rate limit). It never decreases as now grows, so
+// judging at an earlier time only ever allows fewer grants.
 func (q *Queue) RateRoom(now time.Time) int {
 	rl := q.policy.RateLimit
 	if rl == nil {
 		return math.MaxInt
 	}
 	cutoff := now.Add(-q.policy.RateWindow())
-	n := 0
-	for i := len(q.grants) - 1; i >= 0 && n < rl.Count; i-- {
-		if !q.grants[i].After(cutoff) {
-			break
-		}
-		n++
-	}
-	return rl.Count - n
+	live := q.grants[q.gHead:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].After(cutoff) })
+	return max(rl.Count-(len(live)-i), 0)
 }
 
 // Policy returns the action's policy as of the fold.

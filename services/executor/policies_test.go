@@ -193,6 +193,11 @@ func TestWithItemsFailureAndCancel(t *testing.T) {
 		t.Fatalf("parent failed with code %q error %q", st.Code, st.Error)
 	}
 
+	ghost := h.requestItems("items.nope", `{}`, []json.RawMessage{json.RawMessage(`1`)}, 1)
+	if rj, ok := h.waitEvent(domain.ExecutionStream(ghost), domain.TypeExecutionRejected)[1].ev.(domain.ExecutionRejected); !ok || rj.Code != domain.RejectUnknownAction {
+		t.Fatalf("a parent of an unknown action: %+v", rj)
+	}
+
 	items := make([]json.RawMessage, 10)
 	for i := range items {
 		items[i] = json.RawMessage(fmt.Sprint(i))
