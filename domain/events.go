@@ -13,18 +13,19 @@ const (
 	TypeActionPaused        = "action.paused"
 	TypeActionResumed       = "action.resumed"
 
-	TypeExecutionRequested       = "execution.requested"
-	TypeExecutionRejected        = "execution.rejected"
-	TypeExecutionScheduling      = "execution.scheduling"
-	TypeExecutionScheduled       = "execution.scheduled"
-	TypeExecutionRunning         = "execution.running"
-	TypeExecutionCompleted       = "execution.completed"
-	TypeExecutionFailed          = "execution.failed"
-	TypeExecutionTimedOut        = "execution.timed_out"
-	TypeExecutionCancelled       = "execution.cancelled"
-	TypeExecutionCancelRequested = "execution.cancel_requested"
-	TypeExecutionHandoffExpired  = "execution.handoff_expired"
-	TypeExecutionAbandoned       = "execution.abandoned"
+	TypeExecutionRequested         = "execution.requested"
+	TypeExecutionRejected          = "execution.rejected"
+	TypeExecutionScheduling        = "execution.scheduling"
+	TypeExecutionScheduled         = "execution.scheduled"
+	TypeExecutionRunning           = "execution.running"
+	TypeExecutionCompleted         = "execution.completed"
+	TypeExecutionFailed            = "execution.failed"
+	TypeExecutionTimedOut          = "execution.timed_out"
+	TypeExecutionCancelled         = "execution.cancelled"
+	TypeExecutionCancelRequested   = "execution.cancel_requested"
+	TypeExecutionHandoffExpired    = "execution.handoff_expired"
+	TypeExecutionAbandoned         = "execution.abandoned"
+	TypeExecutionChildrenRequested = "execution.children_requested"
 
 	TypeQueueGranted       = "queue.granted"
 	TypeQueueActionChanged = "queue.action_changed"
@@ -180,18 +181,30 @@ type ExecutionAbandoned struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-func (ExecutionRequested) EventType() string       { return TypeExecutionRequested }
-func (ExecutionRejected) EventType() string        { return TypeExecutionRejected }
-func (ExecutionScheduling) EventType() string      { return TypeExecutionScheduling }
-func (ExecutionScheduled) EventType() string       { return TypeExecutionScheduled }
-func (ExecutionRunning) EventType() string         { return TypeExecutionRunning }
-func (ExecutionCompleted) EventType() string       { return TypeExecutionCompleted }
-func (ExecutionFailed) EventType() string          { return TypeExecutionFailed }
-func (ExecutionTimedOut) EventType() string        { return TypeExecutionTimedOut }
-func (ExecutionCancelled) EventType() string       { return TypeExecutionCancelled }
-func (ExecutionCancelRequested) EventType() string { return TypeExecutionCancelRequested }
-func (ExecutionHandoffExpired) EventType() string  { return TypeExecutionHandoffExpired }
-func (ExecutionAbandoned) EventType() string       { return TypeExecutionAbandoned }
+// ExecutionChildrenRequested is written to a with_items parent's stream in
+// the same atomic append as its children's execution.requested events (items
+// First..First+Count-1). The parent's stream version thus fences its fan-out:
+// requesting children, a cancellation request and the parent's end are
+// decided in one order, so no child is requested after the parent was asked
+// to cancel or has ended, and two executors never request the same items.
+type ExecutionChildrenRequested struct {
+	First int `json:"first"`
+	Count int `json:"count"`
+}
+
+func (ExecutionChildrenRequested) EventType() string { return TypeExecutionChildrenRequested }
+func (ExecutionRequested) EventType() string         { return TypeExecutionRequested }
+func (ExecutionRejected) EventType() string          { return TypeExecutionRejected }
+func (ExecutionScheduling) EventType() string        { return TypeExecutionScheduling }
+func (ExecutionScheduled) EventType() string         { return TypeExecutionScheduled }
+func (ExecutionRunning) EventType() string           { return TypeExecutionRunning }
+func (ExecutionCompleted) EventType() string         { return TypeExecutionCompleted }
+func (ExecutionFailed) EventType() string            { return TypeExecutionFailed }
+func (ExecutionTimedOut) EventType() string          { return TypeExecutionTimedOut }
+func (ExecutionCancelled) EventType() string         { return TypeExecutionCancelled }
+func (ExecutionCancelRequested) EventType() string   { return TypeExecutionCancelRequested }
+func (ExecutionHandoffExpired) EventType() string    { return TypeExecutionHandoffExpired }
+func (ExecutionAbandoned) EventType() string         { return TypeExecutionAbandoned }
 
 // ---- queue-<ref> ----
 
@@ -308,6 +321,7 @@ func mustCatalogue() *Registry {
 		{ExecutionCancelRequested{}, StreamExecution, []Owner{api, ex}}, // ex: the children of a cancelled parent
 		{ExecutionHandoffExpired{}, StreamExecution, []Owner{ex}},
 		{ExecutionAbandoned{}, StreamExecution, []Owner{ex}},
+		{ExecutionChildrenRequested{}, StreamExecution, []Owner{ex}},
 		{QueueGranted{}, StreamQueue, []Owner{ex}},
 		{QueueActionChanged{}, StreamQueue, []Owner{api}},
 		{WorkerRegistered{}, StreamWorker, []Owner{wk}},

@@ -84,6 +84,7 @@ type Execution struct {
 	items       int
 	concurrency int
 	withItems   []json.RawMessage
+	asked       int // a parent's children requested so far (items 0..asked-1)
 	input       json.RawMessage
 	idemKey     string
 	requestHash string
@@ -162,8 +163,12 @@ func (x *Execution) Item(i int) json.RawMessage {
 	return x.withItems[i]
 }
 
+// ChildrenRequested returns how many of a with_items parent's children have
+// been requested (items 0..n-1), by its own stream.
+func (x *Execution) ChildrenRequested() int { return x.asked }
+
 // Children returns the ids of a with_items parent's children, in item
-// order: one per item, whether or not it has been requested yet.
+// order: one per item; the first ChildrenRequested of them exist.
 func (x *Execution) Children() []string {
 	if !x.parent {
 		return nil
@@ -217,7 +222,8 @@ type ExecutionState struct {
 	ItemIndex      int             `json:"item_index,omitempty"`
 	Items          int             `json:"items,omitempty"`
 	Concurrency    int             `json:"concurrency,omitempty"`
-	Children       []string        `json:"children,omitempty"` // a with_items parent's children, in item order
+	Children       []string        `json:"children,omitempty"`           // a with_items parent's children, one per item, in item order
+	ChildrenAsked  int             `json:"children_requested,omitempty"` // how many of them have been requested (the first ones)
 	Status         Status          `json:"status"`
 	Worker         string          `json:"worker,omitempty"`
 	Attempt        int             `json:"attempt"`
@@ -244,7 +250,7 @@ func (x *Execution) State() ExecutionState {
 	}
 	return ExecutionState{
 		ID: x.id, Action: x.action, ConcurrencyKey: x.key, Parent: x.parentID, ItemIndex: x.itemIndex, Items: x.items,
-		Concurrency: x.concurrency, Children: x.Children(),
+		Concurrency: x.concurrency, Children: x.Children(), ChildrenAsked: x.asked,
 		Status: x.status, Worker: x.worker, Attempt: x.attempt, CancelAsked: x.cancelRequested,
 		Input: x.input, Result: x.result, Error: x.errMsg, Code: x.code,
 		RequestedAt: t(x.requestedAt), SchedulingAt: t(x.grantedAt), ScheduledAt: t(x.scheduledAt),
@@ -391,6 +397,27 @@ func (x *Execution) Start(worker string) (ExecutionRunning, error) {
 	return ExecutionRunning{Worker: worker, Attempt: x.attempt}, x.Check(TypeExecutionRunning, OwnerWorker, worker)
 }
 
+// ErrNoMoreChildren is returned when a with_items parent may not request the
+// children asked for: beyond its items, or after it was asked to cancel.
+var ErrNoMoreChildren = errors.New("no more children may be requested")
+
+// RequestChildren decides that a running with_items parent requests its
+// next count children (items ChildrenRequested().., in item order). The
+// caller appends their execution.requested events in the same append.
+func (x *Execution) RequestChildren(count int) (ExecutionChildrenRequested, error) {
+	ev := ExecutionChildrenRequested{First: x.asked, Count: count}
+	if err := x.Check(TypeExecutionChildrenRequested, OwnerExecutor, ""); err != nil {
+		return ev, err
+	}
+	switch {
+	case count < 1 || x.asked+count > x.items:
+		return ev, fmt.Errorf("execution %s: items %d..%d of %d: %w", x.id, x.asked, x.asked+count-1, x.items, ErrNoMoreChildren)
+	case x.cancelRequested:
+		return ev, fmt.Errorf("execution %s was asked to cancel: %w", x.id, ErrNoMoreChildren)
+	}
+	return ev, nil
+}
+
 // StartParent decides that a with_items parent starts fanning out.
 func (x *Execution) StartParent() (ExecutionRunning, error) {
 	return ExecutionRunning{}, x.Check(TypeExecutionRunning, OwnerExecutor, "")
@@ -486,6 +513,11 @@ func (x *Execution) Validate(ev Event, owner Owner, writer string) error {
 		if e.Worker != x.worker || e.Attempt != x.attempt {
 			return bad(fmt.Sprintf("abandon names worker %q attempt %d, the handoff is %q attempt %d", e.Worker, e.Attempt, x.worker, x.attempt))
 		}
+	case ExecutionChildrenRequested:
+		if e.First != x.asked || e.Count < 1 || e.First+e.Count > x.items || x.cancelRequested {
+			return bad(fmt.Sprintf("children %d..%d requested; %d of %d were requested before, cancel requested %v",
+				e.First, e.First+e.Count-1, x.asked, x.items, x.cancelRequested))
+		}
 	}
 	return nil
 }
@@ -522,6 +554,8 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.status, x.endedAt, x.errMsg, x.code, x.result = StatusCancelled, at, e.Reason, e.Code, e.Result
 	case ExecutionCancelRequested:
 		x.cancelRequested = true
+	case ExecutionChildrenRequested:
+		x.asked = e.First + e.Count
 	case ExecutionHandoffExpired:
 		x.status, x.runningAt, x.takenBack = StatusScheduling, time.Time{}, FailScheduledTimeout
 	case ExecutionAbandoned:

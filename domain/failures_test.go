@@ -237,3 +237,34 @@ func TestQueueActionChangedMovesTheFence(t *testing.T) {
 		t.Fatalf("queue version %d paused %v, want 2 and paused", q.Version(), q.Paused())
 	}
 }
+
+func TestRequestChildren(t *testing.T) {
+	t.Parallel()
+	x, _ := execIn(t, domain.StatusRunning, true) // 3 items, window 2
+	l := &execLog{t: t, x: x, ver: uint64(x.Version() + 1), at: t0}
+	if _, err := x.RequestChildren(0); !errors.Is(err, domain.ErrNoMoreChildren) {
+		t.Fatalf("zero children: %v", err)
+	}
+	if _, err := x.RequestChildren(4); !errors.Is(err, domain.ErrNoMoreChildren) {
+		t.Fatalf("beyond the items: %v", err)
+	}
+	ev, err := x.RequestChildren(2)
+	if err != nil || ev.First != 0 || ev.Count != 2 {
+		t.Fatalf("RequestChildren(2) = %+v, %v", ev, err)
+	}
+	l.must(ev, err)
+	if x.ChildrenRequested() != 2 || x.State().ChildrenAsked != 2 || x.Status() != domain.StatusRunning {
+		t.Fatalf("requested %d status %s", x.ChildrenRequested(), x.Status())
+	}
+	if err := x.Validate(domain.ExecutionChildrenRequested{First: 0, Count: 1}, oExec, ""); err == nil {
+		t.Fatal("Validate accepted children requested again")
+	}
+	l.must(x.RequestCancel("stop"))
+	if _, err := x.RequestChildren(1); !errors.Is(err, domain.ErrNoMoreChildren) {
+		t.Fatalf("after a cancellation request: %v", err)
+	}
+	plain, _ := execIn(t, domain.StatusRunning, false)
+	if _, err := plain.RequestChildren(1); err == nil {
+		t.Fatal("a plain execution requested children")
+	}
+}

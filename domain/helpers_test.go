@@ -71,6 +71,7 @@ var handoffSpec = []specRow{
 	{domain.TypeExecutionCancelRequested, oExec, []domain.Status{sRequested, sScheduling, sScheduled, sRunning}, anyKind, ""}, // a cancelled parent's children
 	{domain.TypeExecutionHandoffExpired, oExec, []domain.Status{sScheduled}, plainOnly, domain.StatusScheduling},
 	{domain.TypeExecutionAbandoned, oExec, []domain.Status{sScheduled, sRunning}, plainOnly, domain.StatusScheduling},
+	{domain.TypeExecutionChildrenRequested, oExec, []domain.Status{sRunning}, parentOnly, ""}, // fan-out, fenced by the parent's version
 }
 
 func (r specRow) applies(parent bool) bool {

@@ -176,8 +176,9 @@ var executionRules = map[string][]ruleRow{
 		{transition: transition{nonTerminal, OwnerAPI, ""}},
 		{transition: transition{nonTerminal, OwnerExecutor, ""}}, // the children of a cancelled with_items parent
 	},
-	TypeExecutionHandoffExpired: {{transition: transition{[]Status{StatusScheduled}, OwnerExecutor, StatusScheduling}, plainOnly: true}},
-	TypeExecutionAbandoned:      {{transition: transition{postHandoff, OwnerExecutor, StatusScheduling}, plainOnly: true}},
+	TypeExecutionHandoffExpired:    {{transition: transition{[]Status{StatusScheduled}, OwnerExecutor, StatusScheduling}, plainOnly: true}},
+	TypeExecutionAbandoned:         {{transition: transition{postHandoff, OwnerExecutor, StatusScheduling}, plainOnly: true}},
+	TypeExecutionChildrenRequested: {{transition: transition{[]Status{StatusRunning}, OwnerExecutor, ""}, parentOnly: true}},
 }
 
 // ExecutionEventTypes lists the event types of an execution stream.

@@ -35,6 +35,7 @@ func TestExecutionEventTypes(t *testing.T) {
 		domain.TypeExecutionCompleted, domain.TypeExecutionFailed, domain.TypeExecutionHandoffExpired,
 		domain.TypeExecutionRejected, domain.TypeExecutionRequested, domain.TypeExecutionRunning,
 		domain.TypeExecutionScheduled, domain.TypeExecutionScheduling, domain.TypeExecutionTimedOut,
+		domain.TypeExecutionChildrenRequested,
 	}
 	sort.Strings(want)
 	if got := domain.ExecutionEventTypes(); !slices.Equal(got, want) {
@@ -186,6 +187,8 @@ func exampleEvent(typ string) domain.Event {
 		return domain.ExecutionHandoffExpired{Worker: "w1", Attempt: 1}
 	case domain.TypeExecutionAbandoned:
 		return domain.ExecutionAbandoned{Worker: "w1", Attempt: 1}
+	case domain.TypeExecutionChildrenRequested:
+		return domain.ExecutionChildrenRequested{First: 0, Count: 1}
 	}
 	panic("no example for " + typ)
 }

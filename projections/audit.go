@@ -180,8 +180,9 @@ func checkFanout(fans map[string]*auditFanout, execs map[string]*domain.Executio
 			return fmt.Sprintf("child %s requested while its parent %s is %s", id, r.Parent, p.Status())
 		case p.CancelRequested():
 			return fmt.Sprintf("child %s requested after its parent %s was asked to cancel", id, r.Parent)
-		case r.ItemIndex != f.requested || r.ItemIndex >= p.Items():
-			return fmt.Sprintf("child %s is item %d, the next item of %s is %d of %d", id, r.ItemIndex, r.Parent, f.requested, p.Items())
+		case r.ItemIndex != f.requested || r.ItemIndex >= p.ChildrenRequested():
+			return fmt.Sprintf("child %s is item %d; the next item of %s is %d, and it requested %d of %d",
+				id, r.ItemIndex, r.Parent, f.requested, p.ChildrenRequested(), p.Items())
 		case id != domain.ChildID(r.Parent, r.ItemIndex):
 			return fmt.Sprintf("child of %s item %d has id %s, not the derived %s", r.Parent, r.ItemIndex, id, domain.ChildID(r.Parent, r.ItemIndex))
 		case len(f.live)+1 > p.Window():
@@ -193,13 +194,20 @@ func checkFanout(fans map[string]*auditFanout, execs map[string]*domain.Executio
 		return ""
 	}
 	f := fans[id]
-	switch ev.(type) {
-	case domain.ExecutionCompleted, domain.ExecutionFailed, domain.ExecutionCancelled:
-		if f == nil {
-			return ""
+	if f == nil {
+		return ""
+	}
+	switch e := ev.(type) {
+	case domain.ExecutionChildrenRequested:
+		if f.requested != x.ChildrenRequested() {
+			return fmt.Sprintf("parent %s requests more children while %d it requested have no stream", id, x.ChildrenRequested()-f.requested)
 		}
-		if len(f.live) > 0 {
-			return fmt.Sprintf("parent %s ended with %d children still in flight", id, len(f.live))
+		if len(f.live)+e.Count > x.Window() {
+			return fmt.Sprintf("parent %s requests %d children with %d in flight, its window is %d", id, e.Count, len(f.live), x.Window())
+		}
+	case domain.ExecutionCompleted, domain.ExecutionFailed, domain.ExecutionCancelled:
+		if len(f.live) > 0 || f.requested < x.ChildrenRequested() {
+			return fmt.Sprintf("parent %s ended with %d children still in flight", id, len(f.live)+x.ChildrenRequested()-f.requested)
 		}
 		if _, cancelled := ev.(domain.ExecutionCancelled); !cancelled && f.requested < x.Items() {
 			return fmt.Sprintf("parent %s ended after requesting %d of its %d items", id, f.requested, x.Items())

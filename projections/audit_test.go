@@ -57,6 +57,11 @@ func (w logWriter) parent(id, ref string, n, c int) {
 	w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionRunning{})
 }
 
+// announce writes parent's execution.children_requested for items first..first+n-1.
+func (w logWriter) announce(parent string, first, n int) {
+	w.put(domain.ExecutionStream(parent), domain.OwnerExecutor, "x", domain.ExecutionChildrenRequested{First: first, Count: n})
+}
+
 // child requests item i of parent, with its derived id, which it returns.
 func (w logWriter) child(parent, ref string, i int) string {
 	id := domain.ChildID(parent, i)
@@ -149,46 +154,71 @@ func TestAuditFindsEachKindOfViolation(t *testing.T) {
 		{"clean with_items", func(w logWriter) {
 			w.action("a", 5)
 			w.parent("p", "a", 3, 2)
+			w.announce("p", 0, 2)
 			c0 := w.child("p", "a", 0)
 			c1 := w.child("p", "a", 1)
 			w.reject(c0)
+			w.announce("p", 2, 1)
 			c2 := w.child("p", "a", 2)
 			w.reject(c1)
 			w.reject(c2)
 			w.put(domain.ExecutionStream("p"), domain.OwnerExecutor, "x", domain.ExecutionFailed{Error: "3 items failed"})
 		}, ""},
-		{"with_items over its window", func(w logWriter) {
+		{"with_items parent asks over its window", func(w logWriter) {
 			w.action("a", 5)
 			w.parent("p", "a", 3, 2)
+			w.announce("p", 0, 2)
 			w.child("p", "a", 0)
 			w.child("p", "a", 1)
-			w.child("p", "a", 2)
+			w.announce("p", 2, 1)
+		}, "with_items"},
+		{"with_items child not asked for by its parent", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 3, 3)
+			w.announce("p", 0, 1)
+			w.child("p", "a", 0)
+			w.child("p", "a", 1)
 		}, "with_items"},
 		{"with_items out of item order", func(w logWriter) {
 			w.action("a", 5)
 			w.parent("p", "a", 3, 3)
+			w.announce("p", 0, 2)
 			w.child("p", "a", 1)
 		}, "with_items"},
+		{"with_items parent asks out of item order", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 3, 3)
+			w.announce("p", 1, 1)
+		}, domain.RuleAttempt},
 		{"with_items child with another id", func(w logWriter) {
 			w.action("a", 5)
 			w.parent("p", "a", 3, 3)
+			w.announce("p", 0, 1)
 			w.put(domain.ExecutionStream("c0"), domain.OwnerExecutor, "x", domain.ExecutionRequested{Action: "a", Parent: "p", ItemIndex: 0})
 		}, "with_items"},
-		{"with_items child after a cancel request", func(w logWriter) {
+		{"with_items children after a cancel request", func(w logWriter) {
 			w.action("a", 5)
 			w.parent("p", "a", 3, 3)
 			w.put(domain.ExecutionStream("p"), domain.OwnerAPI, "", domain.ExecutionCancelRequested{})
-			w.child("p", "a", 0)
-		}, "with_items"},
+			w.announce("p", 0, 1)
+		}, domain.RuleAttempt},
 		{"with_items parent ends before its children", func(w logWriter) {
 			w.action("a", 5)
 			w.parent("p", "a", 1, 1)
+			w.announce("p", 0, 1)
 			w.child("p", "a", 0)
 			w.put(domain.ExecutionStream("p"), domain.OwnerExecutor, "x", domain.ExecutionCompleted{})
+		}, "with_items"},
+		{"with_items parent ends before a child it asked for exists", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 1, 1)
+			w.announce("p", 0, 1)
+			w.put(domain.ExecutionStream("p"), domain.OwnerExecutor, "x", domain.ExecutionCancelled{})
 		}, "with_items"},
 		{"with_items parent completes before all items", func(w logWriter) {
 			w.action("a", 5)
 			w.parent("p", "a", 2, 1)
+			w.announce("p", 0, 1)
 			w.reject(w.child("p", "a", 0))
 			w.put(domain.ExecutionStream("p"), domain.OwnerExecutor, "x", domain.ExecutionCompleted{})
 		}, "with_items"},

@@ -496,10 +496,13 @@ func (e *Executor) freeWorkers() []*freeWorker {
 }
 
 // pickWorker returns the worker with the most free slots that runs runner.
-func pickWorker(ws []*freeWorker, runner string) *freeWorker {
+func pickWorker(ws []*freeWorker, runner string) *freeWorker { return pickWorkerBut(ws, runner, "") }
+
+// pickWorkerBut is pickWorker leaving out worker not.
+func pickWorkerBut(ws []*freeWorker, runner, not string) *freeWorker {
 	var best *freeWorker
 	for _, w := range ws {
-		if w.free <= 0 || (w.runners != nil && !w.runners[runner]) {
+		if w.free <= 0 || w.id == not || (w.runners != nil && !w.runners[runner]) {
 			continue
 		}
 		if best == nil || w.free > best.free {
@@ -554,7 +557,11 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 			}
 			continue
 		}
-		wk := pickWorker(workers, p.Runner)
+		// Another worker than the one it was taken back from, if one is free.
+		wk := pickWorkerBut(workers, p.Runner, x.Worker())
+		if wk == nil {
+			wk = pickWorker(workers, p.Runner)
+		}
 		if wk == nil {
 			continue
 		}
@@ -578,12 +585,14 @@ const maxChildrenPerOp = 64
 // ended, and on a cancellation request pass the request on to its children
 // and end it once they have ended.
 //
-// Zero over-dispatch holds whatever the timing: children ids are derived
-// from (parent, item index), each is requested with expected version "no
-// stream", and one append requests a run of consecutive items. A decision
-// made on a lagging fold sees no more children ended than have, so the
-// in-flight count at commit is at most the one decided on; and a child is
-// requested only once (a second try fails on its stream's version).
+// Zero over-dispatch holds whatever the timing: one append writes the
+// parent's execution.children_requested (at the parent's expected version)
+// and the next run of children in item order (ids derived from parent and
+// item index, each at expected version "no stream"). A decision made on a
+// lagging fold sees no more children ended than have, so the in-flight count
+// at commit is at most the one decided on; the parent's version serialises
+// fan-out with cancellation requests and the parent's end, so no child is
+// requested twice, after a cancellation request, or after the end.
 func (e *Executor) decideParents(ops []op, attention []string) []op {
 	for _, id := range attention {
 		if len(ops) >= e.cfg.MaxBatch {
@@ -626,6 +635,9 @@ func (e *Executor) decideRunningParent(ops []op, id string, x *domain.Execution)
 		return ops
 	}
 	xs := domain.ExecutionStream(id)
+	// The parent's own stream says how many children it requested; children
+	// whose events the fold has not reached yet count as in flight.
+	asked := x.ChildrenRequested()
 	if x.CancelRequested() {
 		for _, cid := range sortedKeys(f.Live) {
 			c := e.state.Live[cid]
@@ -638,9 +650,9 @@ func (e *Executor) decideRunningParent(ops []op, id string, x *domain.Execution)
 				ops = append(ops, op{what: "cancel child " + cid, appends: []eventstore.StreamAppend{e.stage(cs, c.Version(), ev)}})
 			}
 		}
-		if len(f.Live) == 0 {
+		if len(f.Live) == 0 && f.Ended == asked {
 			ev, err := x.Cancel(domain.OwnerExecutor, e.cfg.Name,
-				fmt.Sprintf("cancelled on request after %d of %d items were requested", f.Requested, x.Items()))
+				fmt.Sprintf("cancelled on request after %d of %d items were requested", asked, x.Items()))
 			if err == nil {
 				ev.Code = domain.CancelRequested
 				ev.Result = fanoutResult(x, f)
@@ -650,8 +662,8 @@ func (e *Executor) decideRunningParent(ops []op, id string, x *domain.Execution)
 		}
 		return ops
 	}
-	if f.Requested >= x.Items() {
-		if f.Ended < f.Requested {
+	if asked >= x.Items() {
+		if f.Ended < asked {
 			return ops
 		}
 		var ev domain.Event
@@ -669,13 +681,16 @@ func (e *Executor) decideRunningParent(ops []op, id string, x *domain.Execution)
 		}
 		return ops
 	}
-	room := min(x.Window()-f.InFlight(), x.Items()-f.Requested, maxChildrenPerOp)
-	next := f.Requested
-	if room <= 0 || e.busy(domain.ExecutionStream(domain.ChildID(id, next))) {
+	room := min(x.Window()-(asked-f.Ended), x.Items()-asked, maxChildrenPerOp)
+	if room <= 0 {
 		return ops
 	}
-	o := op{what: "fan out " + id, count: &e.Stats.Children}
-	for i := next; i < next+room; i++ {
+	announce, err := x.RequestChildren(room)
+	if err != nil {
+		return ops
+	}
+	o := op{what: "fan out " + id, count: &e.Stats.Children, appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), announce)}}
+	for i := asked; i < asked+room; i++ {
 		cid := domain.ChildID(id, i)
 		in, err := domain.ChildInput(x.Input(), x.Item(i))
 		if err != nil {
@@ -690,10 +705,14 @@ func (e *Executor) decideRunningParent(ops []op, id string, x *domain.Execution)
 		o.appends = append(o.appends, e.stage(domain.ExecutionStream(cid), -1, ev))
 		o.n++
 	}
-	if len(o.appends) > 0 {
-		ops = append(ops, o)
+	if o.n != room {
+		delete(e.awaiting, xs)
+		for i := asked; i < asked+o.n; i++ {
+			delete(e.awaiting, domain.ExecutionStream(domain.ChildID(id, i)))
+		}
+		return ops
 	}
-	return ops
+	return append(ops, o)
 }
 
 // fanoutResult is a with_items parent's result: how its items ended.

@@ -116,15 +116,22 @@ func TestWorkerStartsBeforeTheHandoffExpires(t *testing.T) {
 // TestHandoffExpiryExhaustsAttempts: no worker ever starts it; after
 // max_attempts handoffs it fails with code scheduled_timeout, and its slot
 // goes to the next waiter.
+//
+// A handoff taken back goes to another worker than the one that did not
+// start it, when one is free.
 func TestHandoffExpiryExhaustsAttempts(t *testing.T) {
 	h := newHarness(t, harnessConfig{noForwarder: true})
 	h.addWorker("w1", 4, time.Hour, nil)
 	h.define(domain.Policy{Ref: "exp.never", Runner: "core.noop", ScheduledTimeoutSeconds: 5, MaxAttempts: 2})
 	id := h.request("exp.never", "")
 	next := h.request("exp.never", "")
-	h.waitStatus(id, domain.StatusScheduled)
+	first := h.waitStatus(id, domain.StatusScheduled).Worker()
+	h.addWorker("w2", 4, time.Hour, nil)
 	h.advance(6 * time.Second)
 	h.waitFor("attempt 2", func() bool { return h.loaded(id).Attempt() == 2 })
+	if second := h.loaded(id).Worker(); second == first {
+		t.Fatalf("attempt 2 handed to %s again, with another worker free", second)
+	}
 	h.advance(6 * time.Second)
 	x := h.waitStatus(id, domain.StatusFailed)
 	st := x.State()

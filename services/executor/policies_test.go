@@ -142,6 +142,9 @@ func withItemsWindow(t *testing.T, executors int) {
 	if most != window || len(children) != n {
 		t.Fatalf("at most %d children in flight, %d requested; want %d and %d", most, len(children), window, n)
 	}
+	if st.ChildrenAsked != n {
+		t.Fatalf("the parent's stream says %d children requested", st.ChildrenAsked)
+	}
 	if !slices.Equal(st.Children, children) || len(st.Children) != n {
 		t.Fatalf("the parent's children %d, the log's %d, not the same list in item order", len(st.Children), len(children))
 	}
