@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -519,4 +520,45 @@ func TestRateLimit(t *testing.T) {
 		}
 	}
 	h.auditClean() // the audit judges each grant by the rate limit too
+}
+
+// TestPauseFencesAGrantInFlight: a grant decided before a pause but
+// appended after it fails on the queue stream's version (the pause moved it
+// with queue.action_changed), so the log never shows a grant after a pause.
+func TestPauseFencesAGrantInFlight(t *testing.T) {
+	held := make(chan struct{}, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	h := newHarness(t, harnessConfig{beforeAppend: func(what string) {
+		if what == "grant fence" {
+			once.Do(func() {
+				held <- struct{}{}
+				<-release
+			})
+		}
+	}})
+	h.addWorker("w1", 4, time.Hour, nil)
+	h.define(domain.Policy{Ref: "fence", Runner: "core.noop"})
+	id := h.request("fence", "")
+	select {
+	case <-held: // the executor has decided the grant and holds it
+	case <-time.After(waitLimit):
+		t.Fatal("no grant decided")
+	}
+	if _, err := h.cmds.Pause(context.Background(), "fence", ""); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	h.quiesce()
+	if got := h.loaded(id).Status(); got != domain.StatusRequested {
+		t.Fatalf("%s while paused", got)
+	}
+	if h.exec.Stats.Conflicts.Load() < 1 {
+		t.Fatal("the grant in flight was not refused")
+	}
+	if _, err := h.cmds.Resume(context.Background(), "fence"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(id, domain.StatusCompleted)
+	h.auditClean()
 }
