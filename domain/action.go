@@ -154,7 +154,7 @@ func (p Policy) KeyOf(in json.RawMessage) (string, error) {
 	var fields map[string]json.RawMessage
 	if t := bytes.TrimSpace(in); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
 		if err := json.Unmarshal(t, &fields); err != nil {
-			return "", fmt.Errorf("%w: input: %v", ErrInvalidRequest, err)
+			return "", fmt.Errorf("%w: input: %w", ErrInvalidRequest, err)
 		}
 	}
 	raw, ok := fields[p.ConcurrencyKey]
@@ -166,7 +166,7 @@ func (p Policy) KeyOf(in json.RawMessage) (string, error) {
 	switch raw[0] {
 	case '"':
 		if err := json.Unmarshal(raw, &key); err != nil {
-			return "", fmt.Errorf("%w: field %q: %v", ErrInvalidRequest, p.ConcurrencyKey, err)
+			return "", fmt.Errorf("%w: field %q: %w", ErrInvalidRequest, p.ConcurrencyKey, err)
 		}
 	case '{', '[':
 		return "", fmt.Errorf("%w: field %q, the action's concurrency_key, must be a string, number or boolean", ErrInvalidRequest, p.ConcurrencyKey)

@@ -46,7 +46,7 @@ func ChildInput(parent, item json.RawMessage) (json.RawMessage, error) {
 	fields := map[string]json.RawMessage{}
 	if t := bytes.TrimSpace(parent); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
 		if err := json.Unmarshal(t, &fields); err != nil {
-			return nil, fmt.Errorf("%w: parent input: %v", ErrInvalidRequest, err)
+			return nil, fmt.Errorf("%w: parent input: %w", ErrInvalidRequest, err)
 		}
 	}
 	t := bytes.TrimSpace(item)
@@ -56,7 +56,7 @@ func ChildInput(parent, item json.RawMessage) (json.RawMessage, error) {
 	if len(t) > 0 && t[0] == '{' {
 		var over map[string]json.RawMessage
 		if err := json.Unmarshal(t, &over); err != nil {
-			return nil, fmt.Errorf("%w: item: %v", ErrInvalidRequest, err)
+			return nil, fmt.Errorf("%w: item: %w", ErrInvalidRequest, err)
 		}
 		for k, v := range over {
 			fields[k] = v
@@ -66,7 +66,7 @@ func ChildInput(parent, item json.RawMessage) (json.RawMessage, error) {
 	}
 	out, err := json.Marshal(fields)
 	if err != nil {
-		return nil, fmt.Errorf("%w: child input: %v", ErrInvalidRequest, err)
+		return nil, fmt.Errorf("%w: child input: %w", ErrInvalidRequest, err)
 	}
 	return out, nil
 }
@@ -270,7 +270,7 @@ func (x *Execution) Request(r ExecutionRequested) (ExecutionRequested, error) {
 		return r, err
 	}
 	if err := ValidateRef(r.Action); err != nil {
-		return r, fmt.Errorf("%w: action: %v", ErrInvalidRequest, err)
+		return r, fmt.Errorf("%w: action: %w", ErrInvalidRequest, err)
 	}
 	if err := ValidateInput(r.Input); err != nil {
 		return r, err

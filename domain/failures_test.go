@@ -116,7 +116,8 @@ func TestRegisterRefusesAPastIncarnation(t *testing.T) {
 
 func TestChildIDAndInput(t *testing.T) {
 	t.Parallel()
-	if domain.ChildID("p", 0) == domain.ChildID("p", 1) || domain.ChildID("p", 0) != domain.ChildID("p", 0) || domain.ChildID("p", 0) == domain.ChildID("q", 0) {
+	a, again := domain.ChildID("p", 0), domain.ChildID("p", 0)
+	if a != again || a == domain.ChildID("p", 1) || a == domain.ChildID("q", 0) {
 		t.Fatal("child ids are not one per (parent, index)")
 	}
 	for _, tc := range []struct{ parent, item, want string }{

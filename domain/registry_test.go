@@ -236,7 +236,7 @@ func TestDecodeRefusals(t *testing.T) {
 			if ev != nil {
 				t.Errorf("Decode returned %#v with an error", ev)
 			}
-			if !strings.Contains(err.Error(), "execution-e1") && tc.want != domain.ErrUnknownEventType {
+			if !strings.Contains(err.Error(), "execution-e1") && !errors.Is(tc.want, domain.ErrUnknownEventType) {
 				t.Errorf("error %q does not name the stream", err)
 			}
 		})

@@ -153,7 +153,7 @@ func checkRuleError(t *testing.T, what string, err error, rule string) {
 		t.Errorf("%s: %v does not match %v", what, err, ruleSentinel[rule])
 	}
 	for r, s := range ruleSentinel {
-		if s != ruleSentinel[rule] && r != rule && errors.Is(err, s) {
+		if !errors.Is(s, ruleSentinel[rule]) && r != rule && errors.Is(err, s) {
 			t.Errorf("%s: %v also matches %v", what, err, s)
 		}
 	}

@@ -242,7 +242,7 @@ func TestAuditFindsEachKindOfViolation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := memstore.New(memstore.Options{})
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			tc.write(logWriter{t, store})
 			rep, err := projections.Audit(context.Background(), store, nil)
 			if err != nil {

@@ -53,7 +53,7 @@ func TestStopLogsNoError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.AddNoPublisherHandler("h", "topic", b.Subscriber, func(*message.Message) error { return nil })
+	r.AddConsumerHandler("h", "topic", b.Subscriber, func(*message.Message) error { return nil })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ran := make(chan error, 1)

@@ -286,5 +286,8 @@ func TestDrainWithWorkInFlight(t *testing.T) {
 	if ws[2].env.Position < h.lastEvent(b).env.Position {
 		t.Fatal("worker.stopped before the drained run was recorded")
 	}
+	for _, r := range h.logs.errorsLogged() {
+		t.Errorf("a drain logged at error level: %s %v", r.msg, r.attrs)
+	}
 	h.auditClean()
 }

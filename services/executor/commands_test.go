@@ -13,7 +13,7 @@ import (
 
 func TestRequestCommand(t *testing.T) {
 	store := memstore.New(memstore.Options{})
-	defer store.Close()
+	t.Cleanup(func() { _ = store.Close() })
 	cmds := &executor.Commands{Store: store, Writer: "test"}
 	ctx := context.Background()
 	items := []json.RawMessage{json.RawMessage(`{"a":1}`), json.RawMessage(`2`)}

@@ -152,8 +152,8 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.AddNoPublisherHandler("assign-"+w.cfg.ID, bus.AssignTopic(w.cfg.ID), w.cfg.Bus.Subscriber, w.onAssign)
-	r.AddNoPublisherHandler("cancel-"+w.cfg.ID, bus.TopicCancel, w.cfg.Bus.Subscriber, w.onCancel)
+	r.AddConsumerHandler("assign-"+w.cfg.ID, bus.AssignTopic(w.cfg.ID), w.cfg.Bus.Subscriber, w.onAssign)
+	r.AddConsumerHandler("cancel-"+w.cfg.ID, bus.TopicCancel, w.cfg.Bus.Subscriber, w.onCancel)
 	w.router = r
 	ctx, cancel := context.WithCancel(ctx)
 	w.ctx = ctx
@@ -480,11 +480,12 @@ func (w *Worker) Drain(ctx context.Context, grace time.Duration) error {
 		return nil
 	}
 	w.draining = true
+	w.mu.Unlock()
+	w.regMu.Lock() // after a re-registration in progress, if any
+	w.mu.Lock()
 	inc, known, inFlight := w.incarnation, w.state.Clone(), len(w.running)
 	w.mu.Unlock()
-	w.regMu.Lock() // wait for a re-registration in progress, if any
 	w.regMu.Unlock()
-	inc = w.Incarnation()
 
 	wctx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelWrite()

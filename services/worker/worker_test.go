@@ -32,9 +32,9 @@ func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 // worker that never started has nothing to drain.
 func TestDrainIdleWorker(t *testing.T) {
 	store := memstore.New(memstore.Options{})
-	defer store.Close()
+	t.Cleanup(func() { _ = store.Close() })
 	b := bus.NewInProcess(quiet())
-	defer b.Close()
+	t.Cleanup(func() { _ = b.Close() })
 	w, err := worker.New(worker.Config{ID: "w1", Store: store, Bus: b, Logger: quiet(), Heartbeat: time.Hour})
 	if err != nil {
 		t.Fatal(err)
