@@ -99,14 +99,23 @@ func maxActive(recs []rec, action string) map[string]int {
 // requested once (its derived id's stream must not exist) and the window
 // holds the same way.
 func TestWithItemsWindow(t *testing.T) {
-	for _, executors := range []int{1, 2} {
-		t.Run(fmt.Sprintf("%d executors", executors), func(t *testing.T) { withItemsWindow(t, executors) })
+	for _, tc := range []struct {
+		executors int
+		embedded  bool
+	}{{1, false}, {2, false}, {2, true}} {
+		store := "memstore"
+		if tc.embedded {
+			store = "embedded"
+		}
+		t.Run(fmt.Sprintf("%d executors on %s", tc.executors, store), func(t *testing.T) {
+			withItemsWindow(t, harnessConfig{executors: tc.executors, embedded: tc.embedded})
+		})
 	}
 }
 
-func withItemsWindow(t *testing.T, executors int) {
+func withItemsWindow(t *testing.T, cfg harnessConfig) {
 	const n, window = 200, 5
-	h := newHarness(t, harnessConfig{executors: executors})
+	h := newHarness(t, cfg)
 	g := newGate()
 	h.addWorker("w1", 50, time.Hour, map[string]runner.Runner{"test.item": g})
 	h.define(domain.Policy{Ref: "items", Runner: "test.item", MaxConcurrent: 50, MaxQueueLength: 1000})
