@@ -384,7 +384,10 @@ func TestCancelAndPauseThroughTheAPI(t *testing.T) {
 	waiting := e.request("c.sleep", map[string]any{"seconds": 0.01})
 
 	e.mustJSON("POST", "/api/v1/executions/"+waiting+"/cancel", map[string]any{"reason": "not needed"}, http.StatusAccepted, nil)
-	e.waitStatus(waiting, domain.StatusCancelled)
+	v := e.waitStatus(waiting, domain.StatusCancelled)
+	if !strings.Contains(v.Error, "not needed") {
+		t.Errorf("cancelled waiter's reason = %q, want the client's", v.Error)
+	}
 	e.mustJSON("POST", "/api/v1/executions/"+running+"/cancel", nil, http.StatusAccepted, nil)
 	e.waitStatus(running, domain.StatusCancelled)
 	if st, _, b := e.do("POST", "/api/v1/executions/"+running+"/cancel", nil); st != http.StatusConflict {
@@ -451,5 +454,40 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 	if after, _ := e.store.Head(context.Background()); after != head {
 		t.Errorf("bad input appended %d events", after-head)
+	}
+}
+
+func TestWithItemsThroughTheAPI(t *testing.T) {
+	e := newE2E(t)
+	e.define("items.echo", "core.echo", 3)
+	items := []any{map[string]any{"n": 1}, map[string]any{"n": 2}, map[string]any{"n": 3}, map[string]any{"n": 4}, "five"}
+	var acc struct{ ID string }
+	e.mustJSON("POST", "/api/v1/executions", map[string]any{"action": "items.echo", "input": map[string]any{"base": true},
+		"with_items": items, "concurrency": 2}, http.StatusAccepted, &acc)
+	parent := e.waitStatus(acc.ID, domain.StatusCompleted)
+	if len(parent.Children) != len(items) {
+		t.Fatalf("parent lists %d children, want %d: %+v", len(parent.Children), len(items), parent)
+	}
+	var list struct{ Executions []projections.ExecutionView }
+	e.mustJSON("GET", "/api/v1/executions?parent="+acc.ID, nil, http.StatusOK, &list)
+	if len(list.Executions) != len(items) {
+		t.Fatalf("?parent= lists %d executions, want %d", len(list.Executions), len(items))
+	}
+	for i, x := range list.Executions { // newest first: the last item first
+		want := parent.Children[len(items)-1-i]
+		if x.ID != want || x.Status != domain.StatusCompleted || x.Parent != acc.ID {
+			t.Errorf("child %d: %s %s parent %s, want %s completed", i, x.ID, x.Status, x.Parent, want)
+		}
+	}
+	var first projections.ExecutionView
+	e.mustJSON("GET", "/api/v1/executions/"+parent.Children[0], nil, http.StatusOK, &first)
+	if string(first.Result) != `{"base":true,"n":1}` {
+		t.Errorf("first child's result = %s, want the item merged over the input", first.Result)
+	}
+	if st, _, b := e.do("POST", "/api/v1/executions", `{"action":"items.echo","with_items":[]}`); st != http.StatusBadRequest {
+		t.Errorf("empty with_items: %d %s", st, b)
+	}
+	if st, _, b := e.do("POST", "/api/v1/executions", `{"action":"items.echo","concurrency":2}`); st != http.StatusBadRequest {
+		t.Errorf("concurrency without with_items: %d %s", st, b)
 	}
 }

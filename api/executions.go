@@ -64,12 +64,9 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if body.WithItems != nil { // TODO(#4): wire the fan-out when the executor has it
-		writeProblem(w, problemf(http.StatusNotImplemented, "with_items is not available in this build yet"))
-		return
-	}
 	id, created, err := s.cfg.Commands.Request(r.Context(), executor.Request{
 		Action: body.Action, Input: body.Input, IdempotencyKey: key,
+		WithItems: body.WithItems, Concurrency: body.Concurrency,
 	})
 	if err != nil {
 		s.fail(w, r, err)

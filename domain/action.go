@@ -1,6 +1,8 @@
 package domain
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -136,6 +138,55 @@ func (p Policy) Validate() error {
 	return nil
 }
 
+// MaxKeyLen bounds a concurrency key value, in bytes.
+const MaxKeyLen = 200
+
+// KeyOf returns the concurrency key of an execution with input in: "" when
+// the policy names no concurrency_key; otherwise the value of the input's
+// top-level field of that name: a string as is, a number or a boolean as its
+// JSON text. A missing or null field, an object or array value, or a value
+// longer than MaxKeyLen is an error wrapping ErrInvalidRequest: the request is
+// rejected with RejectInvalidInput.
+func (p Policy) KeyOf(in json.RawMessage) (string, error) {
+	if p.ConcurrencyKey == "" {
+		return "", nil
+	}
+	var fields map[string]json.RawMessage
+	if t := bytes.TrimSpace(in); len(t) > 0 && !bytes.Equal(t, []byte("null")) {
+		if err := json.Unmarshal(t, &fields); err != nil {
+			return "", fmt.Errorf("%w: input: %w", ErrInvalidRequest, err)
+		}
+	}
+	raw, ok := fields[p.ConcurrencyKey]
+	raw = bytes.TrimSpace(raw)
+	if !ok || len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return "", fmt.Errorf("%w: input has no field %q, the action's concurrency_key", ErrInvalidRequest, p.ConcurrencyKey)
+	}
+	var key string
+	switch raw[0] {
+	case '"':
+		if err := json.Unmarshal(raw, &key); err != nil {
+			return "", fmt.Errorf("%w: field %q: %w", ErrInvalidRequest, p.ConcurrencyKey, err)
+		}
+	case '{', '[':
+		return "", fmt.Errorf("%w: field %q, the action's concurrency_key, must be a string, number or boolean", ErrInvalidRequest, p.ConcurrencyKey)
+	default:
+		key = string(raw)
+	}
+	if len(key) > MaxKeyLen {
+		return "", fmt.Errorf("%w: field %q is longer than %d bytes", ErrInvalidRequest, p.ConcurrencyKey, MaxKeyLen)
+	}
+	return key, nil
+}
+
+// RateWindow returns the rate limit's window (0 without a rate limit).
+func (p Policy) RateWindow() time.Duration {
+	if p.RateLimit == nil {
+		return 0
+	}
+	return seconds(p.RateLimit.PerSeconds)
+}
+
 // Timeout, ScheduledTimeout and QueueTimeout return the policy's durations.
 func (p Policy) Timeout() time.Duration          { return seconds(p.TimeoutSeconds) }
 func (p Policy) ScheduledTimeout() time.Duration { return seconds(p.ScheduledTimeoutSeconds) }
@@ -245,9 +296,4 @@ func (a *Action) Apply(ev Event, version uint64) {
 	a.version = int64(version)
 }
 
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
+func clip(s string) string { return clipUTF8(s, 64) }

@@ -13,20 +13,22 @@ const (
 	TypeActionPaused        = "action.paused"
 	TypeActionResumed       = "action.resumed"
 
-	TypeExecutionRequested       = "execution.requested"
-	TypeExecutionRejected        = "execution.rejected"
-	TypeExecutionScheduling      = "execution.scheduling"
-	TypeExecutionScheduled       = "execution.scheduled"
-	TypeExecutionRunning         = "execution.running"
-	TypeExecutionCompleted       = "execution.completed"
-	TypeExecutionFailed          = "execution.failed"
-	TypeExecutionTimedOut        = "execution.timed_out"
-	TypeExecutionCancelled       = "execution.cancelled"
-	TypeExecutionCancelRequested = "execution.cancel_requested"
-	TypeExecutionHandoffExpired  = "execution.handoff_expired"
-	TypeExecutionAbandoned       = "execution.abandoned"
+	TypeExecutionRequested         = "execution.requested"
+	TypeExecutionRejected          = "execution.rejected"
+	TypeExecutionScheduling        = "execution.scheduling"
+	TypeExecutionScheduled         = "execution.scheduled"
+	TypeExecutionRunning           = "execution.running"
+	TypeExecutionCompleted         = "execution.completed"
+	TypeExecutionFailed            = "execution.failed"
+	TypeExecutionTimedOut          = "execution.timed_out"
+	TypeExecutionCancelled         = "execution.cancelled"
+	TypeExecutionCancelRequested   = "execution.cancel_requested"
+	TypeExecutionHandoffExpired    = "execution.handoff_expired"
+	TypeExecutionAbandoned         = "execution.abandoned"
+	TypeExecutionChildrenRequested = "execution.children_requested"
 
-	TypeQueueGranted = "queue.granted"
+	TypeQueueGranted       = "queue.granted"
+	TypeQueueActionChanged = "queue.action_changed"
 
 	TypeWorkerRegistered = "worker.registered"
 	TypeWorkerHeartbeat  = "worker.heartbeat"
@@ -64,16 +66,25 @@ func (ActionResumed) EventType() string       { return TypeActionResumed }
 
 // ExecutionRequested opens an execution's stream. Its position in the log is
 // the execution's place in its queue.
+//
+// A with_items parent carries its items (WithItems, Items = len(WithItems))
+// and its window (Concurrency, 0: no window of its own); it takes no slot and
+// never reaches a worker: the executor requests one child per item, in item
+// order, each a plain execution of the same action with Parent and ItemIndex set.
 type ExecutionRequested struct {
-	Action         string          `json:"action"`
-	Input          json.RawMessage `json:"input,omitempty"`
-	ConcurrencyKey string          `json:"concurrency_key,omitempty"` // value of the policy's key field: one queue per value
-	Parent         string          `json:"parent,omitempty"`          // the with_items parent, for a child
-	ItemIndex      int             `json:"item_index,omitempty"`      // the child's item index in its parent
-	Items          int             `json:"items,omitempty"`           // for a with_items parent: how many children
-	Concurrency    int             `json:"concurrency,omitempty"`     // for a with_items parent: its window
-	IdempotencyKey string          `json:"idempotency_key,omitempty"` // the client's key, if it gave one
-	RequestHash    string          `json:"request_hash,omitempty"`    // hash of the request body, to detect a reused key
+	Action string          `json:"action"`
+	Input  json.RawMessage `json:"input,omitempty"`
+	// ConcurrencyKey is not used: the queue fold derives the key from Input
+	// with the policy in force at the request's position (Policy.KeyOf). It
+	// stays readable in old events.
+	ConcurrencyKey string            `json:"concurrency_key,omitempty"`
+	Parent         string            `json:"parent,omitempty"`          // the with_items parent, for a child
+	ItemIndex      int               `json:"item_index,omitempty"`      // the child's item index in its parent
+	Items          int               `json:"items,omitempty"`           // for a with_items parent: how many children
+	Concurrency    int               `json:"concurrency,omitempty"`     // for a with_items parent: its window
+	WithItems      []json.RawMessage `json:"with_items,omitempty"`      // for a with_items parent: the items, in order
+	IdempotencyKey string            `json:"idempotency_key,omitempty"` // the client's key, if it gave one
+	RequestHash    string            `json:"request_hash,omitempty"`    // hash of the request body, to detect a reused key
 }
 
 // ExecutionRejected ends an execution that was never granted.
@@ -112,23 +123,46 @@ type ExecutionCompleted struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// ExecutionFailed ends an execution with an error.
+// ExecutionFailed ends an execution with an error. Code, when set, says why
+// in a machine-readable way (FailScheduledTimeout, FailWorkerLost, FailDrain,
+// FailItems); a failure of the action itself has none.
 type ExecutionFailed struct {
 	Error  string          `json:"error"`
+	Code   string          `json:"code,omitempty"`
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // ExecutionTimedOut ends an execution that ran past its action's timeout.
+// Result is what the runner had when it was stopped, if anything.
 type ExecutionTimedOut struct {
-	TimeoutMillis int64 `json:"timeout_ms"`
+	TimeoutMillis int64           `json:"timeout_ms"`
+	Result        json.RawMessage `json:"result,omitempty"`
 }
 
-// ExecutionCancelled ends an execution on request (or on queue timeout).
+// ExecutionCancelled ends an execution on request, on queue timeout, or
+// because its with_items parent was cancelled (Code says which). Result is
+// what the runner had when it was stopped, if anything.
 type ExecutionCancelled struct {
-	Reason string `json:"reason,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+	Code   string          `json:"code,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// ExecutionCancelRequested records a client's request; it changes no state.
+// Codes of ExecutionFailed and ExecutionCancelled.
+const (
+	FailScheduledTimeout = "scheduled_timeout" // no worker started it within scheduled_timeout, max_attempts times
+	FailWorkerLost       = "worker_lost"       // its worker was lost (or stopped) holding it, max_attempts times
+	FailDrain            = "drain"             // its worker drained and it did not finish within the grace period
+	FailItems            = "items_failed"      // a with_items parent: some children did not complete
+
+	CancelRequested       = "requested"        // a client asked
+	CancelQueueTimeout    = "queue_timeout"    // it waited longer than the queue timeout
+	CancelParentCancelled = "parent_cancelled" // its with_items parent was cancelled
+)
+
+// ExecutionCancelRequested records a cancellation request (a client's, or
+// the executor's for the children of a cancelled with_items parent); it
+// changes no state.
 type ExecutionCancelRequested struct {
 	Reason string `json:"reason,omitempty"`
 }
@@ -147,18 +181,30 @@ type ExecutionAbandoned struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-func (ExecutionRequested) EventType() string       { return TypeExecutionRequested }
-func (ExecutionRejected) EventType() string        { return TypeExecutionRejected }
-func (ExecutionScheduling) EventType() string      { return TypeExecutionScheduling }
-func (ExecutionScheduled) EventType() string       { return TypeExecutionScheduled }
-func (ExecutionRunning) EventType() string         { return TypeExecutionRunning }
-func (ExecutionCompleted) EventType() string       { return TypeExecutionCompleted }
-func (ExecutionFailed) EventType() string          { return TypeExecutionFailed }
-func (ExecutionTimedOut) EventType() string        { return TypeExecutionTimedOut }
-func (ExecutionCancelled) EventType() string       { return TypeExecutionCancelled }
-func (ExecutionCancelRequested) EventType() string { return TypeExecutionCancelRequested }
-func (ExecutionHandoffExpired) EventType() string  { return TypeExecutionHandoffExpired }
-func (ExecutionAbandoned) EventType() string       { return TypeExecutionAbandoned }
+// ExecutionChildrenRequested is written to a with_items parent's stream in
+// the same atomic append as its children's execution.requested events (items
+// First..First+Count-1). The parent's stream version thus fences its fan-out:
+// requesting children, a cancellation request and the parent's end are
+// decided in one order, so no child is requested after the parent was asked
+// to cancel or has ended, and two executors never request the same items.
+type ExecutionChildrenRequested struct {
+	First int `json:"first"`
+	Count int `json:"count"`
+}
+
+func (ExecutionChildrenRequested) EventType() string { return TypeExecutionChildrenRequested }
+func (ExecutionRequested) EventType() string         { return TypeExecutionRequested }
+func (ExecutionRejected) EventType() string          { return TypeExecutionRejected }
+func (ExecutionScheduling) EventType() string        { return TypeExecutionScheduling }
+func (ExecutionScheduled) EventType() string         { return TypeExecutionScheduled }
+func (ExecutionRunning) EventType() string           { return TypeExecutionRunning }
+func (ExecutionCompleted) EventType() string         { return TypeExecutionCompleted }
+func (ExecutionFailed) EventType() string            { return TypeExecutionFailed }
+func (ExecutionTimedOut) EventType() string          { return TypeExecutionTimedOut }
+func (ExecutionCancelled) EventType() string         { return TypeExecutionCancelled }
+func (ExecutionCancelRequested) EventType() string   { return TypeExecutionCancelRequested }
+func (ExecutionHandoffExpired) EventType() string    { return TypeExecutionHandoffExpired }
+func (ExecutionAbandoned) EventType() string         { return TypeExecutionAbandoned }
 
 // ---- queue-<ref> ----
 
@@ -171,7 +217,18 @@ type QueueGranted struct {
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
 }
 
-func (QueueGranted) EventType() string { return TypeQueueGranted }
+// QueueActionChanged is appended to an action's queue stream in the same
+// atomic append as every action.* event (definition, policy change, pause,
+// resume). It moves the queue stream's version, the fence of grants: a grant
+// decided on the old policy or pause state fails and is decided again, so a
+// change applies exactly from the next grant in the log.
+type QueueActionChanged struct {
+	ActionVersion uint64 `json:"action_version"` // version of the action event it accompanies
+	Change        string `json:"change"`         // that event's type
+}
+
+func (QueueGranted) EventType() string       { return TypeQueueGranted }
+func (QueueActionChanged) EventType() string { return TypeQueueActionChanged }
 
 // ---- worker-<id> ----
 
@@ -261,10 +318,12 @@ func mustCatalogue() *Registry {
 		{ExecutionFailed{}, StreamExecution, []Owner{wk, ex}},
 		{ExecutionTimedOut{}, StreamExecution, []Owner{wk}},
 		{ExecutionCancelled{}, StreamExecution, []Owner{ex, wk}},
-		{ExecutionCancelRequested{}, StreamExecution, []Owner{api}},
+		{ExecutionCancelRequested{}, StreamExecution, []Owner{api, ex}}, // ex: the children of a cancelled parent
 		{ExecutionHandoffExpired{}, StreamExecution, []Owner{ex}},
 		{ExecutionAbandoned{}, StreamExecution, []Owner{ex}},
+		{ExecutionChildrenRequested{}, StreamExecution, []Owner{ex}},
 		{QueueGranted{}, StreamQueue, []Owner{ex}},
+		{QueueActionChanged{}, StreamQueue, []Owner{api}},
 		{WorkerRegistered{}, StreamWorker, []Owner{wk}},
 		{WorkerHeartbeat{}, StreamWorker, []Owner{wk}},
 		{WorkerDraining{}, StreamWorker, []Owner{wk}},

@@ -38,9 +38,9 @@ func Example() {
 	apply(req, err)
 	queues.Apply(&domain.Envelope{Stream: domain.ExecutionStream("ex-1"), Position: 2, Time: at}, req)
 
-	head := queues.Get("mail.send").Grantable(1)[0]
-	fmt.Println("grantable:", head.Execution, queues.Get("mail.send").CheckGrant(head.Execution, head.Key))
-	apply(x.Grant())
+	head := queues.Get("mail.send").Grantable(1, at)[0]
+	fmt.Println("grantable:", head.Execution, queues.Get("mail.send").CheckGrant(head.Execution, head.Key, at))
+	apply(x.Grant(head.Key))
 
 	apply(x.Schedule("w1", "w1-boot-1", policy))
 	apply(x.Start("w1"))

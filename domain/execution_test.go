@@ -36,10 +36,21 @@ func TestRequestValidation(t *testing.T) {
 		{"action starting with a dot", domain.ExecutionRequested{Action: ".a"}, false},
 		{"action too long", domain.ExecutionRequested{Action: strings.Repeat("a", domain.MaxRefLen+1)}, false},
 		{"action at max length", domain.ExecutionRequested{Action: strings.Repeat("a", domain.MaxRefLen)}, true},
-		{"with_items parent", domain.ExecutionRequested{Action: "a", Items: 3, Concurrency: 2}, true},
+		{"with_items parent", domain.ExecutionRequested{Action: "a", Items: 3, Concurrency: 2, WithItems: items(`1`, `{"a":1}`, `"s"`)}, true},
+		{"with_items, items count left out", domain.ExecutionRequested{Action: "a", Concurrency: 2, WithItems: items(`1`, `2`, `3`)}, true},
+		{"items count without the items", domain.ExecutionRequested{Action: "a", Items: 3, Concurrency: 2}, false},
+		{"items count and items disagree", domain.ExecutionRequested{Action: "a", Items: 2, WithItems: items(`1`, `2`, `3`)}, false},
+		{"item not JSON", domain.ExecutionRequested{Action: "a", WithItems: items(`1`, `{`)}, false},
+		{"too many items", domain.ExecutionRequested{Action: "a", WithItems: make([]json.RawMessage, domain.MaxItems+1)}, false},
+		{"items too big together", domain.ExecutionRequested{Action: "a", WithItems: items(`"`+strings.Repeat("x", domain.MaxItemsBytes/2)+`"`, `"`+strings.Repeat("x", domain.MaxItemsBytes/2)+`"`)}, false},
+		{"child input too big", domain.ExecutionRequested{Action: "a", Input: json.RawMessage(big[:domain.MaxInputBytes-2] + `"}`), WithItems: items(`{"b":1}`)}, false},
 		{"negative items", domain.ExecutionRequested{Action: "a", Items: -1}, false},
-		{"negative concurrency", domain.ExecutionRequested{Action: "a", Items: 2, Concurrency: -1}, false},
+		{"negative concurrency", domain.ExecutionRequested{Action: "a", Items: 2, Concurrency: -1, WithItems: items(`1`, `2`)}, false},
 		{"concurrency without items", domain.ExecutionRequested{Action: "a", Concurrency: 2}, false},
+		{"child", domain.ExecutionRequested{Action: "a", Parent: "p", ItemIndex: 4}, true},
+		{"child with items", domain.ExecutionRequested{Action: "a", Parent: "p", WithItems: items(`1`)}, false},
+		{"child with a negative index", domain.ExecutionRequested{Action: "a", Parent: "p", ItemIndex: -1}, false},
+		{"item index without a parent", domain.ExecutionRequested{Action: "a", ItemIndex: 1}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -50,7 +61,7 @@ func TestRequestValidation(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Request: %v", err)
 				}
-				if ev.Action != tc.req.Action || string(ev.Input) != string(tc.req.Input) || ev.Items != tc.req.Items {
+				if ev.Action != tc.req.Action || string(ev.Input) != string(tc.req.Input) || ev.Items != len(tc.req.WithItems) {
 					t.Errorf("Request returned %+v for %+v", ev, tc.req)
 				}
 				return
@@ -75,7 +86,7 @@ func TestScheduleAttempts(t *testing.T) {
 	l := newExecLog(t, "e1")
 	x := l.x
 	l.must(x.Request(domain.ExecutionRequested{Action: "act", Input: json.RawMessage(`{"a":1}`)}))
-	l.must(x.Grant())
+	l.must(x.Grant(""))
 	if _, err := x.Schedule("", "", p); !errors.Is(err, domain.ErrInvalidRequest) {
 		t.Fatalf("Schedule to no worker = %v, want ErrInvalidRequest", err)
 	}
@@ -138,7 +149,7 @@ func TestExpireHandoff(t *testing.T) {
 	if _, err := x.ExpireHandoff(t0.Add(time.Hour)); !errors.Is(err, domain.ErrIllegalTransition) {
 		t.Fatalf("ExpireHandoff before any handoff = %v, want a transition refusal", err)
 	}
-	l.must(x.Grant())
+	l.must(x.Grant(""))
 	at := l.must(x.Schedule("w1", "i", testPolicy())) // scheduled_timeout 10s
 	deadline := at.Add(10 * time.Second)
 	if !x.HandoffDeadline().Equal(deadline) {
@@ -196,12 +207,12 @@ func TestStateTimestamps(t *testing.T) {
 	if st.Version != -1 || st.Status != domain.StatusNew || st.RequestedAt != nil || st.EndedAt != nil {
 		t.Fatalf("state of a new stream: %+v", st)
 	}
-	req := l.must(x.Request(domain.ExecutionRequested{Action: "act", ConcurrencyKey: "k", Parent: "p", ItemIndex: 2, Input: json.RawMessage(`{"i":2}`)}))
+	req := l.must(x.Request(domain.ExecutionRequested{Action: "act", Parent: "p", ItemIndex: 2, Input: json.RawMessage(`{"i":2}`)}))
 	st = x.State()
 	if st.RequestedAt == nil || !st.RequestedAt.Equal(req) || st.SchedulingAt != nil || st.ScheduledAt != nil || st.RunningAt != nil || st.EndedAt != nil {
 		t.Fatalf("after request: %+v", st)
 	}
-	grant := l.must(x.Grant())
+	grant := l.must(x.Grant("k"))
 	sched := l.must(x.Schedule("w1", "i", testPolicy()))
 	run := l.must(x.Start("w1"))
 	end := l.must(x.Complete(oWorker, "w1", json.RawMessage(`{"ok":true}`)))
@@ -403,7 +414,7 @@ func TestExecutionProperties(t *testing.T) {
 				"request": func(t *rapid.T) {
 					r := domain.ExecutionRequested{Action: "act", Input: json.RawMessage(`{"a":1}`)}
 					if rapid.IntRange(0, 4).Draw(t, "parent") == 0 {
-						r.Items, r.Concurrency = 3, 1
+						r.WithItems, r.Concurrency = items(`1`, `2`, `3`), 1
 					}
 					ev, err := x.Request(r)
 					try(domain.TypeExecutionRequested, oExec, "", ev, err, true, nil)
@@ -413,7 +424,7 @@ func TestExecutionProperties(t *testing.T) {
 					try(domain.TypeExecutionRejected, oExec, "", ev, err, true, nil)
 				},
 				"grant": func(t *rapid.T) {
-					ev, err := x.Grant()
+					ev, err := x.Grant("")
 					try(domain.TypeExecutionScheduling, oExec, "", ev, err, true, nil)
 				},
 				"schedule": func(t *rapid.T) {
@@ -504,4 +515,12 @@ func TestExecutionProperties(t *testing.T) {
 			}
 		}
 	})
+}
+
+func items(raw ...string) []json.RawMessage {
+	out := make([]json.RawMessage, len(raw))
+	for i, r := range raw {
+		out[i] = json.RawMessage(r)
+	}
+	return out
 }

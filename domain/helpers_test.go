@@ -68,8 +68,10 @@ var handoffSpec = []specRow{
 	{domain.TypeExecutionCancelled, oWorker, []domain.Status{sScheduled, sRunning}, plainOnly, domain.StatusCancelled},
 	{domain.TypeExecutionCancelled, oExec, []domain.Status{sRunning}, parentOnly, domain.StatusCancelled},
 	{domain.TypeExecutionCancelRequested, oAPI, []domain.Status{sRequested, sScheduling, sScheduled, sRunning}, anyKind, ""},
+	{domain.TypeExecutionCancelRequested, oExec, []domain.Status{sRequested, sScheduling, sScheduled, sRunning}, anyKind, ""}, // a cancelled parent's children
 	{domain.TypeExecutionHandoffExpired, oExec, []domain.Status{sScheduled}, plainOnly, domain.StatusScheduling},
 	{domain.TypeExecutionAbandoned, oExec, []domain.Status{sScheduled, sRunning}, plainOnly, domain.StatusScheduling},
+	{domain.TypeExecutionChildrenRequested, oExec, []domain.Status{sRunning}, parentOnly, ""}, // fan-out, fenced by the parent's version
 }
 
 func (r specRow) applies(parent bool) bool {
@@ -165,7 +167,7 @@ func execIn(t testing.TB, s domain.Status, parent bool) (x *domain.Execution, fo
 	}
 	req := domain.ExecutionRequested{Action: "act", Input: json.RawMessage(`{"n":1}`)}
 	if parent {
-		req.Items, req.Concurrency = 3, 2
+		req.WithItems, req.Concurrency = []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`{"n":2}`), json.RawMessage(`"x"`)}, 2
 	}
 	l.must(x.Request(req))
 	p := testPolicy()
@@ -211,7 +213,7 @@ func execIn(t testing.TB, s domain.Status, parent bool) (x *domain.Execution, fo
 	case domain.StatusCancelled:
 		l.must(x.Cancel(oExec, "", "queue timeout"))
 	default:
-		l.must(x.Grant())
+		l.must(x.Grant(""))
 		if s == domain.StatusScheduling {
 			break
 		}

@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"math"
 	"sort"
 	"time"
 )
@@ -119,6 +120,58 @@ type Queue struct {
 	paused  bool
 	version int64 // last version of queue-<ref>, -1 when empty
 	keys    map[string]*KeyQueue
+
+	// Log times of recent grants (grants[gHead:]), oldest first, for the
+	// rate limit. They are kept from the first policy with a rate limit on,
+	// as many as the largest count and as far back as the longest window any
+	// policy has had. A time earlier than the one before it (a clock that
+	// went back) is kept as that one, so the list stays sorted; that only
+	// ever counts a grant in a window longer.
+	grants   []time.Time
+	gHead    int
+	rateSpan time.Duration
+	rateMax  int
+}
+
+func (q *Queue) setPolicy(p Policy) {
+	q.policy = p
+	if rl := p.RateLimit; rl != nil {
+		q.rateSpan = max(q.rateSpan, p.RateWindow())
+		q.rateMax = max(q.rateMax, rl.Count)
+	}
+}
+
+func (q *Queue) recordGrant(at time.Time) {
+	if q.rateMax == 0 {
+		return
+	}
+	if n := len(q.grants); n > q.gHead && at.Before(q.grants[n-1]) {
+		at = q.grants[n-1]
+	}
+	q.grants = append(q.grants, at)
+	cutoff := at.Add(-q.rateSpan)
+	for q.gHead < len(q.grants) && (len(q.grants)-q.gHead > q.rateMax || !q.grants[q.gHead].After(cutoff)) {
+		q.gHead++
+	}
+	if q.gHead > 64 && q.gHead*2 > len(q.grants) {
+		n := copy(q.grants, q.grants[q.gHead:])
+		q.grants, q.gHead = q.grants[:n], 0
+	}
+}
+
+// RateRoom returns how many grants the rate limit allows at log time now:
+// its count less the grants whose log time is after now minus its window
+// (math.MaxInt without a rate limit). It never decreases as now grows, so
+// judging at an earlier time only ever allows fewer grants.
+func (q *Queue) RateRoom(now time.Time) int {
+	rl := q.policy.RateLimit
+	if rl == nil {
+		return math.MaxInt
+	}
+	cutoff := now.Add(-q.policy.RateWindow())
+	live := q.grants[q.gHead:]
+	i := sort.Search(len(live), func(i int) bool { return live[i].After(cutoff) })
+	return max(rl.Count-(len(live)-i), 0)
 }
 
 // Policy returns the action's policy as of the fold.
@@ -172,11 +225,16 @@ func (q *Queue) key(k string) *KeyQueue {
 	return kq
 }
 
-// Grantable returns the waiters that may be granted now, at most max: for
-// each key, heads in FIFO order while the key has a free slot. Nothing is
-// grantable while the action is paused or undefined.
-func (q *Queue) Grantable(max int) []Waiter {
-	if q.paused || !q.defined || max <= 0 {
+// Grantable returns the waiters that may be granted at time now, at most
+// max: for each key, heads in FIFO order while the key has a free slot, and
+// no more than the rate limit allows at now. Nothing is grantable while the
+// action is paused or undefined.
+func (q *Queue) Grantable(max int, now time.Time) []Waiter {
+	if q.paused || !q.defined {
+		return nil
+	}
+	max = min(max, q.RateRoom(now))
+	if max <= 0 {
 		return nil
 	}
 	var out []Waiter
@@ -200,9 +258,10 @@ func (q *Queue) Grantable(max int) []Waiter {
 	return out
 }
 
-// CheckGrant reports whether granting execution id now keeps FIFO order and
-// the concurrency limit: nil, or an error naming what it breaks.
-func (q *Queue) CheckGrant(id, key string) error {
+// CheckGrant reports whether granting execution id at log time at keeps FIFO
+// order, the concurrency limit and the rate limit: nil, or an error naming
+// what it breaks.
+func (q *Queue) CheckGrant(id, key string, at time.Time) error {
 	switch {
 	case !q.defined:
 		return fmt.Errorf("grant of %s: action %q is not defined", id, q.Ref)
@@ -222,6 +281,10 @@ func (q *Queue) CheckGrant(id, key string) error {
 	}
 	if len(kq.active) >= q.policy.MaxConcurrent {
 		return fmt.Errorf("grant of %s exceeds max_concurrent %d of %q key %q", id, q.policy.MaxConcurrent, q.Ref, key)
+	}
+	if q.RateRoom(at) <= 0 {
+		rl := q.policy.RateLimit
+		return fmt.Errorf("grant of %s at %s exceeds the rate limit of %q (%d per %gs)", id, at.Format(time.RFC3339Nano), q.Ref, rl.Count, rl.PerSeconds)
 	}
 	return nil
 }
@@ -347,9 +410,10 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 	switch e := ev.(type) {
 	case ActionDefined:
 		q := qs.queue(e.Policy.Ref)
-		q.policy, q.defined = e.Policy, true
+		q.setPolicy(e.Policy)
+		q.defined = true
 	case ActionPolicyChanged:
-		qs.queue(e.Policy.Ref).policy = e.Policy
+		qs.queue(e.Policy.Ref).setPolicy(e.Policy)
 	case ActionPaused:
 		_, ref := SplitStream(env.Stream)
 		qs.queue(ref).paused = true
@@ -363,10 +427,14 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 		_, ref := SplitStream(env.Stream)
 		q := qs.queue(ref)
 		q.version = int64(env.Version)
+		q.recordGrant(env.Time)
 		kq := q.key(e.ConcurrencyKey)
 		kq.waiting.remove(e.Execution)
 		kq.active[e.Execution] = struct{}{}
 		qs.where[e.Execution] = placement{ref: ref, key: e.ConcurrencyKey, granted: true}
+	case QueueActionChanged:
+		_, ref := SplitStream(env.Stream)
+		qs.queue(ref).version = int64(env.Version)
 	case ExecutionRejected, ExecutionCompleted, ExecutionFailed, ExecutionTimedOut, ExecutionCancelled:
 		_, id := SplitStream(env.Stream)
 		delete(qs.pending, id)
@@ -406,15 +474,29 @@ func (qs *Queues) admit(id string, env *Envelope, e ExecutionRequested) {
 		refuse(RejectInvalidInput, err.Error())
 		return
 	}
-	kq := q.key(e.ConcurrencyKey)
-	if kq.Waiting() >= q.policy.MaxQueueLength {
-		refuse(RejectQueueFull, fmt.Sprintf("queue of %q is full (%d waiting, max_queue_length %d)", e.Action, kq.Waiting(), q.policy.MaxQueueLength))
+	key, err := q.policy.KeyOf(e.Input)
+	if err != nil {
+		refuse(RejectInvalidInput, err.Error())
 		return
 	}
-	if q.policy.OnLimit == OnLimitReject && (kq.Active()+kq.Waiting() >= q.policy.MaxConcurrent || q.paused) {
-		refuse(RejectNoSlot, fmt.Sprintf("no free slot for %q (max_concurrent %d) and on_limit is reject", e.Action, q.policy.MaxConcurrent))
+	waiting, active := 0, 0
+	if kq := q.keys[key]; kq != nil {
+		waiting, active = kq.Waiting(), kq.Active()
+	}
+	if waiting >= q.policy.MaxQueueLength {
+		refuse(RejectQueueFull, fmt.Sprintf("queue of %q key %q is full (%d waiting, max_queue_length %d)", e.Action, key, waiting, q.policy.MaxQueueLength))
 		return
 	}
-	kq.waiting.push(Waiter{Execution: id, Key: e.ConcurrencyKey, Position: env.Position, EnqueuedAt: env.Time})
-	qs.where[id] = placement{ref: e.Action, key: e.ConcurrencyKey}
+	if q.policy.OnLimit == OnLimitReject {
+		if active+waiting >= q.policy.MaxConcurrent || q.paused {
+			refuse(RejectNoSlot, fmt.Sprintf("no free slot for %q key %q (max_concurrent %d) and on_limit is reject", e.Action, key, q.policy.MaxConcurrent))
+			return
+		}
+		if rl := q.policy.RateLimit; rl != nil && q.RateRoom(env.Time)-q.Waiting() <= 0 {
+			refuse(RejectRateLimited, fmt.Sprintf("rate limit of %q (%d per %gs) reached and on_limit is reject", e.Action, rl.Count, rl.PerSeconds))
+			return
+		}
+	}
+	q.key(key).waiting.push(Waiter{Execution: id, Key: key, Position: env.Position, EnqueuedAt: env.Time})
+	qs.where[id] = placement{ref: e.Action, key: key}
 }

@@ -62,22 +62,33 @@ func (l *qlog) change(p domain.Policy) {
 func (l *qlog) pause(ref string)  { l.apply(domain.ActionStream(ref), domain.ActionPaused{}) }
 func (l *qlog) resume(ref string) { l.apply(domain.ActionStream(ref), domain.ActionResumed{}) }
 
+// request appends a request whose input has the field "tenant" set to key
+// (no such field when key is "-"): the key of a policy with concurrency_key
+// "tenant"; policies without one ignore it.
 func (l *qlog) request(id, ref, key string) domain.Envelope {
-	return l.apply(domain.ExecutionStream(id), domain.ExecutionRequested{Action: ref, ConcurrencyKey: key, Input: json.RawMessage(`{}`)})
+	return l.apply(domain.ExecutionStream(id), domain.ExecutionRequested{Action: ref, Input: tenantInput(key)})
 }
 
-// grant checks the grant with CheckGrant and, if legal, appends what the
-// executor appends: execution.scheduling and queue.granted.
+func tenantInput(key string) json.RawMessage {
+	if key == "-" {
+		return json.RawMessage(`{}`)
+	}
+	return json.RawMessage(`{"tenant":"` + key + `"}`)
+}
+
+// grant checks the grant with CheckGrant at the current log time and, if
+// legal, appends what the executor appends, in its order: queue.granted (at
+// that time) and execution.scheduling.
 func (l *qlog) grant(id, ref, key string) error {
 	q := l.qs.Get(ref)
 	if q == nil {
 		return fmt.Errorf("no queue %q", ref)
 	}
-	if err := q.CheckGrant(id, key); err != nil {
+	if err := q.CheckGrant(id, key, l.at); err != nil {
 		return err
 	}
-	l.apply(domain.ExecutionStream(id), domain.ExecutionScheduling{ConcurrencyKey: key})
 	l.apply(domain.QueueStream(ref), domain.QueueGranted{Execution: id, ConcurrencyKey: key})
+	l.apply(domain.ExecutionStream(id), domain.ExecutionScheduling{ConcurrencyKey: key})
 	return nil
 }
 
@@ -143,14 +154,14 @@ func TestQueueFIFO(t *testing.T) {
 	if q.Waiting() != 4 || q.Active() != 0 || q.Version() != -1 {
 		t.Fatalf("waiting %d active %d version %d", q.Waiting(), q.Active(), q.Version())
 	}
-	if got := ids(q.Grantable(10)); !slices.Equal(got, []string{"e1", "e2"}) {
-		t.Fatalf("Grantable(10) = %v, want the two oldest", got)
+	if got := ids(q.Grantable(10, t0)); !slices.Equal(got, []string{"e1", "e2"}) {
+		t.Fatalf("Grantable(10, t0) = %v, want the two oldest", got)
 	}
-	if got := ids(q.Grantable(1)); !slices.Equal(got, []string{"e1"}) {
-		t.Fatalf("Grantable(1) = %v", got)
+	if got := ids(q.Grantable(1, t0)); !slices.Equal(got, []string{"e1"}) {
+		t.Fatalf("Grantable(1, t0) = %v", got)
 	}
-	if got := q.Grantable(0); got != nil {
-		t.Fatalf("Grantable(0) = %v", got)
+	if got := q.Grantable(0, t0); got != nil {
+		t.Fatalf("Grantable(0, t0) = %v", got)
 	}
 	wantErr(t, "e2 before e1", l.grant("e2", "act", ""), "FIFO")
 	l.mustGrant("e1", "act", "")
@@ -158,7 +169,7 @@ func TestQueueFIFO(t *testing.T) {
 	if q.Version() != 1 || q.Active() != 2 || q.Waiting() != 2 {
 		t.Fatalf("after two grants: version %d active %d waiting %d", q.Version(), q.Active(), q.Waiting())
 	}
-	if got := q.Grantable(10); len(got) != 0 {
+	if got := q.Grantable(10, t0); len(got) != 0 {
 		t.Fatalf("Grantable with no free slot = %v", got)
 	}
 	wantErr(t, "third grant", l.grant("e3", "act", ""), "max_concurrent")
@@ -172,7 +183,7 @@ func TestQueueFIFO(t *testing.T) {
 	if _, _, _, ok := l.qs.Locate("e1"); ok {
 		t.Fatal("a completed execution is still located")
 	}
-	if got := ids(q.Grantable(10)); !slices.Equal(got, []string{"e3"}) {
+	if got := ids(q.Grantable(10, t0)); !slices.Equal(got, []string{"e3"}) {
 		t.Fatalf("after e1 completed, Grantable = %v", got)
 	}
 	l.mustGrant("e3", "act", "")
@@ -188,8 +199,8 @@ func TestQueuePauseAndUndefined(t *testing.T) {
 	l.request("e1", "act", "")
 	l.pause("act")
 	q := l.qs.Get("act")
-	if !q.Paused() || q.Grantable(5) != nil {
-		t.Fatalf("paused %v grantable %v", q.Paused(), q.Grantable(5))
+	if !q.Paused() || q.Grantable(5, t0) != nil {
+		t.Fatalf("paused %v grantable %v", q.Paused(), q.Grantable(5, t0))
 	}
 	wantErr(t, "grant while paused", l.grant("e1", "act", ""), "paused")
 	l.request("e2", "act", "") // requests still queue while paused
@@ -197,17 +208,17 @@ func TestQueuePauseAndUndefined(t *testing.T) {
 		t.Fatalf("waiting while paused %v", got)
 	}
 	l.resume("act")
-	if got := ids(q.Grantable(5)); q.Paused() || !slices.Equal(got, []string{"e1"}) {
+	if got := ids(q.Grantable(5, t0)); q.Paused() || !slices.Equal(got, []string{"e1"}) {
 		t.Fatalf("after resume: paused %v grantable %v", q.Paused(), got)
 	}
 
 	// A queue whose action was never defined grants nothing.
 	l.change(domain.Policy{Ref: "ghost", Runner: "r", MaxConcurrent: 5})
 	g := l.qs.Get("ghost")
-	if g == nil || g.Defined() || g.Grantable(5) != nil {
+	if g == nil || g.Defined() || g.Grantable(5, t0) != nil {
 		t.Fatalf("undefined action: queue %v", g)
 	}
-	wantErr(t, "grant of an undefined action", g.CheckGrant("x", ""), "not defined")
+	wantErr(t, "grant of an undefined action", g.CheckGrant("x", "", t0), "not defined")
 	// A request for an action the log never defined gets no queue at all.
 	l.request("e9", "nowhere", "")
 	if l.qs.Get("nowhere") != nil || slices.Contains(l.qs.Refs(), "nowhere") {
@@ -218,7 +229,7 @@ func TestQueuePauseAndUndefined(t *testing.T) {
 func TestCheckGrant(t *testing.T) {
 	t.Parallel()
 	l := newQLog(t)
-	l.define(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 1})
+	l.define(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 1, ConcurrencyKey: "tenant"})
 	l.request("e1", "act", "")
 	l.request("e2", "act", "")
 	l.request("k1", "act", "k")
@@ -232,34 +243,34 @@ func TestCheckGrant(t *testing.T) {
 		{"behind the head", "e2", "", "FIFO"},
 	}
 	for _, tc := range tests {
-		wantErr(t, tc.name, q.CheckGrant(tc.id, tc.key), tc.want)
+		wantErr(t, tc.name, q.CheckGrant(tc.id, tc.key, t0), tc.want)
 	}
-	if err := q.CheckGrant("e1", ""); err != nil {
+	if err := q.CheckGrant("e1", "", t0); err != nil {
 		t.Fatalf("CheckGrant of the head: %v", err)
 	}
 	l.mustGrant("e1", "act", "")
-	wantErr(t, "already active", q.CheckGrant("e1", ""), "not waiting")
-	wantErr(t, "over the limit", q.CheckGrant("e2", ""), "max_concurrent")
-	if err := q.CheckGrant("k1", "k"); err != nil {
+	wantErr(t, "already active", q.CheckGrant("e1", "", t0), "not waiting")
+	wantErr(t, "over the limit", q.CheckGrant("e2", "", t0), "max_concurrent")
+	if err := q.CheckGrant("k1", "k", t0); err != nil {
 		t.Fatalf("another key has its own slot: %v", err)
 	}
 	// Raising the limit frees a slot for the next grant; lowering it does not
 	// take slots back but stops further grants.
-	l.change(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 2})
-	if err := q.CheckGrant("e2", ""); err != nil {
+	l.change(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 2, ConcurrencyKey: "tenant"})
+	if err := q.CheckGrant("e2", "", t0); err != nil {
 		t.Fatalf("after raising max_concurrent: %v", err)
 	}
 	l.mustGrant("e2", "act", "")
 	l.request("e3", "act", "")
-	l.change(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 1})
+	l.change(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 1, ConcurrencyKey: "tenant"})
 	if q.Key("").Active() != 2 {
 		t.Fatalf("lowering the limit changed the active set: %v", activeIDs(q, ""))
 	}
-	wantErr(t, "over a lowered limit", q.CheckGrant("e3", ""), "max_concurrent")
+	wantErr(t, "over a lowered limit", q.CheckGrant("e3", "", t0), "max_concurrent")
 	l.end("e1", domain.ExecutionCompleted{})
-	wantErr(t, "still at the lowered limit", q.CheckGrant("e3", ""), "max_concurrent")
+	wantErr(t, "still at the lowered limit", q.CheckGrant("e3", "", t0), "max_concurrent")
 	l.end("e2", domain.ExecutionFailed{})
-	if err := q.CheckGrant("e3", ""); err != nil {
+	if err := q.CheckGrant("e3", "", t0); err != nil {
 		t.Fatalf("below the lowered limit: %v", err)
 	}
 }
@@ -366,9 +377,36 @@ func TestAdmissionRefusals(t *testing.T) {
 			req:   domain.ExecutionRequested{Action: "act"}, code: "",
 		},
 		{
-			name: "full queue of another key", policy: domain.Policy{Ref: "act", Runner: "r", MaxQueueLength: 1, OnLimit: domain.OnLimitReject},
+			name: "full queue of another key", policy: domain.Policy{Ref: "act", Runner: "r", MaxQueueLength: 1, OnLimit: domain.OnLimitReject, ConcurrencyKey: "tenant"},
 			setup: func(l *qlog) { l.request("a", "act", "k1") },
-			req:   domain.ExecutionRequested{Action: "act", ConcurrencyKey: "k2"}, code: "",
+			req:   domain.ExecutionRequested{Action: "act", Input: tenantInput("k2")}, code: "",
+		},
+		{
+			name: "no key field", policy: domain.Policy{Ref: "act", Runner: "r", ConcurrencyKey: "tenant"},
+			req: domain.ExecutionRequested{Action: "act", Input: json.RawMessage(`{"other":1}`)}, code: domain.RejectInvalidInput,
+		},
+		{
+			name: "null key field", policy: domain.Policy{Ref: "act", Runner: "r", ConcurrencyKey: "tenant"},
+			req: domain.ExecutionRequested{Action: "act", Input: json.RawMessage(`{"tenant":null}`)}, code: domain.RejectInvalidInput,
+		},
+		{
+			name: "object key field", policy: domain.Policy{Ref: "act", Runner: "r", ConcurrencyKey: "tenant"},
+			req: domain.ExecutionRequested{Action: "act", Input: json.RawMessage(`{"tenant":{"a":1}}`)}, code: domain.RejectInvalidInput,
+		},
+		{
+			name: "rate limit reached, on_limit reject", policy: domain.Policy{Ref: "act", Runner: "r", OnLimit: domain.OnLimitReject, MaxConcurrent: 5, RateLimit: &domain.RateLimit{Count: 1, PerSeconds: 60}},
+			setup: func(l *qlog) { l.request("a", "act", ""); l.mustGrant("a", "act", "") },
+			req:   domain.ExecutionRequested{Action: "act"}, code: domain.RejectRateLimited,
+		},
+		{
+			name: "rate limit promised to a waiter, on_limit reject", policy: domain.Policy{Ref: "act", Runner: "r", OnLimit: domain.OnLimitReject, MaxConcurrent: 5, RateLimit: &domain.RateLimit{Count: 1, PerSeconds: 60}},
+			setup: func(l *qlog) { l.request("a", "act", "") },
+			req:   domain.ExecutionRequested{Action: "act"}, code: domain.RejectRateLimited,
+		},
+		{
+			name: "rate limit reached, on_limit queue", policy: domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 5, RateLimit: &domain.RateLimit{Count: 1, PerSeconds: 60}},
+			setup: func(l *qlog) { l.request("a", "act", ""); l.mustGrant("a", "act", "") },
+			req:   domain.ExecutionRequested{Action: "act"}, code: "",
 		},
 	}
 	for _, tc := range tests {
@@ -396,8 +434,12 @@ func TestAdmissionRefusals(t *testing.T) {
 			if i < 0 || pending[i].Code != tc.code || pending[i].Action != tc.req.Action || pending[i].Reason == "" {
 				t.Fatalf("PendingRejections = %+v, want code %q for x", pending, tc.code)
 			}
-			if got := waitingIDs(l.qs.Get(tc.req.Action), tc.req.ConcurrencyKey); slices.Contains(got, "x") {
-				t.Fatalf("refused request waits: %v", got)
+			if q := l.qs.Get(tc.req.Action); q != nil {
+				for _, k := range q.Keys() {
+					if got := waitingIDs(q, k); slices.Contains(got, "x") {
+						t.Fatalf("refused request waits in key %q: %v", k, got)
+					}
+				}
 			}
 			l.end("x", domain.ExecutionRejected{Code: tc.code, Reason: pending[i].Reason})
 			if got := l.qs.PendingRejections(); len(got) != len(before) {
@@ -454,11 +496,11 @@ func TestConcurrencyKeys(t *testing.T) {
 	if got := q.Keys(); !slices.Equal(got, []string{"A", "B"}) {
 		t.Fatalf("Keys() = %v", got)
 	}
-	if got := ids(q.Grantable(10)); !slices.Equal(got, []string{"a1", "b1"}) {
+	if got := ids(q.Grantable(10, t0)); !slices.Equal(got, []string{"a1", "b1"}) {
 		t.Fatalf("Grantable = %v, want each key's head", got)
 	}
 	l.mustGrant("a1", "act", "A")
-	if got := ids(q.Grantable(10)); !slices.Equal(got, []string{"b1"}) {
+	if got := ids(q.Grantable(10, t0)); !slices.Equal(got, []string{"b1"}) {
 		t.Fatalf("a grant in A took B's slot: %v", got)
 	}
 	wantErr(t, "a2 while A is full", l.grant("a2", "act", "A"), "max_concurrent")
@@ -470,7 +512,7 @@ func TestConcurrencyKeys(t *testing.T) {
 		t.Fatalf("Locate(b1) key %q", key)
 	}
 	l.end("a1", domain.ExecutionCompleted{})
-	if got := ids(q.Grantable(10)); !slices.Equal(got, []string{"a2"}) {
+	if got := ids(q.Grantable(10, t0)); !slices.Equal(got, []string{"a2"}) {
 		t.Fatalf("after a1 ended: %v", got)
 	}
 	// A key whose queue is empty and idle is dropped, the others stay.
@@ -490,7 +532,7 @@ func TestConcurrencyKeys(t *testing.T) {
 func TestGrantableOldestFirstAcrossKeys(t *testing.T) {
 	t.Parallel()
 	l := newQLog(t)
-	l.define(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 2})
+	l.define(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 2, ConcurrencyKey: "tenant"})
 	var all []string
 	for i := range 12 {
 		id := fmt.Sprintf("e%02d", i)
@@ -501,8 +543,8 @@ func TestGrantableOldestFirstAcrossKeys(t *testing.T) {
 	for range 50 { // map iteration order varies from call to call
 		for _, max := range []int{1, 3, 6, 12, 20} {
 			want := all[:min(max, len(all))]
-			if got := ids(q.Grantable(max)); !slices.Equal(got, want) {
-				t.Fatalf("Grantable(%d) = %v, want %v", max, got, want)
+			if got := ids(q.Grantable(max, t0)); !slices.Equal(got, want) {
+				t.Fatalf("Grantable(%d, t0) = %v, want %v", max, got, want)
 			}
 		}
 	}
@@ -627,8 +669,8 @@ func TestFifoCompaction(t *testing.T) {
 	}
 	push(3000, 3600)
 	check("after compaction")
-	wantErr(t, "second waiter", q.CheckGrant(model[1], ""), "FIFO")
-	if err := q.CheckGrant(model[0], ""); err != nil {
+	wantErr(t, "second waiter", q.CheckGrant(model[1], "", t0), "FIFO")
+	if err := q.CheckGrant(model[0], "", t0); err != nil {
 		t.Fatalf("head after compaction: %v", err)
 	}
 	// Drain completely, from the tail, then reuse.
@@ -708,7 +750,7 @@ func snapshotQueues(qs *domain.Queues) queuesSnap {
 		q := qs.Get(ref)
 		r := refSnap{
 			Defined: q.Defined(), Paused: q.Paused(), Version: q.Version(), Policy: q.Policy(),
-			Keys: map[string]keySnap{}, Grantable: q.Grantable(1 << 20), Waiting: q.Waiting(), Active: q.Active(),
+			Keys: map[string]keySnap{}, Grantable: q.Grantable(1<<20, t0), Waiting: q.Waiting(), Active: q.Active(),
 		}
 		for _, k := range q.Keys() {
 			kq := q.Key(k)
@@ -749,14 +791,19 @@ type queueModel struct {
 	pending map[string]string // execution → rejection code
 }
 
-func (m *queueModel) admit(id string, r domain.ExecutionRequested) {
+func (m *queueModel) admit(id, tenant string, r domain.ExecutionRequested) {
 	p, defined := m.policy[r.Action]
-	k := qKey{r.Action, r.ConcurrencyKey}
+	k := qKey{r.Action, ""}
+	if p.ConcurrencyKey != "" {
+		k.key = tenant
+	}
 	switch {
 	case !defined:
 		m.pending[id] = domain.RejectUnknownAction
 	case domain.ValidateInput(r.Input) != nil:
 		m.pending[id] = domain.RejectInvalidInput
+	case p.ConcurrencyKey != "" && tenant == "-":
+		m.pending[id] = domain.RejectInvalidInput // no key field in the input
 	case len(m.waiting[k]) >= p.MaxQueueLength:
 		m.pending[id] = domain.RejectQueueFull
 	case p.OnLimit == domain.OnLimitReject && (len(m.active[k])+len(m.waiting[k]) >= p.MaxConcurrent || m.paused[r.Action]):
@@ -801,6 +848,7 @@ func TestQueuesProperties(t *testing.T) {
 				MaxConcurrent:  rapid.IntRange(1, 4).Draw(t, "max_concurrent"),
 				MaxQueueLength: rapid.IntRange(1, 6).Draw(t, "max_queue_length"),
 				OnLimit:        rapid.SampledFrom([]string{domain.OnLimitQueue, domain.OnLimitQueue, domain.OnLimitReject}).Draw(t, "on_limit"),
+				ConcurrencyKey: rapid.SampledFrom([]string{"", "tenant"}).Draw(t, "concurrency_key"),
 			}.WithDefaults()
 		}
 		// Two actions defined up front, the third maybe later.
@@ -816,16 +864,16 @@ func TestQueuesProperties(t *testing.T) {
 			"request": func(t *rapid.T) {
 				id := fmt.Sprintf("x%03d", nextID)
 				nextID++
+				tenant := rapid.SampledFrom([]string{"", "", "k1", "k2", "-"}).Draw(t, "key")
 				r := domain.ExecutionRequested{
-					Action:         rapid.SampledFrom(append(refs, "ghost")).Draw(t, "ref"),
-					ConcurrencyKey: rapid.SampledFrom([]string{"", "", "k1", "k2"}).Draw(t, "key"),
-					Input:          json.RawMessage(`{}`),
+					Action: rapid.SampledFrom(append(refs, "ghost")).Draw(t, "ref"),
+					Input:  tenantInput(tenant),
 				}
 				if rapid.IntRange(0, 9).Draw(t, "bad_input") == 0 {
 					r.Input = json.RawMessage(`[]`)
 				}
 				l.apply(domain.ExecutionStream(id), r)
-				m.admit(id, r)
+				m.admit(id, tenant, r)
 			},
 			"grant": func(t *rapid.T) {
 				ref := rapid.SampledFrom(refs).Draw(t, "ref")
@@ -833,7 +881,7 @@ func TestQueuesProperties(t *testing.T) {
 				if q == nil {
 					t.Skip("no queue")
 				}
-				g := q.Grantable(rapid.IntRange(1, 6).Draw(t, "max"))
+				g := q.Grantable(rapid.IntRange(1, 6).Draw(t, "max"), l.at)
 				if len(g) == 0 {
 					t.Skip("nothing grantable")
 				}
@@ -850,7 +898,7 @@ func TestQueuesProperties(t *testing.T) {
 					case len(m.active[k]) >= p.MaxConcurrent:
 						t.Fatalf("Grantable offered %s with %d active, max_concurrent %d", w.Execution, len(m.active[k]), p.MaxConcurrent)
 					}
-					if err := q.CheckGrant(w.Execution, w.Key); err != nil {
+					if err := q.CheckGrant(w.Execution, w.Key, t0); err != nil {
 						t.Fatalf("CheckGrant of what Grantable offered: %v", err)
 					}
 					l.mustGrant(w.Execution, ref, w.Key)
@@ -986,7 +1034,7 @@ func checkQueuesAgainstModel(t *rapid.T, qs *domain.Queues, m *queueModel) {
 		// is offered.
 		p, defined := m.policy[k.ref]
 		if defined && !m.paused[k.ref] && len(want) > 0 && len(m.active[k]) < p.MaxConcurrent {
-			if !slices.ContainsFunc(q.Grantable(1<<20), func(w domain.Waiter) bool { return w.Execution == want[0] }) {
+			if !slices.ContainsFunc(q.Grantable(1<<20, t0), func(w domain.Waiter) bool { return w.Execution == want[0] }) {
 				t.Fatalf("head %s of %v has a free slot but is not grantable", want[0], k)
 			}
 		}

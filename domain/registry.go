@@ -168,7 +168,7 @@ func (r *Registry) Decode(env *Envelope) (Event, error) {
 	}
 	p := reflect.New(r.specs[env.Type].payloadType)
 	if err := strictUnmarshal(data, p.Interface()); err != nil {
-		return nil, fmt.Errorf("decode %q at %s@%d: %w: %v", env.Type, env.Stream, env.Version, ErrDecode, err)
+		return nil, fmt.Errorf("decode %q at %s@%d: %w: %w", env.Type, env.Stream, env.Version, ErrDecode, err)
 	}
 	return p.Elem().Interface().(Event), nil
 }

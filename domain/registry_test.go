@@ -24,7 +24,8 @@ var everyType = []string{
 	domain.TypeExecutionScheduled, domain.TypeExecutionRunning, domain.TypeExecutionCompleted,
 	domain.TypeExecutionFailed, domain.TypeExecutionTimedOut, domain.TypeExecutionCancelled,
 	domain.TypeExecutionCancelRequested, domain.TypeExecutionHandoffExpired, domain.TypeExecutionAbandoned,
-	domain.TypeQueueGranted,
+	domain.TypeExecutionChildrenRequested,
+	domain.TypeQueueGranted, domain.TypeQueueActionChanged,
 	domain.TypeWorkerRegistered, domain.TypeWorkerHeartbeat, domain.TypeWorkerDraining,
 	domain.TypeWorkerStopped, domain.TypeWorkerLost,
 }
@@ -34,28 +35,30 @@ var everyType = []string{
 // commands, the executor for grants and lost-worker verdicts, the worker for
 // its own lifecycle.
 var catalogueOwners = map[string][]domain.Owner{
-	domain.TypeActionDefined:            {oAPI},
-	domain.TypeActionPolicyChanged:      {oAPI},
-	domain.TypeActionPaused:             {oAPI},
-	domain.TypeActionResumed:            {oAPI},
-	domain.TypeExecutionRequested:       {oExec},
-	domain.TypeExecutionRejected:        {oExec},
-	domain.TypeExecutionScheduling:      {oExec},
-	domain.TypeExecutionScheduled:       {oExec},
-	domain.TypeExecutionRunning:         {oWorker, oExec}, // the executor starts a with_items parent
-	domain.TypeExecutionCompleted:       {oWorker, oExec},
-	domain.TypeExecutionFailed:          {oWorker, oExec},
-	domain.TypeExecutionTimedOut:        {oWorker},
-	domain.TypeExecutionCancelled:       {oWorker, oExec},
-	domain.TypeExecutionCancelRequested: {oAPI},
-	domain.TypeExecutionHandoffExpired:  {oExec},
-	domain.TypeExecutionAbandoned:       {oExec},
-	domain.TypeQueueGranted:             {oExec},
-	domain.TypeWorkerRegistered:         {oWorker},
-	domain.TypeWorkerHeartbeat:          {oWorker},
-	domain.TypeWorkerDraining:           {oWorker},
-	domain.TypeWorkerStopped:            {oWorker},
-	domain.TypeWorkerLost:               {oExec},
+	domain.TypeActionDefined:              {oAPI},
+	domain.TypeActionPolicyChanged:        {oAPI},
+	domain.TypeActionPaused:               {oAPI},
+	domain.TypeActionResumed:              {oAPI},
+	domain.TypeExecutionRequested:         {oExec},
+	domain.TypeExecutionRejected:          {oExec},
+	domain.TypeExecutionScheduling:        {oExec},
+	domain.TypeExecutionScheduled:         {oExec},
+	domain.TypeExecutionRunning:           {oWorker, oExec}, // the executor starts a with_items parent
+	domain.TypeExecutionCompleted:         {oWorker, oExec},
+	domain.TypeExecutionFailed:            {oWorker, oExec},
+	domain.TypeExecutionTimedOut:          {oWorker},
+	domain.TypeExecutionCancelled:         {oWorker, oExec},
+	domain.TypeExecutionCancelRequested:   {oAPI, oExec}, // the executor for a cancelled parent's children
+	domain.TypeExecutionHandoffExpired:    {oExec},
+	domain.TypeExecutionAbandoned:         {oExec},
+	domain.TypeExecutionChildrenRequested: {oExec},
+	domain.TypeQueueGranted:               {oExec},
+	domain.TypeQueueActionChanged:         {oAPI},
+	domain.TypeWorkerRegistered:           {oWorker},
+	domain.TypeWorkerHeartbeat:            {oWorker},
+	domain.TypeWorkerDraining:             {oWorker},
+	domain.TypeWorkerStopped:              {oWorker},
+	domain.TypeWorkerLost:                 {oExec},
 }
 
 func sortedOwners(os []domain.Owner) []domain.Owner {
@@ -128,6 +131,7 @@ var registryExamples = []domain.Event{
 	domain.ExecutionRequested{
 		Action: "mail.send", Input: json.RawMessage(`{"to":["a@b.c"],"n":1.50,"html":"<b>&</b>"}`), ConcurrencyKey: "t1",
 		Parent: "p-1", ItemIndex: 3, Items: 7, Concurrency: 2, IdempotencyKey: "k-1", RequestHash: "sha256:ab",
+		WithItems: []json.RawMessage{json.RawMessage(`{"to":"x"}`), json.RawMessage(`2`), json.RawMessage(`"three"`)},
 	},
 	domain.ExecutionRejected{Reason: "queue full", Code: domain.RejectQueueFull},
 	domain.ExecutionScheduling{ConcurrencyKey: "t1"},
@@ -137,13 +141,15 @@ var registryExamples = []domain.Event{
 	},
 	domain.ExecutionRunning{Worker: "w1", Attempt: 2},
 	domain.ExecutionCompleted{Result: json.RawMessage(`[1,"two",{"three":3}]`)},
-	domain.ExecutionFailed{Error: "exit status 1 — ünïcode", Result: json.RawMessage(`"stderr"`)},
-	domain.ExecutionTimedOut{TimeoutMillis: 1500},
-	domain.ExecutionCancelled{Reason: "client asked"},
+	domain.ExecutionFailed{Error: "exit status 1 — ünïcode", Code: domain.FailDrain, Result: json.RawMessage(`"stderr"`)},
+	domain.ExecutionTimedOut{TimeoutMillis: 1500, Result: json.RawMessage(`{"stdout":"partial"}`)},
+	domain.ExecutionCancelled{Reason: "client asked", Code: domain.CancelRequested, Result: json.RawMessage(`{"signal":"SIGINT"}`)},
 	domain.ExecutionCancelRequested{Reason: "no longer needed"},
 	domain.ExecutionHandoffExpired{Worker: "w1", Attempt: 1},
 	domain.ExecutionAbandoned{Worker: "w2", Attempt: 3, Reason: "worker lost"},
+	domain.ExecutionChildrenRequested{First: 5, Count: 3},
 	domain.QueueGranted{Execution: "e-9", ConcurrencyKey: "t1"},
+	domain.QueueActionChanged{ActionVersion: 4, Change: domain.TypeActionPaused},
 	domain.WorkerRegistered{Slots: 8, Runners: []string{"core.noop", "core.shell"}, Host: "h1", PID: 4242, Incarnation: "i-1"},
 	domain.WorkerHeartbeat{Incarnation: "i-1", InFlight: 3},
 	domain.WorkerDraining{Incarnation: "i-1"},
@@ -230,7 +236,7 @@ func TestDecodeRefusals(t *testing.T) {
 			if ev != nil {
 				t.Errorf("Decode returned %#v with an error", ev)
 			}
-			if !strings.Contains(err.Error(), "execution-e1") && tc.want != domain.ErrUnknownEventType {
+			if !strings.Contains(err.Error(), "execution-e1") && !errors.Is(tc.want, domain.ErrUnknownEventType) {
 				t.Errorf("error %q does not name the stream", err)
 			}
 		})

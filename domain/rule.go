@@ -45,25 +45,6 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// stage orders states for the monotonicity invariant: within one attempt an
-// execution only moves forward.
-func (s Status) stage() int {
-	switch s {
-	case StatusNew:
-		return 0
-	case StatusRequested:
-		return 1
-	case StatusScheduling:
-		return 2
-	case StatusScheduled:
-		return 3
-	case StatusRunning:
-		return 4
-	default:
-		return 5
-	}
-}
-
 // Rule names, carried by RuleError so a refusal says which rule it broke.
 const (
 	RuleOwner      = "owner"      // the event type may not be written by this owner in this state
@@ -172,9 +153,13 @@ var executionRules = map[string][]ruleRow{
 		{transition: transition{postHandoff, OwnerWorker, StatusCancelled}, plainOnly: true},
 		{transition: transition{[]Status{StatusRunning}, OwnerExecutor, StatusCancelled}, parentOnly: true},
 	},
-	TypeExecutionCancelRequested: {{transition: transition{nonTerminal, OwnerAPI, ""}}},
-	TypeExecutionHandoffExpired:  {{transition: transition{[]Status{StatusScheduled}, OwnerExecutor, StatusScheduling}, plainOnly: true}},
-	TypeExecutionAbandoned:       {{transition: transition{postHandoff, OwnerExecutor, StatusScheduling}, plainOnly: true}},
+	TypeExecutionCancelRequested: {
+		{transition: transition{nonTerminal, OwnerAPI, ""}},
+		{transition: transition{nonTerminal, OwnerExecutor, ""}}, // the children of a cancelled with_items parent
+	},
+	TypeExecutionHandoffExpired:    {{transition: transition{[]Status{StatusScheduled}, OwnerExecutor, StatusScheduling}, plainOnly: true}},
+	TypeExecutionAbandoned:         {{transition: transition{postHandoff, OwnerExecutor, StatusScheduling}, plainOnly: true}},
+	TypeExecutionChildrenRequested: {{transition: transition{[]Status{StatusRunning}, OwnerExecutor, ""}, parentOnly: true}},
 }
 
 // ExecutionEventTypes lists the event types of an execution stream.
@@ -207,7 +192,7 @@ func (x *Execution) check(typ string, owner Owner, writer string) (Status, error
 	if x.status.Terminal() {
 		return refuse(RuleTerminal, "no event follows a terminal one")
 	}
-	stateMatches, ownerMatches := false, false
+	stateMatches := false
 	for _, r := range rows {
 		if (r.parentOnly && !x.parent) || (r.plainOnly && x.parent) {
 			continue
@@ -219,7 +204,6 @@ func (x *Execution) check(typ string, owner Owner, writer string) (Status, error
 		if r.owner != owner {
 			continue
 		}
-		ownerMatches = true
 		if owner == OwnerWorker && writer != x.worker {
 			return refuse(RuleHandoff, fmt.Sprintf("attempt %d was handed to worker %q", x.attempt, x.worker))
 		}
@@ -230,7 +214,7 @@ func (x *Execution) check(typ string, owner Owner, writer string) (Status, error
 		return to, nil
 	}
 	switch {
-	case stateMatches && !ownerMatches:
+	case stateMatches: // a row for this state, none for this owner
 		return refuse(RuleOwner, fmt.Sprintf("in this state only %s may write it", x.ownersFor(rows)))
 	default:
 		return refuse(RuleTransition, "it does not follow from this state")

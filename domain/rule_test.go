@@ -35,6 +35,7 @@ func TestExecutionEventTypes(t *testing.T) {
 		domain.TypeExecutionCompleted, domain.TypeExecutionFailed, domain.TypeExecutionHandoffExpired,
 		domain.TypeExecutionRejected, domain.TypeExecutionRequested, domain.TypeExecutionRunning,
 		domain.TypeExecutionScheduled, domain.TypeExecutionScheduling, domain.TypeExecutionTimedOut,
+		domain.TypeExecutionChildrenRequested,
 	}
 	sort.Strings(want)
 	if got := domain.ExecutionEventTypes(); !slices.Equal(got, want) {
@@ -152,7 +153,7 @@ func checkRuleError(t *testing.T, what string, err error, rule string) {
 		t.Errorf("%s: %v does not match %v", what, err, ruleSentinel[rule])
 	}
 	for r, s := range ruleSentinel {
-		if s != ruleSentinel[rule] && r != rule && errors.Is(err, s) {
+		if !errors.Is(s, ruleSentinel[rule]) && r != rule && errors.Is(err, s) {
 			t.Errorf("%s: %v also matches %v", what, err, s)
 		}
 	}
@@ -186,6 +187,8 @@ func exampleEvent(typ string) domain.Event {
 		return domain.ExecutionHandoffExpired{Worker: "w1", Attempt: 1}
 	case domain.TypeExecutionAbandoned:
 		return domain.ExecutionAbandoned{Worker: "w1", Attempt: 1}
+	case domain.TypeExecutionChildrenRequested:
+		return domain.ExecutionChildrenRequested{First: 0, Count: 1}
 	}
 	panic("no example for " + typ)
 }
@@ -209,7 +212,7 @@ func TestHandoffRuleAfterTakeBack(t *testing.T) {
 			l := newExecLog(t, "e")
 			x := l.x
 			l.must(x.Request(domain.ExecutionRequested{Action: "act"}))
-			l.must(x.Grant())
+			l.must(x.Grant(""))
 			at := l.must(x.Schedule("w1", "w1-i1", testPolicy()))
 			if takeBack == "expire" {
 				l.must(x.ExpireHandoff(at.Add(testPolicy().ScheduledTimeout())))

@@ -23,6 +23,7 @@ var (
 	ErrWorkerNotRegistered = errors.New("worker not registered")
 	ErrWorkerReplaced      = errors.New("worker incarnation replaced or declared lost")
 	ErrLeaseNotExpired     = errors.New("worker lease has not expired")
+	ErrIncarnationReused   = errors.New("worker incarnation already registered once")
 )
 
 // Worker is the aggregate of one worker-<id> stream. Each start of a worker
@@ -35,6 +36,7 @@ type Worker struct {
 	runners     []string
 	lastSeen    time.Time // log time of the incarnation's last event
 	version     int64
+	past        map[string]struct{} // every incarnation ever registered, the current one included
 }
 
 // NewWorker returns the state of worker id's stream before any event.
@@ -49,13 +51,33 @@ func (w *Worker) Runners() []string    { return w.runners }
 func (w *Worker) LastSeen() time.Time  { return w.lastSeen }
 func (w *Worker) Version() int64       { return w.version }
 
+// Clone returns a copy of w that shares nothing with it.
+func (w *Worker) Clone() *Worker {
+	if w == nil {
+		return nil
+	}
+	c := *w
+	c.runners = append([]string(nil), w.runners...)
+	c.past = make(map[string]struct{}, len(w.past))
+	for k := range w.past {
+		c.past[k] = struct{}{}
+	}
+	return &c
+}
+
 // Accepting reports whether the executor may hand new work to this worker.
 func (w *Worker) Accepting() bool { return w.status == WorkerActive }
 
-// Register decides a new incarnation with the given slots and runners.
+// Register decides a new incarnation with the given slots and runners. An
+// incarnation that was registered before, current or replaced, lost or
+// stopped, is refused with ErrIncarnationReused: a process that was declared
+// lost must start over as a new incarnation, never bring the old one back.
 func (w *Worker) Register(incarnation string, slots int, runners []string, host string, pid int) (WorkerRegistered, error) {
 	if incarnation == "" || slots < 1 || slots > 100_000 {
 		return WorkerRegistered{}, fmt.Errorf("%w: worker %s needs an incarnation and 1..100000 slots", ErrInvalidRequest, w.id)
+	}
+	if _, seen := w.past[incarnation]; seen {
+		return WorkerRegistered{}, fmt.Errorf("worker %s incarnation %s: %w", w.id, incarnation, ErrIncarnationReused)
 	}
 	return WorkerRegistered{Slots: slots, Runners: runners, Host: host, PID: pid, Incarnation: incarnation}, nil
 }
@@ -104,6 +126,10 @@ func (w *Worker) Apply(ev Event, version uint64, at time.Time) {
 	switch e := ev.(type) {
 	case WorkerRegistered:
 		w.status, w.incarnation, w.slots, w.runners, w.lastSeen = WorkerActive, e.Incarnation, e.Slots, e.Runners, at
+		if w.past == nil {
+			w.past = map[string]struct{}{}
+		}
+		w.past[e.Incarnation] = struct{}{}
 	case WorkerHeartbeat:
 		if e.Incarnation == w.incarnation {
 			w.lastSeen = at

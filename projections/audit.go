@@ -15,7 +15,7 @@ type Violation struct {
 	Position uint64 `json:"position"`
 	Stream   string `json:"stream"`
 	Type     string `json:"type"`
-	Rule     string `json:"rule"` // decode, owner, handoff, transition, terminal, attempt, fifo, grant
+	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease
 	Detail   string `json:"detail"`
 }
 
@@ -41,14 +41,23 @@ const MaxViolations = 10_000
 // each execution event passes the handoff rule (owner, named worker, state,
 // attempt) on the state before it, so an execution has at most one terminal
 // event; every grant takes the head of its FIFO queue while the queue has a
-// free slot (so the concurrency limit holds at every position) and the action
-// is not paused; every execution.scheduling has its queue.granted. progress,
-// if not nil, is called with the position reached now and then.
+// free slot (so the concurrency limit holds at every position), the action
+// is not paused and the rate limit allows it at the grant's log time; every
+// execution.scheduling has its queue.granted. For with_items: children are
+// requested only while their parent runs and has not been asked to cancel,
+// in item order, with their derived ids, never more in flight than the
+// parent's window at any position; a parent ends only after every child it
+// requested has ended (and, unless cancelled, after all its items were
+// requested). No worker writes for a handoff to an incarnation that was
+// declared lost before. progress, if not nil, is called with the position
+// reached now and then.
 func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64)) (*AuditReport, error) {
 	rep := &AuditReport{ByStatus: map[string]int{}}
 	execs := map[string]*domain.Execution{}
 	queues := domain.NewQueues()
 	granted := map[string]bool{} // executions whose queue.granted has been seen
+	fans := map[string]*auditFanout{}
+	lost := map[string]map[string]bool{} // worker → incarnations declared lost
 	add := func(env *domain.Envelope, rule, detail string) {
 		if len(rep.Violations) < MaxViolations {
 			rep.Violations = append(rep.Violations, Violation{Position: env.Position, Stream: env.Stream, Type: env.Type, Rule: rule, Detail: detail})
@@ -85,11 +94,16 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			switch e := ev.(type) {
 			case domain.QueueGranted:
 				_, ref := domain.SplitStream(env.Stream)
-				if err := queueCheck(queues, ref, e); err != nil {
+				if err := queueCheck(queues, ref, e, env); err != nil {
 					add(env, "grant", err.Error())
 				}
 				granted[e.Execution] = true
 				rep.Grants++
+			case domain.WorkerLost:
+				if lost[id] == nil {
+					lost[id] = map[string]bool{}
+				}
+				lost[id][e.Incarnation] = true
 			}
 			if cat == domain.StreamExecution {
 				x := execs[id]
@@ -109,7 +123,14 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				if _, ok := ev.(domain.ExecutionScheduling); ok && !granted[id] {
 					add(env, "grant", fmt.Sprintf("execution %s took a slot with no queue.granted before it", id))
 				}
+				if env.Owner == domain.OwnerWorker && lost[env.Writer][x.Incarnation()] {
+					add(env, "lease", fmt.Sprintf("worker %s wrote for its incarnation %s, declared lost before", env.Writer, x.Incarnation()))
+				}
+				if detail := checkFanout(fans, execs, id, x, ev); detail != "" {
+					add(env, "with_items", detail)
+				}
 				x.Apply(ev, env.Version, env.Time)
+				trackFanout(fans, id, x, ev)
 			}
 			queues.Apply(env, ev)
 		}
@@ -130,12 +151,87 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 	return rep, nil
 }
 
-func queueCheck(qs *domain.Queues, ref string, g domain.QueueGranted) error {
+func queueCheck(qs *domain.Queues, ref string, g domain.QueueGranted, env *domain.Envelope) error {
 	q := qs.Get(ref)
 	if q == nil {
 		return fmt.Errorf("grant of %s: action %q has no queue", g.Execution, ref)
 	}
-	return q.CheckGrant(g.Execution, g.ConcurrencyKey)
+	return q.CheckGrant(g.Execution, g.ConcurrencyKey, env.Time)
+}
+
+// auditFanout is what the audit knows of a with_items parent's children.
+type auditFanout struct {
+	requested int
+	live      map[string]bool
+}
+
+// checkFanout judges one execution event (before it is applied to x) by the
+// with_items rules. It returns "" or what is wrong.
+func checkFanout(fans map[string]*auditFanout, execs map[string]*domain.Execution, id string, x *domain.Execution, ev domain.Event) string {
+	if r, ok := ev.(domain.ExecutionRequested); ok && r.Parent != "" {
+		p := execs[r.Parent]
+		f := fans[r.Parent]
+		switch {
+		case p == nil || !p.IsParent() || f == nil:
+			return fmt.Sprintf("child %s names %s, which is not a with_items parent", id, r.Parent)
+		case r.Action != p.Action():
+			return fmt.Sprintf("child %s is for action %q, its parent for %q", id, r.Action, p.Action())
+		case p.Status() != domain.StatusRunning:
+			return fmt.Sprintf("child %s requested while its parent %s is %s", id, r.Parent, p.Status())
+		case p.CancelRequested():
+			return fmt.Sprintf("child %s requested after its parent %s was asked to cancel", id, r.Parent)
+		case r.ItemIndex != f.requested || r.ItemIndex >= p.ChildrenRequested():
+			return fmt.Sprintf("child %s is item %d; the next item of %s is %d, and it requested %d of %d",
+				id, r.ItemIndex, r.Parent, f.requested, p.ChildrenRequested(), p.Items())
+		case id != domain.ChildID(r.Parent, r.ItemIndex):
+			return fmt.Sprintf("child of %s item %d has id %s, not the derived %s", r.Parent, r.ItemIndex, id, domain.ChildID(r.Parent, r.ItemIndex))
+		case len(f.live)+1 > p.Window():
+			return fmt.Sprintf("child %s would be the %dth in flight of %s, its window is %d", id, len(f.live)+1, r.Parent, p.Window())
+		}
+		return ""
+	}
+	if !x.IsParent() {
+		return ""
+	}
+	f := fans[id]
+	if f == nil {
+		return ""
+	}
+	switch e := ev.(type) {
+	case domain.ExecutionChildrenRequested:
+		if f.requested != x.ChildrenRequested() {
+			return fmt.Sprintf("parent %s requests more children while %d it requested have no stream", id, x.ChildrenRequested()-f.requested)
+		}
+		if len(f.live)+e.Count > x.Window() {
+			return fmt.Sprintf("parent %s requests %d children with %d in flight, its window is %d", id, e.Count, len(f.live), x.Window())
+		}
+	case domain.ExecutionCompleted, domain.ExecutionFailed, domain.ExecutionCancelled:
+		if len(f.live) > 0 || f.requested < x.ChildrenRequested() {
+			return fmt.Sprintf("parent %s ended with %d children still in flight", id, len(f.live)+x.ChildrenRequested()-f.requested)
+		}
+		if _, cancelled := ev.(domain.ExecutionCancelled); !cancelled && f.requested < x.Items() {
+			return fmt.Sprintf("parent %s ended after requesting %d of its %d items", id, f.requested, x.Items())
+		}
+	}
+	return ""
+}
+
+// trackFanout folds one execution event (already applied to x) into fans.
+func trackFanout(fans map[string]*auditFanout, id string, x *domain.Execution, ev domain.Event) {
+	if _, ok := ev.(domain.ExecutionRequested); ok {
+		if x.IsParent() {
+			fans[id] = &auditFanout{live: map[string]bool{}}
+		} else if f := fans[x.Parent()]; f != nil {
+			f.requested++
+			f.live[id] = true
+		}
+		return
+	}
+	if x.Status().Terminal() && x.Parent() != "" {
+		if f := fans[x.Parent()]; f != nil {
+			delete(f.live, id)
+		}
+	}
 }
 
 func ownerAllowed(owners []domain.Owner, o domain.Owner) bool {

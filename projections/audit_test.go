@@ -2,6 +2,7 @@ package projections_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 
@@ -44,6 +45,32 @@ func (w logWriter) grant(id, ref, worker string) {
 	w.put(domain.QueueStream(ref), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: id})
 	w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
 	w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionScheduled{Worker: worker, Attempt: 1, Action: ref, Runner: "core.noop"})
+}
+
+// parent requests a with_items parent of n items and window c, and starts it.
+func (w logWriter) parent(id, ref string, n, c int) {
+	items := make([]json.RawMessage, n)
+	for i := range items {
+		items[i] = json.RawMessage(fmt.Sprint(i))
+	}
+	w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionRequested{Action: ref, Items: n, Concurrency: c, WithItems: items})
+	w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionRunning{})
+}
+
+// announce writes parent's execution.children_requested for items first..first+n-1.
+func (w logWriter) announce(parent string, first, n int) {
+	w.put(domain.ExecutionStream(parent), domain.OwnerExecutor, "x", domain.ExecutionChildrenRequested{First: first, Count: n})
+}
+
+// child requests item i of parent, with its derived id, which it returns.
+func (w logWriter) child(parent, ref string, i int) string {
+	id := domain.ChildID(parent, i)
+	w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionRequested{Action: ref, Parent: parent, ItemIndex: i})
+	return id
+}
+
+func (w logWriter) reject(id string) {
+	w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionRejected{Code: "test"})
 }
 
 func (w logWriter) run(id, worker string) {
@@ -116,6 +143,94 @@ func TestAuditFindsEachKindOfViolation(t *testing.T) {
 		{"owner not allowed for the type", func(w logWriter) {
 			w.put(domain.ActionStream("a"), domain.OwnerWorker, "w1", domain.ActionDefined{Policy: domain.Policy{Ref: "a", Runner: "core.noop"}.WithDefaults()})
 		}, domain.RuleOwner},
+		{"grant over the rate limit", func(w logWriter) {
+			p := domain.Policy{Ref: "a", Runner: "core.noop", MaxConcurrent: 5, RateLimit: &domain.RateLimit{Count: 1, PerSeconds: 3600}}.WithDefaults()
+			w.put(domain.ActionStream("a"), domain.OwnerAPI, "", domain.ActionDefined{Policy: p})
+			w.request("e1", "a")
+			w.request("e2", "a")
+			w.grant("e1", "a", "w1")
+			w.grant("e2", "a", "w1")
+		}, "grant"},
+		{"clean with_items", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 3, 2)
+			w.announce("p", 0, 2)
+			c0 := w.child("p", "a", 0)
+			c1 := w.child("p", "a", 1)
+			w.reject(c0)
+			w.announce("p", 2, 1)
+			c2 := w.child("p", "a", 2)
+			w.reject(c1)
+			w.reject(c2)
+			w.put(domain.ExecutionStream("p"), domain.OwnerExecutor, "x", domain.ExecutionFailed{Error: "3 items failed"})
+		}, ""},
+		{"with_items parent asks over its window", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 3, 2)
+			w.announce("p", 0, 2)
+			w.child("p", "a", 0)
+			w.child("p", "a", 1)
+			w.announce("p", 2, 1)
+		}, "with_items"},
+		{"with_items child not asked for by its parent", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 3, 3)
+			w.announce("p", 0, 1)
+			w.child("p", "a", 0)
+			w.child("p", "a", 1)
+		}, "with_items"},
+		{"with_items out of item order", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 3, 3)
+			w.announce("p", 0, 2)
+			w.child("p", "a", 1)
+		}, "with_items"},
+		{"with_items parent asks out of item order", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 3, 3)
+			w.announce("p", 1, 1)
+		}, domain.RuleAttempt},
+		{"with_items child with another id", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 3, 3)
+			w.announce("p", 0, 1)
+			w.put(domain.ExecutionStream("c0"), domain.OwnerExecutor, "x", domain.ExecutionRequested{Action: "a", Parent: "p", ItemIndex: 0})
+		}, "with_items"},
+		{"with_items children after a cancel request", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 3, 3)
+			w.put(domain.ExecutionStream("p"), domain.OwnerAPI, "", domain.ExecutionCancelRequested{})
+			w.announce("p", 0, 1)
+		}, domain.RuleAttempt},
+		{"with_items parent ends before its children", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 1, 1)
+			w.announce("p", 0, 1)
+			w.child("p", "a", 0)
+			w.put(domain.ExecutionStream("p"), domain.OwnerExecutor, "x", domain.ExecutionCompleted{})
+		}, "with_items"},
+		{"with_items parent ends before a child it asked for exists", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 1, 1)
+			w.announce("p", 0, 1)
+			w.put(domain.ExecutionStream("p"), domain.OwnerExecutor, "x", domain.ExecutionCancelled{})
+		}, "with_items"},
+		{"with_items parent completes before all items", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 2, 1)
+			w.announce("p", 0, 1)
+			w.reject(w.child("p", "a", 0))
+			w.put(domain.ExecutionStream("p"), domain.OwnerExecutor, "x", domain.ExecutionCompleted{})
+		}, "with_items"},
+		{"late write of a lost incarnation", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduled{Worker: "w1", Incarnation: "i1", Attempt: 1, Action: "a", Runner: "core.noop"})
+			w.put(domain.WorkerStream("w1"), domain.OwnerExecutor, "x", domain.WorkerLost{Incarnation: "i1"})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerWorker, "w1", domain.ExecutionRunning{Worker: "w1", Attempt: 1})
+		}, "lease"},
 		{"undecodable event", func(w logWriter) {
 			env := domain.Envelope{ID: uuid.New(), Type: "execution.requested", SchemaVersion: 1, Owner: domain.OwnerExecutor, Data: []byte(`{"nope":1}`)}
 			if _, err := w.store.Append(context.Background(), "execution-bad", eventstore.Any, env); err != nil {
@@ -127,7 +242,7 @@ func TestAuditFindsEachKindOfViolation(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := memstore.New(memstore.Options{})
-			defer store.Close()
+			defer func() { _ = store.Close() }()
 			tc.write(logWriter{t, store})
 			rep, err := projections.Audit(context.Background(), store, nil)
 			if err != nil {

@@ -40,6 +40,10 @@ type State struct {
 	// a pre-handoff cancellation request, or a with_items parent.
 	Attention map[string]struct{}
 
+	// Fanouts holds, for each live with_items parent, its children as the
+	// log shows them.
+	Fanouts map[string]*Fanout
+
 	// Ended is called (if set) for each execution when it reaches a terminal
 	// state, with its final state, before it leaves Live.
 	Ended func(x *domain.Execution)
@@ -53,8 +57,21 @@ func NewState() *State {
 		Workers:   map[string]*WorkerView{},
 		Actions:   map[string]*domain.Action{},
 		Attention: map[string]struct{}{},
+		Fanouts:   map[string]*Fanout{},
 	}
 }
+
+// Fanout is a with_items parent's children as the log shows them. Children
+// are requested in item order, so items 0..Requested-1 have been requested.
+type Fanout struct {
+	Requested int                 // children requested so far
+	Ended     int                 // of those, how many have ended
+	Failed    int                 // of those, how many ended other than completed
+	Live      map[string]struct{} // requested and not ended
+}
+
+// InFlight returns how many children are requested and not ended.
+func (f *Fanout) InFlight() int { return f.Requested - f.Ended }
 
 // Apply decodes and folds one event. Events at positions already applied are
 // ignored, so a batch may be delivered twice without harm.
@@ -104,12 +121,14 @@ func (s *State) ApplyDecoded(env *domain.Envelope, ev domain.Event) {
 		prevWorker, prevStatus := x.Worker(), x.Status()
 		x.Apply(ev, env.Version, env.Time)
 		s.trackWorker(id, prevWorker, prevStatus, x)
+		s.trackFanout(id, x, ev)
 		if x.Status().Terminal() {
 			if s.Ended != nil {
 				s.Ended(x)
 			}
 			delete(s.Live, id)
 			delete(s.Attention, id)
+			delete(s.Fanouts, id)
 		} else if needsExecutor(x, ev) {
 			s.Attention[id] = struct{}{}
 		} else {
@@ -135,6 +154,38 @@ func (s *State) trackWorker(id, prevWorker string, prevStatus domain.Status, x *
 			s.Workers[x.Worker()] = w
 		}
 		w.InFlight[id] = struct{}{}
+	}
+}
+
+// trackFanout keeps the Fanout of each live with_items parent.
+func (s *State) trackFanout(id string, x *domain.Execution, ev domain.Event) {
+	if x.IsParent() {
+		if _, ok := ev.(domain.ExecutionRequested); ok {
+			s.Fanouts[id] = &Fanout{Live: map[string]struct{}{}}
+		}
+		return
+	}
+	parent := x.Parent()
+	if parent == "" {
+		return
+	}
+	f := s.Fanouts[parent]
+	if f == nil {
+		return // the parent has ended (or is unknown): nothing to count
+	}
+	if _, ok := ev.(domain.ExecutionRequested); ok {
+		f.Requested++
+		f.Live[id] = struct{}{}
+		return
+	}
+	if x.Status().Terminal() {
+		if _, live := f.Live[id]; live {
+			delete(f.Live, id)
+			f.Ended++
+			if x.Status() != domain.StatusCompleted {
+				f.Failed++
+			}
+		}
 	}
 }
 

@@ -31,9 +31,8 @@ type Views struct {
 
 type execRecord struct {
 	x        *domain.Execution
-	seq      int      // index in Views.order
-	pos      uint64   // position of its last event
-	children []string // for a with_items parent: child ids in item order ("" until requested)
+	seq int    // index in Views.order
+	pos uint64 // position of its last event
 }
 
 // waitWindow is how many of an action's most recent slot waits the wait
@@ -132,14 +131,6 @@ func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string,
 		v.execs[id] = rec
 		v.order = append(v.order, id)
 		v.byRef[req.Action] = append(v.byRef[req.Action], rec.seq)
-		if req.Items > 0 {
-			rec.children = make([]string, req.Items)
-		}
-		if p := v.execs[req.Parent]; p != nil && req.ItemIndex >= 0 && req.ItemIndex < len(p.children) {
-			p.children[req.ItemIndex] = id
-			p.pos = env.Position
-			v.changes.add(change{pos: env.Position, kind: kindExecution, key: req.Parent})
-		}
 		if _, _, _, queued := v.st.Queues.Locate(id); queued {
 			v.statsFor(req.Action).enqueued++
 		}
@@ -217,11 +208,11 @@ func percentile(sorted []float64, q float64) float64 {
 // ---- queries ----
 
 // ExecutionView is an execution's state as the API shows it: the fold's
-// state, the with_items children and the position it is current as of.
+// state (a with_items parent's lists its children in item order) and the
+// log position it is current as of.
 type ExecutionView struct {
 	domain.ExecutionState
-	Children []string `json:"children,omitempty"`
-	Position uint64   `json:"position"`
+	Position uint64 `json:"position"`
 }
 
 // View returns an execution as the API shows it.
@@ -236,13 +227,7 @@ func (v *Views) View(id string) (ExecutionView, bool) {
 }
 
 func (v *Views) viewLocked(rec *execRecord) ExecutionView {
-	out := ExecutionView{ExecutionState: rec.x.State(), Position: rec.pos}
-	for _, c := range rec.children {
-		if c != "" {
-			out.Children = append(out.Children, c)
-		}
-	}
-	return out
+	return ExecutionView{ExecutionState: rec.x.State(), Position: rec.pos}
 }
 
 // ListFilter selects executions for List. Empty fields match everything.
@@ -283,8 +268,8 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 		if p == nil {
 			return []ExecutionView{}, "", nil
 		}
-		for _, c := range p.children {
-			if r := v.execs[c]; c != "" && r != nil {
+		for _, c := range p.x.State().Children {
+			if r := v.execs[c]; r != nil {
 				seqs = append(seqs, r.seq)
 			}
 		}

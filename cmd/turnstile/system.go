@@ -54,6 +54,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	storeURL := fs.String("store", "", "store URL (default: the embedded store in --data)")
 	workers := fs.Int("workers", 2, "in-process workers")
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
+	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...)")
 	if err := parse(fs, args); err != nil {
@@ -84,8 +85,9 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	views := projections.NewViews()
 	caught := make(chan error, 1)
 	go func() { caught <- views.CatchUp(ctx, store) }()
-	n, err := node.Start(ctx, store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: true,
-		CheckpointDir: filepath.Join(where, "checkpoints"), Logger: log})
+	// The node outlives the signal: on SIGTERM its workers drain (see below).
+	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: true,
+		CheckpointDir: filepath.Join(where, "checkpoints"), Logger: log, StopGrace: *grace})
 	if err != nil {
 		return err
 	}
@@ -138,5 +140,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	if err := hs.Shutdown(shutCtx); err != nil {
 		log.Warn("http shutdown", "err", err)
 	}
+	log.Info("draining workers", "grace", *grace)
+	n.Stop() // workers drain, then the executor and the bus stop
 	return nil
 }

@@ -48,9 +48,48 @@ type Bus struct {
 	close      func() error
 }
 
+// NewLogger adapts logger for watermill: its info messages (a handler
+// starting, a router closing) become debug, its debug and trace messages
+// trace, and its "all handlers stopped" error, which is how a router reports
+// that its subscriptions were closed under it (the bus closed before the
+// router, as when a process stops), becomes info. Other errors stay errors.
+func NewLogger(logger *slog.Logger) watermill.LoggerAdapter {
+	return quietStop{watermill.NewSlogLoggerWithLevelMapping(logger, map[slog.Level]slog.Level{
+		slog.LevelInfo:  slog.LevelDebug,
+		slog.LevelDebug: watermill.LevelTrace,
+	}), logger}
+}
+
+// quietStop demotes watermill's error on a router whose handlers all
+// stopped, which a clean stop produces when the subscriber closes first.
+type quietStop struct {
+	watermill.LoggerAdapter
+	slog *slog.Logger
+}
+
+func (q quietStop) Error(msg string, err error, fields watermill.LogFields) {
+	if msg == "All handlers stopped, closing router" {
+		args := make([]any, 0, 2*len(fields))
+		for k, v := range fields {
+			args = append(args, k, v)
+		}
+		q.slog.Info("bus: router closing: its subscriptions were closed", args...)
+		return
+	}
+	q.LoggerAdapter.Error(msg, err, fields)
+}
+
+func (q quietStop) With(fields watermill.LogFields) watermill.LoggerAdapter {
+	args := make([]any, 0, 2*len(fields))
+	for k, v := range fields {
+		args = append(args, k, v)
+	}
+	return quietStop{q.LoggerAdapter.With(fields), q.slog.With(args...)}
+}
+
 // NewInProcess returns a bus for one process (watermill's GoChannel).
 func NewInProcess(logger *slog.Logger) *Bus {
-	wl := watermill.NewSlogLogger(logger.With("component", "bus"))
+	wl := NewLogger(logger.With("component", "bus"))
 	ch := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 4096}, wl)
 	return &Bus{Publisher: ch, Subscriber: ch, Logger: wl, close: ch.Close}
 }

@@ -27,20 +27,57 @@ type Commands struct {
 // idempotencyNS derives execution ids from idempotency keys.
 var idempotencyNS = uuid.MustParse("0b0e8f3c-58a4-4f0e-8f57-8c6f1d6f0d42")
 
-// ErrIdempotencyMismatch is returned when an idempotency key is reused with a
-// different request.
-var ErrIdempotencyMismatch = errors.New("idempotency key already used for a different request")
+// Errors the API maps to responses; match them with errors.Is.
+var (
+	// ErrIdempotencyMismatch: an idempotency key reused with a different request (409).
+	ErrIdempotencyMismatch = errors.New("idempotency key already used for a different request")
+	// ErrUnknownExecution: no execution has that id (404). It wraps domain.ErrNotFound.
+	ErrUnknownExecution = fmt.Errorf("unknown execution: %w", domain.ErrNotFound)
+	// ErrUnknownAction: no action has that ref (404). It wraps domain.ErrNotFound.
+	ErrUnknownAction = fmt.Errorf("unknown action: %w", domain.ErrNotFound)
+	// ErrAlreadyEnded: the execution has already ended, so there is nothing to
+	// cancel; nothing was written (409). It wraps domain.ErrAlreadyTerminal.
+	ErrAlreadyEnded = fmt.Errorf("execution already ended: %w", domain.ErrAlreadyTerminal)
+	// ErrInvalidRequest: the request is malformed (400).
+	ErrInvalidRequest = domain.ErrInvalidRequest
+	// ErrInvalidPolicy: the policy is malformed (400).
+	ErrInvalidPolicy = domain.ErrInvalidPolicy
+	// ErrConflict: the action exists with a different policy (409).
+	ErrConflict = domain.ErrConflict
+)
 
 // Request is a client's request for an execution.
+//
+// The concurrency key is not part of the request: the executor derives it
+// from Input with the action's policy in force at the request's position in
+// the log (domain.Policy.KeyOf); a request whose input lacks the key field is
+// rejected in the log with code invalid_input.
+//
+// WithItems makes the request a with_items parent: the executor requests one
+// child execution of the same action per item, in item order, with at most
+// Concurrency of them in flight (requested and not ended; 0: no window of its
+// own). A child's input is an object item merged over Input, or Input with
+// the field "item" set to any other item. Children queue and take slots like
+// any request of the action (its limit, queue length, rate limit, pause and
+// on_limit apply to them; a rejected child counts as failed). The parent
+// completes when every child completed, fails (code items_failed) when any
+// did not, and a cancellation of the parent is passed on to its children.
 type Request struct {
 	Action         string
 	Input          json.RawMessage
-	ConcurrencyKey string
 	IdempotencyKey string
-	Parent         string
-	ItemIndex      int
-	Items          int
+	WithItems      []json.RawMessage
 	Concurrency    int
+
+	// Deprecated: the key is derived from Input; a request that sets it is
+	// refused with ErrInvalidRequest.
+	ConcurrencyKey string
+	// Deprecated: children are requested by the executor; a request that
+	// sets Parent or ItemIndex is refused with ErrInvalidRequest.
+	Parent    string
+	ItemIndex int
+	// Deprecated: use WithItems. If set, it must equal len(WithItems).
+	Items int
 }
 
 // Request appends execution.requested and returns the new execution's id.
@@ -49,6 +86,12 @@ type Request struct {
 // request with the same key fails with ErrIdempotencyMismatch. The key lives
 // in the log, so this holds across restarts.
 func (c *Commands) Request(ctx context.Context, r Request) (id string, created bool, err error) {
+	switch {
+	case r.ConcurrencyKey != "":
+		return "", false, fmt.Errorf("%w: the concurrency key is derived from the input by the action's policy", ErrInvalidRequest)
+	case r.Parent != "" || r.ItemIndex != 0:
+		return "", false, fmt.Errorf("%w: with_items children are requested by the executor", ErrInvalidRequest)
+	}
 	hash := requestHash(r)
 	if r.IdempotencyKey != "" {
 		id = uuid.NewSHA1(idempotencyNS, []byte(r.IdempotencyKey)).String()
@@ -61,22 +104,18 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 	}
 	x := domain.NewExecution(id)
 	ev, err := x.Request(domain.ExecutionRequested{
-		Action: r.Action, Input: r.Input, ConcurrencyKey: r.ConcurrencyKey,
-		Parent: r.Parent, ItemIndex: r.ItemIndex, Items: r.Items, Concurrency: r.Concurrency,
+		Action: r.Action, Input: r.Input, Items: r.Items, Concurrency: r.Concurrency, WithItems: r.WithItems,
 		IdempotencyKey: r.IdempotencyKey, RequestHash: hash,
 	})
 	if err != nil {
 		return "", false, err
 	}
 	stream := domain.ExecutionStream(id)
-	eventID := aggregate.EventID(c.Writer, stream, 0, ev.EventType())
-	if r.IdempotencyKey != "" {
-		// A fresh event id, so that a second request with the same key meets
-		// the first one's event (wrong expected version) and is compared
-		// with it, instead of passing as a re-append of the same event.
-		eventID = uuid.New()
-	}
-	env, err := domain.Catalogue.Encode(eventID, ev, domain.OwnerExecutor, c.Writer)
+	// A fresh event id, not one derived from the stream: a retry of the same
+	// request must fail on "no stream" and be recognised by its hash below
+	// (created false), not pass as the store's idempotent re-append of the
+	// same event (which would report created again).
+	env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerExecutor, c.Writer)
 	if err != nil {
 		return "", false, err
 	}
@@ -105,11 +144,16 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 // requestHash identifies a request's content for idempotency checks.
 func requestHash(r Request) string {
 	h := sha256.New()
+	items := make([]json.RawMessage, len(r.WithItems))
+	for i, it := range r.WithItems {
+		items[i] = compactJSON(it)
+	}
 	b, _ := json.Marshal(struct {
-		A, K, P string
-		I       json.RawMessage
-		N, C, X int
-	}{r.Action, r.ConcurrencyKey, r.Parent, compactJSON(r.Input), r.Items, r.Concurrency, r.ItemIndex})
+		A  string
+		I  json.RawMessage
+		C  int
+		WI []json.RawMessage `json:",omitempty"`
+	}{r.Action, compactJSON(r.Input), r.Concurrency, items})
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
@@ -126,18 +170,39 @@ func compactJSON(in json.RawMessage) json.RawMessage {
 	return out
 }
 
-// RequestCancel records a client's cancellation request. The executor acts
-// on it before the handoff, the owning worker after it. Cancelling an
-// execution that has ended fails with a *domain.RuleError (RuleTerminal).
+// RequestCancel records a client's cancellation request, in any state
+// before the end: the executor acts on it before the handoff (a waiter
+// leaves its queue, a granted execution releases its slot) and for a
+// with_items parent (its children are asked to cancel too); after the
+// handoff the owning worker stops the run and records execution.cancelled.
+// Asking again is a no-op. An unknown id fails with ErrUnknownExecution; an
+// execution that has already ended fails with ErrAlreadyEnded (it also
+// matches the *domain.RuleError that refused it) and nothing is written.
 func (c *Commands) RequestCancel(ctx context.Context, id, reason string) error {
-	_, err := aggregate.UpdateExecution(ctx, c.Store, id, domain.OwnerAPI, c.Writer, nil, func(x *domain.Execution) (domain.Event, error) {
+	x, err := aggregate.UpdateExecution(ctx, c.Store, id, domain.OwnerAPI, c.Writer, nil, func(x *domain.Execution) (domain.Event, error) {
 		ev, err := x.RequestCancel(reason)
 		if errors.Is(err, domain.ErrCancelAlreadyAsked) {
 			return nil, nil // asking again is harmless
 		}
 		return ev, err
 	})
+	switch {
+	case errors.Is(err, domain.ErrNotFound):
+		return fmt.Errorf("cancel execution %s: %w", id, ErrUnknownExecution)
+	case errors.Is(err, domain.ErrAlreadyTerminal) && x != nil:
+		return fmt.Errorf("cancel execution %s: it ended as %s: %w (%w)", id, x.Status(), ErrAlreadyEnded, err)
+	}
 	return err
+}
+
+// LoadExecution folds execution id's stream. An unknown id fails with
+// ErrUnknownExecution.
+func (c *Commands) LoadExecution(ctx context.Context, id string) (*domain.Execution, error) {
+	x, err := aggregate.LoadExecution(ctx, c.Store, id)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, fmt.Errorf("load execution %s: %w", id, ErrUnknownExecution)
+	}
+	return x, err
 }
 
 // LoadAction folds action ref's stream (an empty Action if it does not exist).
@@ -150,26 +215,41 @@ func (c *Commands) LoadAction(ctx context.Context, ref string) (*domain.Action, 
 }
 
 // updateAction decides on the action's current state and appends, reloading
-// after a lost race. It returns whether an event was written.
+// after a lost race. It returns whether an event was written. Every action
+// event goes with a queue.action_changed on the action's queue stream, in the
+// same atomic append: that moves the fence of grants, so a grant decided on
+// the old policy or pause state fails and the change applies from the very
+// next grant in the log.
 func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *domain.Action) (domain.Event, error)) (bool, error) {
 	if err := domain.ValidateRef(ref); err != nil {
 		return false, err
 	}
-	stream := domain.ActionStream(ref)
+	stream, qstream := domain.ActionStream(ref), domain.QueueStream(ref)
 	for attempt := 0; ; attempt++ {
 		a, err := c.LoadAction(ctx, ref)
 		if err != nil {
 			return false, err
 		}
 		ev, err := decide(a)
+		if errors.Is(err, domain.ErrNotFound) {
+			return false, fmt.Errorf("action %q: %w", ref, ErrUnknownAction)
+		}
 		if err != nil || ev == nil {
 			return false, err
 		}
-		env, err := domain.Catalogue.Encode(aggregate.EventID(c.Writer, stream, a.Version()+1, ev.EventType()), ev, domain.OwnerAPI, c.Writer)
+		v := a.Version() + 1
+		env, err := domain.Catalogue.Encode(aggregate.EventID(c.Writer, stream, v, ev.EventType()), ev, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return false, err
 		}
-		_, err = c.Store.Append(ctx, stream, aggregate.Expected(a.Version()), env)
+		fence := domain.QueueActionChanged{ActionVersion: uint64(v), Change: ev.EventType()}
+		fenv, err := domain.Catalogue.Encode(aggregate.EventID(c.Writer, qstream+"/"+stream, v, fence.EventType()), fence, domain.OwnerAPI, c.Writer)
+		if err != nil {
+			return false, err
+		}
+		_, err = c.Store.AppendMulti(ctx,
+			eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(a.Version()), Events: []domain.Envelope{env}},
+			eventstore.StreamAppend{Stream: qstream, Expected: eventstore.Any, Events: []domain.Envelope{fenv}})
 		if err == nil {
 			return true, nil
 		}
@@ -185,17 +265,21 @@ func (c *Commands) DefineAction(ctx context.Context, p domain.Policy) (created b
 	return c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.Define(p) })
 }
 
-// ChangePolicy replaces an action's policy from the next grant on.
+// ChangePolicy replaces an action's policy from the next grant on. An
+// unknown action fails with ErrUnknownAction.
 func (c *Commands) ChangePolicy(ctx context.Context, p domain.Policy) (changed bool, err error) {
 	return c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.ChangePolicy(p) })
 }
 
-// Pause stops grants for an action.
+// Pause stops grants for an action: nothing is granted while it is paused,
+// running executions go on, requests still queue. An unknown action fails
+// with ErrUnknownAction.
 func (c *Commands) Pause(ctx context.Context, ref, reason string) (bool, error) {
 	return c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Pause(reason) })
 }
 
-// Resume lets grants for an action start again.
+// Resume lets grants for an action start again. An unknown action fails
+// with ErrUnknownAction.
 func (c *Commands) Resume(ctx context.Context, ref string) (bool, error) {
 	return c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Resume() })
 }

@@ -1,12 +1,22 @@
 // Package executor runs the executor: it folds the log into queues, live
 // executions and workers, and appends its decisions (rejections, slot grants
-// and handoffs, expiries, abandonments, pre-handoff cancellations) with
-// expected versions, so a replaced executor that still runs fails to write
-// instead of over-granting. Commands holds the command side the API uses.
+// and handoffs, expiries, abandonments, lost-worker verdicts, pre-handoff
+// cancellations, queue timeouts, with_items fan-out) with expected versions,
+// so a replaced executor that still runs fails to write instead of
+// over-granting, and a race with a worker is decided by the log: exactly one
+// side's append wins, the other gives up and says so in its log. Commands
+// holds the command side the API uses.
+//
+// Time-based rules compare the executor's clock (Config.Clock) with the log
+// times of events (a handoff's, a worker's last event, a waiter's request,
+// recent grants), never with a worker's clock. The rate limit is judged on
+// log times too: the executor's clock must not run ahead of the store's
+// commit clock (it does not when both are the same machine's clock).
 package executor
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -89,7 +99,9 @@ type Executor struct {
 	// awaiting holds, per stream, the version this executor wrote and has
 	// not yet seen in its fold; no decision touches such a stream meanwhile.
 	awaiting map[string]uint64
-	lostDone bool
+
+	// beforeAppend, if set (tests only), is called before each op is appended.
+	beforeAppend func(what string)
 
 	ready    atomic.Bool
 	position atomic.Uint64
@@ -104,6 +116,10 @@ type Executor struct {
 // Stats counts what the executor wrote and what it lost to other writers.
 type Stats struct {
 	Grants, Rejections, Expiries, Abandons, Cancels, Failures, Conflicts atomic.Int64
+	LostWorkers, Children, ParentsEnded                                  atomic.Int64
+	// TimedCycles counts the cycles that checked the time-based rules, each
+	// counted once its decisions have been appended (or refused).
+	TimedCycles atomic.Int64
 }
 
 // New returns an executor; it does nothing until Start.
@@ -169,9 +185,8 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 	defer close(e.done)
 	tick := time.NewTicker(e.cfg.Tick)
 	defer tick.Stop()
-	if head == 0 { // an empty log: no previous run whose workers could be lost
-		e.lostDone = true
-		e.ready.Store(true)
+	if head == 0 {
+		e.ready.Store(true) // an empty log: no worker of a previous run to lose
 	}
 	for {
 		timed := false
@@ -201,13 +216,15 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 			if e.state.Next < head {
 				continue
 			}
-			// The first decisions (the previous run's workers declared lost)
-			// are appended before anyone is told the executor is ready, so a
-			// worker that registers next is never mistaken for an old one.
-			e.decide(ctx, timed)
+			// Declare the previous run's workers lost before saying we are
+			// ready, so that no worker of this run, which registers after
+			// Ready, is taken for one of them.
+			e.mu.Lock()
+			ops := e.decideLostAtStart(nil)
+			e.mu.Unlock()
+			e.run(ctx, ops)
 			e.ready.Store(true)
 			e.log.Info("caught up with the log", "position", e.state.Next)
-			continue
 		}
 		e.decide(ctx, timed)
 	}
@@ -232,10 +249,11 @@ func (e *Executor) apply(batch []domain.Envelope) {
 
 // op is one atomic append the executor decided.
 type op struct {
-	what    string
-	appends []eventstore.StreamAppend
-	count   *atomic.Int64
-	n       int // how many decisions count adds (0 means 1)
+	what     string
+	appends  []eventstore.StreamAppend
+	count    *atomic.Int64
+	n        int  // how many decisions count adds (0 means 1)
+	takeBack bool // it takes executions back from a worker (or declares one lost)
 }
 
 func (e *Executor) busy(stream string) bool {
@@ -247,17 +265,23 @@ func (e *Executor) decide(ctx context.Context, timed bool) {
 	e.mu.Lock()
 	now := e.cfg.Clock.Now()
 	var ops []op
-	ops = e.decideLostAtStart(ops)
 	ops = e.decideRejections(ops)
 	if timed {
 		ops = e.decideLeases(ops, now)
-		ops = e.decideExpiries(ops, now)
 		ops = e.decideQueueTimeouts(ops, now)
 	}
-	ops = e.decideAttention(ops, now)
-	ops = e.decideGrants(ops)
+	ops = e.decideExpiries(ops, now, timed)
+	if len(e.state.Attention) > 0 {
+		attention := sortedKeys(e.state.Attention)
+		ops = e.decideAttention(ops, attention)
+		ops = e.decideParents(ops, attention)
+	}
+	ops = e.decideGrants(ops, now)
 	e.mu.Unlock()
 	e.run(ctx, ops)
+	if timed {
+		e.Stats.TimedCycles.Add(1)
+	}
 }
 
 // run appends the decided ops concurrently (the store commits them together)
@@ -273,6 +297,9 @@ func (e *Executor) run(ctx context.Context, ops []op) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			if e.beforeAppend != nil {
+				e.beforeAppend(ops[i].what)
+			}
 			_, errs[i] = e.cfg.Store.AppendMulti(ctx, ops[i].appends...)
 		}(i)
 	}
@@ -292,7 +319,13 @@ func (e *Executor) run(ctx context.Context, ops []op) {
 		}
 		if aggregate.LostRace(err) {
 			e.Stats.Conflicts.Add(1)
-			e.log.Debug("lost a race, deciding again", "op", o.what, "err", err)
+			if o.takeBack {
+				// A worker (or another executor) wrote first: the log has
+				// decided, and the next cycle decides on what it says.
+				e.log.Info("lost a race for a take-back; the log decided otherwise", "op", o.what, "err", err)
+			} else {
+				e.log.Debug("lost a race, deciding again", "op", o.what, "err", err)
+			}
 			continue
 		}
 		if ctx.Err() == nil {
@@ -336,10 +369,18 @@ func (e *Executor) decideRejections(ops []op) []op {
 	return ops
 }
 
+// rateMargin is how much earlier than its clock the executor judges the
+// rate limit. The audit judges a grant at its commit time, which must not be
+// before the decision's time; a store that rounds commit times down (the
+// embedded store keeps microseconds) could otherwise put a grant a fraction
+// of a microsecond before the window allowed it. Judging earlier only ever
+// allows fewer grants.
+const rateMargin = time.Millisecond
+
 // decideGrants grants the heads of the queues, oldest request first across
 // all queues, while workers have free slots, each with its handoff in the
 // same atomic append as the grant.
-func (e *Executor) decideGrants(ops []op) []op {
+func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	workers := e.freeWorkers()
 	if len(workers) == 0 {
 		return ops
@@ -358,7 +399,7 @@ func (e *Executor) decideGrants(ops []op) []op {
 		if q.Waiting() == 0 || e.busy(domain.QueueStream(ref)) {
 			continue
 		}
-		for _, w := range q.Grantable(free) {
+		for _, w := range q.Grantable(free, now.Add(-rateMargin)) {
 			cands = append(cands, cand{q, w})
 		}
 	}
@@ -380,7 +421,7 @@ func (e *Executor) decideGrants(ops []op) []op {
 		if wk == nil {
 			continue
 		}
-		grant, err := x.Grant()
+		grant, err := x.Grant(c.w.Key)
 		if err != nil {
 			continue
 		}
@@ -455,10 +496,13 @@ func (e *Executor) freeWorkers() []*freeWorker {
 }
 
 // pickWorker returns the worker with the most free slots that runs runner.
-func pickWorker(ws []*freeWorker, runner string) *freeWorker {
+func pickWorker(ws []*freeWorker, runner string) *freeWorker { return pickWorkerBut(ws, runner, "") }
+
+// pickWorkerBut is pickWorker leaving out worker not.
+func pickWorkerBut(ws []*freeWorker, runner, not string) *freeWorker {
 	var best *freeWorker
 	for _, w := range ws {
-		if w.free <= 0 || (w.runners != nil && !w.runners[runner]) {
+		if w.free <= 0 || w.id == not || (w.runners != nil && !w.runners[runner]) {
 			continue
 		}
 		if best == nil || w.free > best.free {
@@ -468,20 +512,12 @@ func pickWorker(ws []*freeWorker, runner string) *freeWorker {
 	return best
 }
 
-// decideAttention handles executions the executor owns outside the queue:
-// pre-handoff cancellation requests, and executions taken back from a worker
-// (hand them to another worker, or fail them when attempts are exhausted).
-func (e *Executor) decideAttention(ops []op, now time.Time) []op {
-	if len(e.state.Attention) == 0 {
-		return ops
-	}
-	ids := make([]string, 0, len(e.state.Attention))
-	for id := range e.state.Attention {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
+// decideAttention handles plain executions the executor owns outside the
+// queue: pre-handoff cancellation requests, and executions taken back from a
+// worker (hand them to another worker, or fail them when attempts are exhausted).
+func (e *Executor) decideAttention(ops []op, attention []string) []op {
 	workers := e.freeWorkers()
-	for _, id := range ids {
+	for _, id := range attention {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
@@ -491,7 +527,8 @@ func (e *Executor) decideAttention(ops []op, now time.Time) []op {
 			continue
 		}
 		if x.CancelRequested() {
-			if ev, err := x.Cancel(domain.OwnerExecutor, e.cfg.Name, "cancelled on request"); err == nil {
+			if ev, err := x.Cancel(domain.OwnerExecutor, e.cfg.Name, x.CancelReason()); err == nil {
+				ev.Code = domain.CancelRequested
 				ops = append(ops, op{what: "cancel " + id, count: &e.Stats.Cancels,
 					appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
 			}
@@ -506,15 +543,25 @@ func (e *Executor) decideAttention(ops []op, now time.Time) []op {
 		}
 		p := q.Policy()
 		if x.Attempt() >= p.MaxAttempts {
+			code := x.TakenBack()
+			why := "no worker started it within its scheduled_timeout"
+			if code == domain.FailWorkerLost {
+				why = "its worker was lost or stopped while holding it"
+			}
 			ev, err := x.Fail(domain.OwnerExecutor, e.cfg.Name,
-				fmt.Sprintf("gave up after %d attempts: no worker started or finished it", x.Attempt()), nil)
+				fmt.Sprintf("%s: gave up after %d attempts (max_attempts %d): %s", code, x.Attempt(), p.MaxAttempts, why), nil)
 			if err == nil {
+				ev.Code = code
 				ops = append(ops, op{what: "fail " + id, count: &e.Stats.Failures,
 					appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
 			}
 			continue
 		}
-		wk := pickWorker(workers, p.Runner)
+		// Another worker than the one it was taken back from, if one is free.
+		wk := pickWorkerBut(workers, p.Runner, x.Worker())
+		if wk == nil {
+			wk = pickWorker(workers, p.Runner)
+		}
 		if wk == nil {
 			continue
 		}
@@ -529,11 +576,166 @@ func (e *Executor) decideAttention(ops []op, now time.Time) []op {
 	return ops
 }
 
-// decideExpiries takes back handoffs that no worker started in time, and
-// executions held by an incarnation that is no longer the worker's current one.
-func (e *Executor) decideExpiries(ops []op, now time.Time) []op {
+// maxChildrenPerOp bounds the children one fan-out append requests.
+const maxChildrenPerOp = 64
+
+// decideParents drives with_items parents: start (or reject, or cancel) a
+// requested one; for a running one, request the next children in item order
+// while fewer than its window are in flight, end it once every child has
+// ended, and on a cancellation request pass the request on to its children
+// and end it once they have ended.
+//
+// Zero over-dispatch holds whatever the timing: one append writes the
+// parent's execution.children_requested (at the parent's expected version)
+// and the next run of children in item order (ids derived from parent and
+// item index, each at expected version "no stream"). A decision made on a
+// lagging fold sees no more children ended than have, so the in-flight count
+// at commit is at most the one decided on; the parent's version serialises
+// fan-out with cancellation requests and the parent's end, so no child is
+// requested twice, after a cancellation request, or after the end.
+func (e *Executor) decideParents(ops []op, attention []string) []op {
+	for _, id := range attention {
+		if len(ops) >= e.cfg.MaxBatch {
+			break
+		}
+		x := e.state.Live[id]
+		xs := domain.ExecutionStream(id)
+		if x == nil || !x.IsParent() || e.busy(xs) {
+			continue
+		}
+		switch x.Status() {
+		case domain.StatusRequested:
+			var ev domain.Event
+			var err error
+			var count *atomic.Int64
+			switch q := e.state.Queues.Get(x.Action()); {
+			case x.CancelRequested():
+				c, cerr := x.Cancel(domain.OwnerExecutor, e.cfg.Name, x.CancelReason())
+				c.Code = domain.CancelRequested
+				ev, err, count = c, cerr, &e.Stats.Cancels
+			case q == nil || !q.Defined():
+				ev, err = x.Reject(domain.RejectUnknownAction, fmt.Sprintf("action %q is not defined", x.Action()))
+				count = &e.Stats.Rejections
+			default:
+				ev, err = x.StartParent()
+			}
+			if err == nil {
+				ops = append(ops, op{what: "parent " + id, count: count, appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+			}
+		case domain.StatusRunning:
+			ops = e.decideRunningParent(ops, id, x)
+		}
+	}
+	return ops
+}
+
+func (e *Executor) decideRunningParent(ops []op, id string, x *domain.Execution) []op {
+	f := e.state.Fanouts[id]
+	if f == nil {
+		return ops
+	}
+	xs := domain.ExecutionStream(id)
+	// The parent's own stream says how many children it requested; children
+	// whose events the fold has not reached yet count as in flight.
+	asked := x.ChildrenRequested()
+	if x.CancelRequested() {
+		for _, cid := range sortedKeys(f.Live) {
+			c := e.state.Live[cid]
+			cs := domain.ExecutionStream(cid)
+			if c == nil || c.CancelRequested() || e.busy(cs) {
+				continue
+			}
+			ev, err := c.RequestCancelAs(domain.OwnerExecutor, fmt.Sprintf("its with_items parent %s was cancelled", id))
+			if err == nil {
+				ops = append(ops, op{what: "cancel child " + cid, appends: []eventstore.StreamAppend{e.stage(cs, c.Version(), ev)}})
+			}
+		}
+		if len(f.Live) == 0 && f.Ended == asked {
+			ev, err := x.Cancel(domain.OwnerExecutor, e.cfg.Name,
+				fmt.Sprintf("cancelled on request after %d of %d items were requested", asked, x.Items()))
+			if err == nil {
+				ev.Code = domain.CancelRequested
+				ev.Result = fanoutResult(x, f)
+				ops = append(ops, op{what: "cancel parent " + id, count: &e.Stats.ParentsEnded,
+					appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+			}
+		}
+		return ops
+	}
+	if asked >= x.Items() {
+		if f.Ended < asked {
+			return ops
+		}
+		var ev domain.Event
+		var err error
+		if f.Failed == 0 {
+			ev, err = x.Complete(domain.OwnerExecutor, e.cfg.Name, fanoutResult(x, f))
+		} else {
+			fe, ferr := x.Fail(domain.OwnerExecutor, e.cfg.Name, fmt.Sprintf("%d of %d items did not complete", f.Failed, x.Items()), fanoutResult(x, f))
+			fe.Code = domain.FailItems
+			ev, err = fe, ferr
+		}
+		if err == nil {
+			ops = append(ops, op{what: "end parent " + id, count: &e.Stats.ParentsEnded,
+				appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+		}
+		return ops
+	}
+	room := min(x.Window()-(asked-f.Ended), x.Items()-asked, maxChildrenPerOp)
+	if room <= 0 {
+		return ops
+	}
+	announce, err := x.RequestChildren(room)
+	if err != nil {
+		return ops
+	}
+	o := op{what: "fan out " + id, count: &e.Stats.Children, appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), announce)}}
+	for i := asked; i < asked+room; i++ {
+		cid := domain.ChildID(id, i)
+		in, err := domain.ChildInput(x.Input(), x.Item(i))
+		if err != nil {
+			e.log.Error("cannot build a child's input", "parent", id, "item", i, "err", err)
+			break // the request was validated: this does not happen
+		}
+		ev, err := domain.NewExecution(cid).Request(domain.ExecutionRequested{Action: x.Action(), Input: in, Parent: id, ItemIndex: i})
+		if err != nil {
+			e.log.Error("cannot request a child", "parent", id, "item", i, "err", err)
+			break
+		}
+		o.appends = append(o.appends, e.stage(domain.ExecutionStream(cid), -1, ev))
+		o.n++
+	}
+	if o.n != room {
+		delete(e.awaiting, xs)
+		for i := asked; i < asked+o.n; i++ {
+			delete(e.awaiting, domain.ExecutionStream(domain.ChildID(id, i)))
+		}
+		return ops
+	}
+	return append(ops, o)
+}
+
+// fanoutResult is a with_items parent's result: how its items ended.
+func fanoutResult(x *domain.Execution, f *projections.Fanout) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Items     int `json:"items"`
+		Requested int `json:"requested"`
+		Completed int `json:"completed"`
+		Failed    int `json:"failed"`
+	}{x.Items(), f.Requested, f.Ended - f.Failed, f.Failed})
+	return b
+}
+
+// decideExpiries takes back handoffs that no worker started in time (on a
+// timed cycle), executions held by an incarnation that is no longer the
+// worker's current one or by a stopped or lost worker, and handoffs to a
+// draining worker that it has not started (it takes nothing new).
+func (e *Executor) decideExpiries(ops []op, now time.Time, timed bool) []op {
 	for _, wid := range e.state.WorkerIDs() {
 		w := e.state.Workers[wid]
+		if len(w.InFlight) == 0 || (!timed && w.Status() == domain.WorkerActive) {
+			continue // an active worker's replaced incarnations are found on the next tick
+		}
 		for _, id := range e.state.HeldBy(wid) {
 			if len(ops) >= e.cfg.MaxBatch {
 				return ops
@@ -543,18 +745,25 @@ func (e *Executor) decideExpiries(ops []op, now time.Time) []op {
 			if x == nil || e.busy(xs) {
 				continue
 			}
-			gone := w.Status() == domain.WorkerLostStatus || w.Status() == domain.WorkerStoppedStatus ||
-				(x.Incarnation() != "" && x.Incarnation() != w.Incarnation())
-			if gone {
-				if ev, err := x.Abandon(fmt.Sprintf("worker %s incarnation %s is gone", wid, x.Incarnation())); err == nil {
-					ops = append(ops, op{what: "abandon " + id, count: &e.Stats.Abandons,
+			var reason string
+			switch {
+			case w.Status() == domain.WorkerLostStatus || w.Status() == domain.WorkerStoppedStatus:
+				reason = fmt.Sprintf("worker %s incarnation %s is %s", wid, x.Incarnation(), w.Status())
+			case x.Incarnation() != "" && x.Incarnation() != w.Incarnation():
+				reason = fmt.Sprintf("worker %s incarnation %s was replaced by %s", wid, x.Incarnation(), w.Incarnation())
+			case w.Status() == domain.WorkerDrainingStatus && x.Status() == domain.StatusScheduled:
+				reason = fmt.Sprintf("worker %s is draining and had not started it", wid)
+			}
+			if reason != "" {
+				if ev, err := x.Abandon(reason); err == nil {
+					ops = append(ops, op{what: "abandon " + id, count: &e.Stats.Abandons, takeBack: true,
 						appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
 				}
 				continue
 			}
-			if x.Status() == domain.StatusScheduled {
+			if timed && x.Status() == domain.StatusScheduled {
 				if ev, err := x.ExpireHandoff(now); err == nil {
-					ops = append(ops, op{what: "expire " + id, count: &e.Stats.Expiries,
+					ops = append(ops, op{what: "expire " + id, count: &e.Stats.Expiries, takeBack: true,
 						appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
 				}
 			}
@@ -563,40 +772,70 @@ func (e *Executor) decideExpiries(ops []op, now time.Time) []op {
 	return ops
 }
 
-// decideLeases declares lost the workers whose last event is older than the lease.
-func (e *Executor) decideLeases(ops []op, now time.Time) []op {
-	for _, id := range e.state.WorkerIDs() {
-		w := e.state.Workers[id]
-		ws := domain.WorkerStream(id)
-		if (w.Status() != domain.WorkerActive && w.Status() != domain.WorkerDrainingStatus) || e.busy(ws) {
+// maxAbandonsWithVerdict bounds the abandonments written in the same append
+// as a lost-worker verdict; the rest follow in decideExpiries.
+const maxAbandonsWithVerdict = 4096
+
+// loseWorker decides worker id's lost verdict and, in the same atomic append,
+// the abandonment of every execution it holds: from the verdict's position
+// on, no write of the lost incarnation for those executions can pass the
+// handoff rule. If one of them moved meanwhile (the worker was alive after
+// all), the whole append fails and the next cycle decides again.
+func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Duration, force bool, reason string) []op {
+	w := e.state.Workers[id]
+	ws := domain.WorkerStream(id)
+	if w == nil || (w.Status() != domain.WorkerActive && w.Status() != domain.WorkerDrainingStatus) || e.busy(ws) {
+		return ops
+	}
+	verdict, err := w.DeclareLost(now, lease, force, reason)
+	if err != nil {
+		return ops
+	}
+	held := e.state.HeldBy(id)
+	if len(held) > maxAbandonsWithVerdict {
+		held = held[:maxAbandonsWithVerdict]
+	}
+	for _, xid := range held {
+		if e.busy(domain.ExecutionStream(xid)) {
+			return ops // decide once our own write to it is folded
+		}
+	}
+	o := op{what: "lose worker " + id, count: &e.Stats.LostWorkers, takeBack: true,
+		appends: []eventstore.StreamAppend{e.stage(ws, w.Version(), verdict)}}
+	for _, xid := range held {
+		x := e.state.Live[xid]
+		if x == nil {
 			continue
 		}
-		ev, err := w.DeclareLost(now, e.cfg.WorkerLease, false, fmt.Sprintf("no heartbeat for %s", e.cfg.WorkerLease))
+		ev, err := x.Abandon(fmt.Sprintf("worker %s incarnation %s was declared lost: %s", id, x.Incarnation(), reason))
 		if err != nil {
 			continue
 		}
-		ops = append(ops, op{what: "lose worker " + id, appends: []eventstore.StreamAppend{e.stage(ws, w.Version(), ev)}})
+		o.appends = append(o.appends, e.stage(domain.ExecutionStream(xid), x.Version(), ev))
+	}
+	return append(ops, o)
+}
+
+// decideLeases declares lost the workers whose last event in the log is
+// older than the lease at now.
+func (e *Executor) decideLeases(ops []op, now time.Time) []op {
+	for _, id := range e.state.WorkerIDs() {
+		if len(ops) >= e.cfg.MaxBatch {
+			break
+		}
+		ops = e.loseWorker(ops, id, now, e.cfg.WorkerLease, false, fmt.Sprintf("no event in the log for %s (its lease)", e.cfg.WorkerLease))
 	}
 	return ops
 }
 
-// decideLostAtStart declares every active worker lost once, right after the
-// fold caught up, when the configuration says they all died with the last run.
+// decideLostAtStart declares every active worker lost, right after the fold
+// caught up, when the configuration says they all died with the last run.
 func (e *Executor) decideLostAtStart(ops []op) []op {
-	if !e.cfg.LoseWorkersAtStart || e.lostDone {
+	if !e.cfg.LoseWorkersAtStart {
 		return ops
 	}
-	e.lostDone = true
 	for _, id := range e.state.WorkerIDs() {
-		w := e.state.Workers[id]
-		if w.Status() != domain.WorkerActive && w.Status() != domain.WorkerDrainingStatus {
-			continue
-		}
-		ev, err := w.DeclareLost(e.cfg.Clock.Now(), 0, true, "its process ended with the previous run")
-		if err != nil {
-			continue
-		}
-		ops = append(ops, op{what: "lose worker " + id, appends: []eventstore.StreamAppend{e.stage(domain.WorkerStream(id), w.Version(), ev)}})
+		ops = e.loseWorker(ops, id, e.cfg.Clock.Now(), 0, true, "its process ended with the previous run")
 	}
 	return ops
 }
@@ -615,12 +854,22 @@ func (e *Executor) decideQueueTimeouts(ops []op, now time.Time) []op {
 				continue
 			}
 			ev, err := x.Cancel(domain.OwnerExecutor, e.cfg.Name,
-				fmt.Sprintf("queue timeout: waited more than %s", q.Policy().QueueTimeout()))
+				fmt.Sprintf("%s: waited more than %s in the queue of %q", domain.CancelQueueTimeout, q.Policy().QueueTimeout(), ref))
 			if err == nil {
+				ev.Code = domain.CancelQueueTimeout
 				ops = append(ops, op{what: "queue timeout " + w.Execution, count: &e.Stats.Cancels,
 					appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
 			}
 		}
 	}
 	return ops
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

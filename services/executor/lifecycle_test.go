@@ -232,7 +232,7 @@ func grantOrderMatchesRequests(t *testing.T, store eventstore.Store, limits map[
 
 func TestFIFOAndLimits(t *testing.T) {
 	store := memstore.New(memstore.Options{})
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	s := startSystem(t, store, 1, 2, 16)
 	limits := map[string]int{"fifo.one": 1, "fifo.two": 2, "fifo.eight": 8}
 	for ref, l := range limits {
@@ -249,7 +249,7 @@ func TestFIFOAndLimits(t *testing.T) {
 
 func TestTwoExecutorsKeepTheLimit(t *testing.T) {
 	store := memstore.New(memstore.Options{})
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	s := startSystem(t, store, 2, 3, 8)
 	limits := map[string]int{"two.one": 1, "two.three": 3}
 	for ref, l := range limits {
@@ -268,7 +268,7 @@ func TestTwoExecutorsKeepTheLimit(t *testing.T) {
 
 func TestRejectionsAndFailures(t *testing.T) {
 	store := memstore.New(memstore.Options{})
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	s := startSystem(t, store, 1, 1, 4)
 	define(t, s.cmds, "rej.fail", "core.fail", 2)
 	ctx := context.Background()

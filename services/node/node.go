@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/turnstile/turnstile/eventstore"
@@ -25,20 +26,27 @@ type Node struct {
 	Workers  []*worker.Worker
 	Fwd      *bus.Forwarder
 	Commands *executor.Commands
+
+	grace    time.Duration
+	stopOnce sync.Once
 }
 
 // Config says what a Node runs.
 type Config struct {
 	Workers, Slots int
-	CheckpointDir  string // "" keeps checkpoints in memory
-	LoseWorkers    bool   // previous run's workers are gone (embedded store)
+	CheckpointDir  string        // "" keeps checkpoints in memory
+	LoseWorkers    bool          // previous run's workers are gone (embedded store)
+	StopGrace      time.Duration // how long Stop lets in-flight work finish; default 10s
 	Logger         *slog.Logger
 }
 
 // Start starts the executor, waits until it has caught up with the log,
 // then starts the workers and the forwarder.
 func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, error) {
-	n := &Node{Store: store, Bus: bus.NewInProcess(cfg.Logger), Commands: &executor.Commands{Store: store, Writer: "api"}}
+	if cfg.StopGrace <= 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	n := &Node{Store: store, Bus: bus.NewInProcess(cfg.Logger), Commands: &executor.Commands{Store: store, Writer: "api"}, grace: cfg.StopGrace}
 	fail := func(err error) (*Node, error) {
 		n.Stop()
 		return nil, err
@@ -86,11 +94,31 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 
 // Stop stops the parts in the reverse order of their start.
 func (n *Node) Stop() {
+	n.Drain(context.Background(), n.grace)
+}
+
+// Drain stops the node gracefully: every worker drains at the same time
+// (worker.draining, nothing new, in-flight work finishes within grace or is
+// failed with a reason, worker.stopped) while the executor and the bus go on
+// serving them; then the forwarder, the executor and the bus stop. Ending
+// ctx cuts the grace period short. Only the first call (of Stop or Drain)
+// does anything.
+func (n *Node) Drain(ctx context.Context, grace time.Duration) {
+	n.stopOnce.Do(func() { n.drain(ctx, grace) })
+}
+
+func (n *Node) drain(ctx context.Context, grace time.Duration) {
+	var wg sync.WaitGroup
+	for _, w := range n.Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = w.Drain(ctx, grace)
+		}()
+	}
+	wg.Wait()
 	if n.Fwd != nil {
 		_ = n.Fwd.Stop()
-	}
-	for _, w := range n.Workers {
-		w.Stop()
 	}
 	if n.Executor != nil {
 		n.Executor.Stop()

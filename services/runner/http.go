@@ -199,7 +199,7 @@ func (r *httpRunner) Run(ctx context.Context, input json.RawMessage) (json.RawMe
 		}
 		return nil, failf(nil, "core.http: %s: %w", target, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 
 	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(r.maxBody)+1))
 	if err != nil {

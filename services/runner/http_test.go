@@ -251,7 +251,7 @@ func TestHTTPFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	closedURL := "http://" + l.Addr().String() + "/"
-	l.Close()
+	_ = l.Close()
 
 	client := &http.Client{Timeout: 5 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)

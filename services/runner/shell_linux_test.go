@@ -175,8 +175,9 @@ func TestShellFailure(t *testing.T) {
 
 // runShellUntilStarted runs input (which must write "$$ [more pids]" to the
 // file named by its last argument) and, once the file holds the pids, calls
-// stop. It returns Run's results, the pids, and the time from stop to return.
-func runShellUntilStarted(t *testing.T, r Runner, ctx context.Context, stop func(), script, pidFile string) (json.RawMessage, error, []int, time.Duration) {
+// stop. It returns Run's result, the pids, the time from stop to return,
+// and Run's error.
+func runShellUntilStarted(t *testing.T, r Runner, ctx context.Context, stop func(), script, pidFile string) (json.RawMessage, []int, time.Duration, error) {
 	t.Helper()
 	type ret struct {
 		out json.RawMessage
@@ -213,10 +214,10 @@ func runShellUntilStarted(t *testing.T, r Runner, ctx context.Context, stop func
 	stop()
 	select {
 	case r := <-done:
-		return r.out, r.err, pids, time.Since(start)
+		return r.out, pids, time.Since(start), r.err
 	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return 30s after the stop")
-		return nil, nil, nil, 0
+		return nil, nil, 0, nil
 	}
 }
 
@@ -267,7 +268,7 @@ func TestShellCancelSIGINT(t *testing.T) {
 	defer cancel()
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	// The shell execs sleep, which dies of the SIGINT: no need for the grace.
-	out, err, pids, took := runShellUntilStarted(t, r, ctx, cancel, `echo partial; echo $$ > "$1"; exec sleep 30`, pidFile)
+	out, pids, took, err := runShellUntilStarted(t, r, ctx, cancel, `echo partial; echo $$ > "$1"; exec sleep 30`, pidFile)
 	if out != nil {
 		t.Fatalf("result %s from a cancelled run", out)
 	}
@@ -291,7 +292,7 @@ func TestShellCancelEscalatesToSIGKILL(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	// Both the shell and its child ignore SIGINT; only SIGKILL ends them.
 	script := `trap "" INT; sleep 30 & echo $$ $! > "$1"; wait`
-	_, err, pids, took := runShellUntilStarted(t, r, ctx, cancel, script, pidFile)
+	_, pids, took, err := runShellUntilStarted(t, r, ctx, cancel, script, pidFile)
 	checkCtxErr(t, err, context.Canceled)
 	if took < grace {
 		t.Fatalf("returned %s after the cancel, before the %s grace: SIGINT was not ignored?", took, grace)

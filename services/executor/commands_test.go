@@ -1,0 +1,58 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/services/executor"
+)
+
+func TestRequestCommand(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close() })
+	cmds := &executor.Commands{Store: store, Writer: "test"}
+	ctx := context.Background()
+	items := []json.RawMessage{json.RawMessage(`{"a":1}`), json.RawMessage(`2`)}
+
+	for name, r := range map[string]executor.Request{
+		"a concurrency key":   {Action: "a", ConcurrencyKey: "k"},
+		"a parent":            {Action: "a", Parent: "p"},
+		"an item index":       {Action: "a", ItemIndex: 1},
+		"items without items": {Action: "a", Items: 2},
+		"a window alone":      {Action: "a", Concurrency: 2},
+		"a bad item":          {Action: "a", WithItems: []json.RawMessage{json.RawMessage(`{`)}},
+	} {
+		if _, _, err := cmds.Request(ctx, r); !errors.Is(err, executor.ErrInvalidRequest) {
+			t.Errorf("request with %s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+
+	id, created, err := cmds.Request(ctx, executor.Request{Action: "a", WithItems: items, Concurrency: 1, IdempotencyKey: "k1"})
+	if err != nil || !created {
+		t.Fatalf("with_items request: %v %v", created, err)
+	}
+	again, created, err := cmds.Request(ctx, executor.Request{Action: "a", WithItems: []json.RawMessage{json.RawMessage(`{ "a" : 1 }`), json.RawMessage(`2`)}, Concurrency: 1, IdempotencyKey: "k1"})
+	if err != nil || created || again != id {
+		t.Fatalf("the same request again: %s %v %v", again, created, err)
+	}
+	if _, _, err := cmds.Request(ctx, executor.Request{Action: "a", WithItems: items[:1], Concurrency: 1, IdempotencyKey: "k1"}); !errors.Is(err, executor.ErrIdempotencyMismatch) {
+		t.Fatalf("other items under the same key: %v, want ErrIdempotencyMismatch", err)
+	}
+	x, err := cmds.LoadExecution(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !x.IsParent() || x.Items() != 2 || x.Window() != 1 || len(x.State().Children) != 2 || x.State().Children[1] != domain.ChildID(id, 1) {
+		t.Fatalf("parent: items %d window %d children %v", x.Items(), x.Window(), x.State().Children)
+	}
+	if _, err := cmds.LoadExecution(ctx, "nope"); !errors.Is(err, executor.ErrUnknownExecution) {
+		t.Fatalf("LoadExecution of an unknown id: %v", err)
+	}
+	if _, err := cmds.ChangePolicy(ctx, domain.Policy{Ref: "nope", Runner: "core.noop"}); !errors.Is(err, executor.ErrUnknownAction) {
+		t.Fatalf("ChangePolicy of an unknown action: %v", err)
+	}
+}
