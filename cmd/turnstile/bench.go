@@ -18,6 +18,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/node"
 )
@@ -35,8 +36,11 @@ type benchResult struct {
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "waiting" {
+		return cmdBenchWaiting(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "lifecycle" {
-		return usageError{errors.New("usage: turnstile bench lifecycle [flags] (see BENCHMARKS.md)")}
+		return usageError{errors.New("usage: turnstile bench lifecycle|waiting [flags] (see BENCHMARKS.md)")}
 	}
 	fs := newFlags("bench lifecycle", stderr)
 	storeURL := fs.String("store", "", "store URL (default: a fresh embedded store in a temporary directory)")
@@ -227,4 +231,110 @@ func round(v float64, digits int) float64 {
 		p *= 10
 	}
 	return float64(int64(v*p+0.5)) / p
+}
+
+// cmdBenchWaiting fills one paused action's queue with N waiting executions,
+// then measures what a restart costs: the time until the executor and the
+// read model have folded the whole log again (what `serve` waits for before
+// it listens), and the process's peak RSS with every waiter in memory twice
+// (the executor's state and the read model).
+func cmdBenchWaiting(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench waiting", stderr)
+	storeURL := fs.String("store", "", "store URL (default: a fresh embedded store in a temporary directory)")
+	n := fs.Int("executions", 1_000_000, "waiting executions")
+	submitters := fs.Int("submitters", 64, "goroutines requesting executions")
+	asJSON := fs.Bool("json", false, "print the result as one JSON line last")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	where := *storeURL
+	if where == "" {
+		dir, err := os.MkdirTemp("", "turnstile-bench-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		where = "embedded://" + dir
+	}
+	store, _, err := openStore(where, "")
+	if err != nil {
+		return err
+	}
+	cmds := &executor.Commands{Store: store, Writer: "bench"}
+	ref := "bench.waiting"
+	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: ref, Runner: "core.noop", MaxQueueLength: domain.MaxQueueLengthLimit}); err != nil {
+		return err
+	}
+	if _, err := cmds.Pause(ctx, ref, "bench: nothing is granted"); err != nil {
+		return err
+	}
+	start := time.Now()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, *submitters)
+	for range *submitters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(*n) {
+				if _, _, err := cmds.Request(ctx, executor.Request{Action: ref}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	fill := time.Since(start)
+	if err := store.Close(); err != nil {
+		return err
+	}
+
+	// The restart: open the log again, fold it twice at once, as serve does.
+	start = time.Now()
+	store, _, err = openStore(where, "")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	views := projections.NewViews()
+	caught := make(chan error, 1)
+	go func() { caught <- views.CatchUp(ctx, store) }()
+	ex, err := executor.New(executor.Config{Store: store, Logger: newLogger(io.Discard)})
+	if err != nil {
+		return err
+	}
+	if err := ex.Start(ctx); err != nil {
+		return err
+	}
+	defer ex.Stop()
+	for !ex.Ready() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := <-caught; err != nil {
+		return err
+	}
+	restart := time.Since(start)
+	st, _ := views.Stats(ref)
+	if st.QueueLength != *n {
+		return fmt.Errorf("after the restart the queue holds %d waiters, want %d", st.QueueLength, *n)
+	}
+	res := map[string]any{"waiting": *n, "fill_seconds": round(fill.Seconds(), 3), "events": views.Next(),
+		"restart_to_ready_seconds": round(restart.Seconds(), 3), "peak_rss_bytes": peakRSS()}
+	if *asJSON {
+		b, _ := json.Marshal(res)
+		fmt.Fprintln(stdout, string(b))
+		return nil
+	}
+	fmt.Fprintf(stdout, "waiting executions: %d (requested in %.1f s)\nrestart to ready:   %.3f s (%d events folded by the executor and the read model)\npeak RSS:           %.1f MiB\n",
+		*n, fill.Seconds(), restart.Seconds(), views.Next(), float64(peakRSS())/(1<<20))
+	return nil
 }
