@@ -56,6 +56,12 @@ func allTokens(t testing.TB) *api.Tokens {
 // (core.sleep) defined and one execution of it requested; it returns the
 // execution's id too. Everything stops at the end of the test.
 func newTestAPI(t testing.TB, tokens *api.Tokens) (*testAPI, string) {
+	return startAPI(t, api.Config{Tokens: tokens})
+}
+
+// startAPI is newTestAPI with cfg's Store, Commands and Views filled in (and
+// Logger, if nil, with one that discards).
+func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	t.Helper()
 	store := memstore.New(memstore.Options{})
 	cmds := &executor.Commands{Store: store, Writer: "test"}
@@ -77,9 +83,11 @@ func newTestAPI(t testing.TB, tokens *api.Tokens) (*testAPI, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.New(api.Config{Store: store, Commands: cmds, Views: views, Tokens: tokens,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Version: "test"})
-	return &testAPI{srv: srv, store: store, cmds: cmds}, id
+	cfg.Store, cfg.Commands, cfg.Views = store, cmds, views
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &testAPI{srv: api.New(cfg), store: store, cmds: cmds}, id
 }
 
 // samplePath fills a route's template with values that exist in newTestAPI's store.

@@ -77,7 +77,7 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 	switch {
 	case err == nil:
 		return id, true, nil
-	case errors.Is(err, eventstore.ErrWrongExpectedVersion) && r.IdempotencyKey != "":
+	case aggregate.LostRace(err) && r.IdempotencyKey != "": // the same key: the same id, stream and event id
 		first, rerr := c.Store.ReadStream(ctx, stream, 0, 1)
 		if rerr != nil || len(first) == 0 {
 			return "", false, fmt.Errorf("idempotency key %q: read the first request: %w", r.IdempotencyKey, errors.Join(err, rerr))
