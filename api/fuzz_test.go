@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/turnstile/turnstile/api"
 )
@@ -19,7 +20,8 @@ import (
 // The fuzz tests drive the real handler over a memstore with any input and
 // check what API.md promises: no panic, only documented statuses (never
 // 500 for bad input), every error a problem+json document with a detail,
-// and nothing appended to the log by a rejected request.
+// nothing appended to the log by a rejected request, and every response
+// UTF-8 (as JSON must be).
 
 // fuzzBodyLimit is the body limit of the fuzzed server: small, so that the
 // seed corpus can hold an oversized body.
@@ -102,6 +104,9 @@ func (ft *fuzzTarget) serve(t *testing.T, op string, req *http.Request) *httptes
 		t.Fatal(err)
 	}
 	code, body := rec.Code, rec.Body.Bytes()
+	if !utf8.Valid(body) {
+		t.Fatalf("%s: %d with a body that is not UTF-8: %q", op, code, body)
+	}
 	if code == http.StatusInternalServerError {
 		t.Fatalf("%s: 500 for %s %s: %s\nserver log:\n%s", op, req.Method, req.URL, body, ft.log.String())
 	}
@@ -160,6 +165,10 @@ func FuzzRequestExecution(f *testing.F) {
 			var v struct{ ID, Status string }
 			if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || v.ID == "" || v.Status == "" {
 				t.Fatalf("202 with %q: %v", rec.Body.Bytes(), err)
+			}
+			// What was accepted reads back (as UTF-8 JSON).
+			if got := ft.serve(t, "getExecution", request("GET", "/api/v1/executions/"+v.ID, "", "")); got.Code != http.StatusOK {
+				t.Fatalf("GET the accepted execution %s: %d", v.ID, got.Code)
 			}
 		}
 	})
@@ -250,5 +259,34 @@ func TestIdempotencyKeyReused(t *testing.T) {
 	code, other := post(`{"action":"demo","input":{"n":2}}`)
 	if code != http.StatusConflict || other["type"] != "https://turnstile.dev/problems/idempotency-key-reused" {
 		t.Errorf("another request with the same key: %d %v, want 409 idempotency-key-reused", code, other)
+	}
+}
+
+// TestLastEventIDOverflow is a fuzz finding: Last-Event-ID 2^64-1 wrapped
+// around and replayed a feed from position 0; it is a 400.
+func TestLastEventIDOverflow(t *testing.T) {
+	a, _ := newTestAPI(t, nil)
+	for _, path := range []string{"/api/v1/feeds/events", "/api/v1/feeds/executions", "/api/v1/feeds/queue-stats"} {
+		req := request("GET", path, "", "")
+		req.Header.Set("Last-Event-ID", "18446744073709551615")
+		ctx, cancel := context.WithCancel(req.Context())
+		cancel() // were it accepted, the feed would return once started
+		rec := httptest.NewRecorder()
+		a.srv.Handler().ServeHTTP(rec, req.WithContext(ctx))
+		if rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: Last-Event-ID 2^64-1 got %d, want 400", path, rec.Code)
+		}
+	}
+}
+
+// TestInvalidUTF8Body is a fuzz finding: a body with invalid UTF-8 in an
+// execution's input was accepted, and the execution was then served as
+// JSON that is not UTF-8; it is a 400.
+func TestInvalidUTF8Body(t *testing.T) {
+	a, _ := newTestAPI(t, nil)
+	rec := httptest.NewRecorder()
+	a.srv.Handler().ServeHTTP(rec, request("POST", "/api/v1/executions", "", "{\"action\":\"demo\",\"input\":{\"s\":\"\xc3\x28\"}}"))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "not UTF-8") {
+		t.Errorf("got %d %s, want 400 (not UTF-8)", rec.Code, rec.Body.String())
 	}
 }
