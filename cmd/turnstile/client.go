@@ -673,6 +673,8 @@ func (c *client) wait(ctx context.Context, id string, timeout time.Duration) err
 	switch {
 	case err != nil && ctx.Err() != nil && parent.Err() == nil && v.ID != "":
 		return fmt.Errorf("execution %s is still %s after %s: gave up waiting", id, v.Status, timeout)
+	case err != nil && ctx.Err() != nil && parent.Err() == nil:
+		return fmt.Errorf("execution %s: no answer from the server within %s: gave up waiting", id, timeout)
 	case err != nil:
 		return err
 	}
