@@ -813,8 +813,8 @@ type sseEvent struct {
 	Data      []byte
 }
 
-// maxReconnects bounds the reconnection attempts in a row of a feed that
-// was connected once.
+// maxReconnects bounds the reconnection attempts, in a row without a
+// message, of a feed that was connected once.
 const maxReconnects = 10
 
 // follow reads a feed, calling fn for each message until fn says stop, fn
@@ -843,12 +843,13 @@ func (c *client) follow(ctx context.Context, path string, query url.Values, last
 			err = problemOf(resp.StatusCode, data)
 		}
 		if err == nil {
-			connected, failures = true, 0
+			connected = true
 			var stop bool
 			stop, err = readSSE(resp.Body, &retry, func(ev sseEvent) (bool, error) {
 				if ev.ID != "" {
 					lastID = ev.ID
 				}
+				failures = 0 // the feed works again
 				return fn(ev)
 			})
 			resp.Body.Close()

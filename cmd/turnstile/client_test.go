@@ -380,6 +380,21 @@ func TestClientWatchReconnects(t *testing.T) {
 	}
 }
 
+// TestClientEnvironment runs a client configured only by the environment.
+func TestClientEnvironment(t *testing.T) {
+	srv := startTestServer(t, nil)
+	t.Setenv("TURNSTILE_SERVER", srv+"/")
+	t.Setenv("TURNSTILE_TOKEN", readerToken)
+	var out, errOut bytes.Buffer
+	if code := run(context.Background(), []string{"actions", "list"}, &out, &errOut); code != 0 || !strings.HasPrefix(out.String(), "REF") {
+		t.Errorf("actions list: exit %d\n%s\nstderr %q", code, out.String(), errOut.String())
+	}
+	t.Setenv("TURNSTILE_TOKEN", "")
+	if code := run(context.Background(), []string{"actions", "list"}, &out, &errOut); code != exitFailure || !strings.Contains(errOut.String(), "(401)") {
+		t.Errorf("actions list without a token: exit %d, stderr %q", code, errOut.String())
+	}
+}
+
 func TestClientUsage(t *testing.T) {
 	t.Parallel()
 	gone := httptest.NewServer(http.NotFoundHandler())
