@@ -234,8 +234,9 @@ func FuzzQueryParams(f *testing.F) {
 }
 
 // TestIdempotencyKeyReused is a fuzz finding: the same Idempotency-Key with
-// another body was a 500 (the store's event-id idempotency refused the
-// append before the command could compare the requests); it is a 409.
+// another body was a 500 (the event id derived from the stream made the
+// store refuse the append before the command could compare the requests);
+// it is a 409, and a replay of the same request says so in a header.
 func TestIdempotencyKeyReused(t *testing.T) {
 	a, _ := newTestAPI(t, nil)
 	post := func(body string) (int, map[string]any) {
@@ -247,14 +248,17 @@ func TestIdempotencyKeyReused(t *testing.T) {
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
 			t.Fatalf("%d %q: %v", rec.Code, rec.Body.Bytes(), err)
 		}
+		out["replayed"] = rec.Header().Get("Idempotent-Replayed")
 		return rec.Code, out
 	}
 	code, first := post(`{"action":"demo","input":{"n":1}}`)
-	if code != http.StatusAccepted {
+	if code != http.StatusAccepted || first["replayed"] != "" {
 		t.Fatalf("first request: %d %v", code, first)
 	}
-	if code, again := post(`{"action":"demo","input":{ "n" : 1 }}`); code != http.StatusAccepted || again["id"] != first["id"] {
-		t.Errorf("the same request again: %d %v, want 202 with id %v", code, again, first["id"])
+	for _, body := range []string{`{"action":"demo","input":{"n":1}}`, `{"action":"demo","input":{ "n" : 1 }}`} {
+		if code, again := post(body); code != http.StatusAccepted || again["id"] != first["id"] || again["replayed"] != "true" {
+			t.Errorf("the same request again (%s): %d %v, want 202 with id %v, replayed", body, code, again, first["id"])
+		}
 	}
 	code, other := post(`{"action":"demo","input":{"n":2}}`)
 	if code != http.StatusConflict || other["type"] != "https://turnstile.dev/problems/idempotency-key-reused" {

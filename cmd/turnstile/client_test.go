@@ -1,14 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,8 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turnstile/turnstile/api"
-	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -29,42 +29,59 @@ const (
 	readerToken = "reader-token-0123456789"
 )
 
-// startTestServer runs the whole system over a memstore (executor, two
-// workers, the read model and the API, with an admin and a reader token)
-// behind an httptest server, its handler wrapped by wrap if not nil. It
-// returns the server's URL; everything stops at the end of the test.
-func startTestServer(t *testing.T, wrap func(http.Handler) http.Handler) string {
+// startTestServer runs `turnstile serve` in this process (the embedded
+// store in a temporary directory, two workers, an admin and a reader token)
+// and returns its URL once it listens; it stops at the end of the test.
+func startTestServer(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store := memstore.New(memstore.Options{})
-	n, err := startNode(ctx, store, nodeConfig{Workers: 2, Slots: 4, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	views := projections.NewViews()
-	viewsDone := make(chan error, 1)
-	go func() { viewsDone <- views.Run(ctx, store) }()
-	toks, err := api.ParseTokens([]string{"admin:" + adminToken, "reader:" + readerToken})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h http.Handler = api.New(api.Config{Store: store, Commands: n.Commands, Views: views, Tokens: toks, Logger: log, Ready: n.Executor.Ready}).Handler()
-	if wrap != nil {
-		h = wrap(h)
-	}
-	hs := httptest.NewServer(h)
+	logs := &serveLog{}
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--workers", "2", "--slots", "4",
+			"--token", "admin:" + adminToken, "--token", "reader:" + readerToken}, io.Discard, logs)
+	}()
 	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
 		cancel()
-		if err := <-viewsDone; err != nil {
-			t.Errorf("views: %v", err)
+		if code := <-done; code != 0 {
+			t.Errorf("turnstile serve: exit %d\n%s", code, logs)
 		}
-		n.Stop()
-		_ = store.Close()
 	})
-	return hs.URL
+	deadline := time.After(30 * time.Second)
+	for {
+		if m := servedAt.FindStringSubmatch(logs.String()); m != nil {
+			return "http://" + m[1]
+		}
+		select {
+		case code := <-done:
+			done <- code
+			t.Fatalf("turnstile serve: exit %d before serving\n%s", code, logs)
+		case <-deadline:
+			t.Fatalf("turnstile serve is not serving after 30s\n%s", logs)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// servedAt finds the listening address in serve's log.
+var servedAt = regexp.MustCompile(`msg="turnstile serving" addr=(\S+)`)
+
+// serveLog is serve's log output, safe to read while serve writes it.
+type serveLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *serveLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *serveLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // cli runs the turnstile command line against server with the admin token.
@@ -118,7 +135,7 @@ func field(name, value string) *regexp.Regexp {
 
 func TestClientActions(t *testing.T) {
 	t.Parallel()
-	srv := startTestServer(t, nil)
+	srv := startTestServer(t)
 
 	out := mustCLI(t, srv, "actions", "create", "--ref", "demo.sleep", "--runner", "core.sleep", "--max-concurrent", "2",
 		"--timeout", "1m", "--queue-timeout", "90", "--rate-limit", "100/2", "--concurrency-key", "customer", "--on-limit", "reject")
@@ -189,7 +206,7 @@ func TestClientActions(t *testing.T) {
 
 func TestClientExecutions(t *testing.T) {
 	t.Parallel()
-	srv := startTestServer(t, nil)
+	srv := startTestServer(t)
 	mustCLI(t, srv, "actions", "create", "--ref", "demo.sleep", "--runner", "core.sleep", "--max-concurrent", "4")
 	mustCLI(t, srv, "actions", "create", "--ref", "demo.fail", "--runner", "core.fail")
 
@@ -286,12 +303,13 @@ func TestClientExecutions(t *testing.T) {
 	}
 }
 
-// dropFeed ends the first connection of the events feed after n messages
-// (and shortens the reconnection delay the server asks for); it records the
-// Last-Event-ID of every request of that feed.
+// dropFeed is a proxy that ends the first connection of the events feed
+// after n messages, shortens the reconnection delay the server asks for,
+// and records the Last-Event-ID of every request of that feed.
 type dropFeed struct {
-	next http.Handler
-	n    int
+	upstream string
+	n        int
+	rest     http.Handler // everything else: passed through
 
 	mu     sync.Mutex
 	lastID []string
@@ -299,59 +317,65 @@ type dropFeed struct {
 
 func (d *dropFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/api/v1/feeds/events" {
-		d.next.ServeHTTP(w, r)
+		d.rest.ServeHTTP(w, r)
 		return
 	}
 	d.mu.Lock()
 	d.lastID = append(d.lastID, r.Header.Get("Last-Event-ID"))
 	first := len(d.lastID) == 1
 	d.mu.Unlock()
-	if !first {
-		d.next.ServeHTTP(&fastRetry{ResponseWriter: w}, r)
+	req, err := http.NewRequestWithContext(r.Context(), "GET", d.upstream+r.URL.RequestURI(), nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	ctx, cancel := context.WithCancel(r.Context())
-	defer cancel()
-	d.next.ServeHTTP(&fastRetry{ResponseWriter: w, left: d.n, drop: cancel}, r.WithContext(ctx))
-}
-
-// fastRetry rewrites the feed's retry delay; with drop set, it passes left
-// messages and then ends the connection (dropping what the handler writes
-// before it notices).
-type fastRetry struct {
-	http.ResponseWriter
-	left int
-	drop func()
-}
-
-func (f *fastRetry) Write(p []byte) (int, error) {
-	if f.drop != nil && f.left == 0 {
-		return len(p), nil
+	req.Header = r.Header.Clone()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadGateway)
+		return
 	}
-	if _, err := f.ResponseWriter.Write(bytes.Replace(p, []byte("retry: 2000"), []byte("retry: 5"), 1)); err != nil {
-		return 0, err
-	}
-	if f.drop != nil && bytes.HasPrefix(p, []byte("id: ")) {
-		if f.left--; f.left == 0 {
-			f.drop()
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	br := bufio.NewReader(resp.Body)
+	for messages := 0; ; {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(line, "retry:") {
+			line = "retry: 5\n"
+		}
+		if strings.HasPrefix(line, "id:") {
+			messages++
+		}
+		_, _ = io.WriteString(w, line)
+		if line == "\n" {
+			w.(http.Flusher).Flush()
+			if first && messages == d.n {
+				return // the end of the first connection
+			}
 		}
 	}
-	return len(p), nil
 }
-
-func (f *fastRetry) Flush() { f.ResponseWriter.(http.Flusher).Flush() }
-
-func (f *fastRetry) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 
 // TestClientWatchReconnects drops a feed's connection: watch resumes after
 // the last id it received, without a gap or a duplicate.
 func TestClientWatchReconnects(t *testing.T) {
 	t.Parallel()
-	var drop *dropFeed
-	srv := startTestServer(t, func(h http.Handler) http.Handler {
-		drop = &dropFeed{next: h, n: 2}
-		return drop
+	upstream := startTestServer(t)
+	target, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drop := &dropFeed{upstream: upstream, n: 2, rest: httputil.NewSingleHostReverseProxy(target)}
+	proxy := httptest.NewServer(drop)
+	t.Cleanup(func() {
+		proxy.CloseClientConnections()
+		proxy.Close()
 	})
+	srv := proxy.URL
 	mustCLI(t, srv, "actions", "create", "--ref", "demo.noop", "--runner", "core.noop")
 	mustCLI(t, srv, "exec", "request", "demo.noop", "--wait")
 
@@ -382,7 +406,7 @@ func TestClientWatchReconnects(t *testing.T) {
 
 // TestClientEnvironment runs a client configured only by the environment.
 func TestClientEnvironment(t *testing.T) {
-	srv := startTestServer(t, nil)
+	srv := startTestServer(t)
 	t.Setenv("TURNSTILE_SERVER", srv+"/")
 	t.Setenv("TURNSTILE_TOKEN", readerToken)
 	var out, errOut bytes.Buffer

@@ -69,7 +69,11 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 		return "", false, err
 	}
 	stream := domain.ExecutionStream(id)
-	env, err := domain.Catalogue.Encode(aggregate.EventID(c.Writer, stream, 0, ev.EventType()), ev, domain.OwnerExecutor, c.Writer)
+	// A fresh event id, not one derived from the stream: a retry of the same
+	// request must fail on "no stream" and be recognised by its hash below
+	// (created false), not pass as the store's idempotent re-append of the
+	// same event (which would report created again).
+	env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerExecutor, c.Writer)
 	if err != nil {
 		return "", false, err
 	}
@@ -77,7 +81,7 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 	switch {
 	case err == nil:
 		return id, true, nil
-	case aggregate.LostRace(err) && r.IdempotencyKey != "": // the same key: the same id, stream and event id
+	case errors.Is(err, eventstore.ErrWrongExpectedVersion) && r.IdempotencyKey != "":
 		first, rerr := c.Store.ReadStream(ctx, stream, 0, 1)
 		if rerr != nil || len(first) == 0 {
 			return "", false, fmt.Errorf("idempotency key %q: read the first request: %w", r.IdempotencyKey, errors.Join(err, rerr))
