@@ -25,7 +25,7 @@ import (
 
 // fuzzBodyLimit is the body limit of the fuzzed server: small, so that the
 // seed corpus can hold an oversized body.
-const fuzzBodyLimit = 8 << 10
+const fuzzBodyLimit = 2 << 10
 
 type fuzzTarget struct {
 	a      *testAPI
