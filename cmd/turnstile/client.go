@@ -114,8 +114,11 @@ func exitCode(err error, cmd string, stderr io.Writer) int {
 // function that declares its flags and returns what runs it.
 type subcommand struct {
 	args  []string // names of the positional arguments
-	flags func(fs *flag.FlagSet) func(ctx context.Context, c *client, pos []string) error
+	flags func(fs *flag.FlagSet) runFunc
 }
+
+// runFunc runs a client command with its positional arguments.
+type runFunc func(ctx context.Context, c *client, pos []string) error
 
 // runClient runs "turnstile GROUP NAME …" from a group's subcommands.
 func runClient(ctx context.Context, group string, cmds map[string]subcommand, args []string, stdout, stderr io.Writer) int {
@@ -139,7 +142,7 @@ func runClient(ctx context.Context, group string, cmds map[string]subcommand, ar
 	sc := cmds[args[0]]
 	fs := newFlags(name, stderr)
 	server := fs.String("server", envOr("TURNSTILE_SERVER", "http://127.0.0.1:8080"), "the server's base URL")
-	token := fs.String("token", os.Getenv("TURNSTILE_TOKEN"), "bearer token")
+	token := fs.String("token", "", "bearer token (default $TURNSTILE_TOKEN; not shown here)")
 	asJSON := fs.Bool("json", false, "print the server's JSON")
 	run := sc.flags(fs)
 	pos, err := parseInterspersed(fs, args[1:])
@@ -154,6 +157,9 @@ func runClient(ctx context.Context, group string, cmds map[string]subcommand, ar
 	}
 	if err != nil {
 		return exitCode(err, name, stderr)
+	}
+	if *token == "" {
+		*token = os.Getenv("TURNSTILE_TOKEN")
 	}
 	c := &client{server: strings.TrimRight(*server, "/"), token: *token, asJSON: *asJSON, http: &http.Client{}, stdout: stdout, stderr: stderr}
 	return exitCode(run(ctx, c, pos), name, stderr)
@@ -219,6 +225,7 @@ func (c *client) do(ctx context.Context, method, path string, query url.Values, 
 	return data, nil
 }
 
+// send sends a request (body, if not nil, as JSON) with the token.
 func (c *client) send(ctx context.Context, method, path string, query url.Values, body any, header http.Header) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
@@ -289,7 +296,7 @@ func esc(s string) string { return url.PathEscape(s) }
 // ---- actions ----
 
 var actionsCommands = map[string]subcommand{
-	"list": {nil, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"list": {nil, func(fs *flag.FlagSet) runFunc {
 		return func(ctx context.Context, c *client, _ []string) error {
 			var out struct{ Actions []projections.ActionView }
 			raw, err := c.getJSON(ctx, "/api/v1/actions", nil, &out)
@@ -306,12 +313,12 @@ var actionsCommands = map[string]subcommand{
 			return nil
 		}
 	}},
-	"get": {[]string{"REF"}, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"get": {[]string{"REF"}, func(fs *flag.FlagSet) runFunc {
 		return func(ctx context.Context, c *client, pos []string) error {
 			return c.showAction(ctx, "GET", "/api/v1/actions/"+esc(pos[0]), nil)
 		}
 	}},
-	"create": {nil, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"create": {nil, func(fs *flag.FlagSet) runFunc {
 		pf := addPolicyFlags(fs, true)
 		return func(ctx context.Context, c *client, _ []string) error {
 			p, err := pf.policy(fs, domain.Policy{})
@@ -324,7 +331,7 @@ var actionsCommands = map[string]subcommand{
 			return c.showAction(ctx, "POST", "/api/v1/actions", p)
 		}
 	}},
-	"policy": {[]string{"REF"}, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"policy": {[]string{"REF"}, func(fs *flag.FlagSet) runFunc {
 		pf := addPolicyFlags(fs, false)
 		return func(ctx context.Context, c *client, pos []string) error {
 			path := "/api/v1/actions/" + esc(pos[0])
@@ -344,13 +351,13 @@ var actionsCommands = map[string]subcommand{
 			return c.showAction(ctx, "PUT", path+"/policy", p)
 		}
 	}},
-	"pause": {[]string{"REF"}, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"pause": {[]string{"REF"}, func(fs *flag.FlagSet) runFunc {
 		reason := fs.String("reason", "", "why (recorded in the log)")
 		return func(ctx context.Context, c *client, pos []string) error {
 			return c.showAction(ctx, "POST", "/api/v1/actions/"+esc(pos[0])+"/pause", map[string]string{"reason": *reason})
 		}
 	}},
-	"resume": {[]string{"REF"}, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"resume": {[]string{"REF"}, func(fs *flag.FlagSet) runFunc {
 		return func(ctx context.Context, c *client, pos []string) error {
 			return c.showAction(ctx, "POST", "/api/v1/actions/"+esc(pos[0])+"/resume", nil)
 		}
@@ -492,7 +499,7 @@ func (r *rateLimit) Set(v string) error {
 // ---- executions ----
 
 var execCommands = map[string]subcommand{
-	"request": {[]string{"ACTION"}, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"request": {[]string{"ACTION"}, func(fs *flag.FlagSet) runFunc {
 		input := fs.String("input", "", "the input: a JSON object")
 		key := fs.String("idempotency-key", "", "makes a retry of this request safe: the same key answers the same execution")
 		wait := fs.Bool("wait", false, "wait for the end; the exit code says how it ended")
@@ -530,7 +537,7 @@ var execCommands = map[string]subcommand{
 			return c.wait(ctx, acc.ID, *timeout)
 		}
 	}},
-	"get": {[]string{"ID"}, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"get": {[]string{"ID"}, func(fs *flag.FlagSet) runFunc {
 		asOf := fs.String("as-of", "", "the state as of a log position or an RFC 3339 time")
 		return func(ctx context.Context, c *client, pos []string) error {
 			var q url.Values
@@ -546,7 +553,7 @@ var execCommands = map[string]subcommand{
 			return nil
 		}
 	}},
-	"list": {nil, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"list": {nil, func(fs *flag.FlagSet) runFunc {
 		q := queryFlags(fs, "action", "only this action's executions", "status", "only executions in this state",
 			"parent", "only this with_items parent's children", "limit", "page size (1..1000; default 100)",
 			"after", "the next page after this id (printed at the end of a full page)")
@@ -571,7 +578,7 @@ var execCommands = map[string]subcommand{
 			return nil
 		}
 	}},
-	"cancel": {[]string{"ID"}, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"cancel": {[]string{"ID"}, func(fs *flag.FlagSet) runFunc {
 		reason := fs.String("reason", "", "why (recorded in the log)")
 		return func(ctx context.Context, c *client, pos []string) error {
 			var body any
@@ -588,13 +595,13 @@ var execCommands = map[string]subcommand{
 			return nil
 		}
 	}},
-	"wait": {[]string{"ID"}, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"wait": {[]string{"ID"}, func(fs *flag.FlagSet) runFunc {
 		timeout := fs.Duration("timeout", 0, "give up after this long (0: never)")
 		return func(ctx context.Context, c *client, pos []string) error {
 			return c.wait(ctx, pos[0], *timeout)
 		}
 	}},
-	"events": {[]string{"ID"}, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+	"events": {[]string{"ID"}, func(fs *flag.FlagSet) runFunc {
 		q := queryFlags(fs, "from", "the stream version to start at", "limit", "page size (1..1000; default 100)")
 		return func(ctx context.Context, c *client, pos []string) error {
 			var page struct {
@@ -779,7 +786,7 @@ var watchFeeds = map[string]struct {
 var watchCommands = func() map[string]subcommand {
 	cmds := map[string]subcommand{}
 	for name, feed := range watchFeeds {
-		cmds[name] = subcommand{nil, func(fs *flag.FlagSet) func(context.Context, *client, []string) error {
+		cmds[name] = subcommand{nil, func(fs *flag.FlagSet) runFunc {
 			q := queryFlags(fs, "action", "only what belongs to this action", "from", "start at this log position (default: now)")
 			count := fs.Int("count", 0, "stop after this many messages (0: run until interrupted)")
 			return func(ctx context.Context, c *client, _ []string) error {
