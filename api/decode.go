@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,18 +10,26 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // decodeJSON reads one JSON value from r's body into dst: at most max bytes
-// (413 beyond), no unknown fields, nothing after the value. The
-// Content-Type is not checked (curl sends a form type by default): the body
-// must parse as JSON whatever it claims. An empty body
+// (413 beyond), UTF-8 (JSON's encoding: raw values such as an execution's
+// input are kept and served as they came), no unknown fields, nothing after
+// the value. The Content-Type is not checked (curl sends a form type by
+// default): the body must parse as JSON whatever it claims. An empty body
 // is allowed only when optional is true (dst is left as it is).
 func decodeJSON(w http.ResponseWriter, r *http.Request, max int64, dst any, optional bool) *Problem {
-	body := http.MaxBytesReader(w, r.Body, max)
-	dec := json.NewDecoder(body)
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		return jsonProblem(err, max)
+	}
+	if !utf8.Valid(raw) {
+		return typed(typeInvalidJSON, http.StatusBadRequest, "the request body is not UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
-	err := dec.Decode(dst)
+	err = dec.Decode(dst)
 	if errors.Is(err, io.EOF) {
 		if optional {
 			return nil
@@ -31,10 +40,6 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, max int64, dst any, opti
 		return jsonProblem(err, max)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return jsonProblem(err, max)
-		}
 		return typed(typeInvalidJSON, http.StatusBadRequest, "the body holds more than one JSON value")
 	}
 	return nil

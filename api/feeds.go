@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"sync"
@@ -76,7 +77,7 @@ func (s *sseWriter) send(id uint64, event string, v any) error {
 func feedStart(r *http.Request, now func() (uint64, error)) (uint64, *Problem) {
 	if last := r.Header.Get("Last-Event-ID"); last != "" {
 		id, err := strconv.ParseUint(last, 10, 64)
-		if err != nil {
+		if err != nil || id == math.MaxUint64 { // no position follows the largest
 			return 0, typed(typeInvalid, http.StatusBadRequest, "Last-Event-ID %q is not a log position", clip(last))
 		}
 		return id + 1, nil

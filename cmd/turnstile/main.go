@@ -25,6 +25,10 @@ Usage:
   turnstile replay  (--data DIR | --store URL) [--stream S] [--type T] [--from P] [--to P] [--as-of P|TIME] [--state] [--json]
   turnstile rebuild (--data DIR | --store URL | --server URL [--token T])
   turnstile bench lifecycle [--store URL] --executions N --actions A --max-concurrent C [--submitters S] [--json]
+  turnstile actions create|get|list|pause|resume|policy …
+  turnstile exec request|get|list|cancel|wait|events …
+  turnstile watch queue-stats|executions|events …
+      a client of the HTTP API (--server URL --token SECRET --json); turnstile exec help has the rest
   turnstile help
 
 Store URLs: embedded:///path/to/dir (also --data DIR); memory:// (not durable: tests and benchmarks).
@@ -37,7 +41,8 @@ func main() {
 }
 
 // run executes one subcommand and returns the process exit code: 0 success,
-// 1 a finding (audit violations), 2 bad usage, 3 an operational failure.
+// 1 a finding (audit violations, a failed execution), 2 bad usage, 3 an
+// operational failure, 4 not found (client commands).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -58,6 +63,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	case "bench":
 		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "actions":
+		return runClient(ctx, "actions", actionsCommands, args[1:], stdout, stderr)
+	case "exec":
+		return runClient(ctx, "exec", execCommands, args[1:], stdout, stderr)
+	case "watch":
+		return runClient(ctx, "watch", watchCommands, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

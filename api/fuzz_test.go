@@ -1,0 +1,296 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/turnstile/turnstile/api"
+)
+
+// The fuzz tests drive the real handler over a memstore with any input and
+// check what API.md promises: no panic, only documented statuses (never
+// 500 for bad input), every error a problem+json document with a detail,
+// nothing appended to the log by a rejected request, and every response
+// UTF-8 (as JSON must be).
+
+// fuzzBodyLimit is the body limit of the fuzzed server: small, so that the
+// seed corpus can hold an oversized body.
+const fuzzBodyLimit = 2 << 10
+
+type fuzzTarget struct {
+	a      *testAPI
+	h      http.Handler
+	codes  map[string]map[int]bool // operationId → the statuses it documents
+	execID string
+	log    *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func newFuzzTarget(f *testing.F) *fuzzTarget {
+	f.Helper()
+	log := &lockedBuffer{}
+	a, execID := startAPI(f, api.Config{MaxBodyBytes: fuzzBodyLimit, Logger: slog.New(slog.NewTextHandler(log, nil))})
+	ft := &fuzzTarget{a: a, h: a.srv.Handler(), codes: map[string]map[int]bool{}, execID: execID, log: log}
+	doc := loadOpenAPI(f, ft.h)
+	for _, ops := range doc.Paths {
+		for _, op := range ops {
+			ft.codes[op.OperationID] = map[int]bool{}
+			for code := range op.Responses {
+				if n, err := strconv.Atoi(code); err == nil {
+					ft.codes[op.OperationID][n] = true
+				}
+			}
+		}
+	}
+	return ft
+}
+
+// request builds a request whose path is given decoded (as the router
+// matches it), so any string can be a path segment.
+func request(method, path, rawQuery, body string) *http.Request {
+	req := httptest.NewRequest(method, "/", strings.NewReader(body))
+	req.URL.Path = path
+	req.URL.RawPath = ""
+	req.URL.RawQuery = rawQuery
+	return req
+}
+
+// escapedSegment reports whether s, escaped as a client escapes a path
+// segment, names one segment of a clean path: otherwise the router does not
+// route it to the operation (404, or a redirect to the clean path).
+func escapedSegment(s string) bool {
+	return s != "" && s != "." && s != ".." && !strings.Contains(s, "/")
+}
+
+// serve runs req through the handler and checks the response against what
+// operation op documents.
+func (ft *fuzzTarget) serve(t *testing.T, op string, req *http.Request) *httptest.ResponseRecorder {
+	t.Helper()
+	ctx := context.Background()
+	before, err := ft.a.store.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	ft.h.ServeHTTP(rec, req)
+	after, err := ft.a.store.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, body := rec.Code, rec.Body.Bytes()
+	if !utf8.Valid(body) {
+		t.Fatalf("%s: %d with a body that is not UTF-8: %q", op, code, body)
+	}
+	if code == http.StatusInternalServerError {
+		t.Fatalf("%s: 500 for %s %s: %s\nserver log:\n%s", op, req.Method, req.URL, body, ft.log.String())
+	}
+	if !ft.codes[op][code] {
+		t.Fatalf("%s: undocumented status %d for %s %s: %s", op, code, req.Method, req.URL, body)
+	}
+	if code < 300 {
+		if ct := rec.Header().Get("Content-Type"); ct == "application/json" && !json.Valid(body) {
+			t.Fatalf("%s: %d with a body that is not JSON: %q", op, code, body)
+		}
+		return rec
+	}
+	if ct := rec.Header().Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("%s: %d with Content-Type %q", op, code, ct)
+	}
+	var p api.Problem
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("%s: %d with a problem that does not decode (%v): %q", op, code, err, body)
+	}
+	if p.Status != code || p.Type == "" || p.Title == "" || strings.TrimSpace(p.Detail) == "" {
+		t.Fatalf("%s: %d with an incomplete problem %+v", op, code, p)
+	}
+	if after != before {
+		t.Fatalf("%s: a rejected request (%d %s) appended %d events", op, code, p.Detail, after-before)
+	}
+	return rec
+}
+
+func FuzzCreateAction(f *testing.F) {
+	ft := newFuzzTarget(f)
+	f.Add(`{"ref":"fz.a","runner":"core.noop"}`)
+	f.Fuzz(func(t *testing.T, body string) {
+		rec := ft.serve(t, "createAction", request("POST", "/api/v1/actions", "", body))
+		if rec.Code == http.StatusCreated || rec.Code == http.StatusOK {
+			var v struct{ Ref, Runner string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || v.Ref == "" || v.Runner == "" {
+				t.Fatalf("%d with %q: %v", rec.Code, rec.Body.Bytes(), err)
+			}
+		}
+	})
+}
+
+func FuzzRequestExecution(f *testing.F) {
+	ft := newFuzzTarget(f)
+	f.Add(`{"action":"demo","input":{"seconds":0.1}}`, "")
+	f.Add(`{"action":"demo"}`, "key-1")
+	f.Fuzz(func(t *testing.T, body, idempotencyKey string) {
+		req := request("POST", "/api/v1/executions", "", body)
+		if idempotencyKey != "" {
+			req.Header.Set("Idempotency-Key", idempotencyKey)
+		}
+		rec := ft.serve(t, "requestExecution", req)
+		if rec.Code == http.StatusAccepted {
+			var v struct{ ID, Status string }
+			if err := json.Unmarshal(rec.Body.Bytes(), &v); err != nil || v.ID == "" || v.Status == "" {
+				t.Fatalf("202 with %q: %v", rec.Body.Bytes(), err)
+			}
+			// What was accepted reads back (as UTF-8 JSON).
+			if got := ft.serve(t, "getExecution", request("GET", "/api/v1/executions/"+v.ID, "", "")); got.Code != http.StatusOK {
+				t.Fatalf("GET the accepted execution %s: %d", v.ID, got.Code)
+			}
+		}
+	})
+}
+
+func FuzzChangePolicy(f *testing.F) {
+	ft := newFuzzTarget(f)
+	f.Add("demo", `{"runner":"core.sleep","max_concurrent":3}`)
+	f.Fuzz(func(t *testing.T, ref, body string) {
+		if !escapedSegment(ref) {
+			return
+		}
+		ft.serve(t, "changePolicy", request("PUT", "/api/v1/actions/"+ref+"/policy", "", body))
+	})
+}
+
+func FuzzCancel(f *testing.F) {
+	ft := newFuzzTarget(f)
+	f.Add(ft.execID, `{"reason":"enough"}`)
+	f.Add(ft.execID, "")
+	f.Fuzz(func(t *testing.T, id, body string) {
+		if !escapedSegment(id) {
+			return
+		}
+		ft.serve(t, "cancelExecution", request("POST", "/api/v1/executions/"+id+"/cancel", "", body))
+	})
+}
+
+// queryRoutes are the routes FuzzQueryParams drives, by the seed's route byte.
+var queryRoutes = []struct{ op, path string }{
+	{"listExecutions", "/api/v1/executions"},
+	{"events", "/api/v1/events"},
+	{"feedExecutions", "/api/v1/feeds/executions"},
+	{"feedQueueStats", "/api/v1/feeds/queue-stats"},
+	{"feedEvents", "/api/v1/feeds/events"},
+	{"stream", "/api/v1/streams/action-demo"},
+	{"getExecution", "/api/v1/executions/{id}"},
+	{"allQueueStats", "/api/v1/queue-stats"},
+}
+
+func FuzzQueryParams(f *testing.F) {
+	ft := newFuzzTarget(f)
+	f.Add(uint8(0), "status=requested&limit=10", "")
+	f.Add(uint8(2), "from=0&action=demo", "")
+	f.Add(uint8(4), "", "3")
+	f.Fuzz(func(t *testing.T, route uint8, rawQuery, lastEventID string) {
+		rt := queryRoutes[int(route)%len(queryRoutes)]
+		req := request("GET", strings.Replace(rt.path, "{id}", url.PathEscape(ft.execID), 1), rawQuery, "")
+		if lastEventID != "" {
+			req.Header.Set("Last-Event-ID", lastEventID)
+		}
+		feed := strings.HasPrefix(rt.op, "feed")
+		if feed {
+			ctx, cancel := context.WithCancel(req.Context())
+			cancel() // the feed returns once it has started (and sent what it had)
+			req = req.WithContext(ctx)
+		}
+		rec := ft.serve(t, rt.op, req)
+		if feed && rec.Code == http.StatusOK && rec.Header().Get("Content-Type") != "text/event-stream" {
+			t.Fatalf("%s: 200 with Content-Type %q", rt.op, rec.Header().Get("Content-Type"))
+		}
+	})
+}
+
+// TestIdempotencyKeyReused is a fuzz finding: the same Idempotency-Key with
+// another body was a 500 (the event id derived from the stream made the
+// store refuse the append before the command could compare the requests);
+// it is a 409, and a replay of the same request says so in a header.
+func TestIdempotencyKeyReused(t *testing.T) {
+	a, _ := newTestAPI(t, nil)
+	post := func(body string) (int, map[string]any) {
+		req := request("POST", "/api/v1/executions", "", body)
+		req.Header.Set("Idempotency-Key", "order-42")
+		rec := httptest.NewRecorder()
+		a.srv.Handler().ServeHTTP(rec, req)
+		var out map[string]any
+		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
+			t.Fatalf("%d %q: %v", rec.Code, rec.Body.Bytes(), err)
+		}
+		out["replayed"] = rec.Header().Get("Idempotent-Replayed")
+		return rec.Code, out
+	}
+	code, first := post(`{"action":"demo","input":{"n":1}}`)
+	if code != http.StatusAccepted || first["replayed"] != "" {
+		t.Fatalf("first request: %d %v", code, first)
+	}
+	for _, body := range []string{`{"action":"demo","input":{"n":1}}`, `{"action":"demo","input":{ "n" : 1 }}`} {
+		if code, again := post(body); code != http.StatusAccepted || again["id"] != first["id"] || again["replayed"] != "true" {
+			t.Errorf("the same request again (%s): %d %v, want 202 with id %v, replayed", body, code, again, first["id"])
+		}
+	}
+	code, other := post(`{"action":"demo","input":{"n":2}}`)
+	if code != http.StatusConflict || other["type"] != "https://turnstile.dev/problems/idempotency-key-reused" {
+		t.Errorf("another request with the same key: %d %v, want 409 idempotency-key-reused", code, other)
+	}
+}
+
+// TestLastEventIDOverflow is a fuzz finding: Last-Event-ID 2^64-1 wrapped
+// around and replayed a feed from position 0; it is a 400.
+func TestLastEventIDOverflow(t *testing.T) {
+	a, _ := newTestAPI(t, nil)
+	for _, path := range []string{"/api/v1/feeds/events", "/api/v1/feeds/executions", "/api/v1/feeds/queue-stats"} {
+		req := request("GET", path, "", "")
+		req.Header.Set("Last-Event-ID", "18446744073709551615")
+		ctx, cancel := context.WithCancel(req.Context())
+		cancel() // were it accepted, the feed would return once started
+		rec := httptest.NewRecorder()
+		a.srv.Handler().ServeHTTP(rec, req.WithContext(ctx))
+		if rec.Code != http.StatusBadRequest {
+			t.Errorf("%s: Last-Event-ID 2^64-1 got %d, want 400", path, rec.Code)
+		}
+	}
+}
+
+// TestInvalidUTF8Body is a fuzz finding: a body with invalid UTF-8 in an
+// execution's input was accepted, and the execution was then served as
+// JSON that is not UTF-8; it is a 400.
+func TestInvalidUTF8Body(t *testing.T) {
+	a, _ := newTestAPI(t, nil)
+	rec := httptest.NewRecorder()
+	a.srv.Handler().ServeHTTP(rec, request("POST", "/api/v1/executions", "", "{\"action\":\"demo\",\"input\":{\"s\":\"\xc3\x28\"}}"))
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "not UTF-8") {
+		t.Errorf("got %d %s, want 400 (not UTF-8)", rec.Code, rec.Body.String())
+	}
+}
