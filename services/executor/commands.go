@@ -238,12 +238,17 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 			return false, err
 		}
 		v := a.Version() + 1
-		env, err := domain.Catalogue.Encode(aggregate.EventID(c.Writer, stream, v, ev.EventType()), ev, domain.OwnerAPI, c.Writer)
+		// Fresh event ids: two API processes (or requests) deciding different
+		// changes at the same version must meet on the expected version, not
+		// pass as a replay of each other's events. A retry after an unknown
+		// outcome reloads and decides again, which writes nothing if the first
+		// attempt landed.
+		env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return false, err
 		}
 		fence := domain.QueueActionChanged{ActionVersion: uint64(v), Change: ev.EventType()}
-		fenv, err := domain.Catalogue.Encode(aggregate.EventID(c.Writer, qstream+"/"+stream, v, fence.EventType()), fence, domain.OwnerAPI, c.Writer)
+		fenv, err := domain.Catalogue.Encode(uuid.New(), fence, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return false, err
 		}
