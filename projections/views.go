@@ -30,7 +30,7 @@ type Views struct {
 }
 
 type execRecord struct {
-	x        *domain.Execution
+	x   *domain.Execution
 	seq int    // index in Views.order
 	pos uint64 // position of its last event
 }
