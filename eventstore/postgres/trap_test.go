@@ -489,4 +489,3 @@ func TestTrapManyWriters(t *testing.T) {
 	}
 	t.Logf("%d events committed by %d writers, %d rolled back", n, writers, len(rolledBack))
 }
-
