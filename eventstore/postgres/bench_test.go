@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -94,4 +95,118 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/el.Seconds(), "events/s")
 	b.ReportMetric(float64(b.N)/float64(max(1, s.groups.Load()-txs0)), "events/tx")
+}
+
+// benchLog is a log built once per test binary for the read benchmarks, in a
+// schema TestMain drops.
+var benchLog struct {
+	sync.Mutex
+	schema string
+	events int
+}
+
+const benchLogEvents = 200_000
+
+// readLog returns a Store on the shared benchmark log of benchLogEvents
+// events in 1,000 streams.
+func readLog(b *testing.B) *Store {
+	b.Helper()
+	benchLog.Lock()
+	defer benchLog.Unlock()
+	if benchLog.schema == "" {
+		schema := "bench_read_log"
+		if _, err := testPool(b).Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := Migrate(context.Background(), testPool(b), schema); err != nil {
+			b.Fatal(err)
+		}
+		s, err := Open(context.Background(), testPool(b), Options{Schema: schema})
+		if err != nil {
+			b.Fatal(err)
+		}
+		const per = 1000
+		evs := make([]domain.Envelope, per)
+		run := benchRun.Add(1)
+		for i := 0; i < benchLogEvents; i += per {
+			for j := range evs {
+				evs[j] = benchEvent(run, 0, uint64(i+j))
+			}
+			if _, err := s.Append(context.Background(), fmt.Sprintf("execution-%d", i/per%1000), eventstore.Any, evs...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if _, err := testPool(b).Exec(context.Background(), "VACUUM ANALYZE "+schema+".events"); err != nil {
+			b.Fatal(err)
+		}
+		_ = s.Close()
+		benchLog.schema = schema
+	}
+	s, err := Open(context.Background(), testPool(b), Options{Schema: benchLog.schema})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// dropBenchLog drops the read benchmarks' log, if one was built.
+func dropBenchLog() {
+	benchLog.Lock()
+	defer benchLog.Unlock()
+	if benchLog.schema != "" && shared.pool != nil {
+		_, _ = shared.pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+benchLog.schema+" CASCADE")
+	}
+}
+
+// BenchmarkReadAll: one goroutine pages through a 200,000-event log with
+// ReadAll, 1,000 events a page; one op is one pass.
+func BenchmarkReadAll(b *testing.B) {
+	s := readLog(b)
+	ctx := context.Background()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		var from uint64
+		n := 0
+		for {
+			page, err := s.ReadAll(ctx, from, 1000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			n += len(page)
+			from = page[len(page)-1].Position + 1
+		}
+		if n != benchLogEvents {
+			b.Fatalf("read %d events, want %d", n, benchLogEvents)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchLogEvents)/time.Since(start).Seconds(), "events/s")
+}
+
+// BenchmarkSubscribe: one subscription catches up on a 200,000-event log
+// from position 0; one op is one catch-up.
+func BenchmarkSubscribe(b *testing.B) {
+	s := readLog(b)
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		ctx, cancel := context.WithCancel(context.Background())
+		n := 0
+		err := s.Subscribe(ctx, 0, eventstore.Filter{}, func(batch []domain.Envelope) error {
+			n += len(batch)
+			if n >= benchLogEvents {
+				cancel()
+			}
+			return nil
+		})
+		cancel()
+		if n != benchLogEvents || !errors.Is(err, context.Canceled) {
+			b.Fatalf("subscription got %d events, ended with %v", n, err)
+		}
+	}
+	b.ReportMetric(float64(b.N*benchLogEvents)/time.Since(start).Seconds(), "events/s")
 }

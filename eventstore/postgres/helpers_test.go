@@ -29,6 +29,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	dropBenchLog()
 	shared.close()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
