@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 //go:embed migrations/*.sql
@@ -73,31 +74,60 @@ var ErrSchemaNotReady = errors.New("schema not migrated")
 // newer build of turnstile than this one.
 var ErrSchemaTooNew = errors.New("schema is newer than this build of turnstile")
 
-// Beginner starts transactions: *pgxpool.Pool, *pgxpool.Conn and *pgx.Conn
-// all are.
-type Beginner interface {
-	Begin(ctx context.Context) (pgx.Tx, error)
-}
-
 // migrateLockKey is the first key of the advisory lock Migrate holds; the
 // second is hashtext(schema).
 const migrateLockKey = 0x7475726e // "turn"
 
-// Migrate brings schema ("" means DefaultSchema) up to SchemaVersion,
-// creating it if needed, and returns the migrations it applied (none if the
-// schema was current). All of them run in one transaction, so a failure
-// leaves the schema as it was. It is safe to call from several processes at
-// once: a transaction-level advisory lock per schema serialises them, and
-// every caller after the first finds nothing to do. A schema migrated by a
-// newer build is refused with ErrSchemaTooNew.
-func Migrate(ctx context.Context, db Beginner, schema string) (applied []Migration, err error) {
+// Migrate brings schema ("" means DefaultSchema) of the database pool
+// connects to up to SchemaVersion, creating it if needed, and returns the
+// migrations it applied (none if the schema was current). All of them run in
+// one transaction, so a failure leaves the schema as it was. It is safe to
+// call from several processes at once: an advisory lock per schema
+// serialises them, and every caller after the first finds nothing to do. A
+// schema migrated by a newer build is refused with ErrSchemaTooNew.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]Migration, error) {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: migrate: %w", err)
+	}
+	// A connection of its own, closed at the end: the session-level lock
+	// goes with it, whatever happens.
+	conn := c.Hijack()
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	return migrate(ctx, conn, schema)
+}
+
+// MigrateURL is Migrate on a database named by a postgres:// URL (see
+// OpenURL). A "schema" parameter names the schema when schema is "".
+func MigrateURL(ctx context.Context, url, schema string) ([]Migration, error) {
+	cfg, schema, err := parseURL(url, schema)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: connect: %w", err)
+	}
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	return migrate(ctx, conn, schema)
+}
+
+// migrate runs Migrate on conn, which the caller closes afterwards. The
+// advisory lock is a session lock taken before the migration transaction
+// begins: a transaction that waited for a lock inside it could still see the
+// catalog as it was when it began (CREATE SCHEMA IF NOT EXISTS would then
+// fail on a schema another caller just created).
+func migrate(ctx context.Context, conn *pgx.Conn, schema string) (applied []Migration, err error) {
 	if schema == "" {
 		schema = DefaultSchema
 	}
 	if err := (Options{Schema: schema}).Validate(); err != nil {
 		return nil, err
 	}
-	tx, err := db.Begin(ctx)
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1, hashtext($2))", int32(migrateLockKey), schema); err != nil {
+		return nil, fmt.Errorf("postgres: migrate %q: %w", schema, err)
+	}
+	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: migrate %q: %w", schema, err)
 	}
@@ -108,21 +138,16 @@ func Migrate(ctx context.Context, db Beginner, schema string) (applied []Migrati
 	}()
 	ident := pgx.Identifier{schema}.Sanitize()
 	table := pgx.Identifier{schema, "schema_migrations"}.Sanitize()
-	setup := []struct {
-		sql  string
-		args []any
-	}{
-		{"SELECT pg_advisory_xact_lock($1, hashtext($2))", []any{int32(migrateLockKey), schema}},
-		{"CREATE SCHEMA IF NOT EXISTS " + ident, nil},
-		{"SET LOCAL search_path TO " + ident, nil}, // for the migration files
-		{`CREATE TABLE IF NOT EXISTS ` + table + ` (
+	for _, sql := range []string{
+		"CREATE SCHEMA IF NOT EXISTS " + ident,
+		"SET LOCAL search_path TO " + ident, // for the migration files
+		`CREATE TABLE IF NOT EXISTS ` + table + ` (
 			version    integer     PRIMARY KEY,
 			name       text        NOT NULL,
 			applied_at timestamptz NOT NULL DEFAULT now()
-		)`, nil},
-	}
-	for _, st := range setup {
-		if _, err := tx.Exec(ctx, st.sql, st.args...); err != nil {
+		)`,
+	} {
+		if _, err := tx.Exec(ctx, sql); err != nil {
 			return nil, fmt.Errorf("postgres: migrate %q: %w", schema, err)
 		}
 	}
@@ -146,21 +171,6 @@ func Migrate(ctx context.Context, db Beginner, schema string) (applied []Migrati
 		return nil, fmt.Errorf("postgres: migrate %q: commit: %w", schema, err)
 	}
 	return applied, nil
-}
-
-// MigrateURL is Migrate on a database named by a postgres:// URL (see
-// OpenURL). A "schema" query parameter names the schema when schema is "".
-func MigrateURL(ctx context.Context, url, schema string) ([]Migration, error) {
-	cfg, schema, err := parseURL(url, schema)
-	if err != nil {
-		return nil, err
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: connect: %w", err)
-	}
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	return Migrate(ctx, conn, schema)
 }
 
 // checkSchema fails unless schema is at exactly SchemaVersion.
