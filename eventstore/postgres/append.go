@@ -1,0 +1,384 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// Request states: a committer takes a queued request, or its caller
+// withdraws it when its context ends first.
+const (
+	queued int32 = iota
+	taken
+	withdrawn
+)
+
+// request is one Append or AppendMulti waiting for, or in, a group commit.
+type request struct {
+	appends []eventstore.StreamAppend
+	events  int // number of events
+	bytes   int // bytes of Data and Metadata
+	state   atomic.Int32
+
+	// Set by the committer before it closes done.
+	res  eventstore.AppendResult
+	err  error
+	done chan struct{}
+}
+
+// Append implements eventstore.Store, by the rules of AppendMulti.
+func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events ...domain.Envelope) (eventstore.AppendResult, error) {
+	return s.AppendMulti(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: events})
+}
+
+// AppendMulti implements eventstore.Store. The events are committed when it
+// returns nil. An append waiting for its turn is withdrawn if ctx ends first;
+// once its transaction has started it waits for the outcome (at most
+// Options.CommitTimeout). If that transaction fails on the way (a broken
+// connection, a timeout) the events may or may not be stored; re-appending
+// the same event ids is the safe retry. A re-append is recognised only if
+// every event also has the content it was stored with; one call naming an id
+// twice is ErrInvalidEvent. Type, CorrelationID, CausationID and Writer must
+// be valid UTF-8 without NUL bytes (PostgreSQL text), else ErrInvalidEvent.
+func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) (eventstore.AppendResult, error) {
+	if s.isClosed() {
+		return eventstore.AppendResult{}, eventstore.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	r, err := newRequest(appends)
+	if err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return eventstore.AppendResult{}, eventstore.ErrClosed
+	}
+	s.queue = append(s.queue, r)
+	s.mu.Unlock()
+	s.poke()
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		if r.state.CompareAndSwap(queued, withdrawn) {
+			return eventstore.AppendResult{}, ctx.Err()
+		}
+		<-r.done
+	}
+	return r.res, r.err
+}
+
+// newRequest checks an append and wraps it for the queue.
+func newRequest(appends []eventstore.StreamAppend) (*request, error) {
+	if err := eventstore.ValidateAppends(appends); err != nil {
+		return nil, err
+	}
+	r := &request{appends: appends, done: make(chan struct{})}
+	ids := make(map[uuid.UUID]struct{})
+	for _, a := range appends {
+		for i := range a.Events {
+			e := &a.Events[i]
+			if _, dup := ids[e.ID]; dup {
+				return nil, fmt.Errorf("%w: event id %s twice in one append", eventstore.ErrInvalidEvent, e.ID)
+			}
+			ids[e.ID] = struct{}{}
+			if !textOK(e.Type) || !textOK(e.CorrelationID) || !textOK(e.CausationID) || !textOK(e.Writer) {
+				return nil, fmt.Errorf("%w: event %s: type, correlation, causation and writer must be UTF-8 without NUL bytes", eventstore.ErrInvalidEvent, e.ID)
+			}
+			r.bytes += len(e.Data) + len(e.Metadata)
+		}
+		r.events += len(a.Events)
+	}
+	return r, nil
+}
+
+// poke wakes a committer.
+func (s *Store) poke() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// commitLoop is one committer: it commits groups of queued appends until the
+// store is closed and the queue is empty.
+func (s *Store) commitLoop() {
+	for {
+		group, ok := s.nextGroup()
+		if !ok {
+			return
+		}
+		s.commit(group, true)
+	}
+}
+
+// nextGroup takes queued appends, in queue order, up to Options.MaxBatch
+// events and MaxAppendBytes bytes (at least one append), waiting for one if
+// the queue is empty. It returns false once the store is closed and nothing
+// is queued.
+func (s *Store) nextGroup() ([]*request, bool) {
+	for {
+		s.mu.Lock()
+		var group []*request
+		events, bytes, i := 0, 0, 0
+		for ; i < len(s.queue); i++ {
+			r := s.queue[i]
+			if len(group) > 0 && (events+r.events > s.opts.MaxBatch || bytes+r.bytes > eventstore.MaxAppendBytes) {
+				break
+			}
+			if r.state.CompareAndSwap(queued, taken) {
+				group = append(group, r)
+				events += r.events
+				bytes += r.bytes
+			}
+		}
+		n := copy(s.queue, s.queue[i:])
+		clear(s.queue[n:])
+		s.queue = s.queue[:n]
+		closing := s.closing
+		s.mu.Unlock()
+		if n > 0 {
+			s.poke() // for the other committer
+		}
+		switch {
+		case len(group) > 0:
+			return group, true
+		case n > 0:
+			continue
+		case closing:
+			return nil, false
+		}
+		select {
+		case <-s.kick:
+		case <-s.closed:
+		}
+	}
+}
+
+// commit runs one group commit and answers its requests. If PostgreSQL's
+// UNIQUE constraints refuse the group, another writer wrote the log without
+// the log_head lock (the store's own writers never do); retry says to run
+// each request again alone, so that the others do not fail with it and its
+// decision sees that writer's rows.
+func (s *Store) commit(group []*request, retry bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
+	defer cancel()
+	p, err := s.commitGroup(ctx, group)
+	s.groups.Add(1)
+	if pgErr, ok := uniqueViolation(err); ok {
+		if retry {
+			for _, r := range group {
+				s.commit([]*request{r}, false)
+			}
+			return
+		}
+		err = s.conflict(ctx, group[0], pgErr)
+	}
+	for i, r := range group {
+		if err != nil {
+			r.err = err
+		} else {
+			r.res, r.err = p.outcomes[i].res, p.outcomes[i].err
+		}
+		close(r.done)
+	}
+	if err == nil && len(p.rows) > 0 {
+		s.wake.wake()
+	}
+}
+
+// commitGroup runs one group in a transaction of its own.
+func (s *Store) commitGroup(ctx context.Context, group []*request) (plan, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return plan{}, fmt.Errorf("postgres: append: %w", err)
+	}
+	defer conn.Release() // destroys the connection if a transaction is still open
+	p, err := s.stage(ctx, conn.Conn(), group, true)
+	if err != nil {
+		if conn.Conn().PgConn().TxStatus() != 'I' {
+			_, _ = conn.Exec(ctx, "ROLLBACK")
+		}
+		return plan{}, fmt.Errorf("postgres: append: %w", err)
+	}
+	return p, nil
+}
+
+// stage appends a group in the transaction open on conn or, if own, in one
+// it begins and commits itself. It takes the log_head lock, reads what the
+// group's decisions need (the streams' last versions, the stored events with
+// the group's ids), decides in Go, and inserts the events of the requests
+// that pass, advances log_head and notifies listeners. That is two round
+// trips: the first ends holding the lock, the second carries the inserts
+// and, if own, the commit.
+func (s *Store) stage(ctx context.Context, conn *pgx.Conn, group []*request, own bool) (plan, error) {
+	var streams []string
+	var ids [][16]byte
+	seen := make(map[string]struct{})
+	for _, r := range group {
+		for _, a := range r.appends {
+			if _, ok := seen[a.Stream]; !ok {
+				seen[a.Stream] = struct{}{}
+				streams = append(streams, a.Stream)
+			}
+			for i := range a.Events {
+				ids = append(ids, a.Events[i].ID)
+			}
+		}
+	}
+	b := &pgx.Batch{}
+	if own {
+		b.Queue("BEGIN")
+	}
+	b.Queue(customPlans)
+	b.Queue(s.sql.lockHead)
+	b.Queue(s.sql.streamHeads, streams)
+	b.Queue(s.sql.storedByID, ids)
+	br := conn.SendBatch(ctx, b)
+	next, heads, stored, err := readState(br, own)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return plan{}, err
+	}
+
+	p := decide(next, heads, stored, group)
+
+	b = &pgx.Batch{}
+	if len(p.rows) > 0 {
+		b.Queue(s.sql.insert, insertArgs(p.rows)...)
+		b.Queue(s.sql.setHead, int64(p.next))
+		b.Queue(s.sql.notify, s.sql.channel, strconv.FormatUint(p.next, 10))
+	}
+	if own {
+		b.Queue("COMMIT")
+	}
+	if b.Len() == 0 {
+		return p, nil
+	}
+	br = conn.SendBatch(ctx, b)
+	for range b.Len() {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err != nil {
+			break
+		}
+		if tag.String() == "ROLLBACK" { // COMMIT of a failed transaction
+			err = pgx.ErrTxCommitRollback
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return p, err
+}
+
+// readState reads the answers to stage's first batch.
+func readState(br pgx.BatchResults, own bool) (next uint64, heads map[string]int64, stored map[uuid.UUID]*domain.Envelope, err error) {
+	if own {
+		if _, err := br.Exec(); err != nil {
+			return 0, nil, nil, err
+		}
+	}
+	if _, err := br.Exec(); err != nil { // customPlans
+		return 0, nil, nil, err
+	}
+	var n int64
+	if err := br.QueryRow().Scan(&n); err != nil {
+		return 0, nil, nil, fmt.Errorf("locking log_head: %w", err)
+	}
+	heads, err = scanHeads(br.Query())
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	evs, err := collectEvents(rows)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	stored = make(map[uuid.UUID]*domain.Envelope, len(evs))
+	for i := range evs {
+		stored[evs[i].ID] = &evs[i]
+	}
+	return uint64(n), heads, stored, nil
+}
+
+// scanHeads reads the rows of the streamHeads query: stream, last version
+// (NULL for a stream with no events, which is left out).
+func scanHeads(rows pgx.Rows, err error) (map[string]int64, error) {
+	if err != nil {
+		return nil, err
+	}
+	heads := make(map[string]int64)
+	for rows.Next() {
+		var stream string
+		var last *int64
+		if err := rows.Scan(&stream, &last); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if last != nil {
+			heads[stream] = *last
+		}
+	}
+	return heads, rows.Err()
+}
+
+// insertArgs turns rows into the column arrays of the insert statement.
+func insertArgs(rows []domain.Envelope) []any {
+	n := len(rows)
+	var (
+		positions, versions, schemaVersions = make([]int64, n), make([]int64, n), make([]int64, n)
+		streams, types, owners              = make([]string, n), make([]string, n), make([]string, n)
+		correlations, causations, writers   = make([]string, n), make([]string, n), make([]string, n)
+		ids                                 = make([][16]byte, n)
+		data, metadata                      = make([][]byte, n), make([][]byte, n)
+	)
+	for i := range rows {
+		e := &rows[i]
+		positions[i], streams[i], versions[i], ids[i] = int64(e.Position), e.Stream, int64(e.Version), e.ID
+		types[i], schemaVersions[i], owners[i] = e.Type, int64(e.SchemaVersion), string(e.Owner)
+		correlations[i], causations[i], writers[i] = e.CorrelationID, e.CausationID, e.Writer
+		data[i], metadata[i] = e.Data, e.Metadata
+	}
+	return []any{positions, streams, versions, ids, types, schemaVersions, owners, correlations, causations, writers, data, metadata}
+}
+
+// conflict turns a unique violation that a request hit even when appended
+// alone into the error its caller branches on: a stored id is
+// ErrIdempotencyConflict; a taken (stream, version) is the WrongVersionError
+// of the first stream whose expected version no longer holds, or, if they
+// all still hold (the other writer raced again), of the first stream.
+func (s *Store) conflict(ctx context.Context, r *request, pgErr *pgconn.PgError) error {
+	if pgErr.ConstraintName == "events_id_key" {
+		return fmt.Errorf("%w: an event id was stored at the same time by a writer outside the store: %v", eventstore.ErrIdempotencyConflict, pgErr)
+	}
+	streams := make([]string, len(r.appends))
+	for i, a := range r.appends {
+		streams[i] = a.Stream
+	}
+	heads, err := scanHeads(s.pool.Query(ctx, s.sql.streamHeads, streams))
+	if err != nil {
+		return fmt.Errorf("postgres: append: %w (and reading the streams after it: %v)", pgErr, err)
+	}
+	if err := checkExpected(heads, r.appends); err != nil {
+		return err
+	}
+	a := r.appends[0]
+	last := headOf(heads, a.Stream)
+	return &eventstore.WrongVersionError{Stream: a.Stream, Expected: a.Expected, Exists: last >= 0, Actual: uint64(max(last, 0))}
+}

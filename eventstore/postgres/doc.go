@@ -1,0 +1,117 @@
+// Package postgres is turnstile's PostgreSQL event store: the log in one
+// table of a schema (Options.Schema, default "turnstile"), read and written
+// with pgx. It implements eventstore.Store, and any number of Stores, in any
+// number of processes, may share one schema.
+//
+// # Opening
+//
+// OpenURL takes postgres://user:password@host:port/database?… (or
+// postgresql://); Open takes a *pgxpool.Pool. Neither changes the database:
+// the schema is created and upgraded only by Migrate (MigrateURL), which is
+// what `turnstile migrate` runs. Open fails with ErrSchemaNotReady, saying to
+// run turnstile migrate, if the schema is missing or behind this build, and
+// with ErrSchemaTooNew if a newer build migrated it.
+//
+// # Guarantees
+//
+//   - Durable: Append returns once PostgreSQL has committed the events (with
+//     the server's synchronous_commit = on, the default, that is once the
+//     commit is flushed to its WAL).
+//   - Positions are dense and in commit order: the n-th event ever committed
+//     has position n-1, Head is the number of events, and at every moment
+//     the committed events are exactly positions 0 to Head-1. A reader
+//     therefore never skips an event that a slower transaction commits
+//     later: no such transaction exists (see "Why positions are serialised").
+//   - AppendMulti is atomic and its events are contiguous. Expected versions
+//     are checked, and re-appends recognised, in the transaction that
+//     writes, under the log_head lock; UNIQUE (stream, version) and UNIQUE
+//     (id) hold even against writers that bypass the store, and a violation
+//     (SQLSTATE 23505) becomes eventstore.WrongVersionError (or
+//     ErrIdempotencyConflict for an id) after the store has retried the
+//     append once on its own.
+//   - Group commit: concurrent appends of one Store are queued and written
+//     together, in queue order, in one transaction of at most
+//     Options.MaxBatch events. Each is decided as if it were alone: one whose
+//     expected version fails gets its WrongVersionError and the others
+//     commit. Two such transactions are in flight at a time, the second one
+//     queued on the lock while the first commits.
+//   - Time is the server's statement_timestamp() of the insert, taken under
+//     the lock: one value per transaction, never decreasing along positions
+//     unless the server's clock steps back. Stored with microseconds, in UTC.
+//   - Subscribe reads committed pages of at most 512 events with the filter
+//     applied in the query, and waits for the NOTIFY every appending
+//     transaction sends on the channel "<schema>.log" (payload: the new
+//     Head); polling every Options.PollInterval is only the fallback for a
+//     lost notification or a broken listening connection, which it reopens.
+//
+// # Why positions are serialised
+//
+// A bigserial or sequence hands out numbers when a transaction inserts, not
+// when it commits: transaction A takes 7, B takes 8 and commits first, a
+// reader sees 8 and moves its checkpoint past 7, then A commits 7, which that
+// reader never sees. There are two ways out. Readers can stay behind every
+// transaction still in flight (order by transaction id and hold back to
+// pg_snapshot_xmin, as watermill-sql does); writers then run in parallel, but
+// positions have holes, every reader must track snapshots, and one slow
+// transaction holds back every subscription anyway. Or the writers take
+// positions in commit order, which is what this store does: every appending
+// transaction first locks the single row of log_head (SELECT … FOR UPDATE),
+// takes its positions from log_head.next and advances it in the same
+// transaction. The next transaction gets the lock only after this one has
+// committed, and PostgreSQL makes a transaction visible before it releases
+// its locks, so commit order is position order and what is visible is always
+// a prefix of the log. Readers need nothing but the primary key, positions
+// are dense, and a checkpoint is one number. The price is one appending
+// transaction at a time per schema, across all processes; group commit makes
+// each one carry many appends, so the lock is held for about one round trip
+// plus the WAL flush per group, not per append (BENCHMARKS.md has figures).
+//
+// An append is two round trips: BEGIN and the lock request, with the reads
+// its decisions need (the streams' last versions, stored events with its ids)
+// queued behind it in one pipeline; then the insert (one statement, arrays of
+// columns), the log_head update, pg_notify and COMMIT in another. Only the
+// second is spent holding the lock, with the tail of the first.
+//
+// # Schema
+//
+// Migration 1 (migrations/0001_log.sql) creates, in the store's schema:
+//
+//	events (
+//	    position       bigint      PRIMARY KEY,      -- 0-based, dense, commit order
+//	    stream         text COLLATE "C" NOT NULL,    -- UNIQUE (stream, version)
+//	    version        bigint      NOT NULL,         -- 0-based within the stream
+//	    id             uuid        NOT NULL UNIQUE,
+//	    type           text COLLATE "C" NOT NULL,
+//	    schema_version bigint      NOT NULL,
+//	    committed_at   timestamptz NOT NULL,
+//	    owner          text        NOT NULL,         -- api, executor or worker
+//	    correlation_id text        NOT NULL,         -- '' when unset, as are
+//	    causation_id   text        NOT NULL,         -- these two
+//	    writer         text        NOT NULL,
+//	    data           bytea,                        -- the JSON bytes as written
+//	    metadata       bytea
+//	)
+//	log_head (only_row boolean PRIMARY KEY CHECK (only_row), next bigint NOT NULL)
+//
+// Migrate adds schema_migrations (version, name, applied_at). Data and
+// metadata are bytea so that they round-trip byte for byte; query them with
+// convert_from(data, 'UTF8')::jsonb. Type, CorrelationID, CausationID and
+// Writer are text, so they must be valid UTF-8 without NUL bytes (appends
+// that break this get eventstore.ErrInvalidEvent).
+//
+// Anything else that writes to events must take the log_head lock the same
+// way and advance next in the same transaction, or it breaks the ordering
+// promise above. Reading needs no lock.
+//
+// Every statement is planned for its actual parameters (unnamed statements
+// for reads, plan_cache_mode = force_custom_plan in the append transaction):
+// a cached generic plan made while the table was small would otherwise scan
+// it sequentially until autovacuum next analyzes it.
+//
+// # Failures
+//
+// If a transaction fails on the way (a broken connection, a server restart,
+// Options.CommitTimeout), every append in it gets the error and may or may
+// not have been committed; re-appending the same event ids is the safe
+// retry. A failing read ends Subscribe with its error.
+package postgres

@@ -1,0 +1,346 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// committers is how many group commit transactions one Store keeps in flight.
+// They serialise on the log_head lock; the second one has its lock request
+// queued while the first commits, which takes a round trip off every group.
+const committers = 2
+
+// Store is a PostgreSQL eventstore.Store. It is safe for concurrent use, and
+// any number of Stores, in any number of processes, may share one schema.
+type Store struct {
+	pool    *pgxpool.Pool
+	ownPool bool // opened by OpenURL: Close closes it
+	opts    Options
+	sql     statements
+
+	mu      sync.Mutex
+	queue   []*request // appends waiting for a committer
+	closing bool
+	kick    chan struct{} // buffered: a committer has work
+	closed  chan struct{} // closed by Close
+	wake    waker         // woken when events may have committed
+	groups  atomic.Int64  // group commit transactions run (for benchmarks)
+
+	ctx        context.Context // the listener's; cancelled by Close
+	cancel     context.CancelFunc
+	listenOnce sync.Once
+	wg         sync.WaitGroup // committers and the listener
+	closeOnce  sync.Once
+}
+
+var _ eventstore.Store = (*Store)(nil)
+
+// querier is what the read paths need from a pool or a connection.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// Open returns a Store on the log in opts.Schema of the database pool
+// connects to. It never changes the database: if the schema is missing or
+// not at SchemaVersion it fails with an error wrapping ErrSchemaNotReady (or
+// ErrSchemaTooNew) that says to run `turnstile migrate` (Migrate). Close does
+// not close pool.
+func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	if err := checkSchema(ctx, pool, opts.Schema); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		pool:   pool,
+		opts:   opts,
+		sql:    newStatements(opts.Schema),
+		kick:   make(chan struct{}, 1),
+		closed: make(chan struct{}),
+	}
+	s.wake.ch = make(chan struct{})
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for range committers {
+		s.wg.Go(s.commitLoop)
+	}
+	return s, nil
+}
+
+// OpenURL opens a pool on the database a URL names and a Store on it, as
+// Open does; Close closes both. The URL is
+// postgres://user:password@host:port/database?param=value&… (postgresql://
+// too), with libpq's parameters (sslmode, …) and pgxpool's (pool_max_conns,
+// …). A "schema" parameter names the schema when opts.Schema is "" (and must
+// agree with it otherwise).
+func OpenURL(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, schema, err := parseURL(url, opts.Schema)
+	if err != nil {
+		return nil, err
+	}
+	opts.Schema = schema
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	s, err := Open(ctx, pool, opts)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	s.ownPool = true
+	return s, nil
+}
+
+// parseURL checks a postgres:// URL, takes its "schema" parameter out (it is
+// ours, not a server setting) and returns the pool configuration and the
+// schema to use.
+func parseURL(raw, schema string) (*pgxpool.Config, string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres: store URL: %w", err) // url.Error hides the password
+	}
+	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
+		return nil, "", fmt.Errorf("postgres: store URL scheme %q: want postgres:// or postgresql://", u.Scheme)
+	}
+	q := u.Query()
+	if v := q.Get("schema"); v != "" {
+		if schema != "" && schema != v {
+			return nil, "", fmt.Errorf("postgres: store URL names schema %q, the options %q", v, schema)
+		}
+		schema = v
+	}
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		return nil, "", fmt.Errorf("postgres: store URL: %w", err)
+	}
+	return cfg, schema, nil
+}
+
+// statements are the store's SQL, with its schema spelled out.
+type statements struct {
+	channel      string // NOTIFY channel: "<schema>.log"
+	listen       string
+	head         string
+	lockHead     string
+	setHead      string
+	notify       string
+	streamHeads  string
+	storedByID   string
+	insert       string
+	readAll      string
+	readStream   string
+	streamExists string
+	readPage     string
+}
+
+// Plans. A prepared statement's generic plan is made for the table as it is
+// when the statement is first run five times, and kept until the table is
+// next analyzed: a plan made while the log was empty or small (a seq scan for
+// a stream's events or an event id) would then be used while it grows by
+// millions of rows, for up to a minute after a fresh migration or far longer
+// between autovacuum's analyzes. So every statement of the store is planned
+// for its parameters each time: reads run as unnamed statements (describe),
+// appends set plan_cache_mode in their transaction (customPlans). Planning
+// these statements costs some tens of microseconds.
+const (
+	describe    = pgx.QueryExecModeCacheDescribe
+	customPlans = "SET LOCAL plan_cache_mode = force_custom_plan"
+)
+
+// columns are the events columns, in the order scanEvent reads them.
+const columns = `position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer, data, metadata`
+
+func newStatements(schema string) statements {
+	events := pgx.Identifier{schema, "events"}.Sanitize()
+	head := pgx.Identifier{schema, "log_head"}.Sanitize()
+	channel := schema + ".log"
+	return statements{
+		channel:  channel,
+		listen:   "LISTEN " + pgx.Identifier{channel}.Sanitize(),
+		head:     `SELECT next FROM ` + head,
+		lockHead: `SELECT next FROM ` + head + ` FOR UPDATE`,
+		setHead:  `UPDATE ` + head + ` SET next = $1`,
+		notify:   `SELECT pg_notify($1, $2)`,
+		streamHeads: `SELECT q.stream, (SELECT max(e.version) FROM ` + events + ` e WHERE e.stream = q.stream)
+			FROM unnest($1::text[]) AS q(stream)`,
+		storedByID: `SELECT ` + columns + ` FROM ` + events + ` WHERE id = ANY($1::uuid[])`,
+		// statement_timestamp(): one commit time for the whole group, taken
+		// after the log_head lock, so it never goes back along positions
+		// (unless the server's clock does).
+		insert: `INSERT INTO ` + events + ` (` + columns + `)
+			SELECT e.position, e.stream, e.version, e.id, e.type, e.schema_version, statement_timestamp(),
+				e.owner, e.correlation_id, e.causation_id, e.writer, e.data, e.metadata
+			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
+				$7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[])
+				AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata)`,
+		readAll:      `SELECT ` + columns + ` FROM ` + events + ` WHERE position >= $1 ORDER BY position LIMIT $2`,
+		readStream:   `SELECT ` + columns + ` FROM ` + events + ` WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
+		streamExists: `SELECT EXISTS (SELECT 1 FROM ` + events + ` WHERE stream = $1)`,
+		readPage: `SELECT ` + columns + ` FROM ` + events + `
+			WHERE position >= $1 AND position < $2
+			AND (cardinality($3::text[]) = 0 OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(prefix) WHERE starts_with(stream, p.prefix)))
+			AND (cardinality($4::text[]) = 0 OR type = ANY($4::text[]))
+			ORDER BY position LIMIT $5`,
+	}
+}
+
+// scanEvent reads one row of columns.
+func scanEvent(row pgx.Row) (domain.Envelope, error) {
+	var e domain.Envelope
+	var pos, version int64
+	err := row.Scan(&pos, &e.Stream, &version, (*[16]byte)(&e.ID), &e.Type, &e.SchemaVersion, &e.Time,
+		(*string)(&e.Owner), &e.CorrelationID, &e.CausationID, &e.Writer, (*[]byte)(&e.Data), (*[]byte)(&e.Metadata))
+	e.Position, e.Version, e.Time = uint64(pos), uint64(version), e.Time.UTC()
+	return e, err
+}
+
+// collectEvents reads every row of rows.
+func collectEvents(rows pgx.Rows) ([]domain.Envelope, error) {
+	out := []domain.Envelope{}
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// isClosed reports whether Close has been called.
+func (s *Store) isClosed() bool {
+	select {
+	case <-s.closed:
+		return true
+	default:
+		return false
+	}
+}
+
+// clamp turns a position or version into a bigint parameter: anything past
+// the largest bigint is past every row.
+func clamp(v uint64) int64 {
+	return int64(min(v, math.MaxInt64))
+}
+
+// ReadStream implements eventstore.Store. A limit of zero or less reads nothing.
+func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limit int) ([]domain.Envelope, error) {
+	if s.isClosed() {
+		return nil, eventstore.ErrClosed
+	}
+	if err := eventstore.ValidateStream(stream); err != nil {
+		return nil, err
+	}
+	var evs []domain.Envelope
+	if limit > 0 {
+		rows, err := s.pool.Query(ctx, s.sql.readStream, describe, stream, clamp(from), limit)
+		if err == nil {
+			evs, err = collectEvents(rows)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("postgres: read stream %q: %w", stream, err)
+		}
+		if len(evs) > 0 {
+			return evs, nil
+		}
+	}
+	var exists bool
+	if err := s.pool.QueryRow(ctx, s.sql.streamExists, describe, stream).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("postgres: read stream %q: %w", stream, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("read %q: %w", stream, eventstore.ErrStreamNotFound)
+	}
+	return []domain.Envelope{}, nil
+}
+
+// ReadAll implements eventstore.Store. A limit of zero or less reads nothing.
+// Every event it returns was committed, and so was every event before it.
+func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.Envelope, error) {
+	if s.isClosed() {
+		return nil, eventstore.ErrClosed
+	}
+	if limit <= 0 {
+		return []domain.Envelope{}, ctx.Err()
+	}
+	rows, err := s.pool.Query(ctx, s.sql.readAll, describe, clamp(from), limit)
+	var evs []domain.Envelope
+	if err == nil {
+		evs, err = collectEvents(rows)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read all from %d: %w", from, err)
+	}
+	return evs, nil
+}
+
+// Head implements eventstore.Store: the number of events in the log.
+func (s *Store) Head(ctx context.Context) (uint64, error) {
+	if s.isClosed() {
+		return 0, eventstore.ErrClosed
+	}
+	return s.head(ctx)
+}
+
+func (s *Store) head(ctx context.Context) (uint64, error) {
+	var next int64
+	if err := s.pool.QueryRow(ctx, s.sql.head).Scan(&next); err != nil {
+		return 0, fmt.Errorf("postgres: head: %w", err)
+	}
+	return uint64(next), nil
+}
+
+// Close implements eventstore.Store. Appends already accepted are committed
+// first; later calls fail with ErrClosed and running subscriptions return
+// ErrClosed. A pool given to Open stays open. Closing twice is harmless.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closing = true
+		close(s.closed)
+		s.mu.Unlock()
+		s.cancel()
+		s.wg.Wait()
+		if s.ownPool {
+			s.pool.Close()
+		}
+	})
+	return nil
+}
+
+// uniqueViolation returns err's PostgreSQL error if it is SQLSTATE 23505.
+func uniqueViolation(err error) (*pgconn.PgError, bool) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return pgErr, true
+	}
+	return nil, false
+}
+
+// textOK reports whether s can be stored in a PostgreSQL text column: valid
+// UTF-8 without NUL bytes.
+func textOK(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
+}
