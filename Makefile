@@ -20,12 +20,12 @@ run: build ## build, then run `turnstile serve` on the embedded store in ./data
 	./$(BIN) serve
 
 .PHONY: test
-test: ## vet, then every test with the race detector (what CI runs)
+test: ## vet, then every test with the race detector, PostgreSQL included (what CI runs)
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
+	scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-short
-test-short: ## the tests without the race detector, skipping slow ones
+test-short: ## the tests without the race detector, skipping slow ones (PostgreSQL's skip without TURNSTILE_POSTGRES_URL)
 	$(GO) test -short -count=1 ./...
 
 .PHONY: test-race

@@ -21,6 +21,7 @@ const usage = `turnstile runs actions under per-action concurrency policies, eve
 
 Usage:
   turnstile serve   [--addr 127.0.0.1:8080] [--data ./data] [--store URL] [--workers N] [--slots N] [--token ROLE:SECRET]...
+  turnstile migrate --store postgres://...   (apply the PostgreSQL store's schema migrations)
   turnstile audit   (--data DIR | --store URL) [--json]
   turnstile replay  (--data DIR | --store URL) [--stream S] [--type T] [--from P] [--to P] [--as-of P|TIME] [--state] [--json]
   turnstile rebuild (--data DIR | --store URL | --server URL [--token T])
@@ -31,7 +32,9 @@ Usage:
       a client of the HTTP API (--server URL --token SECRET --json); turnstile exec help has the rest
   turnstile help
 
-Store URLs: embedded:///path/to/dir (also --data DIR); memory:// (not durable: tests and benchmarks).
+Store URLs: embedded:///path/to/dir (also --data DIR); postgres://user:pass@host:5432/db (run
+turnstile migrate first, or serve --migrate; TURNSTILE_PG_SCHEMA picks the schema);
+memory:// (not durable: tests and benchmarks).
 `
 
 func main() {
@@ -54,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdServe(ctx, args[1:], stderr)
 	case "audit":
 		return cmdAudit(ctx, args[1:], stdout, stderr)
+	case "migrate":
+		err = cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "replay":
 		err = cmdReplay(ctx, args[1:], stdout, stderr)
 	case "rebuild":
@@ -135,8 +140,10 @@ func storeLocation(storeURL, dataDir string) (kind, where string, err error) {
 		return "embedded", p, nil
 	case "memory":
 		return "memory", "", nil
-	case "postgres", "postgresql", "kurrentdb", "esdb":
-		return "", "", fmt.Errorf("store %q: the %s backend is not built into this version yet", storeURL, u.Scheme)
+	case "postgres", "postgresql":
+		return "postgres", u.Redacted(), nil
+	case "kurrentdb", "esdb":
+		return "", "", fmt.Errorf("store %q: the %s backend is not built into this version yet", u.Redacted(), u.Scheme)
 	default:
 		return "", "", usageError{fmt.Errorf("store URL %q: unknown scheme %q (embedded:// is supported)", storeURL, u.Scheme)}
 	}

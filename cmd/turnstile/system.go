@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/node"
@@ -34,11 +37,70 @@ func openStore(storeURL, dataDir string) (eventstore.Store, string, error) {
 			return nil, "", fmt.Errorf("open embedded store in %s: %w", where, err)
 		}
 		return s, where, nil
-	}
-	if kind == "memory" {
+	case "memory":
 		return memstore.New(memstore.Options{}), "", nil
+	case "postgres":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := postgres.OpenURL(ctx, storeURL, postgres.Options{Schema: pgSchema()})
+		if err != nil {
+			return nil, "", fmt.Errorf("open postgres store: %w", err)
+		}
+		return s, redactURL(storeURL), nil
 	}
 	return nil, "", fmt.Errorf("store kind %q not supported", kind)
+}
+
+// checkpointDir is where serve keeps the forwarder's checkpoint: in the
+// embedded store's data directory, or in memory ("") for other stores.
+func checkpointDir(kind, where string) string {
+	if kind == "embedded" {
+		return filepath.Join(where, "checkpoints")
+	}
+	return ""
+}
+
+// pgSchema is the PostgreSQL schema that holds the log: TURNSTILE_PG_SCHEMA,
+// or the store's default.
+func pgSchema() string { return os.Getenv("TURNSTILE_PG_SCHEMA") }
+
+// redactURL hides a URL's password, for logs.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}
+
+// cmdMigrate brings a PostgreSQL store's schema up to date. It is safe to
+// run from several processes at once; serve runs it with --migrate.
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("migrate", stderr)
+	storeURL := fs.String("store", os.Getenv("TURNSTILE_STORE"), "postgres:// store URL")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	return migrate(ctx, *storeURL, stdout)
+}
+
+func migrate(ctx context.Context, storeURL string, out io.Writer) error {
+	kind, _, err := storeLocation(storeURL, "")
+	if err != nil {
+		return err
+	}
+	if kind != "postgres" {
+		return usageError{fmt.Errorf("only a postgres:// store has migrations (got %q)", kind)}
+	}
+	applied, err := postgres.MigrateURL(ctx, storeURL, pgSchema())
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", redactURL(storeURL), err)
+	}
+	for _, m := range applied {
+		fmt.Fprintf(out, "applied migration %d: %s\n", m.Version, m.Name)
+	}
+	fmt.Fprintf(out, "schema at version %d\n", postgres.SchemaVersion())
+	return nil
 }
 
 // tokenFlags collects repeatable --token ROLE:SECRET flags.
@@ -54,6 +116,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	storeURL := fs.String("store", "", "store URL (default: the embedded store in --data)")
 	workers := fs.Int("workers", 2, "in-process workers")
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
+	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...)")
@@ -74,6 +137,11 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		return usageError{err}
 	}
 	log := newLogger(stderr)
+	if *doMigrate {
+		if err := migrate(ctx, *storeURL, io.Discard); err != nil {
+			return err
+		}
+	}
 	store, where, err := openStore(*storeURL, *data)
 	if err != nil {
 		return err
@@ -86,8 +154,12 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	caught := make(chan error, 1)
 	go func() { caught <- views.CatchUp(ctx, store) }()
 	// The node outlives the signal: on SIGTERM its workers drain (see below).
-	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: true,
-		CheckpointDir: filepath.Join(where, "checkpoints"), Logger: log, StopGrace: *grace})
+	// One process owns an embedded log, so at start every worker it names
+	// died with the previous run; a shared PostgreSQL log has other
+	// processes' workers, which only their leases can judge.
+	storeKind, _, _ := storeLocation(*storeURL, *data)
+	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: storeKind != "postgres",
+		CheckpointDir: checkpointDir(storeKind, where), Logger: log, StopGrace: *grace})
 	if err != nil {
 		return err
 	}
