@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
@@ -163,7 +164,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	for i := range events {
 		data[i] = toEventData(&events[i])
 	}
-	wr, err := s.client.AppendToStream(ctx, name, esdb.AppendToStreamOptions{ExpectedRevision: toRevision(expected)}, data...)
+	wr, err := s.client.AppendToStream(ctx, name, esdb.AppendToStreamOptions{ExpectedRevision: toRevision(expected), Deadline: deadline(ctx)}, data...)
 	if err != nil {
 		var ee *esdb.Error
 		if !errors.As(err, &ee) || ee.Code() != esdb.ErrorCodeWrongExpectedVersion || s.closed() {
@@ -197,6 +198,19 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 		res.Position = last[0].Position
 	}
 	return res, nil
+}
+
+// deadline returns the time left to ctx, for the client's calls that
+// otherwise end at the client's default deadline (10s, or the connection
+// string's defaultDeadline) whatever the caller's context allows; nil (the
+// client's default) if ctx has no deadline.
+func deadline(ctx context.Context) *time.Duration {
+	d, ok := ctx.Deadline()
+	if !ok {
+		return nil
+	}
+	left := max(time.Until(d), time.Millisecond)
+	return &left
 }
 
 // wrongVersion builds the typed error for a wrong-expected-version answer.
