@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 
@@ -14,8 +15,8 @@ import (
 // What an event looks like on the server
 //
 // The event id and type are KurrentDB's own. Data is stored as given, byte for
-// byte, with content type application/json when it is valid JSON (binary
-// otherwise). The rest of the envelope goes in the event's user metadata, a
+// byte, with content type application/json when it is valid JSON in UTF-8
+// (binary otherwise). The rest of the envelope goes in the event's user metadata, a
 // JSON object:
 //
 //	{"turnstile":1, "schemaVersion":7, "owner":"worker", "writer":"worker-42",
@@ -46,7 +47,7 @@ type header struct {
 // toEventData returns the event as the client appends it.
 func toEventData(e *domain.Envelope) esdb.EventData {
 	ct := esdb.ContentTypeBinary
-	if json.Valid(e.Data) {
+	if utf8.Valid(e.Data) && json.Valid(e.Data) {
 		ct = esdb.ContentTypeJson
 	}
 	return esdb.EventData{
@@ -86,10 +87,11 @@ func encodeHeader(e *domain.Envelope) []byte {
 }
 
 // embeddable reports whether md can sit in the header as a JSON value and be
-// read back byte for byte: valid JSON without surrounding white space (the
-// decoder keeps a value's inner bytes but not the space around it).
+// read back byte for byte: valid JSON, valid UTF-8 (which json.Valid does not
+// check, and other readers of the header need), without surrounding white
+// space (the decoder keeps a value's inner bytes but not the space around it).
 func embeddable(md []byte) bool {
-	if len(md) == 0 || !json.Valid(md) {
+	if len(md) == 0 || !utf8.Valid(md) || !json.Valid(md) {
 		return false
 	}
 	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

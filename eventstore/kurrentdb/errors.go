@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"google.golang.org/grpc/codes"
@@ -91,6 +92,10 @@ func classify(err error) error {
 		return ErrUnavailable // the server ended the stream early
 	}
 	if st, ok := status.FromError(err); ok {
+		if st.Code() == codes.InvalidArgument && strings.Contains(st.Message(), "Maximum Append Size") {
+			// The server's --max-append-size is below MaxAppendBytes.
+			return eventstore.ErrEventTooLarge
+		}
 		switch st.Code() {
 		case codes.Unavailable, codes.Aborted:
 			return ErrUnavailable

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"net"
@@ -142,13 +141,6 @@ func (f *fakeServer) dropSubscriptions(code codes.Code) {
 			return
 		}
 	}
-}
-
-// end returns the position after the last record.
-func (f *fakeServer) end() uint64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.next
 }
 
 func (f *fakeServer) hookErr(ctx context.Context, method string) error {
@@ -538,6 +530,3 @@ func readEvent(r *fakeRecord, commit uint64, all bool) *api.ReadResp {
 	}
 	return &api.ReadResp{Content: &api.ReadResp_Event{Event: ev}}
 }
-
-// String describes the fake for test failures.
-func (f *fakeServer) String() string { return fmt.Sprintf("fake KurrentDB at %s", f.addr) }
