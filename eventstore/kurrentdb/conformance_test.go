@@ -25,7 +25,7 @@ const urlVar = "TURNSTILE_KURRENTDB_URL"
 
 // noServer is why TestConformance skips.
 const noServer = "no KurrentDB server runs on this machine; to run the conformance suite against one:\n" +
-	"  docker run -d --name turnstile-kurrentdb -p 2113:2113 -e KURRENTDB_INSECURE=true -e KURRENTDB_MAX_APPEND_SIZE=20971520 docker.io/kurrentplatform/kurrentdb:25.1\n" +
+	"  docker run -d --name turnstile-kurrentdb -p 2113:2113 -e KURRENTDB_INSECURE=true -e KURRENTDB_MAX_APPEND_SIZE=20971520 docker.io/kurrentplatform/kurrentdb:25.0\n" +
 	"  " + urlVar + "='kurrentdb://localhost:2113?tls=false' go test ./eventstore/kurrentdb/..."
 
 // knownGaps are the suite's checks this backend cannot pass, with the reason.

@@ -90,7 +90,7 @@ func TestPositionOf(t *testing.T) {
 		name string
 		in   esdb.Position
 		want uint64
-		err  error // nil: ok
+		err  error // nil: ok; errTransaction: that one; other: any error
 	}{
 		{"start of the log", esdb.Position{Commit: 0, Prepare: 0}, 0, nil},
 		{"$all read", esdb.Position{Commit: 1788, Prepare: 1788}, 3576, nil},
@@ -104,7 +104,7 @@ func TestPositionOf(t *testing.T) {
 			t.Errorf("%s: positionOf(%+v) = %d, %v; want %d", c.name, c.in, got, err, c.want)
 		case c.err != nil && err == nil:
 			t.Errorf("%s: positionOf(%+v) = %d, want an error", c.name, c.in, got)
-		case c.err == errTransaction && !errors.Is(err, errTransaction):
+		case errors.Is(c.err, errTransaction) && !errors.Is(err, errTransaction):
 			t.Errorf("%s: positionOf(%+v): %v, want errTransaction", c.name, c.in, err)
 		}
 	}

@@ -122,7 +122,7 @@ func (sub *subscription) follow(ctx context.Context) error {
 	if err != nil {
 		return s.fail(ctx, "subscribe to $all", err)
 	}
-	defer server.Close()
+	defer func() { _ = server.Close() }()
 
 	events := make(chan received, maxBatch)
 	wg.Go(func() { sub.receive(ctx, server, events) })
