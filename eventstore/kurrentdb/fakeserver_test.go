@@ -90,16 +90,34 @@ func newFakeServer(t *testing.T) (*fakeServer, *esdb.Client) {
 	f.write("$stats-127.0.0.1:2113", "$statsCollected", []byte(`{"proc":1}`), nil)
 	f.write("$$execution-1", "$metadata", []byte(`{"$maxAge":1}`), nil)
 	f.write("$et-x", "$>", []byte("0@x"), nil)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	f.addr = "127.0.0.1:0"
+	f.start(t)
+	t.Cleanup(f.stop)
+	return f, f.newClient(t, "")
+}
+
+// start serves the fake on f.addr (a free port the first time).
+func (f *fakeServer) start(t *testing.T) {
+	t.Helper()
+	lis, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
 	f.addr = lis.Addr().String()
-	f.srv = grpc.NewServer()
-	api.RegisterStreamsServer(f.srv, f)
-	go func() { _ = f.srv.Serve(lis) }()
-	t.Cleanup(f.srv.Stop)
-	return f, f.newClient(t, "")
+	srv := grpc.NewServer()
+	api.RegisterStreamsServer(srv, f)
+	f.mu.Lock()
+	f.srv = srv
+	f.mu.Unlock()
+	go func() { _ = srv.Serve(lis) }()
+}
+
+// stop stops serving, as a server going down does; start serves again.
+func (f *fakeServer) stop() {
+	f.mu.Lock()
+	srv := f.srv
+	f.mu.Unlock()
+	srv.Stop()
 }
 
 // newClient returns a client of the fake, with extra connection-string

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -24,15 +23,15 @@ const pageSize = 512
 // Store is an eventstore.Store on a KurrentDB (or EventStoreDB) server. It is
 // safe for concurrent use. The zero value is not usable; call Open or OpenURL.
 type Store struct {
-	client *esdb.Client
-	owned  bool // Close closes client
+	mu     sync.Mutex
+	client *conn               // see Store.conn
+	cfg    *esdb.Configuration // set when the store owns its client (OpenURL): to replace it
 	ns     string
 	origin uint64
 	window int
 	log    *slog.Logger
 
-	done      chan struct{} // closed by Close
-	closeOnce sync.Once
+	done chan struct{} // closed by Close
 }
 
 var _ eventstore.Store = (*Store)(nil)
@@ -49,7 +48,7 @@ func Open(client *esdb.Client, opts Options) (*Store, error) {
 	}
 	opts.setDefaults()
 	return &Store{
-		client: client,
+		client: &conn{Client: client, idle: make(chan struct{})},
 		ns:     opts.Namespace,
 		origin: opts.Origin,
 		window: opts.IdempotencyWindow,
@@ -62,35 +61,51 @@ func Open(client *esdb.Client, opts Options) (*Store, error) {
 // server's whole $all, system events included, or 0 if $all is empty. It is
 // the Origin of a namespace created now.
 func LogEnd(ctx context.Context, client *esdb.Client) (uint64, error) {
-	rs, err := client.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
+	var last *esdb.Position
+	_, err := read(ctx, bounded, func() (*esdb.ReadStream, error) {
+		return client.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
+	}, func(rec *esdb.RecordedEvent) (bool, error) {
+		last = &rec.Position
+		return true, nil
+	})
 	if err != nil {
 		return 0, translate(ctx, "read the end of $all", err)
 	}
-	defer rs.Close()
-	ev, err := rs.Recv()
-	if errors.Is(err, io.EOF) {
+	if last == nil {
 		return 0, nil
 	}
-	if err != nil {
-		return 0, translate(ctx, "read the end of $all", err)
+	if last.Commit > maxCommit {
+		return 0, fmt.Errorf("kurrentdb: commit position %d out of range", last.Commit)
 	}
-	c := ev.OriginalEvent().Position.Commit
-	if c > maxCommit {
-		return 0, fmt.Errorf("kurrentdb: commit position %d out of range", c)
-	}
-	return after(c << 1), nil
+	return after(last.Commit << 1), nil
 }
 
 // Close implements eventstore.Store: later calls fail with ErrClosed and
 // running subscriptions end with ErrClosed. A store made by OpenURL closes its
-// client too. Closing twice is harmless.
+// client too, once no call of the store is inside it (or after closeGrace,
+// leaving the client open if some still are: closing it under them would
+// make them panic). Closing twice is harmless.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		close(s.done)
-		if s.owned {
-			_ = s.client.Close()
-		}
-	})
+	s.mu.Lock()
+	if s.closed() {
+		s.mu.Unlock()
+		return nil
+	}
+	close(s.done)
+	c := s.client
+	if c.calls == 0 {
+		close(c.idle)
+	}
+	s.mu.Unlock()
+	if s.cfg == nil {
+		return nil
+	}
+	select {
+	case <-c.idle:
+		_ = c.Close()
+	case <-time.After(closeGrace):
+		s.log.Error("closed the store but not its KurrentDB client: calls are still stuck in it", "grace", closeGrace)
+	}
 	return nil
 }
 
@@ -111,11 +126,14 @@ func (s *Store) check(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// fail translates an error of the client, reporting ErrClosed if the store
-// was closed meanwhile.
-func (s *Store) fail(ctx context.Context, op string, err error) error {
+// fail translates an error of the client c, reporting ErrClosed if the
+// store was closed meanwhile, and replaces c if it has closed itself.
+func (s *Store) fail(ctx context.Context, c *conn, op string, err error) error {
 	if s.closed() {
 		return fmt.Errorf("kurrentdb: %s: %w", op, eventstore.ErrClosed)
+	}
+	if clientGone(err) {
+		s.revive(c)
 	}
 	return translate(ctx, op, err)
 }
@@ -164,11 +182,17 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	for i := range events {
 		data[i] = toEventData(&events[i])
 	}
-	wr, err := s.client.AppendToStream(ctx, name, esdb.AppendToStreamOptions{ExpectedRevision: toRevision(expected), Deadline: deadline(ctx)}, data...)
+	c := s.conn()
+	var wr *esdb.WriteResult
+	err = s.bounded(ctx, c, func() error {
+		var err error
+		wr, err = c.AppendToStream(ctx, name, esdb.AppendToStreamOptions{ExpectedRevision: toRevision(expected), Deadline: deadline(ctx)}, data...)
+		return err
+	})
 	if err != nil {
 		var ee *esdb.Error
 		if !errors.As(err, &ee) || ee.Code() != esdb.ErrorCodeWrongExpectedVersion || s.closed() {
-			return none, s.fail(ctx, fmt.Sprintf("append to %q", stream), err)
+			return none, s.fail(ctx, c, fmt.Sprintf("append to %q", stream), err)
 		}
 		// A retry of an append that did commit, with an expected version
 		// that no longer holds?
@@ -391,30 +415,25 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limi
 // included) and converts them.
 func (s *Store) readStream(ctx context.Context, name string, dir esdb.Direction, from esdb.StreamPosition, count uint64) ([]domain.Envelope, error) {
 	op := fmt.Sprintf("read %q", strings.TrimPrefix(name, s.ns))
-	rs, err := s.client.ReadStream(ctx, name, esdb.ReadStreamOptions{Direction: dir, From: from}, count)
-	if err != nil {
-		return nil, s.fail(ctx, op, err)
-	}
-	defer rs.Close()
+	c := s.conn()
 	var out []domain.Envelope
-	for {
-		ev, err := rs.Recv()
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
-		if err != nil {
-			return nil, s.fail(ctx, op, err)
-		}
-		rec := ev.OriginalEvent()
-		if rec == nil {
-			continue
-		}
+	_, err := read(ctx, s.runner(c), func() (*esdb.ReadStream, error) {
+		return c.ReadStream(ctx, name, esdb.ReadStreamOptions{Direction: dir, From: from}, count)
+	}, func(rec *esdb.RecordedEvent) (bool, error) {
 		e, err := fromRecorded(rec, s.ns)
 		if err != nil {
-			return nil, fmt.Errorf("kurrentdb: %s: %w", op, err)
+			return true, fmt.Errorf("kurrentdb: %s: %w", op, err)
 		}
 		out = append(out, e)
+		return false, nil
+	})
+	if err != nil {
+		if errors.Is(err, errTransaction) {
+			return nil, err
+		}
+		return nil, s.fail(ctx, c, op, err)
 	}
+	return out, nil
 }
 
 // ReadAll implements eventstore.Store: up to limit events of the store's
@@ -430,74 +449,56 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 		return out, nil
 	}
 	from = max(from, s.origin)
-	start := readFrom(from)
+	c := s.conn()
 	for len(out) < limit {
-		count := uint64(min(max(limit-len(out), 64), 4096))
-		rs, err := s.client.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Forwards, From: start}, count)
-		if err != nil {
-			if err := s.readAllFailed(ctx, from, err); err != nil {
-				return nil, err
-			}
-			return out, nil
-		}
-		var n uint64
-		var last uint64
-		for len(out) < limit {
-			ev, err := rs.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				rs.Close()
-				if err := s.readAllFailed(ctx, from, err); err != nil {
-					return nil, err
-				}
-				return out, nil
-			}
-			n++
-			rec := ev.OriginalEvent()
-			if rec == nil {
-				continue
-			}
+		count := min(max(limit-len(out), 64), 4096)
+		var last uint64 // commit position of the last event the server sent
+		n, err := read(ctx, s.runner(c), func() (*esdb.ReadStream, error) {
+			return c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Forwards, From: readFrom(from)}, uint64(count))
+		}, func(rec *esdb.RecordedEvent) (bool, error) {
 			last = rec.Position.Commit
 			if !visible(s.ns, rec.StreamID, rec.EventType) {
-				continue
+				return false, nil
 			}
 			e, err := fromRecorded(rec, s.ns)
 			if err != nil {
-				rs.Close()
-				return nil, fmt.Errorf("kurrentdb: read $all: %w", err)
+				return true, fmt.Errorf("kurrentdb: read $all: %w", err)
 			}
-			if e.Position < from {
-				continue // before from (the read starts at the event from names or the one before)
+			if e.Position >= from { // the read starts at the event from names, or the one before
+				out = append(out, e)
 			}
-			out = append(out, e)
-		}
-		rs.Close()
-		if n < count {
-			break // the end of $all
-		}
-		if last > maxCommit {
+			return len(out) == limit, nil
+		})
+		switch {
+		case errors.Is(err, errTransaction):
+			return nil, err
+		case err != nil:
+			if err := s.readAllFailed(ctx, c, from, err); err != nil {
+				return nil, err
+			}
+			return out, nil
+		case n < count:
+			return out, nil // the end of $all
+		case last > maxCommit:
 			return nil, fmt.Errorf("kurrentdb: commit position %d out of range", last)
 		}
-		// Next page: from the last event read, which the read includes and
-		// the position filter drops.
+		// The next page starts at the last event read, which the position
+		// filter drops.
 		from = max(from, after(last<<1))
-		start = readFrom(from)
 	}
 	return out, nil
 }
 
 // readAllFailed translates a failed $all read. A server may refuse to read
 // from a position past the end of its log; that is an empty read.
-func (s *Store) readAllFailed(ctx context.Context, from uint64, err error) error {
-	if s.closed() || ctx.Err() != nil {
-		return s.fail(ctx, "read $all", err)
+func (s *Store) readAllFailed(ctx context.Context, c *conn, from uint64, err error) error {
+	if s.closed() || ctx.Err() != nil || clientGone(err) {
+		return s.fail(ctx, c, "read $all", err)
 	}
-	if end, eerr := LogEnd(ctx, s.client); eerr == nil && from >= end {
+	if end, eerr := LogEnd(ctx, c.Client); eerr == nil && from >= end {
 		return nil
 	}
-	return s.fail(ctx, fmt.Sprintf("read $all from position %d", from), err)
+	return s.fail(ctx, c, fmt.Sprintf("read $all from position %d", from), err)
 }
 
 // Head implements eventstore.Store: the position just after the store's last
@@ -508,44 +509,40 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	var from esdb.AllPosition = esdb.End{}
-	var oldest uint64 = noCommit // commit position of the oldest event seen
+	oldest := uint64(noCommit) // commit position of the oldest event seen
+	c := s.conn()
 	for {
-		rs, err := s.client.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: from}, pageSize)
-		if err != nil {
-			return 0, s.fail(ctx, "read $all backwards", err)
-		}
-		n := 0
-		for {
-			ev, err := rs.Recv()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				rs.Close()
-				return 0, s.fail(ctx, "read $all backwards", err)
-			}
-			n++
-			rec := ev.OriginalEvent()
-			if rec == nil || rec.Position.Commit >= oldest {
-				continue // seen on the previous page
+		var head uint64
+		found := false
+		n, err := read(ctx, s.runner(c), func() (*esdb.ReadStream, error) {
+			return c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: from}, pageSize)
+		}, func(rec *esdb.RecordedEvent) (bool, error) {
+			if rec.Position.Commit >= oldest {
+				return false, nil // seen on the previous page
 			}
 			oldest = rec.Position.Commit
 			pos, err := positionOf(rec.Position)
 			if err != nil {
-				rs.Close()
-				return 0, fmt.Errorf("kurrentdb: read $all backwards: %w", err)
+				return true, fmt.Errorf("kurrentdb: read $all backwards: %w", err)
 			}
 			if pos < s.origin {
-				rs.Close()
-				return 0, nil
+				found = true // nothing of the store's from here back
+				return true, nil
 			}
 			if visible(s.ns, rec.StreamID, rec.EventType) {
-				rs.Close()
-				return after(pos), nil
+				head, found = after(pos), true
+				return true, nil
 			}
-		}
-		rs.Close()
-		if n < pageSize || oldest == 0 {
+			return false, nil
+		})
+		switch {
+		case errors.Is(err, errTransaction):
+			return 0, err
+		case err != nil:
+			return 0, s.fail(ctx, c, "read $all backwards", err)
+		case found:
+			return head, nil
+		case n < pageSize || oldest == 0:
 			return 0, nil
 		}
 		from = esdb.Position{Commit: oldest, Prepare: oldest}

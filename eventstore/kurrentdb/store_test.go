@@ -144,7 +144,7 @@ func TestSystemAndForeignEvents(t *testing.T) {
 	}
 
 	// In a namespace, neither shows.
-	ns, err := Open(s.client, Options{Namespace: "app-", Logger: discard})
+	ns, err := Open(s.conn().Client, Options{Namespace: "app-", Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,11 +398,11 @@ func TestOrigin(t *testing.T) {
 	t.Parallel()
 	_, s := openFake(t, Options{})
 	old := mustAppend(t, s, "execution-old", eventstore.NoStream, storetest.NewEvent("test.old", nil))
-	origin, err := LogEnd(t.Context(), s.client)
+	origin, err := LogEnd(t.Context(), s.conn().Client)
 	if err != nil || origin != after(old.Position) {
 		t.Fatalf("LogEnd = %d, %v; want %d", origin, err, after(old.Position))
 	}
-	later, err := Open(s.client, Options{Origin: origin, Logger: discard})
+	later, err := Open(s.conn().Client, Options{Origin: origin, Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +433,7 @@ func TestOpenURL(t *testing.T) {
 	if s.ns != "u-" {
 		t.Fatalf("namespace %q, want u-", s.ns)
 	}
-	other, err := Open(s.client, Options{Logger: discard})
+	other, err := Open(s.conn().Client, Options{Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -469,7 +469,7 @@ func TestOpenURL(t *testing.T) {
 func TestSharedClient(t *testing.T) {
 	t.Parallel()
 	_, s := openFake(t, Options{Namespace: "a-"})
-	b, err := Open(s.client, Options{Namespace: "b-", Logger: discard})
+	b, err := Open(s.conn().Client, Options{Namespace: "b-", Logger: discard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +480,115 @@ func TestSharedClient(t *testing.T) {
 	if _, err := Open(nil, Options{}); err == nil {
 		t.Fatal("Open(nil) succeeded")
 	}
-	if _, err := Open(s.client, Options{Namespace: "$x"}); err == nil {
+	if _, err := Open(s.conn().Client, Options{Namespace: "$x"}); err == nil {
 		t.Fatal("Open with an invalid namespace succeeded")
+	}
+}
+
+// TestClientReplaced: the client closes itself for good when the server stays
+// unreachable through a node discovery; a store from OpenURL replaces it, so
+// it works again once the server is back, and its subscriptions resume. A
+// store on the caller's client reports it instead.
+func TestClientReplaced(t *testing.T) {
+	t.Parallel()
+	f, _ := newFakeServer(t)
+	ctx := t.Context()
+	s, err := OpenURL(ctx, "kurrentdb://"+f.addr+"?tls=false&maxDiscoverAttempts=1&discoveryInterval=10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	s.log = discard
+	// Not closed: calls stay stuck in it, and closing it under them would
+	// make them panic (see client.go).
+	cfg, err := esdb.ParseConnectionString("esdb://" + f.addr + "?tls=false&maxDiscoverAttempts=1&discoveryInterval=10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logger = esdb.NoopLogging()
+	sharedClient, err := esdb.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := Open(sharedClient, Options{Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvent("test.before", nil))
+	var mu sync.Mutex
+	var got []domain.Envelope
+	subDone := make(chan error, 1)
+	go func() {
+		subDone <- s.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, b...)
+			return nil
+		})
+	}()
+	delivered := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got)
+	}
+	waitFor(t, func() bool { return delivered() == 1 })
+	sharedDone := make(chan error, 1)
+	go func() {
+		sharedDone <- shared.Subscribe(ctx, 0, eventstore.Filter{}, func([]domain.Envelope) error { return nil })
+	}()
+
+	f.stop()
+	// Calls fail while the server is down: the first on the broken
+	// connection, the next through a failed discovery, after which the
+	// client is closed for good. A call that enters the client while its
+	// discovery fails hangs in the client forever: the store returns at the
+	// caller's deadline.
+	head := func(st *Store) error {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := st.Head(ctx)
+		return err
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := head(shared)
+		if clientGone(err) {
+			break
+		}
+		if !errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Head on the shared client with the server down: %v, want ErrUnavailable or a deadline", err)
+		}
+		if err := head(s); !errors.Is(err, ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Head with the server down: %v, want ErrUnavailable or a deadline", err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the shared client never closed itself")
+		}
+	}
+	select {
+	case err := <-sharedDone:
+		if !clientGone(err) {
+			t.Fatalf("subscription on a client that closed itself ended with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the subscription on the caller's closed client did not end")
+	}
+	f.start(t)
+	waitFor(t, func() bool { return head(s) == nil })
+	mustAppend(t, s, "execution-1", eventstore.Exact(0), storetest.NewEvent("test.after", nil))
+	waitFor(t, func() bool { return delivered() == 2 })
+	if err := head(shared); !clientGone(err) {
+		t.Fatalf("Head on the caller's closed client: %v, want its closed error", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-subDone:
+		if !errors.Is(err, eventstore.ErrClosed) {
+			t.Fatalf("subscription after Close: %v, want ErrClosed", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the subscription did not end at Close")
 	}
 }

@@ -35,7 +35,9 @@ const (
 // If the server becomes unavailable, or ends the subscription, Subscribe
 // subscribes again from just after the last event it delivered, waiting
 // between attempts (100ms doubling up to 5s) and logging each, until ctx ends
-// or the store closes. Any other error of the server ends it.
+// or the store closes. Any other error of the server ends it, as does a
+// client passed to Open that has closed itself (a store from OpenURL replaces
+// its own).
 func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Filter, handle func([]domain.Envelope) error) error {
 	if err := s.check(ctx); err != nil {
 		return err
@@ -59,6 +61,8 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			return ctx.Err()
 		case !errors.Is(err, ErrUnavailable):
 			return err
+		case clientGone(err) && s.cfg == nil:
+			return err // the caller's client closed itself; only the caller can replace it
 		}
 		if sub.delivered {
 			backoff, sub.delivered = minBackoff, false
@@ -118,9 +122,15 @@ func (sub *subscription) follow(ctx context.Context) error {
 			return err
 		}
 	}
-	server, err := s.client.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: readFrom(sub.next), Filter: sub.server})
+	c := s.conn()
+	var server *esdb.Subscription
+	err := s.bounded(ctx, c, func() error {
+		var err error
+		server, err = c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: readFrom(sub.next), Filter: sub.server})
+		return err
+	})
 	if err != nil {
-		return s.fail(ctx, "subscribe to $all", err)
+		return s.fail(ctx, c, "subscribe to $all", err)
 	}
 	defer func() { _ = server.Close() }()
 
@@ -131,7 +141,7 @@ func (sub *subscription) follow(ctx context.Context) error {
 		select {
 		case r = <-events:
 		case <-ctx.Done():
-			return s.fail(ctx, "subscription to $all", ctx.Err())
+			return s.fail(ctx, c, "subscription to $all", ctx.Err())
 		}
 		batch := make([]domain.Envelope, 0, min(len(events)+1, maxBatch))
 		var failed error
@@ -165,7 +175,7 @@ func (sub *subscription) follow(ctx context.Context) error {
 			sub.delivered = true
 		}
 		if failed != nil {
-			return s.fail(ctx, "subscription to $all", failed)
+			return s.fail(ctx, c, "subscription to $all", failed)
 		}
 	}
 }
@@ -174,21 +184,19 @@ func (sub *subscription) follow(ctx context.Context) error {
 // passes the filter, and moves sub.next past it.
 func (sub *subscription) first(ctx context.Context) error {
 	s := sub.s
-	c := commitOf(sub.next)
-	rs, err := s.client.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Forwards, From: esdb.Position{Commit: c, Prepare: c}}, 1)
+	commit := commitOf(sub.next)
+	c := s.conn()
+	var rec *esdb.RecordedEvent
+	_, err := read(ctx, s.runner(c), func() (*esdb.ReadStream, error) {
+		return c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Forwards, From: esdb.Position{Commit: commit, Prepare: commit}}, 1)
+	}, func(r *esdb.RecordedEvent) (bool, error) {
+		rec = r
+		return true, nil
+	})
 	if err != nil {
-		return s.readAllFailed(ctx, sub.next, err)
+		return s.readAllFailed(ctx, c, sub.next, err)
 	}
-	defer rs.Close()
-	ev, err := rs.Recv()
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
-	if err != nil {
-		return s.readAllFailed(ctx, sub.next, err)
-	}
-	rec := ev.OriginalEvent()
-	if rec == nil || rec.Position.Commit != c {
+	if rec == nil || rec.Position.Commit != commit {
 		return nil
 	}
 	sub.next = after(sub.next)

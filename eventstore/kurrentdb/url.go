@@ -106,7 +106,7 @@ func OpenURL(ctx context.Context, rawURL string) (*Store, error) {
 		_ = client.Close()
 		return nil, err
 	}
-	s.owned = true
+	s.cfg = cfg
 	return s, nil
 }
 
