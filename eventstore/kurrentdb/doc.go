@@ -39,6 +39,14 @@
 //     not-ready server, a lost leader or an aborted call match ErrUnavailable;
 //     refused credentials ErrAccessDenied; the client's *esdb.Error stays in
 //     the chain for errors.As.
+//   - Every call returns when its context ends, even while the client is
+//     stuck looking for the server (it ignores contexts there). An append
+//     gets the caller's deadline, not the client's default of 10s (which
+//     still applies to a context without a deadline).
+//   - Outages: after the server has been unreachable through a whole node
+//     discovery the client closes itself for good; a store made by OpenURL
+//     replaces it and carries on (subscriptions resubscribe), a store on a
+//     caller's client reports ErrUnavailable until the caller replaces it.
 //
 // # What it does not do (the gaps)
 //
@@ -63,8 +71,14 @@
 //   - Stream names and event types starting with "$" are refused
 //     (ErrInvalidStream, ErrInvalidEvent): KurrentDB reserves them.
 //   - Durability and visibility are the server's: an append is acknowledged
-//     once the server has written it (to a quorum in a cluster), and reads
-//     go to the leader (the client's default node preference).
+//     once the server has written it (to a quorum in a cluster). The client
+//     talks to the node its discovery picked (the leader by default) until an
+//     error makes it look again, so after a leader change reads may come from
+//     a follower, slightly behind, for a while.
+//   - The client itself (v4.2.0) leaves a goroutine stuck for good for each
+//     call that entered it while a discovery failed, and leaks the gRPC
+//     connection it replaces at each new discovery; only a server outage
+//     makes either happen.
 //   - Events written by something else in the store's streams are read with
 //     what can be recovered (schema version 0, no owner, their user metadata
 //     as Metadata); events of explicit (legacy TCP) transactions, whose commit
