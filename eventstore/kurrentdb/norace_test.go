@@ -1,0 +1,5 @@
+//go:build !race
+
+package kurrentdb
+
+const raceEnabled = false
