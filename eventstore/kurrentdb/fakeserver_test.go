@@ -36,7 +36,8 @@ import (
 //     their content, so positions are sparse and irregular.
 //   - Reads of $all forwards from a position are inclusive; backwards they
 //     are exclusive (the backend copes with either). A position that is not a
-//     record boundary and not past the end fails the read.
+//     record boundary fails the read or subscription, and so (here; servers
+//     may differ) does one past the end of the log.
 //   - Subscriptions to $all from a position are exclusive of it; the server
 //     filters by stream or event-type prefixes or regex; it sends checkpoints
 //     (with prepare position 0, as servers do) and a caught-up notice.
@@ -364,12 +365,10 @@ func (f *fakeServer) readStream(o *api.ReadReq_Options_StreamOptions, backwards 
 	return nil
 }
 
-// boundary reports whether pos starts a record or is at or past the end;
-// f.mu must be held.
+// boundary reports whether pos starts a record; f.mu must be held. The fake
+// refuses positions past the end too: what a server does with them is not
+// documented, and the backend must not depend on it.
 func (f *fakeServer) boundary(pos uint64) bool {
-	if pos >= f.next {
-		return true
-	}
 	_, ok := slices.BinarySearchFunc(f.log, pos, func(r fakeRecord, p uint64) int { return cmpUint(r.pos, p) })
 	return ok
 }
