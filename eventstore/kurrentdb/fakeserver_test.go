@@ -59,7 +59,7 @@ type fakeServer struct {
 
 	// Tests set these before use.
 	streamCommit bool                                           // stream reads carry the commit position (servers 22.6+)
-	hook         func(ctx context.Context, method string) error // called first by every call; an error fails it
+	hook         func(ctx context.Context, method string) error // called first by every call ("append", "read"), and by appends once the request is read ("append:end"); an error fails the call
 
 	mu      sync.Mutex
 	log     []fakeRecord
@@ -203,6 +203,11 @@ func (f *fakeServer) Append(stream api.Streams_AppendServer) error {
 		binary.BigEndian.PutUint64(id[:8], uint64(s.GetMostSignificantBits()))
 		binary.BigEndian.PutUint64(id[8:], uint64(s.GetLeastSignificantBits()))
 		batch = append(batch, proposed{id, m.GetMetadata()["type"], m.GetMetadata()["content-type"], m.GetData(), m.GetCustomMetadata()})
+	}
+	// Checks a server makes on the whole request (its size) fail here: the
+	// client sees them in the answer, not as a broken stream while sending.
+	if err := f.hookErr(stream.Context(), "append:end"); err != nil {
+		return err
 	}
 
 	f.mu.Lock()
