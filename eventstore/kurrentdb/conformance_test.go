@@ -75,14 +75,22 @@ func TestConformance(t *testing.T) {
 // fakeServer), not against the server. Under the race detector the slow
 // checks (thousands of appends through gRPC) are skipped: they run without
 // it, and against a real server.
+//
+// Each subtest has a fake of its own, so that subtests do not slow each other
+// down; the store is still in a namespace, with an origin, as against a real
+// server.
 func TestConformanceFake(t *testing.T) {
-	_, client := newFakeServer(t)
-	storetest.Run(t, namespaced(client), storetest.Capabilities{SkipSlow: raceEnabled})
+	storetest.Run(t, func(t *testing.T) eventstore.Store {
+		t.Helper()
+		_, client := newFakeServer(t)
+		return namespaced(client)(t)
+	}, storetest.Capabilities{SkipSlow: raceEnabled})
 }
 
 // namespaced returns a newStore for the suite: a store on client in a fresh
 // namespace starting at the current end of $all, so that subtests sharing one
-// server each see an empty log and do not scan each other's events.
+// server each see an empty log and do not scan each other's events (those
+// written before they start).
 func namespaced(client *esdb.Client) func(t *testing.T) eventstore.Store {
 	return func(t *testing.T) eventstore.Store {
 		t.Helper()

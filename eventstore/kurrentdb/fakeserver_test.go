@@ -36,7 +36,8 @@ import (
 //     their content, so positions are sparse and irregular.
 //   - Reads of $all forwards from a position are inclusive; backwards they
 //     are exclusive (the backend copes with either). A position that is not a
-//     record boundary and not past the end fails the read.
+//     record boundary fails the read or subscription, and so (here; servers
+//     may differ) does one past the end of the log.
 //   - Subscriptions to $all from a position are exclusive of it; the server
 //     filters by stream or event-type prefixes or regex; it sends checkpoints
 //     (with prepare position 0, as servers do) and a caught-up notice.
@@ -58,7 +59,7 @@ type fakeServer struct {
 
 	// Tests set these before use.
 	streamCommit bool                                           // stream reads carry the commit position (servers 22.6+)
-	hook         func(ctx context.Context, method string) error // called first by every call; an error fails it
+	hook         func(ctx context.Context, method string) error // called first by every call ("append", "read"), and by appends once the request is read ("append:end"); an error fails the call
 
 	mu      sync.Mutex
 	log     []fakeRecord
@@ -202,6 +203,11 @@ func (f *fakeServer) Append(stream api.Streams_AppendServer) error {
 		binary.BigEndian.PutUint64(id[:8], uint64(s.GetMostSignificantBits()))
 		binary.BigEndian.PutUint64(id[8:], uint64(s.GetLeastSignificantBits()))
 		batch = append(batch, proposed{id, m.GetMetadata()["type"], m.GetMetadata()["content-type"], m.GetData(), m.GetCustomMetadata()})
+	}
+	// Checks a server makes on the whole request (its size) fail here: the
+	// client sees them in the answer, not as a broken stream while sending.
+	if err := f.hookErr(stream.Context(), "append:end"); err != nil {
+		return err
 	}
 
 	f.mu.Lock()
@@ -364,12 +370,10 @@ func (f *fakeServer) readStream(o *api.ReadReq_Options_StreamOptions, backwards 
 	return nil
 }
 
-// boundary reports whether pos starts a record or is at or past the end;
-// f.mu must be held.
+// boundary reports whether pos starts a record; f.mu must be held. The fake
+// refuses positions past the end too: what a server does with them is not
+// documented, and the backend must not depend on it.
 func (f *fakeServer) boundary(pos uint64) bool {
-	if pos >= f.next {
-		return true
-	}
 	_, ok := slices.BinarySearchFunc(f.log, pos, func(r fakeRecord, p uint64) int { return cmpUint(r.pos, p) })
 	return ok
 }

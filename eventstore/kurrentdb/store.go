@@ -61,20 +61,32 @@ func Open(client *esdb.Client, opts Options) (*Store, error) {
 // server's whole $all, system events included, or 0 if $all is empty. It is
 // the Origin of a namespace created now.
 func LogEnd(ctx context.Context, client *esdb.Client) (uint64, error) {
+	end, err := logEnd(ctx, bounded, client)
+	if err != nil {
+		return 0, translate(ctx, "read the end of $all", err)
+	}
+	return end, nil
+}
+
+// logEnd is LogEnd on the store's client c, with the client's error as is.
+func (s *Store) logEnd(ctx context.Context, c *conn) (uint64, error) {
+	return logEnd(ctx, s.runner(c), c.Client)
+}
+
+func logEnd(ctx context.Context, run func(context.Context, func() error) error, client *esdb.Client) (uint64, error) {
 	var last *esdb.Position
-	_, err := read(ctx, bounded, func() (*esdb.ReadStream, error) {
+	_, err := read(ctx, run, func() (*esdb.ReadStream, error) {
 		return client.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: esdb.End{}}, 1)
 	}, func(rec *esdb.RecordedEvent) (bool, error) {
 		last = &rec.Position
 		return true, nil
 	})
-	if err != nil {
-		return 0, translate(ctx, "read the end of $all", err)
-	}
-	if last == nil {
+	switch {
+	case err != nil:
+		return 0, err
+	case last == nil:
 		return 0, nil
-	}
-	if last.Commit > maxCommit {
+	case last.Commit > maxCommit:
 		return 0, fmt.Errorf("kurrentdb: commit position %d out of range", last.Commit)
 	}
 	return after(last.Commit << 1), nil
@@ -495,7 +507,7 @@ func (s *Store) readAllFailed(ctx context.Context, c *conn, from uint64, err err
 	if s.closed() || ctx.Err() != nil || clientGone(err) {
 		return s.fail(ctx, c, "read $all", err)
 	}
-	if end, eerr := LogEnd(ctx, c.Client); eerr == nil && from >= end {
+	if end, eerr := s.logEnd(ctx, c); eerr == nil && from >= end {
 		return nil
 	}
 	return s.fail(ctx, c, fmt.Sprintf("read $all from position %d", from), err)

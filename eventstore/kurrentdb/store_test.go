@@ -592,3 +592,43 @@ func TestClientReplaced(t *testing.T) {
 		t.Fatal("the subscription did not end at Close")
 	}
 }
+
+// TestSubscribeBeyondEnd: a subscription from a position past the end of the
+// log delivers the first events at or after it, and nothing below.
+func TestSubscribeBeyondEnd(t *testing.T) {
+	t.Parallel()
+	_, s := openFake(t, Options{})
+	ctx := t.Context()
+	first := mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvent("test.a", nil))
+	from := first.Position + 1000 // even, past the end: no record there yet
+	var got []domain.Envelope
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Subscribe(sctx, from, eventstore.Filter{}, func(b []domain.Envelope) error {
+			got = append(got, b...)
+			cancel()
+			return nil
+		})
+	}()
+	var written []domain.Envelope
+	for len(written) == 0 || written[len(written)-1].Position < from {
+		mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvents("test.b", 3)...)
+		evs := mustReadAll(t, s)
+		written = evs
+	}
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	var want domain.Envelope
+	for _, e := range written {
+		if e.Position >= from {
+			want = e
+			break
+		}
+	}
+	if len(got) == 0 || got[0].ID != want.ID {
+		t.Fatalf("first delivery %+v, want the first event at or after %d (%s)", got, from, want.ID)
+	}
+}

@@ -115,18 +115,29 @@ func (sub *subscription) follow(ctx context.Context) error {
 		}
 	})
 
-	// A subscription starts after its position; an event at exactly sub.next
-	// is read first.
-	if atEvent(sub.next) {
+	// A subscription starts after its position, which must be a record of
+	// the server's log. Past the end of the log, it starts after the last
+	// record (and what arrives below sub.next is dropped); an event at
+	// exactly sub.next is read first.
+	c := s.conn()
+	end, err := s.logEnd(ctx, c)
+	if err != nil {
+		return s.fail(ctx, c, "read the end of $all", err)
+	}
+	start := readFrom(sub.next)
+	switch {
+	case sub.next > end:
+		start = readFrom(end)
+	case atEvent(sub.next):
 		if err := sub.first(ctx); err != nil {
 			return err
 		}
+		start = readFrom(sub.next)
 	}
-	c := s.conn()
 	var server *esdb.Subscription
-	err := s.bounded(ctx, c, func() error {
+	err = s.bounded(ctx, c, func() error {
 		var err error
-		server, err = c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: readFrom(sub.next), Filter: sub.server})
+		server, err = c.SubscribeToAll(ctx, esdb.SubscribeToAllOptions{From: start, Filter: sub.server})
 		return err
 	})
 	if err != nil {
