@@ -34,7 +34,8 @@ Usage:
 
 Store URLs: embedded:///path/to/dir (also --data DIR); postgres://user:pass@host:5432/db (run
 turnstile migrate first, or serve --migrate; TURNSTILE_PG_SCHEMA picks the schema);
-memory:// (not durable: tests and benchmarks).
+kurrentdb://host:2113?tls=false (also esdb://; audit and replay only: the executor needs
+atomic multi-stream appends, which KurrentDB does not give); memory:// (not durable).
 `
 
 func main() {
@@ -124,6 +125,10 @@ func storeLocation(storeURL, dataDir string) (kind, where string, err error) {
 		}
 		return "embedded", abs, nil
 	}
+	if scheme, _, _ := strings.Cut(storeURL, "://"); strings.HasPrefix(scheme, "kurrentdb") || strings.HasPrefix(scheme, "kurrent") ||
+		strings.HasPrefix(scheme, "kdb") || strings.HasPrefix(scheme, "esdb") {
+		return "kurrentdb", "kurrentdb", nil // url.Parse refuses a host list; the store validates the URL
+	}
 	u, err := url.Parse(storeURL)
 	if err != nil {
 		return "", "", usageError{fmt.Errorf("store URL %q: %w", storeURL, err)}
@@ -142,8 +147,6 @@ func storeLocation(storeURL, dataDir string) (kind, where string, err error) {
 		return "memory", "", nil
 	case "postgres", "postgresql":
 		return "postgres", u.Redacted(), nil
-	case "kurrentdb", "esdb":
-		return "", "", fmt.Errorf("store %q: the %s backend is not built into this version yet", u.Redacted(), u.Scheme)
 	default:
 		return "", "", usageError{fmt.Errorf("store URL %q: unknown scheme %q (embedded:// is supported)", storeURL, u.Scheme)}
 	}

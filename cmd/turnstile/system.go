@@ -17,6 +17,7 @@ import (
 	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
+	"github.com/turnstile/turnstile/eventstore/kurrentdb"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
@@ -47,6 +48,14 @@ func openStore(storeURL, dataDir string) (eventstore.Store, string, error) {
 			return nil, "", fmt.Errorf("open postgres store: %w", err)
 		}
 		return s, redactURL(storeURL), nil
+	case "kurrentdb":
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := kurrentdb.OpenURL(ctx, storeURL)
+		if err != nil {
+			return nil, "", fmt.Errorf("open kurrentdb store: %w", err)
+		}
+		return s, "kurrentdb", nil
 	}
 	return nil, "", fmt.Errorf("store kind %q not supported", kind)
 }
@@ -135,6 +144,9 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	if err := api.CheckListenAddress(*addr, toks); err != nil {
 		return usageError{err}
+	}
+	if kind, _, _ := storeLocation(*storeURL, *data); kind == "kurrentdb" {
+		return usageError{errors.New("serve cannot run on KurrentDB yet: the executor's fenced grants need atomic multi-stream appends (use it with audit and replay)")}
 	}
 	log := newLogger(stderr)
 	if *doMigrate {
