@@ -440,6 +440,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"GET", "/api/v1/executions/" + strings.Repeat("a", 101), "", 400},
 		{"GET", "/api/v1/events?from=-1", "", 400},
 		{"DELETE", "/api/v1/actions", "", 405},
+		{"GET", "/api/v1/actions/../executions", "", 404},
+		{"POST", "/api/v1/actions//pause", "", 404},
 	}
 	for _, c := range cases {
 		st, h, b := e.do(c.method, c.path, c.body)

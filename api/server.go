@@ -75,7 +75,9 @@ func New(cfg Config) *Server {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
-	s := &Server{cfg: cfg, router: mux.NewRouter(), log: cfg.Logger}
+	// SkipClean: an unclean path (/a/../b, //) gets a problem document from
+	// the router, not gorilla/mux's bare redirect.
+	s := &Server{cfg: cfg, router: mux.NewRouter().SkipClean(true), log: cfg.Logger}
 	s.metrics = newMetrics(cfg.Registry, cfg.Views, cfg.Store)
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
