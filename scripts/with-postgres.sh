@@ -60,6 +60,10 @@ find_bindir() {
 bindir=$(find_bindir)
 if [[ -z $bindir && ${CI:-} == true ]]; then
 	log "PostgreSQL server binaries not found; CI=true, installing the postgresql package"
+	if ! command -v apt-get >/dev/null; then
+		log "no apt-get here: install the PostgreSQL server, or set TURNSTILE_POSTGRES_URL"
+		exit 127
+	fi
 	# Do not let the package create and start its own cluster: we make ours.
 	as_root mkdir -p /etc/postgresql-common/createcluster.d
 	echo 'create_main_cluster = false' | as_root tee /etc/postgresql-common/createcluster.d/turnstile-ci.conf >/dev/null
@@ -89,7 +93,12 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 pg() { "${run_as[@]}" "$@"; }
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/turnstile-pg.XXXXXX")
+# As root, under /tmp: the postgres user must be able to reach it.
+tmpbase=${TMPDIR:-/tmp}
+if [[ ${#run_as[@]} -gt 0 ]]; then
+	tmpbase=/tmp
+fi
+tmp=$(mktemp -d "$tmpbase/turnstile-pg.XXXXXX")
 pid=""
 cleanup() {
 	local status=$?
