@@ -66,6 +66,9 @@ type FeedPublisher struct {
 	Views     *projections.Views
 	Publisher message.Publisher // e.g. NewFeedBus's
 	Logger    *slog.Logger
+	// From, if set, is the log position to publish from; by default, the
+	// read model's position when Run starts.
+	From *uint64
 }
 
 // Run publishes until ctx ends or publishing fails.
@@ -74,6 +77,9 @@ func (f *FeedPublisher) Run(ctx context.Context) error {
 		f.Logger = slog.Default()
 	}
 	from := f.Views.Next()
+	if f.From != nil {
+		from = *f.From
+	}
 	errs := make(chan error, 2)
 	go func() { errs <- f.events(ctx, from) }()
 	go func() { errs <- f.states(ctx, from) }()

@@ -38,7 +38,8 @@ func TestFeedPublisherCarriesTheAPIFeeds(t *testing.T) {
 
 	views := projections.NewViews()
 	go func() { _ = views.Run(ctx, store) }()
-	fp := &bus.FeedPublisher{Store: store, Views: views, Publisher: b.Publisher}
+	start := uint64(0) // the test appends right away: publish from the start, not from whenever Run begins
+	fp := &bus.FeedPublisher{Store: store, Views: views, Publisher: b.Publisher, From: &start}
 	done := make(chan error, 1)
 	go func() { done <- fp.Run(ctx) }()
 
@@ -57,44 +58,45 @@ func TestFeedPublisherCarriesTheAPIFeeds(t *testing.T) {
 		ids = append(ids, put(domain.ExecutionStream(fmt.Sprint("x", i)), domain.ExecutionRequested{Action: "a"}))
 	}
 
-	next := func(ch <-chan *message.Message, what string) *message.Message {
+	// Read the three topics together: the feed bus delivers in order, each
+	// message waiting for its subscriber's ack, so reading one topic at a
+	// time could stall the publisher on another.
+	var gotEvents []*message.Message
+	seen := map[string]bool{}
+	statsDone := false
+	for len(gotEvents) < len(ids) || len(seen) < 3 || !statsDone {
 		select {
-		case m := <-ch:
+		case m := <-events:
 			m.Ack()
-			return m
+			gotEvents = append(gotEvents, m)
+		case m := <-execs:
+			m.Ack()
+			var x projections.ExecutionView
+			if err := json.Unmarshal(m.Payload, &x); err != nil {
+				t.Fatal(err)
+			}
+			if x.Status != domain.StatusRequested || m.Metadata.Get(bus.MetaPosition) != strconv.FormatUint(x.Position, 10) {
+				t.Fatalf("execution message: %+v, position metadata %s", x, m.Metadata.Get(bus.MetaPosition))
+			}
+			seen[x.ID] = true
+		case m := <-stats:
+			m.Ack()
+			var st projections.QueueStats
+			if err := json.Unmarshal(m.Payload, &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.Action != "a" {
+				t.Fatalf("stats of %q", st.Action)
+			}
+			statsDone = statsDone || (st.TotalEnqueued == 3 && st.QueueLength == 3)
 		case <-ctx.Done():
-			t.Fatalf("no %s message", what)
-			return nil
+			t.Fatalf("feeds incomplete: %d events, %d executions, final stats %v", len(gotEvents), len(seen), statsDone)
 		}
 	}
 	for i, id := range ids {
-		m := next(events, "event")
+		m := gotEvents[i]
 		if m.UUID != id.String() || m.Metadata.Get(bus.MetaPosition) != strconv.Itoa(i) {
 			t.Fatalf("event message %d: uuid %s position %s, want %s at %d", i, m.UUID, m.Metadata.Get(bus.MetaPosition), id, i)
-		}
-	}
-	seen := map[string]bool{}
-	for len(seen) < 3 {
-		var x projections.ExecutionView
-		m := next(execs, "execution")
-		if err := json.Unmarshal(m.Payload, &x); err != nil {
-			t.Fatal(err)
-		}
-		if x.Status != domain.StatusRequested || m.Metadata.Get(bus.MetaPosition) != strconv.FormatUint(x.Position, 10) {
-			t.Fatalf("execution message: %+v, position metadata %s", x, m.Metadata.Get(bus.MetaPosition))
-		}
-		seen[x.ID] = true
-	}
-	for {
-		var s projections.QueueStats
-		if err := json.Unmarshal(next(stats, "queue-stats").Payload, &s); err != nil {
-			t.Fatal(err)
-		}
-		if s.Action != "a" {
-			t.Fatalf("stats of %q", s.Action)
-		}
-		if s.TotalEnqueued == 3 && s.QueueLength == 3 {
-			break
 		}
 	}
 	cancel()
