@@ -143,7 +143,7 @@ func (s *Store) nextGroup() ([]*request, bool) {
 				bytes += r.bytes
 			}
 		}
-		n := copy(s.queue, s.queue[i:])
+		n := copy(s.queue, s.queue[i:]) // what did not fit stays for the next group
 		clear(s.queue[n:])
 		s.queue = s.queue[:n]
 		closing := s.closing
@@ -151,8 +151,6 @@ func (s *Store) nextGroup() ([]*request, bool) {
 		switch {
 		case len(group) > 0:
 			return group, true
-		case n > 0:
-			continue
 		case closing:
 			return nil, false
 		}
@@ -366,7 +364,7 @@ func insertArgs(rows []domain.Envelope) []any {
 // all still hold (the other writer raced again), of the first stream.
 func (s *Store) conflict(ctx context.Context, r *request, pgErr *pgconn.PgError) error {
 	if pgErr.ConstraintName == "events_id_key" {
-		return fmt.Errorf("%w: an event id was stored at the same time by a writer outside the store: %v", eventstore.ErrIdempotencyConflict, pgErr)
+		return fmt.Errorf("%w: an event id was stored at the same time by a writer outside the store: %w", eventstore.ErrIdempotencyConflict, pgErr)
 	}
 	streams := make([]string, len(r.appends))
 	for i, a := range r.appends {
@@ -374,7 +372,7 @@ func (s *Store) conflict(ctx context.Context, r *request, pgErr *pgconn.PgError)
 	}
 	heads, err := scanHeads(s.pool.Query(ctx, s.sql.streamHeads, streams))
 	if err != nil {
-		return fmt.Errorf("postgres: append: %w (and reading the streams after it: %v)", pgErr, err)
+		return fmt.Errorf("postgres: append: %w (and reading the streams after it: %w)", pgErr, err)
 	}
 	if err := checkExpected(heads, r.appends); err != nil {
 		return err

@@ -44,11 +44,6 @@ type Store struct {
 
 var _ eventstore.Store = (*Store)(nil)
 
-// querier is what the read paths need from a pool or a connection.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // Open returns a Store on the log in opts.Schema of the database pool
 // connects to. It never changes the database: if the schema is missing or
 // not at SchemaVersion it fails with an error wrapping ErrSchemaNotReady (or
