@@ -14,7 +14,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 )
 
-// Request states: a committer takes a queued request, or its caller
+// Request states: the committer takes a queued request, or its caller
 // withdraws it when its context ends first.
 const (
 	queued int32 = iota
@@ -103,7 +103,7 @@ func newRequest(appends []eventstore.StreamAppend) (*request, error) {
 	return r, nil
 }
 
-// poke wakes a committer.
+// poke wakes the committer.
 func (s *Store) poke() {
 	select {
 	case s.kick <- struct{}{}:
@@ -111,8 +111,8 @@ func (s *Store) poke() {
 	}
 }
 
-// commitLoop is one committer: it commits groups of queued appends until the
-// store is closed and the queue is empty.
+// commitLoop is the committer: it commits groups of queued appends, one
+// transaction at a time, until the store is closed and the queue is empty.
 func (s *Store) commitLoop() {
 	for {
 		group, ok := s.nextGroup()
@@ -143,19 +143,14 @@ func (s *Store) nextGroup() ([]*request, bool) {
 				bytes += r.bytes
 			}
 		}
-		n := copy(s.queue, s.queue[i:])
+		n := copy(s.queue, s.queue[i:]) // what did not fit stays for the next group
 		clear(s.queue[n:])
 		s.queue = s.queue[:n]
 		closing := s.closing
 		s.mu.Unlock()
-		if n > 0 {
-			s.poke() // for the other committer
-		}
 		switch {
 		case len(group) > 0:
 			return group, true
-		case n > 0:
-			continue
 		case closing:
 			return nil, false
 		}
@@ -241,10 +236,11 @@ func (s *Store) stage(ctx context.Context, conn *pgx.Conn, group []*request, own
 	if own {
 		b.Queue("BEGIN")
 	}
-	b.Queue(customPlans)
 	b.Queue(s.sql.lockHead)
+	b.Queue(indexPlans)
 	b.Queue(s.sql.streamHeads, streams)
 	b.Queue(s.sql.storedByID, ids)
+	b.Queue(seqScans)
 	br := conn.SendBatch(ctx, b)
 	next, heads, stored, err := readState(br, own)
 	if cerr := br.Close(); err == nil {
@@ -291,12 +287,12 @@ func readState(br pgx.BatchResults, own bool) (next uint64, heads map[string]int
 			return 0, nil, nil, err
 		}
 	}
-	if _, err := br.Exec(); err != nil { // customPlans
-		return 0, nil, nil, err
-	}
 	var n int64
 	if err := br.QueryRow().Scan(&n); err != nil {
 		return 0, nil, nil, fmt.Errorf("locking log_head: %w", err)
+	}
+	if _, err := br.Exec(); err != nil { // indexPlans
+		return 0, nil, nil, err
 	}
 	heads, err = scanHeads(br.Query())
 	if err != nil {
@@ -308,6 +304,9 @@ func readState(br pgx.BatchResults, own bool) (next uint64, heads map[string]int
 	}
 	evs, err := collectEvents(rows)
 	if err != nil {
+		return 0, nil, nil, err
+	}
+	if _, err := br.Exec(); err != nil { // seqScans
 		return 0, nil, nil, err
 	}
 	stored = make(map[uuid.UUID]*domain.Envelope, len(evs))
@@ -365,7 +364,7 @@ func insertArgs(rows []domain.Envelope) []any {
 // all still hold (the other writer raced again), of the first stream.
 func (s *Store) conflict(ctx context.Context, r *request, pgErr *pgconn.PgError) error {
 	if pgErr.ConstraintName == "events_id_key" {
-		return fmt.Errorf("%w: an event id was stored at the same time by a writer outside the store: %v", eventstore.ErrIdempotencyConflict, pgErr)
+		return fmt.Errorf("%w: an event id was stored at the same time by a writer outside the store: %w", eventstore.ErrIdempotencyConflict, pgErr)
 	}
 	streams := make([]string, len(r.appends))
 	for i, a := range r.appends {
@@ -373,7 +372,7 @@ func (s *Store) conflict(ctx context.Context, r *request, pgErr *pgconn.PgError)
 	}
 	heads, err := scanHeads(s.pool.Query(ctx, s.sql.streamHeads, streams))
 	if err != nil {
-		return fmt.Errorf("postgres: append: %w (and reading the streams after it: %v)", pgErr, err)
+		return fmt.Errorf("postgres: append: %w (and reading the streams after it: %w)", pgErr, err)
 	}
 	if err := checkExpected(heads, r.appends); err != nil {
 		return err

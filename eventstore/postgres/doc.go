@@ -31,10 +31,10 @@
 //     append once on its own.
 //   - Group commit: concurrent appends of one Store are queued and written
 //     together, in queue order, in one transaction of at most
-//     Options.MaxBatch events. Each is decided as if it were alone: one whose
-//     expected version fails gets its WrongVersionError and the others
-//     commit. Two such transactions are in flight at a time, the second one
-//     queued on the lock while the first commits.
+//     Options.MaxBatch events, by one committer goroutine: while it commits
+//     one group the next one queues. Each append is decided as if it were
+//     alone: one whose expected version fails gets its WrongVersionError and
+//     the others commit.
 //   - Time is the server's statement_timestamp() of the insert, taken under
 //     the lock: one value per transaction, never decreasing along positions
 //     unless the server's clock steps back. Stored with microseconds, in UTC.
@@ -103,10 +103,10 @@
 // way and advance next in the same transaction, or it breaks the ordering
 // promise above. Reading needs no lock.
 //
-// Every statement is planned for its actual parameters (unnamed statements
-// for reads, plan_cache_mode = force_custom_plan in the append transaction):
-// a cached generic plan made while the table was small would otherwise scan
-// it sequentially until autovacuum next analyzes it.
+// Reads are planned for their parameters each time, and the lookups of an
+// append with seq scans disabled: a cached generic plan made while the table
+// was small would otherwise scan it sequentially until autovacuum next
+// analyzes it.
 //
 // # Failures
 //

@@ -30,7 +30,17 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	dropBenchLog()
-	shared.close()
+	closed := make(chan struct{})
+	go func() {
+		shared.close() // waits for every connection to be released
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(time.Minute):
+		fmt.Fprintln(os.Stderr, "a test left connections of the shared pool acquired")
+		code = 1
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)

@@ -174,9 +174,9 @@ func migrate(ctx context.Context, conn *pgx.Conn, schema string) (applied []Migr
 }
 
 // checkSchema fails unless schema is at exactly SchemaVersion.
-func checkSchema(ctx context.Context, q querier, schema string) error {
+func checkSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	var current int
-	err := q.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&current)
+	err := pool.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+pgx.Identifier{schema, "schema_migrations"}.Sanitize()).Scan(&current)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") { // undefined table, schema
 		err, current = nil, 0

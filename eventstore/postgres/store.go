@@ -19,11 +19,6 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 )
 
-// committers is how many group commit transactions one Store keeps in flight.
-// They serialise on the log_head lock; the second one has its lock request
-// queued while the first commits, which takes a round trip off every group.
-const committers = 2
-
 // Store is a PostgreSQL eventstore.Store. It is safe for concurrent use, and
 // any number of Stores, in any number of processes, may share one schema.
 type Store struct {
@@ -33,9 +28,9 @@ type Store struct {
 	sql     statements
 
 	mu      sync.Mutex
-	queue   []*request // appends waiting for a committer
+	queue   []*request // appends waiting for the committer
 	closing bool
-	kick    chan struct{} // buffered: a committer has work
+	kick    chan struct{} // buffered: the committer has work
 	closed  chan struct{} // closed by Close
 	wake    waker         // woken when events may have committed
 	groups  atomic.Int64  // group commit transactions run (for benchmarks)
@@ -43,16 +38,11 @@ type Store struct {
 	ctx        context.Context // the listener's; cancelled by Close
 	cancel     context.CancelFunc
 	listenOnce sync.Once
-	wg         sync.WaitGroup // committers and the listener
+	wg         sync.WaitGroup // the committer and the listener
 	closeOnce  sync.Once
 }
 
 var _ eventstore.Store = (*Store)(nil)
-
-// querier is what the read paths need from a pool or a connection.
-type querier interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
 
 // Open returns a Store on the log in opts.Schema of the database pool
 // connects to. It never changes the database: if the schema is missing or
@@ -76,9 +66,7 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 	}
 	s.wake.ch = make(chan struct{})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	for range committers {
-		s.wg.Go(s.commitLoop)
-	}
+	s.wg.Go(s.commitLoop)
 	return s, nil
 }
 
@@ -155,17 +143,21 @@ type statements struct {
 }
 
 // Plans. A prepared statement's generic plan is made for the table as it is
-// when the statement is first run five times, and kept until the table is
-// next analyzed: a plan made while the log was empty or small (a seq scan for
-// a stream's events or an event id) would then be used while it grows by
-// millions of rows, for up to a minute after a fresh migration or far longer
-// between autovacuum's analyzes. So every statement of the store is planned
-// for its parameters each time: reads run as unnamed statements (describe),
-// appends set plan_cache_mode in their transaction (customPlans). Planning
-// these statements costs some tens of microseconds.
+// when the statement has run five times, and kept until the table is next
+// analyzed: a plan made while the log was empty or small (a seq scan for a
+// stream's events or an event id) would be used while it grows by millions of
+// rows, for up to a minute after a fresh migration, or far longer between
+// autovacuum's analyzes. So reads run as unnamed statements, planned for
+// their parameters each time (describe, some tens of microseconds), and the
+// lookups of an append, which run while it holds the log_head lock, are
+// planned with seq scans disabled (indexPlans … seqScans), so that even their
+// cached plans use the indexes. Only those two: a statement planned with seq
+// scans disabled that has no other path (log_head has no useful index) gets a
+// huge cost estimate, and with it JIT compilation.
 const (
-	describe    = pgx.QueryExecModeCacheDescribe
-	customPlans = "SET LOCAL plan_cache_mode = force_custom_plan"
+	describe   = pgx.QueryExecModeCacheDescribe
+	indexPlans = "SET LOCAL enable_seqscan = off"
+	seqScans   = "SET LOCAL enable_seqscan TO DEFAULT"
 )
 
 // columns are the events columns, in the order scanEvent reads them.

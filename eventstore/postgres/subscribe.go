@@ -51,10 +51,13 @@ func (w *waker) wake() {
 // first Subscribe) or for Options.PollInterval, whichever comes first. A
 // failing query ends it with that error.
 func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Filter, handle func([]domain.Envelope) error) error {
-	if s.isClosed() {
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
 		return eventstore.ErrClosed
 	}
-	s.listenOnce.Do(func() { s.wg.Go(s.listen) })
+	s.listenOnce.Do(func() { s.wg.Go(s.listen) }) // under mu: never after Close's wg.Wait
+	s.mu.Unlock()
 	prefixes, types, inSQL := sqlFilter(filter)
 	next := from
 	for {

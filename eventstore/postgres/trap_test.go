@@ -140,7 +140,25 @@ func (w *watcher) stop(t *testing.T) []domain.Envelope {
 // rawTx is a transaction the test holds open on a connection of its own and
 // appends to with the store's append code.
 type rawTx struct {
-	conn *pgxpool.Conn
+	conn  *pgxpool.Conn
+	ended bool
+}
+
+// beginRawT is beginRaw for the test's goroutine. If the test ends with the
+// transaction open, its connection is closed, which rolls it back (and frees
+// the schema for dropping).
+func beginRawT(t *testing.T, ctx context.Context) *rawTx {
+	t.Helper()
+	x, err := beginRaw(ctx, testPool(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if !x.ended {
+			x.conn.Release() // in a transaction: the pool closes the connection
+		}
+	})
+	return x
 }
 
 func beginRaw(ctx context.Context, pool *pgxpool.Pool) (*rawTx, error) {
@@ -154,7 +172,7 @@ func beginRaw(ctx context.Context, pool *pgxpool.Pool) (*rawTx, error) {
 		conn.Release()
 		return nil, err
 	}
-	return &rawTx{conn}, nil
+	return &rawTx{conn: conn}, nil
 }
 
 // stage appends one request in the transaction and returns where its events
@@ -172,6 +190,7 @@ func (x *rawTx) stage(ctx context.Context, s *Store, appends ...eventstore.Strea
 }
 
 func (x *rawTx) end(ctx context.Context, commit bool) error {
+	x.ended = true
 	defer x.conn.Release()
 	sql := "ROLLBACK"
 	if commit {
@@ -185,7 +204,7 @@ func (x *rawTx) end(ctx context.Context, commit bool) error {
 func (x *rawTx) waitBlocked(t *testing.T, ctx context.Context) {
 	t.Helper()
 	pid := x.conn.Conn().PgConn().PID()
-	for {
+	for start := time.Now(); time.Since(start) < 10*time.Second; {
 		var waiting bool
 		err := testPool(t).QueryRow(ctx, "SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&waiting)
 		if err != nil {
@@ -196,14 +215,15 @@ func (x *rawTx) waitBlocked(t *testing.T, ctx context.Context) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+	t.Fatalf("backend %d is not waiting for a lock after 10s", pid)
 }
 
 // TestTrapReverseCommitOrder: four transactions begin in order 1 to 4 and
-// commit in the reverse order, 2 rolling back. Transaction 4 appends first
-// and stays in flight while 3, 2 and 1 ask to append in that order (and wait
-// for the lock); each then stays in flight a while before it ends. A live
-// subscription must deliver every committed event, in order, never get past
-// a transaction in flight, and the rolled-back positions are reused.
+// commit in the reverse order, 2 rolling back. Each appends with the store's
+// own code and stays in flight a while, the next one waiting for the lock
+// meanwhile. A live subscription must deliver every committed event, in
+// order, never get past a transaction in flight, and the rolled-back
+// positions are reused.
 func TestTrapReverseCommitOrder(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, Options{})
@@ -211,65 +231,41 @@ func TestTrapReverseCommitOrder(t *testing.T) {
 	w := startWatcher(ctx, s)
 	defer w.cancel()
 
-	var err error
 	txs := make([]*rawTx, 5) // 1..4
-	t.Cleanup(func() { // a failed test must not leave transactions open (they block the schema's drop)
-		for _, x := range txs {
-			if x != nil {
-				_ = x.end(context.Background(), false)
-			}
-		}
-	})
-	for i := 1; i <= 4; i++ {
-		if txs[i], err = beginRaw(ctx, testPool(t)); err != nil {
-			t.Fatal(err)
-		}
-	}
 	events := make([][]domain.Envelope, 5)
 	for i := 1; i <= 4; i++ {
+		txs[i] = beginRawT(t, ctx)
 		events[i] = storetest.NewEvents(fmt.Sprintf("test.tx%d", i), 1+i%3)
 	}
 	appendOf := func(i int) eventstore.StreamAppend {
 		return eventstore.StreamAppend{Stream: fmt.Sprintf("execution-tx%d", i), Expected: eventstore.NoStream, Events: events[i]}
 	}
-
 	type staged struct {
-		tx  int
 		p   plan
 		err error
 	}
-	stagedCh := make(chan staged, 4)
-	p4, err := txs[4].stage(ctx, s, appendOf(4))
+	next := make(chan staged, 1)
+	gctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() }) // before the transactions' cleanups
+
+	p, err := txs[4].stage(ctx, s, appendOf(4))
 	if err != nil {
 		t.Fatal(err)
 	}
-	stagedCh <- staged{4, p4, nil}
-	for _, i := range []int{3, 2, 1} {
-		go func() {
-			p, err := txs[i].stage(ctx, s, appendOf(i))
-			stagedCh <- staged{i, p, err}
-		}()
-		txs[i].waitBlocked(t, ctx) // queued on the lock behind the others
-	}
-
-	// Transactions 3, 2 and 1 wait for the log_head lock in that order, but
-	// PostgreSQL does not promise to grant it in queue order (the waiters
-	// of a row lock race when its holder ends), so the test follows the
-	// order the lock is granted in. Either way the commits come in another
-	// order than the transactions began, and the third to commit rolls back.
 	var want []domain.Envelope
-	var order []int
 	firsts := map[int]uint64{}
-	for k := range 4 {
-		st := <-stagedCh
-		if st.err != nil {
-			t.Fatalf("transaction %d: %v", st.tx, st.err)
-		}
-		i := st.tx
-		order = append(order, i)
+	for i := 4; i >= 1; i-- {
 		name := fmt.Sprintf("tx%d", i)
-		firsts[i] = st.p.rows[0].Position
+		firsts[i] = p.rows[0].Position
 		w.hold(name, firsts[i])
+		if i > 1 {
+			wg.Go(func() {
+				p, err := txs[i-1].stage(gctx, s, appendOf(i-1))
+				next <- staged{p, err}
+			})
+			txs[i-1].waitBlocked(t, ctx)
+		}
 		time.Sleep(100 * time.Millisecond) // in flight: the subscription has every chance to move on
 		if n, bad := w.state(); bad != nil || n != len(want) {
 			t.Fatalf("while %s is in flight the subscription has %d events (want %d), violation: %v", name, n, len(want), bad)
@@ -278,21 +274,24 @@ func TestTrapReverseCommitOrder(t *testing.T) {
 			t.Fatalf("Head while %s is in flight = %d, %v; want %d", name, h, err, len(want))
 		}
 		w.release(name)
-		commit := k != 2
+		commit := i != 2
 		if err := txs[i].end(ctx, commit); err != nil {
 			t.Fatal(err)
 		}
-		txs[i] = nil
 		if commit {
 			want = append(want, events[i]...)
 		}
 		w.waitFor(t, len(want))
+		if i > 1 {
+			st := <-next
+			if st.err != nil {
+				t.Fatalf("transaction %d: %v", i-1, st.err)
+			}
+			p = st.p
+		}
 	}
-	if order[0] != 4 {
-		t.Errorf("transaction %d got the lock first, want 4 (it held it before the others began waiting)", order[0])
-	}
-	if rolledBack, next := order[2], order[3]; firsts[next] != firsts[rolledBack] {
-		t.Errorf("transaction %d got positions from %d, want %d (those of rolled-back transaction %d: positions are dense)", next, firsts[next], firsts[rolledBack], rolledBack)
+	if firsts[1] != firsts[2] {
+		t.Errorf("transaction 1 got positions from %d, want %d (those of rolled-back transaction 2: positions are dense)", firsts[1], firsts[2])
 	}
 
 	got := w.stop(t)
@@ -326,12 +325,9 @@ func TestTrapCheckerCatchesSequencePositions(t *testing.T) {
 	defer w.cancel()
 	txs := make([]*rawTx, 5)
 	for i := 1; i <= 4; i++ {
-		var err error
-		if txs[i], err = beginRaw(ctx, testPool(t)); err != nil {
-			t.Fatal(err)
-		}
+		txs[i] = beginRawT(t, ctx)
 		var pos uint64
-		err = txs[i].conn.QueryRow(ctx, `INSERT INTO `+s.opts.Schema+`.events (position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer)
+		err := txs[i].conn.QueryRow(ctx, `INSERT INTO `+s.opts.Schema+`.events (position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer)
 			VALUES (nextval($1), $2, 0, $3, 'test.naive', 1, now(), 'api', '', '', '') RETURNING position`,
 			seq, fmt.Sprintf("execution-tx%d", i), uuid.New()).Scan(&pos)
 		if err != nil {
