@@ -1,7 +1,6 @@
 package kurrentdb
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -135,11 +134,4 @@ func fromRecorded(rec *esdb.RecordedEvent, ns string) (domain.Envelope, error) {
 		e.Metadata = json.RawMessage(h.MetadataBase64)
 	}
 	return e, nil
-}
-
-// sameContent reports whether two events carry what a writer fills alike.
-func sameContent(a, b *domain.Envelope) bool {
-	return a.Type == b.Type && a.SchemaVersion == b.SchemaVersion && a.Owner == b.Owner &&
-		a.CorrelationID == b.CorrelationID && a.CausationID == b.CausationID && a.Writer == b.Writer &&
-		bytes.Equal(a.Data, b.Data) && bytes.Equal(a.Metadata, b.Metadata)
 }

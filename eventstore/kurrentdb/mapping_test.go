@@ -478,7 +478,7 @@ func TestEnvelopeRoundTrip(t *testing.T) {
 			if got.Time.Location() != time.UTC {
 				t.Errorf("Time is in %v, want UTC", got.Time.Location())
 			}
-			if !sameContent(&in, &got) {
+			if !eventstore.SameContent(&in, &got) {
 				t.Error("sameContent says the round trip changed the event")
 			}
 		})

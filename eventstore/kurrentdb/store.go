@@ -343,7 +343,7 @@ func (s *Store) stored(ctx context.Context, stream string, batch []domain.Envelo
 			return res, false, conflict("the batch's first event is stored at version %d, but the stream ends before its event %d", first.Version, i)
 		case got[i].ID != batch[i].ID:
 			return res, false, conflict("version %d holds event %s, not the batch's event %d (%s)", got[i].Version, got[i].ID, i, batch[i].ID)
-		case !sameContent(&got[i], &batch[i]):
+		case !eventstore.SameContent(&got[i], &batch[i]):
 			return res, false, conflict("event %s is stored with different content", batch[i].ID)
 		}
 	}

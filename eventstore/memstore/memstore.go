@@ -86,7 +86,7 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 	if s.closing {
 		return eventstore.AppendResult{}, eventstore.ErrClosed
 	}
-	if res, done, err := s.replayed(appends); done || err != nil {
+	if res, done, err := eventstore.Replayed(appends, s.storedByID); done || err != nil {
 		return res, err
 	}
 	for i := range appends {
@@ -141,55 +141,6 @@ func noDuplicateIDs(appends []eventstore.StreamAppend) error {
 		}
 	}
 	return nil
-}
-
-// replayed applies the idempotency rule. If no event id of the batch is stored
-// it returns done == false. If every one is stored, in the same streams, at
-// consecutive versions in the order given and with the same content, it returns
-// the result the original append returned and done == true. Anything in between
-// is ErrIdempotencyConflict. s.mu must be held.
-func (s *Store) replayed(appends []eventstore.StreamAppend) (res eventstore.AppendResult, done bool, err error) {
-	known, total := 0, 0
-	for i := range appends {
-		for j := range appends[i].Events {
-			total++
-			if _, ok := s.ids[appends[i].Events[j].ID]; ok {
-				known++
-			}
-		}
-	}
-	if known == 0 {
-		return res, false, nil
-	}
-	if known < total {
-		return res, false, fmt.Errorf("%w: %d of the %d event ids are already stored", eventstore.ErrIdempotencyConflict, known, total)
-	}
-	for i := range appends {
-		a := &appends[i]
-		var prev *domain.Envelope
-		for j := range a.Events {
-			e := &a.Events[j]
-			stored := &s.events[s.ids[e.ID]]
-			switch {
-			case stored.Stream != a.Stream:
-				return res, false, fmt.Errorf("%w: event %s is stored in stream %q, not %q", eventstore.ErrIdempotencyConflict, e.ID, stored.Stream, a.Stream)
-			case prev != nil && stored.Version != prev.Version+1:
-				return res, false, fmt.Errorf("%w: event %s is stored at version %d of %q, not right after event %s", eventstore.ErrIdempotencyConflict, e.ID, stored.Version, a.Stream, prev.ID)
-			case !sameContent(stored, e):
-				return res, false, fmt.Errorf("%w: event %s is stored with different content", eventstore.ErrIdempotencyConflict, e.ID)
-			}
-			prev = stored
-			res = eventstore.AppendResult{Version: stored.Version, Position: stored.Position}
-		}
-	}
-	return res, true, nil
-}
-
-// sameContent compares the fields a writer fills.
-func sameContent(a, b *domain.Envelope) bool {
-	return a.Type == b.Type && a.SchemaVersion == b.SchemaVersion && a.Owner == b.Owner &&
-		a.CorrelationID == b.CorrelationID && a.CausationID == b.CausationID && a.Writer == b.Writer &&
-		bytes.Equal(a.Data, b.Data) && bytes.Equal(a.Metadata, b.Metadata)
 }
 
 // ReadStream implements eventstore.Store. A limit of zero or less reads nothing.
@@ -328,4 +279,12 @@ func clone(e *domain.Envelope) domain.Envelope {
 	c.Data = bytes.Clone(e.Data)
 	c.Metadata = bytes.Clone(e.Metadata)
 	return c
+}
+
+// storedByID returns the stored event with id, or nil. s.mu must be held.
+func (s *Store) storedByID(id uuid.UUID) *domain.Envelope {
+	if i, ok := s.ids[id]; ok {
+		return &s.events[i]
+	}
+	return nil
 }

@@ -1,9 +1,6 @@
 package postgres
 
 import (
-	"bytes"
-	"fmt"
-
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
@@ -34,7 +31,7 @@ type plan struct {
 func decide(next uint64, heads map[string]int64, stored map[uuid.UUID]*domain.Envelope, group []*request) plan {
 	p := plan{outcomes: make([]outcome, len(group))}
 	for i, r := range group {
-		if res, done, err := replayed(stored, r.appends); done || err != nil {
+		if res, done, err := eventstore.Replayed(r.appends, func(id uuid.UUID) *domain.Envelope { return stored[id] }); done || err != nil {
 			p.outcomes[i] = outcome{res, err}
 			continue
 		}
@@ -82,52 +79,4 @@ func checkExpected(heads map[string]int64, appends []eventstore.StreamAppend) er
 		}
 	}
 	return nil
-}
-
-// replayed applies the idempotency rule. If no event id of the batch is stored
-// it returns done == false. If every one is stored, in the same streams, at
-// consecutive versions in the order given and with the same content, it
-// returns the result the original append returned and done == true. Anything
-// in between is ErrIdempotencyConflict.
-func replayed(stored map[uuid.UUID]*domain.Envelope, appends []eventstore.StreamAppend) (res eventstore.AppendResult, done bool, err error) {
-	known, total := 0, 0
-	for _, a := range appends {
-		for _, e := range a.Events {
-			total++
-			if _, ok := stored[e.ID]; ok {
-				known++
-			}
-		}
-	}
-	if known == 0 {
-		return res, false, nil
-	}
-	if known < total {
-		return res, false, fmt.Errorf("%w: %d of the %d event ids are already stored", eventstore.ErrIdempotencyConflict, known, total)
-	}
-	for _, a := range appends {
-		var prev *domain.Envelope
-		for j := range a.Events {
-			e := &a.Events[j]
-			s := stored[e.ID]
-			switch {
-			case s.Stream != a.Stream:
-				return res, false, fmt.Errorf("%w: event %s is stored in stream %q, not %q", eventstore.ErrIdempotencyConflict, e.ID, s.Stream, a.Stream)
-			case prev != nil && s.Version != prev.Version+1:
-				return res, false, fmt.Errorf("%w: event %s is stored at version %d of %q, not right after event %s", eventstore.ErrIdempotencyConflict, e.ID, s.Version, a.Stream, prev.ID)
-			case !sameContent(s, e):
-				return res, false, fmt.Errorf("%w: event %s is stored with different content", eventstore.ErrIdempotencyConflict, e.ID)
-			}
-			prev = s
-			res = eventstore.AppendResult{Version: s.Version, Position: s.Position}
-		}
-	}
-	return res, true, nil
-}
-
-// sameContent compares the fields a writer fills.
-func sameContent(a, b *domain.Envelope) bool {
-	return a.Type == b.Type && a.SchemaVersion == b.SchemaVersion && a.Owner == b.Owner &&
-		a.CorrelationID == b.CorrelationID && a.CausationID == b.CausationID && a.Writer == b.Writer &&
-		bytes.Equal(a.Data, b.Data) && bytes.Equal(a.Metadata, b.Metadata)
 }
