@@ -23,6 +23,17 @@ func (s *Server) actionState(r *http.Request, ref string) (projections.ActionVie
 	return projections.ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()}, nil
 }
 
+// actionDefined checks that an action exists, from the read model when it
+// knows the action (actions are never undefined, so that answer cannot be
+// stale), else from the store.
+func (s *Server) actionDefined(r *http.Request, ref string) error {
+	if _, ok := s.cfg.Views.Action(ref); ok {
+		return nil
+	}
+	_, err := s.actionState(r, ref)
+	return err
+}
+
 func refParam(r *http.Request) (string, *Problem) {
 	ref := mux.Vars(r)["ref"]
 	if err := domain.ValidateRef(ref); err != nil {
@@ -91,6 +102,18 @@ type reasonBody struct {
 	Reason string `json:"reason"`
 }
 
+// decodeReason reads an optional {"reason": "..."} body.
+func (s *Server) decodeReason(w http.ResponseWriter, r *http.Request) (string, *Problem) {
+	var body reasonBody
+	if p := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, true); p != nil {
+		return "", p
+	}
+	if len(body.Reason) > domain.MaxReasonLen {
+		return "", typed(typeInvalid, http.StatusBadRequest, "reason is longer than %d bytes", domain.MaxReasonLen)
+	}
+	return body.Reason, nil
+}
+
 func (s *Server) pauseAction(w http.ResponseWriter, r *http.Request)  { s.pauseOrResume(w, r, true) }
 func (s *Server) resumeAction(w http.ResponseWriter, r *http.Request) { s.pauseOrResume(w, r, false) }
 
@@ -98,24 +121,17 @@ func (s *Server) resumeAction(w http.ResponseWriter, r *http.Request) { s.pauseO
 // action (or resuming a running one) changes nothing and is not an error.
 func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause bool) {
 	ref, p := refParam(r)
-	var body reasonBody
+	var reason string
 	if p == nil {
-		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, true)
-	}
-	if p == nil && len(body.Reason) > domain.MaxReasonLen {
-		p = typed(typeInvalid, http.StatusBadRequest, "reason is longer than %d bytes", domain.MaxReasonLen)
+		reason, p = s.decodeReason(w, r)
 	}
 	if p != nil {
 		writeProblem(w, p)
 		return
 	}
-	if _, err := s.actionState(r, ref); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var err error
+	var err error // an undefined action is ErrUnknownAction: 404
 	if pause {
-		_, err = s.cfg.Commands.Pause(r.Context(), ref, body.Reason)
+		_, err = s.cfg.Commands.Pause(r.Context(), ref, reason)
 	} else {
 		_, err = s.cfg.Commands.Resume(r.Context(), ref)
 	}
@@ -146,10 +162,6 @@ func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pol.Ref = ref
-	if _, err := s.actionState(r, ref); err != nil {
-		s.fail(w, r, err)
-		return
-	}
 	if _, err := s.cfg.Commands.ChangePolicy(r.Context(), pol); err != nil {
 		s.fail(w, r, err)
 		return

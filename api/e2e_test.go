@@ -435,6 +435,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"POST", "/api/v1/actions", `{"ref":"x y","runner":"core.noop"}`, 400},
 		{"POST", "/api/v1/actions", `{"ref":"bad.noop","runner":"core.sleep"}`, 409},
 		{"PUT", "/api/v1/actions/nope/policy", `{"runner":"core.noop"}`, 404},
+		{"POST", "/api/v1/actions/nope/pause", "", 404},
+		{"POST", "/api/v1/actions/nope/resume", "", 404},
 		{"GET", "/api/v1/executions?status=sleeping", "", 400},
 		{"GET", "/api/v1/executions?limt=3", "", 400},
 		{"GET", "/api/v1/executions/" + strings.Repeat("a", 101), "", 400},

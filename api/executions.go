@@ -60,7 +60,7 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	if _, err := s.actionState(r, body.Action); err != nil {
+	if err := s.actionDefined(r, body.Action); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -200,12 +200,9 @@ func statusNames() []string {
 // execution, 409 for one that has ended.
 func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) {
 	id, p := idParam(r)
-	var body reasonBody
+	var reason string
 	if p == nil {
-		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, true)
-	}
-	if p == nil && len(body.Reason) > domain.MaxReasonLen {
-		p = typed(typeInvalid, http.StatusBadRequest, "reason is longer than %d bytes", domain.MaxReasonLen)
+		reason, p = s.decodeReason(w, r)
 	}
 	if p != nil {
 		writeProblem(w, p)
@@ -219,10 +216,10 @@ func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if body.Reason == "" {
-		body.Reason = "cancelled by a client"
+	if reason == "" {
+		reason = "cancelled by a client"
 	}
-	if err := s.cfg.Commands.RequestCancel(r.Context(), id, body.Reason); err != nil {
+	if err := s.cfg.Commands.RequestCancel(r.Context(), id, reason); err != nil {
 		if errors.Is(err, domain.ErrAlreadyTerminal) {
 			writeProblem(w, typed(typeAlreadyEnded, http.StatusConflict, "execution %q has already ended; there is nothing to cancel", id))
 			return

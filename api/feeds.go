@@ -12,6 +12,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
 )
 
 // Server-Sent Events. The SSE id of every message is a log position. A
@@ -108,30 +109,20 @@ func (s *Server) feedParams(r *http.Request, now func() (uint64, error)) (from u
 func (s *Server) viewsNow() (uint64, error) { return s.cfg.Views.Next(), nil }
 
 func (s *Server) feedExecutions(w http.ResponseWriter, r *http.Request) {
-	s.conflatedFeed(w, r, "execution", func(from uint64, action string) ([]any, []uint64, uint64) {
-		xs, next := s.cfg.Views.ExecutionsSince(from, action, feedBatch)
-		out, ids := make([]any, len(xs)), make([]uint64, len(xs))
-		for i := range xs {
-			out[i], ids[i] = xs[i], xs[i].Position
-		}
-		return out, ids, next
-	})
+	conflatedFeed(s, w, r, "execution", s.cfg.Views.ExecutionsSince,
+		func(x projections.ExecutionView) uint64 { return x.Position })
 }
 
 func (s *Server) feedQueueStats(w http.ResponseWriter, r *http.Request) {
-	s.conflatedFeed(w, r, "queue-stats", func(from uint64, action string) ([]any, []uint64, uint64) {
-		st, next := s.cfg.Views.StatsSince(from, action, feedBatch)
-		out, ids := make([]any, len(st)), make([]uint64, len(st))
-		for i := range st {
-			out[i], ids[i] = st[i], st[i].Position
-		}
-		return out, ids, next
-	})
+	conflatedFeed(s, w, r, "queue-stats", s.cfg.Views.StatsSince,
+		func(st projections.QueueStats) uint64 { return st.Position })
 }
 
 // conflatedFeed runs a state feed: read what changed since the cursor, send
-// it, wait for the views to change (with heartbeats), repeat.
-func (s *Server) conflatedFeed(w http.ResponseWriter, r *http.Request, event string, since func(from uint64, action string) ([]any, []uint64, uint64)) {
+// each state with its position as the SSE id, wait for the views to change
+// (with heartbeats), repeat.
+func conflatedFeed[T any](s *Server, w http.ResponseWriter, r *http.Request, event string,
+	since func(from uint64, action string, max int) ([]T, uint64), position func(T) uint64) {
 	from, action, p := s.feedParams(r, s.viewsNow)
 	if p != nil {
 		writeProblem(w, p)
@@ -144,9 +135,9 @@ func (s *Server) conflatedFeed(w http.ResponseWriter, r *http.Request, event str
 	defer beat.Stop()
 	for {
 		changed := s.cfg.Views.Changed()
-		items, ids, next := since(from, action)
-		for i, it := range items {
-			if err := out.send(ids[i], event, it); err != nil {
+		items, next := since(from, action, feedBatch)
+		for _, it := range items {
+			if err := out.send(position(it), event, it); err != nil {
 				return
 			}
 		}

@@ -19,15 +19,7 @@ type eventPage struct {
 // events pages through the whole log: ?from= (inclusive position, default 0)
 // and ?limit=.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	p := queryOnly(r, "from", "limit")
-	var from uint64
-	var limit int
-	if p == nil {
-		from, p = queryUint(r, "from", 0)
-	}
-	if p == nil {
-		limit, p = queryLimit(r, defaultPageLimit)
-	}
+	from, limit, p := pageParams(r)
 	if p != nil {
 		writeProblem(w, p)
 		return
@@ -56,15 +48,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) streamPage(w http.ResponseWriter, r *http.Request, stream string) {
-	p := queryOnly(r, "from", "limit")
-	var from uint64
-	var limit int
-	if p == nil {
-		from, p = queryUint(r, "from", 0)
-	}
-	if p == nil {
-		limit, p = queryLimit(r, defaultPageLimit)
-	}
+	from, limit, p := pageParams(r)
 	if p != nil {
 		writeProblem(w, p)
 		return
@@ -90,4 +74,17 @@ func nonNil(evs []domain.Envelope) []domain.Envelope {
 		return []domain.Envelope{}
 	}
 	return evs
+}
+
+// pageParams reads ?from= (inclusive, default 0) and ?limit=, and refuses
+// any other query parameter.
+func pageParams(r *http.Request) (from uint64, limit int, p *Problem) {
+	if p = queryOnly(r, "from", "limit"); p != nil {
+		return 0, 0, p
+	}
+	if from, p = queryUint(r, "from", 0); p != nil {
+		return 0, 0, p
+	}
+	limit, p = queryLimit(r, defaultPageLimit)
+	return from, limit, p
 }

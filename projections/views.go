@@ -514,18 +514,6 @@ func (v *Views) workerLocked(id string) WorkerInfo {
 	return info
 }
 
-// Counts returns how many executions the read model holds in each status,
-// and how many actions and workers it knows.
-func (v *Views) Counts() (byStatus map[domain.Status]int, actions, workers int) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	byStatus = map[domain.Status]int{}
-	for _, rec := range v.execs {
-		byStatus[rec.x.Status()]++
-	}
-	return byStatus, len(v.refsLocked()), len(v.st.Workers)
-}
-
 // ---- following the log ----
 
 // Run folds the log into v from v.Next() until ctx ends or the store fails.
