@@ -71,7 +71,8 @@ func ExecutionAsOf(ctx context.Context, store eventstore.Store, id string, cut C
 // action's queue and statistics as they were then. It reads the log from
 // the start, so it costs a full fold up to the cut.
 func ViewsAsOf(ctx context.Context, store eventstore.Store, cut Cut) (*Views, error) {
-	v := NewViews()
+	v := newViews(1) // nobody follows its changes: no ring of recent ones
+
 	for {
 		batch, err := store.ReadAll(ctx, v.Next(), 4096)
 		if err != nil {

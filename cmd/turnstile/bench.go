@@ -61,15 +61,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *slots == 0 {
 		*slots = (*actions**maxConc + *workers - 1) / *workers
 	}
-	where := *storeURL
-	if where == "" {
-		dir, err := os.MkdirTemp("", "turnstile-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		where = "embedded://" + dir
+	where, cleanup, err := benchStoreURL(*storeURL)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	store, _, err := openStore(where, "")
 	if err != nil {
 		return err
@@ -247,15 +243,11 @@ func cmdBenchWaiting(ctx context.Context, args []string, stdout, stderr io.Write
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	where := *storeURL
-	if where == "" {
-		dir, err := os.MkdirTemp("", "turnstile-bench-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		where = "embedded://" + dir
+	where, cleanup, err := benchStoreURL(*storeURL)
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	store, _, err := openStore(where, "")
 	if err != nil {
 		return err
@@ -337,4 +329,17 @@ func cmdBenchWaiting(ctx context.Context, args []string, stdout, stderr io.Write
 	fmt.Fprintf(stdout, "waiting executions: %d (requested in %.1f s)\nrestart to ready:   %.3f s (%d events folded by the executor and the read model)\npeak RSS:           %.1f MiB\n",
 		*n, fill.Seconds(), restart.Seconds(), views.Next(), float64(peakRSS())/(1<<20))
 	return nil
+}
+
+// benchStoreURL returns the store a benchmark runs on: the given URL, or a
+// fresh embedded store in a temporary directory that cleanup removes.
+func benchStoreURL(storeURL string) (where string, cleanup func(), err error) {
+	if storeURL != "" {
+		return storeURL, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "turnstile-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	return "embedded://" + dir, func() { _ = os.RemoveAll(dir) }, nil
 }

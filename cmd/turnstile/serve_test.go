@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -57,35 +56,16 @@ func turnstileBinary(t *testing.T) string {
 type serveProc struct {
 	cmd  *exec.Cmd
 	url  string
-	logs *syncBuffer
+	logs *serveLog
 	done chan struct{}
 }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-var servingAddr = regexp.MustCompile(`msg="turnstile serving" addr=(\S+)`)
 
 // startServe starts `turnstile serve` on dir and waits until it listens.
 func startServe(t *testing.T, bin, dir string, extra ...string) *serveProc {
 	t.Helper()
 	args := append([]string{"serve", "--data", dir, "--addr", "127.0.0.1:0", "--workers", "2", "--slots", "8"}, extra...)
 	cmd := exec.Command(bin, args...)
-	logs := &syncBuffer{}
+	logs := &serveLog{}
 	pr, pw := io.Pipe()
 	cmd.Stderr = pw
 	if err := cmd.Start(); err != nil {
@@ -98,7 +78,7 @@ func startServe(t *testing.T, bin, dir string, extra ...string) *serveProc {
 		for sc.Scan() {
 			line := sc.Text()
 			_, _ = logs.Write([]byte(line + "\n"))
-			if m := servingAddr.FindStringSubmatch(line); m != nil {
+			if m := servedAt.FindStringSubmatch(line); m != nil {
 				select {
 				case addr <- m[1]:
 				default:

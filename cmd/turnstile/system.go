@@ -145,7 +145,11 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	if err := api.CheckListenAddress(*addr, toks); err != nil {
 		return usageError{err}
 	}
-	if kind, _, _ := storeLocation(*storeURL, *data); kind == "kurrentdb" {
+	storeKind, _, err := storeLocation(*storeURL, *data)
+	if err != nil {
+		return err
+	}
+	if storeKind == "kurrentdb" {
 		return usageError{errors.New("serve cannot run on KurrentDB yet: the executor's fenced grants need atomic multi-stream appends (use it with audit and replay)")}
 	}
 	log := newLogger(stderr)
@@ -169,7 +173,6 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	// One process owns an embedded log, so at start every worker it names
 	// died with the previous run; a shared PostgreSQL log has other
 	// processes' workers, which only their leases can judge.
-	storeKind, _, _ := storeLocation(*storeURL, *data)
 	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: storeKind != "postgres",
 		CheckpointDir: checkpointDir(storeKind, where), Logger: log, StopGrace: *grace})
 	if err != nil {
