@@ -1,0 +1,182 @@
+package projections
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/turnstile/turnstile/domain"
+)
+
+// StateSnapshot is a State's whole content after the event at Next-1:
+// RestoreState of it folds every later event exactly as the State it was
+// taken from would. Lists are sorted, so equal states give equal snapshots.
+type StateSnapshot struct {
+	Next       uint64
+	Queues     domain.QueuesSnapshot
+	Executions []domain.ExecutionSnapshot // live ones, by id (empty inside a ViewsSnapshot)
+	Workers    []WorkerSnapshot           // by id
+	Actions    []ActionSnapshot           // by ref
+	Attention  []string
+	Fanouts    []FanoutSnapshot // by parent id
+}
+
+// WorkerSnapshot is a WorkerView.
+type WorkerSnapshot struct {
+	Worker   domain.WorkerSnapshot
+	InFlight []string
+}
+
+// ActionSnapshot is one action of a State.
+type ActionSnapshot struct {
+	Ref    string
+	Action domain.ActionSnapshot
+}
+
+// FanoutSnapshot is a Fanout.
+type FanoutSnapshot struct {
+	Parent                   string
+	Requested, Ended, Failed int
+	Live                     []string
+}
+
+// Snapshot returns the state's content. It shares slices with s: encode it
+// before s folds another event.
+func (s *State) Snapshot() *StateSnapshot {
+	sn := s.snapshotSkeleton()
+	sn.Executions = make([]domain.ExecutionSnapshot, 0, len(s.Live))
+	for _, id := range sortedKeys(s.Live) {
+		sn.Executions = append(sn.Executions, s.Live[id].Snapshot())
+	}
+	return sn
+}
+
+// snapshotSkeleton is everything but the live executions.
+func (s *State) snapshotSkeleton() *StateSnapshot {
+	sn := &StateSnapshot{Next: s.Next, Queues: s.Queues.Snapshot(), Attention: sortedKeys(s.Attention)}
+	for _, id := range s.WorkerIDs() {
+		w := s.Workers[id]
+		sn.Workers = append(sn.Workers, WorkerSnapshot{Worker: w.Snapshot(), InFlight: sortedKeys(w.InFlight)})
+	}
+	for _, ref := range sortedKeys(s.Actions) {
+		sn.Actions = append(sn.Actions, ActionSnapshot{Ref: ref, Action: s.Actions[ref].Snapshot()})
+	}
+	for _, id := range sortedKeys(s.Fanouts) {
+		f := s.Fanouts[id]
+		sn.Fanouts = append(sn.Fanouts, FanoutSnapshot{Parent: id, Requested: f.Requested,
+			Ended: f.Ended, Failed: f.Failed, Live: sortedKeys(f.Live)})
+	}
+	return sn
+}
+
+// RestoreState returns the State sn describes.
+func RestoreState(sn *StateSnapshot) *State {
+	live := make(map[string]*domain.Execution, len(sn.Executions))
+	for _, x := range sn.Executions {
+		live[x.ID] = domain.RestoreExecution(x)
+	}
+	return restoreState(sn, live)
+}
+
+// restoreState builds a State around live, the executions that have not ended.
+func restoreState(sn *StateSnapshot, live map[string]*domain.Execution) *State {
+	s := NewState()
+	s.Next, s.Live, s.Queues = sn.Next, live, domain.RestoreQueues(sn.Queues)
+	for _, w := range sn.Workers {
+		s.Workers[w.Worker.ID] = &WorkerView{Worker: domain.RestoreWorker(w.Worker), InFlight: setOf(w.InFlight)}
+	}
+	for _, a := range sn.Actions {
+		s.Actions[a.Ref] = domain.RestoreAction(a.Action)
+	}
+	s.Attention = setOf(sn.Attention)
+	for _, f := range sn.Fanouts {
+		s.Fanouts[f.Parent] = &Fanout{Requested: f.Requested, Ended: f.Ended, Failed: f.Failed, Live: setOf(f.Live)}
+	}
+	return s
+}
+
+// ViewsSnapshot is a Views' whole content: its State (whose live executions
+// are among Executions), every execution in request order with the position
+// of its last event, and every action's statistics. The feed of changes is
+// not kept: after a restore, feeds that ask for older changes are served by
+// a scan, as after the change ring wraps.
+type ViewsSnapshot struct {
+	State      StateSnapshot
+	Executions []ExecutionRecordSnapshot // in request order
+	Stats      []StatsSnapshot           // by ref
+}
+
+// ExecutionRecordSnapshot is one execution of the read model.
+type ExecutionRecordSnapshot struct {
+	Execution domain.ExecutionSnapshot
+	Position  uint64
+}
+
+// StatsSnapshot is one action's statistics.
+type StatsSnapshot struct {
+	Ref                                  string
+	Position                             uint64
+	Enqueued, Granted, Completed, Failed uint64
+	TimedOut, Rejected, Cancelled        uint64
+	Waits                                []float64
+	WaitNext                             int
+}
+
+// Snapshot returns the read model's content. It may be encoded while v goes
+// on folding: what it shares with v is never changed in place. It holds the
+// read lock while it copies (about 0.1 s per million executions).
+func (v *Views) Snapshot() *ViewsSnapshot {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	sn := &ViewsSnapshot{State: *v.st.snapshotSkeleton(), Executions: make([]ExecutionRecordSnapshot, 0, len(v.order))}
+	for _, id := range v.order {
+		rec := v.execs[id]
+		sn.Executions = append(sn.Executions, ExecutionRecordSnapshot{Execution: rec.x.Snapshot(), Position: rec.pos})
+	}
+	for _, ref := range sortedKeys(v.stats) {
+		s := v.stats[ref]
+		sn.Stats = append(sn.Stats, StatsSnapshot{Ref: ref, Position: s.pos, Enqueued: s.enqueued,
+			Granted: s.granted, Completed: s.completed, Failed: s.failed, TimedOut: s.timedOut,
+			Rejected: s.rejected, Cancelled: s.cancelled, Waits: slices.Clone(s.waits), WaitNext: s.waitNext})
+	}
+	return sn
+}
+
+// RestoreViews returns the read model sn describes.
+func RestoreViews(sn *ViewsSnapshot) *Views {
+	v := NewViews()
+	live := map[string]*domain.Execution{}
+	for i, r := range sn.Executions {
+		x := domain.RestoreExecution(r.Execution)
+		v.execs[x.ID()] = &execRecord{x: x, seq: i, pos: r.Position}
+		v.order = append(v.order, x.ID())
+		v.byRef[x.Action()] = append(v.byRef[x.Action()], i)
+		if !x.Status().Terminal() {
+			live[x.ID()] = x
+		}
+	}
+	v.st = restoreState(&sn.State, live)
+	v.changes.floor = v.st.Next
+	for _, s := range sn.Stats {
+		v.stats[s.Ref] = &statsRecord{pos: s.Position, enqueued: s.Enqueued, granted: s.Granted,
+			completed: s.Completed, failed: s.Failed, timedOut: s.TimedOut, rejected: s.Rejected,
+			cancelled: s.Cancelled, waits: s.Waits, waitNext: s.WaitNext}
+	}
+	return v
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func setOf(keys []string) map[string]struct{} {
+	m := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		m[k] = struct{}{}
+	}
+	return m
+}
