@@ -157,6 +157,13 @@ func (qs *Queues) Snapshot() QueuesSnapshot {
 // RestoreQueues returns the queues s describes.
 func RestoreQueues(s QueuesSnapshot) *Queues {
 	qs := NewQueues()
+	n := 0
+	for _, q := range s.Queues {
+		for _, k := range q.Keys {
+			n += len(k.Waiting) + len(k.Active)
+		}
+	}
+	qs.where = make(map[string]placement, n)
 	for _, r := range s.Pending {
 		qs.pending[r.Execution] = r
 	}
@@ -169,6 +176,8 @@ func RestoreQueues(s QueuesSnapshot) *Queues {
 			rateSpan: qsn.RateSpan, rateMax: qsn.RateMax}
 		for _, ks := range qsn.Keys {
 			kq := &KeyQueue{Key: ks.Key, active: setOf(ks.Active)}
+			kq.waiting.items = make([]Waiter, 0, len(ks.Waiting))
+			kq.waiting.index = make(map[string]int, len(ks.Waiting))
 			for _, w := range ks.Waiting {
 				kq.waiting.push(w)
 				qs.where[w.Execution] = placement{ref: qsn.Ref, key: ks.Key}

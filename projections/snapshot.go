@@ -1,8 +1,13 @@
 package projections
 
 import (
+	"context"
+	"log/slog"
 	"slices"
 	"sort"
+	"time"
+
+	"github.com/turnstile/turnstile/eventstore"
 
 	"github.com/turnstile/turnstile/domain"
 )
@@ -39,8 +44,8 @@ type FanoutSnapshot struct {
 	Live                     []string
 }
 
-// Snapshot returns the state's content. It shares slices with s: encode it
-// before s folds another event.
+// Snapshot returns the state's content. It may be encoded while s goes on
+// folding: what it shares with s is never changed in place.
 func (s *State) Snapshot() *StateSnapshot {
 	sn := s.snapshotSkeleton()
 	sn.Executions = make([]domain.ExecutionSnapshot, 0, len(s.Live))
@@ -125,6 +130,12 @@ type StatsSnapshot struct {
 // on folding: what it shares with v is never changed in place. It holds the
 // read lock while it copies (about 0.1 s per million executions).
 func (v *Views) Snapshot() *ViewsSnapshot {
+	sn, _ := v.snapshot()
+	return sn
+}
+
+// snapshot returns the snapshot and the id of the event at its position-1.
+func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	sn := &ViewsSnapshot{State: *v.st.snapshotSkeleton(), Executions: make([]ExecutionRecordSnapshot, 0, len(v.order))}
@@ -138,12 +149,14 @@ func (v *Views) Snapshot() *ViewsSnapshot {
 			Granted: s.granted, Completed: s.completed, Failed: s.failed, TimedOut: s.timedOut,
 			Rejected: s.rejected, Cancelled: s.cancelled, Waits: slices.Clone(s.waits), WaitNext: s.waitNext})
 	}
-	return sn
+	return sn, v.lastID
 }
 
 // RestoreViews returns the read model sn describes.
 func RestoreViews(sn *ViewsSnapshot) *Views {
 	v := NewViews()
+	v.execs = make(map[string]*execRecord, len(sn.Executions))
+	v.order = make([]string, 0, len(sn.Executions))
 	live := map[string]*domain.Execution{}
 	for i, r := range sn.Executions {
 		x := domain.RestoreExecution(r.Execution)
@@ -162,6 +175,63 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 			cancelled: s.Cancelled, waits: s.Waits, waitNext: s.WaitNext}
 	}
 	return v
+}
+
+// viewsSnapshotName is the read model's snapshot file.
+const viewsSnapshotName = "views"
+
+// LoadViews returns the read model restored from its snapshot in files when
+// there is one that matches store's log, and an empty one otherwise (saying
+// why on log). Either way the caller then folds the log from Next().
+func LoadViews(ctx context.Context, files SnapshotFiles, store eventstore.Store, log *slog.Logger) *Views {
+	start := time.Now()
+	var sn ViewsSnapshot
+	ok, err := files.Load(ctx, store, viewsSnapshotName, &sn)
+	switch {
+	case err != nil:
+		log.Warn("not using the read model's snapshot: folding the log from the beginning", "err", err)
+	case ok:
+		v := RestoreViews(&sn)
+		log.Info("read model resumed from a snapshot", "position", sn.State.Next, "executions", len(sn.Executions), "took", time.Since(start))
+		return v
+	}
+	return NewViews()
+}
+
+// SaveSnapshot saves the read model as it is now into files (nothing when it
+// has folded no event). The copy is taken under the read lock; the encoding
+// and the write are not.
+func (v *Views) SaveSnapshot(files SnapshotFiles) error {
+	sn, lastID := v.snapshot()
+	if lastID == "" {
+		return nil
+	}
+	return files.Save(viewsSnapshotName, sn.State.Next, lastID, sn)
+}
+
+// KeepSnapshots saves a snapshot into files whenever the read model has
+// folded every more events since the last one (looking each second), until
+// ctx ends. Failures are logged; the next attempt comes a second later.
+func (v *Views) KeepSnapshots(ctx context.Context, files SnapshotFiles, every uint64, log *slog.Logger) {
+	last := v.Next()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if next := v.Next(); next-last >= every {
+			start := time.Now()
+			if err := v.SaveSnapshot(files); err != nil {
+				log.Warn("cannot save the read model's snapshot", "err", err)
+				continue
+			}
+			last = next
+			log.Debug("saved the read model's snapshot", "position", next, "took", time.Since(start))
+		}
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

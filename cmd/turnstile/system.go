@@ -60,8 +60,9 @@ func openStore(storeURL, dataDir string) (eventstore.Store, string, error) {
 	return nil, "", fmt.Errorf("store kind %q not supported", kind)
 }
 
-// checkpointDir is where serve keeps the forwarder's checkpoint: in the
-// embedded store's data directory, or in memory ("") for other stores.
+// checkpointDir is where serve keeps the forwarder's checkpoint and the
+// snapshots of its folds: in the embedded store's data directory, or in
+// memory ("", no snapshots) for other stores.
 func checkpointDir(kind, where string) string {
 	if kind == "embedded" {
 		return filepath.Join(where, "checkpoints")
@@ -166,7 +167,12 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 
 	// The read model and the executor fold the log at the same time (two
 	// folds, two cores); the API listens once both have caught up.
+	cpDir := checkpointDir(storeKind, where)
 	views := projections.NewViews()
+	snaps := projections.SnapshotFiles{Dir: cpDir}
+	if cpDir != "" {
+		views = projections.LoadViews(ctx, snaps, store, log)
+	}
 	caught := make(chan error, 1)
 	go func() { caught <- views.CatchUp(ctx, store) }()
 	// The node outlives the signal: on SIGTERM its workers drain (see below).
@@ -174,7 +180,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	// died with the previous run; a shared PostgreSQL log has other
 	// processes' workers, which only their leases can judge.
 	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: storeKind != "postgres",
-		CheckpointDir: checkpointDir(storeKind, where), Logger: log, StopGrace: *grace})
+		CheckpointDir: cpDir, Logger: log, StopGrace: *grace})
 	if err != nil {
 		return err
 	}
@@ -186,6 +192,9 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	viewsCtx, stopViews := context.WithCancel(ctx)
 	defer stopViews()
 	go func() { viewsDone <- views.Run(viewsCtx, store) }()
+	if cpDir != "" {
+		go views.KeepSnapshots(viewsCtx, snaps, snapshotEvery, log)
+	}
 	// The feeds on the bus, for programs inside the deployment.
 	feedBus := bus.NewFeedBus(log)
 	defer feedBus.Close()
@@ -219,6 +228,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		if err != nil {
 			return fmt.Errorf("read model stopped: %w", err)
 		}
+		viewsDone <- nil // for the wait below
 	}
 	log.Info("stopping")
 	cancelBase() // ends the feeds, so Shutdown does not wait for them
@@ -228,6 +238,16 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		log.Warn("http shutdown", "err", err)
 	}
 	log.Info("draining workers", "grace", *grace)
-	n.Stop() // workers drain, then the executor and the bus stop
+	n.Stop() // workers drain, then the executor and the bus stop (saving its snapshot)
+	if cpDir != "" {
+		stopViews()
+		<-viewsDone
+		if err := views.SaveSnapshot(snaps); err != nil {
+			log.Warn("cannot save the read model's snapshot", "err", err)
+		}
+	}
 	return nil
 }
+
+// snapshotEvery is how many events serve's folds take in between snapshots.
+const snapshotEvery = 500_000

@@ -34,7 +34,8 @@ type Node struct {
 // Config says what a Node runs.
 type Config struct {
 	Workers, Slots int
-	CheckpointDir  string        // "" keeps checkpoints in memory
+	CheckpointDir  string        // "" keeps checkpoints in memory and takes no snapshots
+	SnapshotEvery  uint64        // events between snapshots of the executor's fold; default executor's
 	LoseWorkers    bool          // previous run's workers are gone (embedded store)
 	StopGrace      time.Duration // how long Stop lets in-flight work finish; default 10s
 	Logger         *slog.Logger
@@ -52,7 +53,12 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		return nil, err
 	}
 	var err error
-	n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers})
+	var snaps *projections.SnapshotFiles
+	if cfg.CheckpointDir != "" {
+		snaps = &projections.SnapshotFiles{Dir: cfg.CheckpointDir}
+	}
+	n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers,
+		Snapshots: snaps, SnapshotEvery: cfg.SnapshotEvery})
 	if err != nil {
 		return fail(err)
 	}
