@@ -25,6 +25,9 @@ type StateSnapshot struct {
 	Fanouts    []FanoutSnapshot // by parent id
 }
 
+func (sn *StateSnapshot) snapshotSize() int { return len(sn.Executions) }
+func (sn *StateSnapshot) reserve(n int)     { sn.Executions = make([]domain.ExecutionSnapshot, 0, n) }
+
 // WorkerSnapshot is a WorkerView.
 type WorkerSnapshot struct {
 	Worker   domain.WorkerSnapshot
@@ -110,6 +113,9 @@ type ViewsSnapshot struct {
 	Stats      []StatsSnapshot           // by ref
 }
 
+func (sn *ViewsSnapshot) snapshotSize() int { return len(sn.Executions) }
+func (sn *ViewsSnapshot) reserve(n int)     { sn.Executions = make([]ExecutionRecordSnapshot, 0, n) }
+
 // ExecutionRecordSnapshot is one execution of the read model.
 type ExecutionRecordSnapshot struct {
 	Execution domain.ExecutionSnapshot
@@ -184,18 +190,46 @@ const viewsSnapshotName = "views"
 // there is one that matches store's log, and an empty one otherwise (saying
 // why on log). Either way the caller then folds the log from Next().
 func LoadViews(ctx context.Context, files SnapshotFiles, store eventstore.Store, log *slog.Logger) *Views {
-	start := time.Now()
-	var sn ViewsSnapshot
-	ok, err := files.Load(ctx, store, viewsSnapshotName, &sn)
-	switch {
-	case err != nil:
-		log.Warn("not using the read model's snapshot: folding the log from the beginning", "err", err)
-	case ok:
-		v := RestoreViews(&sn)
-		log.Info("read model resumed from a snapshot", "position", sn.State.Next, "executions", len(sn.Executions), "took", time.Since(start))
-		return v
+	return ReadViews(files)(ctx, store, log)
+}
+
+// ReadViews starts decoding the read model's snapshot in files in the
+// background (it needs no log, so it can overlap opening one) and returns
+// the function that waits for it and checks it against store: LoadViews in
+// two steps.
+func ReadViews(files SnapshotFiles) func(ctx context.Context, store eventstore.Store, log *slog.Logger) *Views {
+	type read struct {
+		sn   ViewsSnapshot
+		info SnapshotInfo
+		ok   bool
+		err  error
+		took time.Duration
 	}
-	return NewViews()
+	done := make(chan *read, 1)
+	go func() {
+		start := time.Now()
+		r := &read{}
+		r.info, r.ok, r.err = files.Read(viewsSnapshotName, &r.sn)
+		r.took = time.Since(start)
+		done <- r
+	}()
+	return func(ctx context.Context, store eventstore.Store, log *slog.Logger) *Views {
+		r := <-done
+		if r.err == nil && r.ok {
+			r.err = r.info.Check(ctx, store)
+		}
+		switch {
+		case r.err != nil:
+			log.Warn("not using the read model's snapshot: folding the log from the beginning", "err", r.err)
+		case r.ok:
+			start := time.Now()
+			v := RestoreViews(&r.sn)
+			log.Info("read model resumed from a snapshot", "position", r.sn.State.Next, "executions", len(r.sn.Executions),
+				"read", r.took, "restored", time.Since(start))
+			return v
+		}
+		return NewViews()
+	}
 }
 
 // SaveSnapshot saves the read model as it is now into files (nothing when it

@@ -31,7 +31,18 @@ type snapshotHeader struct {
 	Types       string // fingerprint of the snapshot's Go type: a changed type makes old files unusable
 	Next        uint64 // the snapshot covers the log before this position
 	LastEventID string // id of the event at Next-1, to recognise the log
+	Size        int    // of a sizedSnapshot: its size, reserved before decoding
 }
+
+// sizedSnapshot is a snapshot with one large list. Reserving its room before
+// decoding spares gob from growing it step by step (a third of the time).
+type sizedSnapshot interface {
+	snapshotSize() int
+	reserve(n int)
+}
+
+// maxReserve bounds what a header can make Read allocate up front.
+const maxReserve = 50_000_000
 
 // snapshotMagic names the file format and the fold's semantics. Bump the
 // number whenever a fold would give another result for the same events (a
@@ -64,6 +75,9 @@ func (f SnapshotFiles) Save(name string, next uint64, lastID string, v any) (err
 	w := bufio.NewWriterSize(tmp, 1<<20)
 	enc := gob.NewEncoder(w)
 	h := snapshotHeader{Magic: snapshotMagic, Types: typeFingerprint(reflect.TypeOf(v)), Next: next, LastEventID: lastID}
+	if sz, ok := v.(sizedSnapshot); ok {
+		h.Size = sz.snapshotSize()
+	}
 	err = errors.Join(enc.Encode(h), enc.Encode(v), w.Flush(), tmp.Sync(), tmp.Close())
 	if err != nil {
 		return err
@@ -80,46 +94,78 @@ func (f SnapshotFiles) Save(name string, next uint64, lastID string, v any) (err
 
 // Load reads the snapshot saved under name into v (a pointer) after checking
 // it against store: the event at its position must be in the log with the id
-// it recorded. It reports false, leaving v untouched, when there is no
-// snapshot; it returns an error wrapping ErrSnapshotMismatch when there is one
-// that cannot be used.
+// it recorded. It reports false when there is no snapshot, and returns an
+// error wrapping ErrSnapshotMismatch when there is one that cannot be used;
+// either way v must not be used then.
 func (f SnapshotFiles) Load(ctx context.Context, store eventstore.Store, name string, v any) (bool, error) {
+	info, ok, err := f.Read(name, v)
+	if !ok || err != nil {
+		return false, err
+	}
+	if err := info.Check(ctx, store); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// SnapshotInfo says which log and position a snapshot that was read belongs to.
+type SnapshotInfo struct {
+	Name        string
+	Next        uint64
+	LastEventID string
+}
+
+// Read decodes the snapshot saved under name into v (a pointer) without
+// looking at any log, so that it can run while the log opens; Check must
+// pass before v is used. It reports false when there is no snapshot, and
+// errors wrap ErrSnapshotMismatch when there is one that cannot be read.
+func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 	if !checkpointName.MatchString(name) {
-		return false, fmt.Errorf("snapshot name %q is invalid", name)
+		return SnapshotInfo{}, false, fmt.Errorf("snapshot name %q is invalid", name)
 	}
 	fh, err := os.Open(filepath.Join(f.Dir, name+".snapshot"))
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return SnapshotInfo{}, false, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("load snapshot %s: %w", name, err)
+		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w", name, err)
 	}
 	defer fh.Close()
 	dec := gob.NewDecoder(bufio.NewReaderSize(fh, 1<<20))
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
-		return false, fmt.Errorf("load snapshot %s: %w: unreadable header: %v", name, ErrSnapshotMismatch, err)
+		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: unreadable header: %v", name, ErrSnapshotMismatch, err)
 	}
 	want := typeFingerprint(reflect.TypeOf(v).Elem())
 	switch {
 	case h.Magic != snapshotMagic:
-		return false, fmt.Errorf("load snapshot %s: %w: format %q", name, ErrSnapshotMismatch, h.Magic)
+		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: format %q", name, ErrSnapshotMismatch, h.Magic)
 	case h.Types != want:
-		return false, fmt.Errorf("load snapshot %s: %w: written by a binary with other snapshot types", name, ErrSnapshotMismatch)
+		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: written by a binary with other snapshot types", name, ErrSnapshotMismatch)
 	}
-	if h.Next > 0 {
-		evs, err := store.ReadAll(ctx, h.Next-1, 1)
-		if err != nil {
-			return false, fmt.Errorf("load snapshot %s: check against the log: %w", name, err)
-		}
-		if len(evs) == 0 || evs[0].Position != h.Next-1 || evs[0].ID.String() != h.LastEventID {
-			return false, fmt.Errorf("load snapshot %s: %w: the log has no event %s at position %d", name, ErrSnapshotMismatch, h.LastEventID, h.Next-1)
-		}
+	if sz, ok := v.(sizedSnapshot); ok && h.Size > 0 && h.Size <= maxReserve {
+		sz.reserve(h.Size)
 	}
 	if err := dec.Decode(v); err != nil {
-		return false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)
+		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)
 	}
-	return true, nil
+	return SnapshotInfo{Name: name, Next: h.Next, LastEventID: h.LastEventID}, true, nil
+}
+
+// Check verifies that the snapshot belongs to store's log: the event at its
+// position-1 is there with the id it recorded.
+func (i SnapshotInfo) Check(ctx context.Context, store eventstore.Store) error {
+	if i.Next == 0 {
+		return nil
+	}
+	evs, err := store.ReadAll(ctx, i.Next-1, 1)
+	if err != nil {
+		return fmt.Errorf("load snapshot %s: check against the log: %w", i.Name, err)
+	}
+	if len(evs) == 0 || evs[0].Position != i.Next-1 || evs[0].ID.String() != i.LastEventID {
+		return fmt.Errorf("load snapshot %s: %w: the log has no event %s at position %d", i.Name, ErrSnapshotMismatch, i.LastEventID, i.Next-1)
+	}
+	return nil
 }
 
 // typeFingerprint names every field of t, recursively, so that any change to

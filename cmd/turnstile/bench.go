@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"runtime/pprof"
@@ -342,16 +343,20 @@ func benchRestart(ctx context.Context, where, ref string, n int) (restartResult,
 	if err != nil {
 		return restartResult{}, err
 	}
+	snaps := projections.SnapshotFiles{Dir: checkpointDir(kind, dir)}
+	var loadViews func(context.Context, eventstore.Store, *slog.Logger) *projections.Views
+	if snaps.Dir != "" {
+		loadViews = projections.ReadViews(snaps) // decodes while the log opens, as in serve
+	}
 	store, _, err := openStore(where, "")
 	if err != nil {
 		return restartResult{}, err
 	}
 	defer store.Close()
 	log := newLogger(io.Discard)
-	snaps := projections.SnapshotFiles{Dir: checkpointDir(kind, dir)}
 	views := projections.NewViews()
-	if snaps.Dir != "" {
-		views = projections.LoadViews(ctx, snaps, store, log)
+	if loadViews != nil {
+		views = loadViews(ctx, store, log)
 	}
 	caught := make(chan error, 1)
 	go func() { caught <- views.CatchUp(ctx, store) }()

@@ -146,7 +146,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	if err := api.CheckListenAddress(*addr, toks); err != nil {
 		return usageError{err}
 	}
-	storeKind, _, err := storeLocation(*storeURL, *data)
+	storeKind, storeWhere, err := storeLocation(*storeURL, *data)
 	if err != nil {
 		return err
 	}
@@ -159,6 +159,12 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 			return err
 		}
 	}
+	// The read model's snapshot decodes while the log opens.
+	snaps := projections.SnapshotFiles{Dir: checkpointDir(storeKind, storeWhere)}
+	var loadViews func(context.Context, eventstore.Store, *slog.Logger) *projections.Views
+	if snaps.Dir != "" {
+		loadViews = projections.ReadViews(snaps)
+	}
 	store, where, err := openStore(*storeURL, *data)
 	if err != nil {
 		return err
@@ -167,11 +173,10 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 
 	// The read model and the executor fold the log at the same time (two
 	// folds, two cores); the API listens once both have caught up.
-	cpDir := checkpointDir(storeKind, where)
+	cpDir := snaps.Dir
 	views := projections.NewViews()
-	snaps := projections.SnapshotFiles{Dir: cpDir}
-	if cpDir != "" {
-		views = projections.LoadViews(ctx, snaps, store, log)
+	if loadViews != nil {
+		views = loadViews(ctx, store, log)
 	}
 	caught := make(chan error, 1)
 	go func() { caught <- views.CatchUp(ctx, store) }()
