@@ -244,17 +244,15 @@ func (v *Views) SaveSnapshot(files SnapshotFiles) error {
 }
 
 // KeepSnapshots saves a snapshot into files whenever the read model has
-// folded every more events since the last one (looking each second), until
-// ctx ends. Failures are logged; the next attempt comes a second later.
+// folded every more events since the last one, until ctx ends. Failures are
+// logged and retried at the next batch.
 func (v *Views) KeepSnapshots(ctx context.Context, files SnapshotFiles, every uint64, log *slog.Logger) {
 	last := v.Next()
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-v.Changed():
 		}
 		if next := v.Next(); next-last >= every {
 			start := time.Now()

@@ -127,6 +127,8 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	workers := fs.Int("workers", 2, "in-process workers")
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
 	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
+	snapDir := fs.String("snapshots", "", "directory for snapshots of the executor's fold and the read model (default: checkpoints/ in --data for the embedded store, none for others)")
+	snapEvery := fs.Uint64("snapshot-every", 500_000, "events folded between snapshots (one is also saved at a clean stop)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...)")
@@ -160,7 +162,13 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		}
 	}
 	// The read model's snapshot decodes while the log opens.
-	snaps := projections.SnapshotFiles{Dir: checkpointDir(storeKind, storeWhere)}
+	if *snapEvery == 0 {
+		return usageError{errors.New("--snapshot-every must be > 0")}
+	}
+	snaps := projections.SnapshotFiles{Dir: *snapDir}
+	if snaps.Dir == "" {
+		snaps.Dir = checkpointDir(storeKind, storeWhere)
+	}
 	var loadViews func(context.Context, eventstore.Store, *slog.Logger) *projections.Views
 	if snaps.Dir != "" {
 		loadViews = projections.ReadViews(snaps)
@@ -173,7 +181,6 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 
 	// The read model and the executor fold the log at the same time (two
 	// folds, two cores); the API listens once both have caught up.
-	cpDir := snaps.Dir
 	views := projections.NewViews()
 	if loadViews != nil {
 		views = loadViews(ctx, store, log)
@@ -185,7 +192,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	// died with the previous run; a shared PostgreSQL log has other
 	// processes' workers, which only their leases can judge.
 	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: storeKind != "postgres",
-		CheckpointDir: cpDir, Logger: log, StopGrace: *grace})
+		CheckpointDir: checkpointDir(storeKind, where), SnapshotDir: snaps.Dir, SnapshotEvery: *snapEvery, Logger: log, StopGrace: *grace})
 	if err != nil {
 		return err
 	}
@@ -197,8 +204,8 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	viewsCtx, stopViews := context.WithCancel(ctx)
 	defer stopViews()
 	go func() { viewsDone <- views.Run(viewsCtx, store) }()
-	if cpDir != "" {
-		go views.KeepSnapshots(viewsCtx, snaps, snapshotEvery, log)
+	if snaps.Dir != "" {
+		go views.KeepSnapshots(viewsCtx, snaps, *snapEvery, log)
 	}
 	// The feeds on the bus, for programs inside the deployment.
 	feedBus := bus.NewFeedBus(log)
@@ -244,7 +251,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	log.Info("draining workers", "grace", *grace)
 	n.Stop() // workers drain, then the executor and the bus stop (saving its snapshot)
-	if cpDir != "" {
+	if snaps.Dir != "" {
 		stopViews()
 		<-viewsDone
 		if err := views.SaveSnapshot(snaps); err != nil {
@@ -254,5 +261,3 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	return nil
 }
 
-// snapshotEvery is how many events serve's folds take in between snapshots.
-const snapshotEvery = 500_000

@@ -34,8 +34,9 @@ type Node struct {
 // Config says what a Node runs.
 type Config struct {
 	Workers, Slots int
-	CheckpointDir  string        // "" keeps checkpoints in memory and takes no snapshots
-	SnapshotEvery  uint64        // events between snapshots of the executor's fold; default executor's
+	CheckpointDir  string        // "" keeps checkpoints in memory
+	SnapshotDir    string        // where the executor keeps snapshots of its fold; "" takes none
+	SnapshotEvery  uint64        // events between those snapshots; default the executor's
 	LoseWorkers    bool          // previous run's workers are gone (embedded store)
 	StopGrace      time.Duration // how long Stop lets in-flight work finish; default 10s
 	Logger         *slog.Logger
@@ -54,8 +55,8 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 	}
 	var err error
 	var snaps *projections.SnapshotFiles
-	if cfg.CheckpointDir != "" {
-		snaps = &projections.SnapshotFiles{Dir: cfg.CheckpointDir}
+	if cfg.SnapshotDir != "" {
+		snaps = &projections.SnapshotFiles{Dir: cfg.SnapshotDir}
 	}
 	n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers,
 		Snapshots: snaps, SnapshotEvery: cfg.SnapshotEvery})
