@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -293,7 +294,7 @@ func cmdBenchWaiting(ctx context.Context, args []string, stdout, stderr io.Write
 
 	// The first start folds the whole log, as serve does with no snapshot,
 	// and saves both folds' snapshots when it stops, as serve does.
-	cold, err := benchRestart(ctx, where, ref, *n)
+	cold, err := benchRestart(ctx, where, ref, *n, nil)
 	if err != nil {
 		return err
 	}
@@ -336,8 +337,9 @@ type restartResult struct {
 // benchRestart opens the log at where and folds it the way serve does before
 // it listens: the executor's state and the read model at the same time, each
 // from its snapshot when there is one. It checks the queue of ref holds n
-// waiters, then stops both, saving their snapshots.
-func benchRestart(ctx context.Context, where, ref string, n int) (restartResult, error) {
+// waiters, calls whenReady (if not nil), then stops both, saving their
+// snapshots.
+func benchRestart(ctx context.Context, where, ref string, n int, whenReady func()) (restartResult, error) {
 	start := time.Now()
 	kind, dir, err := storeLocation(where, "")
 	if err != nil {
@@ -383,6 +385,9 @@ func benchRestart(ctx context.Context, where, ref string, n int) (restartResult,
 		return restartResult{}, err
 	}
 	res := restartResult{took: time.Since(start), events: views.Next()}
+	if whenReady != nil {
+		whenReady() // while both folds are alive
+	}
 	if st, _ := views.Stats(ref); st.QueueLength != n {
 		return res, fmt.Errorf("after the restart the queue holds %d waiters, want %d", st.QueueLength, n)
 	}
@@ -402,8 +407,22 @@ func cmdBenchRestart(ctx context.Context, args []string, stdout, stderr io.Write
 	ref := fs.String("action", "", "the action whose waiters to count")
 	n := fs.Int("executions", 0, "waiters expected")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the restart to this file (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write a heap profile taken after the restart to this file (go tool pprof)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	var whenReady func()
+	if *memProfile != "" {
+		whenReady = func() {
+			f, err := os.Create(*memProfile)
+			if err != nil {
+				fmt.Fprintln(stderr, "memprofile:", err)
+				return
+			}
+			defer f.Close()
+			runtime.GC()
+			_ = pprof.WriteHeapProfile(f)
+		}
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -416,7 +435,7 @@ func cmdBenchRestart(ctx context.Context, args []string, stdout, stderr io.Write
 		}
 		defer pprof.StopCPUProfile()
 	}
-	r, err := benchRestart(ctx, *storeURL, *ref, *n)
+	r, err := benchRestart(ctx, *storeURL, *ref, *n, whenReady)
 	if err != nil {
 		return err
 	}
