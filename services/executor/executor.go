@@ -133,30 +133,91 @@ func New(cfg Config) (*Executor, error) {
 }
 
 // Start folds the log from the beginning and then follows it, deciding as it
-// goes. It returns at once; the work runs until Stop or ctx ends.
+// goes. It returns at once; the work runs until Stop or ctx ends. A failed
+// read of the log (the head, or the subscription) is retried, from where the
+// fold stopped, until ctx ends or the store is closed.
 func (e *Executor) Start(ctx context.Context) error {
-	head, err := e.cfg.Store.Head(ctx)
-	if err != nil {
-		return fmt.Errorf("executor: read head: %w", err)
-	}
 	ctx, e.cancel = context.WithCancel(ctx)
 	e.done = make(chan struct{})
 	batches := make(chan []domain.Envelope, 64)
+	heads := make(chan uint64, 1)
 	subErr := make(chan error, 1)
 	go func() {
-		subErr <- e.cfg.Store.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
+		head, err := e.readHead(ctx)
+		if err != nil {
+			subErr <- err
+			return
+		}
+		heads <- head
+		subErr <- e.follow(ctx, batches)
+	}()
+	go e.loop(ctx, heads, batches, subErr)
+	return nil
+}
+
+// retryPause is how long the executor waits before reading the log again
+// after a failed read: it doubles from the first value up to the second.
+var retryPause = [2]time.Duration{10 * time.Millisecond, time.Second}
+
+// readHead reads the log's head, trying again after a failure until ctx
+// ends or the store is closed.
+func (e *Executor) readHead(ctx context.Context) (uint64, error) {
+	pause := retryPause[0]
+	for {
+		head, err := e.cfg.Store.Head(ctx)
+		if err == nil {
+			return head, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) {
+			return 0, fmt.Errorf("executor: read head: %w", err)
+		}
+		e.log.Warn("cannot read the log's head; trying again", "err", err, "in", pause)
+		if !sleep(ctx, pause) {
+			return 0, ctx.Err()
+		}
+		pause = min(2*pause, retryPause[1])
+	}
+}
+
+// follow subscribes to the log from position 0 and sends what it delivers
+// to batches; when the subscription fails, it subscribes again from the
+// position after the last batch sent. It returns when ctx ends or the store
+// is closed.
+func (e *Executor) follow(ctx context.Context, batches chan<- []domain.Envelope) error {
+	next, pause := uint64(0), retryPause[0]
+	for {
+		err := e.cfg.Store.Subscribe(ctx, next, eventstore.Filter{}, func(b []domain.Envelope) error {
 			cp := make([]domain.Envelope, len(b))
 			copy(cp, b)
 			select {
 			case batches <- cp:
+				next, pause = cp[len(cp)-1].Position+1, retryPause[0]
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		})
-	}()
-	go e.loop(ctx, head, batches, subErr)
-	return nil
+		if ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) {
+			return err
+		}
+		e.log.Warn("log subscription failed; subscribing again", "from", next, "err", err, "in", pause)
+		if !sleep(ctx, pause) {
+			return ctx.Err()
+		}
+		pause = min(2*pause, retryPause[1])
+	}
+}
+
+// sleep waits for d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Stop ends the executor and waits for its loop to return.
@@ -181,8 +242,19 @@ func (e *Executor) Inspect(fn func(*projections.State)) {
 	fn(e.state)
 }
 
-func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domain.Envelope, subErr <-chan error) {
+func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan []domain.Envelope, subErr <-chan error) {
 	defer close(e.done)
+	var head uint64
+	select {
+	case <-ctx.Done():
+		return
+	case err := <-subErr:
+		if ctx.Err() == nil {
+			e.log.Error("cannot read the log", "err", err)
+		}
+		return
+	case head = <-heads:
+	}
 	tick := time.NewTicker(e.cfg.Tick)
 	defer tick.Stop()
 	if head == 0 {
@@ -219,16 +291,22 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 			// Declare the previous run's workers lost before saying we are
 			// ready, so that no worker of this run, which registers after
 			// Ready, is taken for one of them.
-			e.mu.Lock()
-			ops := e.decideLostAtStart(nil)
-			e.mu.Unlock()
-			e.run(ctx, ops)
+			e.run(ctx, e.DecideAtStart())
 			e.ready.Store(true)
 			e.log.Info("caught up with the log", "position", e.state.Next)
 		}
-		e.decide(ctx, timed)
+		e.run(ctx, e.Decide(timed))
+		if timed {
+			e.Stats.TimedCycles.Add(1)
+		}
 	}
 }
+
+// Fold folds a batch of the log's events, in position order, into the
+// executor's state. Start's loop calls it with what its subscription
+// delivers; a simulation that drives the executor step by step (without
+// Start) calls it itself. Events already folded are skipped.
+func (e *Executor) Fold(batch []domain.Envelope) { e.apply(batch) }
 
 func (e *Executor) apply(batch []domain.Envelope) {
 	e.mu.Lock()
@@ -261,8 +339,30 @@ func (e *Executor) busy(stream string) bool {
 	return ok
 }
 
-func (e *Executor) decide(ctx context.Context, timed bool) {
+// Decision is one atomic append the executor decided on its fold. Commit
+// appends it.
+type Decision struct{ o op }
+
+// What describes the decision, such as "grant demo.sleep" or "expire <id>".
+func (d Decision) What() string { return d.o.what }
+
+// DecideAtStart returns what to write once the fold has caught up with the
+// log as it was at start, before deciding anything else: with
+// LoseWorkersAtStart, the lost verdicts of the previous run's workers.
+func (e *Executor) DecideAtStart() []Decision {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	return wrap(e.decideLostAtStart(nil))
+}
+
+// Decide returns one cycle's decisions on the fold as it is now; timed adds
+// the rules that depend on the clock alone (worker leases, queue timeouts,
+// handoff expiries). The streams a decision writes stay untouched by later
+// decisions until the fold shows its events or Commit reports its failure,
+// so the decisions of one cycle may be committed in any order.
+func (e *Executor) Decide(timed bool) []Decision {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	now := e.cfg.Clock.Now()
 	var ops []op
 	ops = e.decideRejections(ops)
@@ -277,60 +377,85 @@ func (e *Executor) decide(ctx context.Context, timed bool) {
 		ops = e.decideParents(ops, attention)
 	}
 	ops = e.decideGrants(ops, now)
-	e.mu.Unlock()
-	e.run(ctx, ops)
-	if timed {
-		e.Stats.TimedCycles.Add(1)
-	}
+	return wrap(ops)
 }
 
-// run appends the decided ops concurrently (the store commits them together)
-// and waits for all. A lost race is expected and harmless: the fold shows the
-// winner's events and the next cycle decides again.
-func (e *Executor) run(ctx context.Context, ops []op) {
-	if len(ops) == 0 {
+func wrap(ops []op) []Decision {
+	out := make([]Decision, len(ops))
+	for i := range ops {
+		out[i] = Decision{ops[i]}
+	}
+	return out
+}
+
+// Commit appends one decision and records the outcome: the decision's count
+// on success; on failure, its streams are free for the next decisions. It
+// returns the store's error. A lost race (aggregate.LostRace) is expected
+// and harmless: the fold shows the winner's events and the next cycle
+// decides again. So is any other failure: the ids of a decision's events are
+// derived from what it decides, so deciding it again on a fold that already
+// shows it writes nothing twice.
+func (e *Executor) Commit(ctx context.Context, d Decision) error {
+	if e.beforeAppend != nil {
+		e.beforeAppend(d.o.what)
+	}
+	_, err := e.cfg.Store.AppendMulti(ctx, d.o.appends...)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.settle(ctx, &d.o, err)
+	return err
+}
+
+// run appends the decisions concurrently (the store commits them together)
+// and waits for all.
+func (e *Executor) run(ctx context.Context, ds []Decision) {
+	if len(ds) == 0 {
 		return
 	}
-	errs := make([]error, len(ops))
+	errs := make([]error, len(ds))
 	var wg sync.WaitGroup
-	for i := range ops {
+	for i := range ds {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			if e.beforeAppend != nil {
-				e.beforeAppend(ops[i].what)
+				e.beforeAppend(ds[i].o.what)
 			}
-			_, errs[i] = e.cfg.Store.AppendMulti(ctx, ops[i].appends...)
+			_, errs[i] = e.cfg.Store.AppendMulti(ctx, ds[i].o.appends...)
 		}(i)
 	}
 	wg.Wait()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i, err := range errs {
-		o := &ops[i]
-		if err == nil {
-			if o.count != nil {
-				o.count.Add(int64(max(o.n, 1)))
-			}
-			continue
+		e.settle(ctx, &ds[i].o, err)
+	}
+}
+
+// settle records the outcome of one op's append. e.mu must be held.
+func (e *Executor) settle(ctx context.Context, o *op, err error) {
+	if err == nil {
+		if o.count != nil {
+			o.count.Add(int64(max(o.n, 1)))
 		}
-		for _, a := range o.appends { // it will not show up in the fold: stop waiting for it
-			delete(e.awaiting, a.Stream)
+		return
+	}
+	for _, a := range o.appends { // it will not show up in the fold: stop waiting for it
+		delete(e.awaiting, a.Stream)
+	}
+	if aggregate.LostRace(err) {
+		e.Stats.Conflicts.Add(1)
+		if o.takeBack {
+			// A worker (or another executor) wrote first: the log has
+			// decided, and the next cycle decides on what it says.
+			e.log.Info("lost a race for a take-back; the log decided otherwise", "op", o.what, "err", err)
+		} else {
+			e.log.Debug("lost a race, deciding again", "op", o.what, "err", err)
 		}
-		if aggregate.LostRace(err) {
-			e.Stats.Conflicts.Add(1)
-			if o.takeBack {
-				// A worker (or another executor) wrote first: the log has
-				// decided, and the next cycle decides on what it says.
-				e.log.Info("lost a race for a take-back; the log decided otherwise", "op", o.what, "err", err)
-			} else {
-				e.log.Debug("lost a race, deciding again", "op", o.what, "err", err)
-			}
-			continue
-		}
-		if ctx.Err() == nil {
-			e.log.Error("append failed", "op", o.what, "err", err)
-		}
+		return
+	}
+	if ctx.Err() == nil {
+		e.log.Warn("append failed; the next cycle decides again", "op", o.what, "err", err)
 	}
 }
 
