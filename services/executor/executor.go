@@ -532,10 +532,20 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	perQueue := map[string]*op{}
 	var order []string
 	qVersion := map[string]int64{}
+	// A waiter that cannot be granted now (say, its queue timeout or
+	// cancellation is being written in this very cycle) blocks the waiters
+	// behind it in its key: granting them would break FIFO order if its own
+	// write failed, or landed after their grant.
+	blocked := map[[2]string]bool{}
 	for _, c := range cands {
 		if free == 0 || len(ops)+len(perQueue) >= e.cfg.MaxBatch {
 			break
 		}
+		qk := [2]string{c.q.Ref, c.w.Key}
+		if blocked[qk] {
+			continue
+		}
+		blocked[qk] = true // unless granted below
 		x := e.state.Live[c.w.Execution]
 		xs := domain.ExecutionStream(c.w.Execution)
 		if x == nil || e.busy(xs) {
@@ -558,6 +568,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		if err != nil {
 			continue
 		}
+		blocked[qk] = false
 		o := perQueue[c.q.Ref]
 		if o == nil {
 			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants}
