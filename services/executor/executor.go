@@ -100,6 +100,13 @@ type Executor struct {
 	// not yet seen in its fold; no decision touches such a stream meanwhile.
 	awaiting map[string]uint64
 
+	// handing holds, per execution stream, a handoff this executor wrote
+	// (or tried to: the outcome may be unknown) and has not yet seen in its
+	// fold. A worker named there is not declared lost meanwhile: the lost
+	// verdict's append must abandon every execution the worker holds, and
+	// the fold does not show this one yet.
+	handing map[string]handoff
+
 	// beforeAppend, if set (tests only), is called before each op is appended.
 	beforeAppend func(what string)
 
@@ -129,7 +136,7 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	return &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
-		state: projections.NewState(), awaiting: map[string]uint64{}}, nil
+		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]handoff{}}, nil
 }
 
 // Start folds the log from the beginning and then follows it, deciding as it
@@ -321,8 +328,17 @@ func (e *Executor) apply(batch []domain.Envelope) {
 		if v, ok := e.awaiting[env.Stream]; ok && env.Version >= v {
 			delete(e.awaiting, env.Stream)
 		}
+		if h, ok := e.handing[env.Stream]; ok && env.Version >= h.version {
+			delete(e.handing, env.Stream)
+		}
 	}
 	e.position.Store(e.state.Next)
+}
+
+// handoff is a handoff to worker, the last event of its append at version.
+type handoff struct {
+	worker  string
+	version uint64
 }
 
 // op is one atomic append the executor decided.
@@ -400,10 +416,37 @@ func (e *Executor) Commit(ctx context.Context, d Decision) error {
 		e.beforeAppend(d.o.what)
 	}
 	_, err := e.cfg.Store.AppendMulti(ctx, d.o.appends...)
+	landed := e.landed(ctx, &d.o, err)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.settle(ctx, &d.o, err)
+	e.settle(ctx, &d.o, err, landed)
 	return err
+}
+
+// landed, after an append failed with an unknown outcome, reads whether the
+// handoffs it holds landed: per stream, false when they did not, absent when
+// that is still unknown.
+func (e *Executor) landed(ctx context.Context, o *op, err error) map[string]bool {
+	if err == nil || aggregate.LostRace(err) || ctx.Err() != nil {
+		return nil
+	}
+	var out map[string]bool
+	for _, a := range o.appends {
+		e.mu.Lock()
+		h, ok := e.handing[a.Stream]
+		e.mu.Unlock()
+		if !ok {
+			continue
+		}
+		evs, rerr := e.cfg.Store.ReadStream(ctx, a.Stream, h.version, 1)
+		if rerr == nil || errors.Is(rerr, eventstore.ErrStreamNotFound) {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[a.Stream] = len(evs) > 0
+		}
+	}
+	return out
 }
 
 // run appends the decisions concurrently (the store commits them together)
@@ -425,15 +468,21 @@ func (e *Executor) run(ctx context.Context, ds []Decision) {
 		}(i)
 	}
 	wg.Wait()
+	landed := make([]map[string]bool, len(ds))
+	for i, err := range errs {
+		landed[i] = e.landed(ctx, &ds[i].o, err)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i, err := range errs {
-		e.settle(ctx, &ds[i].o, err)
+		e.settle(ctx, &ds[i].o, err, landed[i])
 	}
 }
 
-// settle records the outcome of one op's append. e.mu must be held.
-func (e *Executor) settle(ctx context.Context, o *op, err error) {
+// settle records the outcome of one op's append; landed says, after a
+// failure, which of its handoffs are known to have landed or not. e.mu must
+// be held.
+func (e *Executor) settle(ctx context.Context, o *op, err error, landed map[string]bool) {
 	if err == nil {
 		if o.count != nil {
 			o.count.Add(int64(max(o.n, 1)))
@@ -442,6 +491,9 @@ func (e *Executor) settle(ctx context.Context, o *op, err error) {
 	}
 	for _, a := range o.appends { // it will not show up in the fold: stop waiting for it
 		delete(e.awaiting, a.Stream)
+		if in, known := landed[a.Stream]; aggregate.LostRace(err) || (known && !in) {
+			delete(e.handing, a.Stream) // it did not land
+		}
 	}
 	if aggregate.LostRace(err) {
 		e.Stats.Conflicts.Add(1)
@@ -578,6 +630,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		}
 		e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key})
 		o.appends = append(o.appends, e.stage(xs, x.Version(), grant, sched))
+		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
 		o.n++
 		wk.free--
 		free--
@@ -617,6 +670,9 @@ func (e *Executor) freeWorkers() []*freeWorker {
 	var out []*freeWorker
 	for _, id := range e.state.WorkerIDs() {
 		w := e.state.Workers[id]
+		if e.busy(domain.WorkerStream(id)) {
+			continue // its lost verdict is being written
+		}
 		if n := w.Free(); n > 0 {
 			fw := &freeWorker{id: id, incarnation: w.Incarnation(), free: n}
 			if rs := w.Runners(); len(rs) > 0 {
@@ -708,6 +764,7 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 		wk.free--
 		ops = append(ops, op{what: "reschedule " + id, count: &e.Stats.Grants,
 			appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 1)}
 	}
 	return ops
 }
@@ -926,6 +983,16 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 	verdict, err := w.DeclareLost(now, lease, force, reason)
 	if err != nil {
 		return ops
+	}
+	for xs, h := range e.handing {
+		if h.worker != id {
+			continue
+		}
+		if _, xid := domain.SplitStream(xs); e.state.Live[xid] == nil {
+			delete(e.handing, xs) // it has ended since: the handoff cannot land any more
+			continue
+		}
+		return ops // decide once the fold shows whether our handoff to it landed
 	}
 	held := e.state.HeldBy(id)
 	if len(held) > maxAbandonsWithVerdict {
