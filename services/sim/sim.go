@@ -94,6 +94,9 @@ const (
 	// BugUnfencedWorkers: the log ignores the expected version of workers'
 	// writes to executions, so a worker that was replaced writes anyway.
 	BugUnfencedWorkers
+	// BugOverGrant: the executor reads every action's max_concurrent one
+	// higher than the log says, so it grants one slot too many.
+	BugOverGrant
 )
 
 // Result describes a finished simulation.
@@ -688,6 +691,9 @@ func (w *world) execFold() {
 	if err != nil {
 		return // the subscription failed: it resumes from the same position
 	}
+	if w.cfg.Bug == BugOverGrant {
+		overGrant(evs)
+	}
 	x.e.Fold(evs)
 }
 
@@ -1042,6 +1048,32 @@ func short(id string) string {
 		return id[:8]
 	}
 	return id
+}
+
+// overGrant rewrites the policies in evs with max_concurrent one higher:
+// what an executor with an off-by-one limit would decide on.
+func overGrant(evs []domain.Envelope) {
+	for i := range evs {
+		env := &evs[i]
+		if env.Type != domain.TypeActionDefined && env.Type != domain.TypeActionPolicyChanged {
+			continue
+		}
+		ev, err := domain.Catalogue.Decode(env)
+		if err != nil {
+			continue
+		}
+		switch e := ev.(type) {
+		case domain.ActionDefined:
+			e.Policy.MaxConcurrent++
+			ev = e
+		case domain.ActionPolicyChanged:
+			e.Policy.MaxConcurrent++
+			ev = e
+		}
+		if re, err := domain.Catalogue.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
+			env.Data = re.Data
+		}
+	}
 }
 
 // buggy is a log with a deliberate defect (see Bug).
