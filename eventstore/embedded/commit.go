@@ -32,8 +32,8 @@ type request struct {
 
 	// Set by the committer before it closes done, the channel of the group
 	// commit the request was queued for (one close wakes the whole group).
-	res    eventstore.AppendResult
-	err    error
+	res      eventstore.AppendResult
+	err      error
 	staged   bool // the outcome depends on the current write
 	replayed bool // every event id was already stored: the result is the original one
 	done     chan struct{}
