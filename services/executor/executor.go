@@ -51,6 +51,10 @@ type Config struct {
 	LoseWorkersAtStart bool
 	// MaxBatch bounds the decisions written in one cycle. Default 4096.
 	MaxBatch int
+	// Standby starts the executor folding the log without deciding anything
+	// until SetActive(true): a standby that keeps its fold current so that it
+	// can take over at once when it gains the lease (see services/lease).
+	Standby bool
 }
 
 func (c *Config) setDefaults() {
@@ -104,6 +108,8 @@ type Executor struct {
 	beforeAppend func(what string)
 
 	ready    atomic.Bool
+	active   atomic.Bool
+	wakeup   chan struct{} // buffered: SetActive(true) asks for a decision cycle
 	position atomic.Uint64
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -128,9 +134,30 @@ func New(cfg Config) (*Executor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
-		state: projections.NewState(), awaiting: map[string]uint64{}}, nil
+	e := &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
+		state: projections.NewState(), awaiting: map[string]uint64{}, wakeup: make(chan struct{}, 1)}
+	e.active.Store(!cfg.Standby)
+	return e, nil
 }
+
+// SetActive switches the executor between deciding (active) and only
+// folding the log (standby). A standby writes nothing, so any number of
+// them may follow one log; at most one should be active at a time (a lease
+// says which), and if two ever are, the expected versions on the queue and
+// execution streams still let only one of two racing decisions commit.
+// Appends already under way when it goes standby finish, fenced as ever.
+func (e *Executor) SetActive(active bool) {
+	if e.active.Swap(active) == active || !active {
+		return
+	}
+	select {
+	case e.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+// Active reports whether the executor decides (see SetActive).
+func (e *Executor) Active() bool { return e.active.Load() }
 
 // Start folds the log from the beginning and then follows it, deciding as it
 // goes. It returns at once; the work runs until Stop or ctx ends.
@@ -211,6 +238,15 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 			}
 		case <-tick.C:
 			timed = true
+		case <-e.wakeup:
+			timed = true // a new active executor checks the time-based rules at once
+		}
+		if !e.active.Load() {
+			if !e.ready.Load() && e.state.Next >= head {
+				e.ready.Store(true)
+				e.log.Info("caught up with the log (standby: folding, not deciding)", "position", e.state.Next)
+			}
+			continue
 		}
 		if !e.ready.Load() {
 			if e.state.Next < head {
