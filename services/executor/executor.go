@@ -195,6 +195,10 @@ func (e *Executor) Stop() {
 	<-e.done
 }
 
+// Done is closed when the executor's loop has returned: after Stop, or when
+// its log subscription failed (logged), after which it decides nothing more.
+func (e *Executor) Done() <-chan struct{} { return e.done }
+
 // Ready reports whether the fold has caught up with the log as it was at Start.
 func (e *Executor) Ready() bool { return e.ready.Load() }
 
