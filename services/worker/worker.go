@@ -80,8 +80,8 @@ type Worker struct {
 	running     map[runKey]*runEntry
 	draining    bool // set by Drain: no new handoff is taken
 	stopped     bool
-	superseded  chan struct{} // closed when another process took this worker id
-	supersedeBy string        // the incarnation that took it
+	superseded  chan struct{}  // closed when another process took this worker id
+	supersedeBy string         // the incarnation that took it
 	wg          sync.WaitGroup // runs in flight
 
 	regMu sync.Mutex // serialises re-registrations
