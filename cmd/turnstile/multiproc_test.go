@@ -175,7 +175,8 @@ func tail(s string, lines int) string {
 // held at every position (the audit), the standby took over (every decision
 // of the killed executor precedes every decision of the standby), the killed
 // worker was declared lost, the rebuilt read model equals the live one, and
-// queue_stats totals match the log.
+// queue_stats totals match the log. Last, a second worker process with a
+// running worker's id takes the id over, and the first exits.
 func TestProcessesOnPostgres(t *testing.T) {
 	base := pgTestURL(t)
 	executions := 2000
@@ -303,11 +304,22 @@ func TestProcessesOnPostgres(t *testing.T) {
 	if _, err := call(ctx, "GET", apiURL+"/api/v1/queue-stats", nil, nil, &stats); err != nil {
 		t.Fatal(err)
 	}
+	// A second process with w1's id takes the id over; the first stops
+	// acting and exits with status 3, saying why.
+	twin := startProc(t, bin, "worker w1 (second process)", "worker", "--store", storeURL, "--id", "w1", "--slots", "4", "--heartbeat", "500ms")
+	twin.waitLog(t, `turnstile worker started`)
+	select {
+	case <-workers["w1"].done:
+		if code := workers["w1"].cmd.ProcessState.ExitCode(); code != 3 || !strings.Contains(workers["w1"].logs.String(), "another process registered the same worker id") {
+			t.Errorf("the first w1 exited with status %d, want 3 and a message saying another process took its id:\n%s", code, tail(workers["w1"].logs.String(), 5))
+		}
+	case <-time.After(30 * time.Second):
+		t.Error("the first w1 did not stop after a second process registered its id")
+	}
 	api.terminate(t)
 	execB.terminate(t)
-	for _, id := range []string{"w1", "w3"} {
-		workers[id].terminate(t)
-	}
+	twin.terminate(t)
+	workers["w3"].terminate(t)
 
 	store, err := postgres.OpenURL(ctx, storeURL, postgres.Options{})
 	if err != nil {
