@@ -401,7 +401,7 @@ func benchSchema(storeURL string) (string, func(), error) {
 			fmt.Fprintf(os.Stderr, "bench: drop schema %s: %v\n", schema, err)
 			return
 		}
-		defer conn.Close(ctx)
+		defer func() { _ = conn.Close(ctx) }()
 		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
 			fmt.Fprintf(os.Stderr, "bench: drop schema %s: %v\n", schema, err)
 		}

@@ -64,7 +64,7 @@ func pgTestSchema(t *testing.T, bin, base string) (storeURL, schema string) {
 			t.Errorf("drop schema %s: %v", schema, err)
 			return
 		}
-		defer conn.Close(ctx)
+		defer func() { _ = conn.Close(ctx) }()
 		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
 			t.Errorf("drop schema %s: %v", schema, err)
 		}

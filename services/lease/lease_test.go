@@ -95,7 +95,7 @@ func TestPostgresLeaseOneHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	// The holder's backend is the one holding the advisory lock with our key
 	// (granted): classid/objid are the key's two halves.
 	key := uint64(lease.Key(name))
