@@ -55,6 +55,12 @@ type Config struct {
 	// until SetActive(true): a standby that keeps its fold current so that it
 	// can take over at once when it gains the lease (see services/lease).
 	Standby bool
+	// Snapshots, if set, keeps snapshots of the executor's fold: Start
+	// resumes from the saved one when it matches the log (else it folds from
+	// the beginning), and a new one is saved every SnapshotEvery events
+	// (default 500,000) and when the executor stops.
+	Snapshots     *projections.SnapshotFiles
+	SnapshotEvery uint64
 }
 
 func (c *Config) setDefaults() {
@@ -75,6 +81,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 500_000
 	}
 }
 
@@ -106,6 +115,13 @@ type Executor struct {
 
 	// beforeAppend, if set (tests only), is called before each op is appended.
 	beforeAppend func(what string)
+
+	// lastID is the id of the event at state.Next-1, and snapshotAt the
+	// position of the last snapshot saved or loaded (loop only).
+	lastID     string
+	snapshotAt uint64
+	snapshots  sync.WaitGroup // snapshot saves under way
+	saving     atomic.Bool    // a periodic save is under way
 
 	ready    atomic.Bool
 	active   atomic.Bool
@@ -166,12 +182,14 @@ func (e *Executor) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("executor: read head: %w", err)
 	}
+	e.loadSnapshot(ctx)
+	from := e.state.Next
 	ctx, e.cancel = context.WithCancel(ctx)
 	e.done = make(chan struct{})
 	batches := make(chan []domain.Envelope, 64)
 	subErr := make(chan error, 1)
 	go func() {
-		subErr <- e.cfg.Store.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
+		subErr <- e.cfg.Store.Subscribe(ctx, from, eventstore.Filter{}, func(b []domain.Envelope) error {
 			cp := make([]domain.Envelope, len(b))
 			copy(cp, b)
 			select {
@@ -186,13 +204,63 @@ func (e *Executor) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends the executor and waits for its loop to return.
+// Stop ends the executor and waits for its loop to return, then saves a
+// snapshot of its fold (when Config.Snapshots is set).
 func (e *Executor) Stop() {
 	if e.cancel == nil {
 		return
 	}
 	e.cancel()
 	<-e.done
+	if e.state.Next != e.snapshotAt {
+		e.saveSnapshot()
+	}
+	e.snapshots.Wait()
+}
+
+const snapshotName = "executor-state"
+
+// loadSnapshot replaces the empty fold with the saved snapshot, if there is
+// one that matches the log.
+func (e *Executor) loadSnapshot(ctx context.Context) {
+	if e.cfg.Snapshots == nil {
+		return
+	}
+	start := time.Now()
+	var sn projections.StateSnapshot
+	ok, err := e.cfg.Snapshots.Load(ctx, e.cfg.Store, snapshotName, &sn)
+	switch {
+	case err != nil:
+		e.log.Warn("not using the snapshot: folding the log from the beginning", "err", err)
+	case ok:
+		e.state = projections.RestoreState(&sn)
+		e.snapshotAt = sn.Next
+		e.log.Info("resumed from a snapshot", "position", sn.Next, "live", len(sn.Executions), "took", time.Since(start))
+	}
+}
+
+// saveSnapshot saves the fold as it is now; the encoding and the write run
+// in the background (the snapshot shares nothing that the fold changes).
+func (e *Executor) saveSnapshot() {
+	if e.cfg.Snapshots == nil || e.lastID == "" {
+		return
+	}
+	e.mu.Lock()
+	sn, lastID := e.state.Snapshot(), e.lastID
+	e.mu.Unlock()
+	e.snapshotAt = sn.Next
+	e.snapshots.Add(1)
+	e.saving.Store(true)
+	go func() {
+		defer e.snapshots.Done()
+		defer e.saving.Store(false)
+		start := time.Now()
+		if err := e.cfg.Snapshots.Save(snapshotName, sn.Next, lastID, sn); err != nil {
+			e.log.Warn("cannot save a snapshot", "err", err)
+			return
+		}
+		e.log.Debug("saved a snapshot", "position", sn.Next, "took", time.Since(start))
+	}()
 }
 
 // Done is closed when the executor's loop has returned: after Stop, or when
@@ -218,6 +286,8 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 	defer tick.Stop()
 	if head == 0 {
 		e.ready.Store(true) // an empty log: no worker of a previous run to lose
+	} else if e.state.Next >= head && e.becomeReady(ctx, head) { // a snapshot at the log's end
+		e.decide(ctx, true)
 	}
 	for {
 		timed := false
@@ -245,6 +315,9 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 		case <-e.wakeup:
 			timed = true // a new active executor checks the time-based rules at once
 		}
+		if e.cfg.Snapshots != nil && e.state.Next-e.snapshotAt >= e.cfg.SnapshotEvery && !e.saving.Load() {
+			e.saveSnapshot()
+		}
 		if !e.active.Load() {
 			if !e.ready.Load() && e.state.Next >= head {
 				e.ready.Store(true)
@@ -252,22 +325,28 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 			}
 			continue
 		}
-		if !e.ready.Load() {
-			if e.state.Next < head {
-				continue
-			}
-			// Declare the previous run's workers lost before saying we are
-			// ready, so that no worker of this run, which registers after
-			// Ready, is taken for one of them.
-			e.mu.Lock()
-			ops := e.decideLostAtStart(nil)
-			e.mu.Unlock()
-			e.run(ctx, ops)
-			e.ready.Store(true)
-			e.log.Info("caught up with the log", "position", e.state.Next)
+		if !e.ready.Load() && !e.becomeReady(ctx, head) {
+			continue
 		}
 		e.decide(ctx, timed)
 	}
+}
+
+// becomeReady reports whether the fold has reached head, the log's end at
+// Start. The first time it has, it declares the previous run's workers lost
+// before saying it is ready, so that no worker of this run, which registers
+// after Ready, is taken for one of them.
+func (e *Executor) becomeReady(ctx context.Context, head uint64) bool {
+	if e.state.Next < head {
+		return false
+	}
+	e.mu.Lock()
+	ops := e.decideLostAtStart(nil)
+	e.mu.Unlock()
+	e.run(ctx, ops)
+	e.ready.Store(true)
+	e.log.Info("caught up with the log", "position", e.state.Next)
+	return true
 }
 
 func (e *Executor) apply(batch []domain.Envelope) {
@@ -283,6 +362,9 @@ func (e *Executor) apply(batch []domain.Envelope) {
 		if v, ok := e.awaiting[env.Stream]; ok && env.Version >= v {
 			delete(e.awaiting, env.Stream)
 		}
+	}
+	if n := len(batch); n > 0 && batch[n-1].Position+1 == e.state.Next {
+		e.lastID = batch[n-1].ID.String()
 	}
 	e.position.Store(e.state.Next)
 }

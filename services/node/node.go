@@ -44,6 +44,8 @@ type Config struct {
 	// Given, Workers must be 0 or len(WorkerIDs).
 	WorkerIDs     []string
 	CheckpointDir string        // "" keeps checkpoints in memory
+	SnapshotDir   string        // where the executor keeps snapshots of its fold; "" takes none
+	SnapshotEvery uint64        // events between those snapshots; default the executor's
 	LoseWorkers   bool          // previous run's workers are gone (embedded store)
 	StopGrace     time.Duration // how long Stop lets in-flight work finish; default 10s
 	Logger        *slog.Logger
@@ -94,9 +96,13 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		forwardFrom = max(head, 1) // 0 would mean "the checkpoint"; position 0 is never a handoff
 	}
 	var err error
+	var snaps *projections.SnapshotFiles
+	if cfg.SnapshotDir != "" {
+		snaps = &projections.SnapshotFiles{Dir: cfg.SnapshotDir}
+	}
 	if !cfg.NoExecutor {
 		n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers,
-			Name: cfg.ExecutorName, Standby: cfg.Standby, WorkerLease: cfg.WorkerLease})
+			Name: cfg.ExecutorName, Standby: cfg.Standby, WorkerLease: cfg.WorkerLease, Snapshots: snaps, SnapshotEvery: cfg.SnapshotEvery})
 		if err != nil {
 			return fail(err)
 		}
