@@ -292,4 +292,3 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	return nil
 }
-
