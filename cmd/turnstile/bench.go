@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime"
@@ -19,8 +22,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/node"
@@ -36,6 +42,10 @@ type benchResult struct {
 	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
 	Events         uint64  `json:"events"`
 	Store          string  `json:"store"`
+	// Subscription lag: commit time of each terminal event to its delivery
+	// to a subscription of the benchmark's own.
+	LagP50Millis float64 `json:"subscription_lag_p50_ms"`
+	LagP99Millis float64 `json:"subscription_lag_p99_ms"`
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -94,8 +104,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	// Count ends from the log itself.
+	// Count ends from the log itself, and measure the subscription's lag:
+	// from an event's commit time (the store's clock, this machine's) to its
+	// delivery here.
 	var ended atomic.Int64
+	var lags []float64 // ms; only the subscription goroutine appends until doneCh
 	doneCh := make(chan struct{})
 	subCtx, cancelSub := context.WithCancel(ctx)
 	defer cancelSub()
@@ -103,6 +116,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		_ = store.Subscribe(subCtx, startHead, eventstore.Filter{Types: []string{
 			domain.TypeExecutionCompleted, domain.TypeExecutionFailed, domain.TypeExecutionTimedOut,
 			domain.TypeExecutionCancelled, domain.TypeExecutionRejected}}, func(b []domain.Envelope) error {
+			now := time.Now()
+			for i := range b {
+				lags = append(lags, float64(now.Sub(b[i].Time).Microseconds())/1000)
+			}
 			if ended.Add(int64(len(b))) >= int64(*n) {
 				close(doneCh)
 				return errors.New("done")
@@ -159,7 +176,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	sort.Float64s(lags)
+	lagQ := func(p float64) float64 { return lags[min(len(lags)-1, int(p*float64(len(lags))))] }
 	res := benchResult{
+		LagP50Millis: round(lagQ(0.50), 3), LagP99Millis: round(lagQ(0.99), 3),
 		Executions: *n, Seconds: round(elapsed.Seconds(), 3), ExecutionsPerS: round(float64(*n)/elapsed.Seconds(), 1),
 		P50Millis: round(p50, 3), P99Millis: round(p99, 3), PeakRSSBytes: peakRSS(), Events: events, Store: strings.SplitN(where, ":", 2)[0],
 	}
@@ -168,8 +188,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, string(b))
 		return nil
 	}
-	fmt.Fprintf(stdout, "executions:        %d in %.3f s\nthroughput:        %.1f executions/s\nrequest → running: p50 %.3f ms, p99 %.3f ms (log commit times)\nevents written:    %d\npeak RSS:          %.1f MiB\n",
-		res.Executions, res.Seconds, res.ExecutionsPerS, res.P50Millis, res.P99Millis, res.Events, float64(res.PeakRSSBytes)/(1<<20))
+	fmt.Fprintf(stdout, "executions:        %d in %.3f s\nthroughput:        %.1f executions/s\nrequest → running: p50 %.3f ms, p99 %.3f ms (log commit times)\nsubscription lag:  p50 %.3f ms, p99 %.3f ms (commit → delivery)\nevents written:    %d\npeak RSS:          %.1f MiB\n",
+		res.Executions, res.Seconds, res.ExecutionsPerS, res.P50Millis, res.P99Millis, res.LagP50Millis, res.LagP99Millis, res.Events, float64(res.PeakRSSBytes)/(1<<20))
 	return nil
 }
 
@@ -445,8 +465,13 @@ func cmdBenchRestart(ctx context.Context, args []string, stdout, stderr io.Write
 }
 
 // benchStoreURL returns the store a benchmark runs on: the given URL, or a
-// fresh embedded store in a temporary directory that cleanup removes.
+// fresh embedded store in a temporary directory that cleanup removes. A
+// postgres:// URL that names no schema (no ?schema=, no TURNSTILE_PG_SCHEMA)
+// gets a fresh one, migrated, that cleanup drops.
 func benchStoreURL(storeURL string) (where string, cleanup func(), err error) {
+	if kind, _, _ := storeLocation(storeURL, ""); kind == "postgres" {
+		return benchSchema(storeURL)
+	}
 	if storeURL != "" {
 		return storeURL, func() {}, nil
 	}
@@ -455,4 +480,51 @@ func benchStoreURL(storeURL string) (where string, cleanup func(), err error) {
 		return "", nil, err
 	}
 	return "embedded://" + dir, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// benchSchema returns storeURL with a fresh, migrated schema when it names
+// none, and a cleanup that drops it.
+func benchSchema(storeURL string) (string, func(), error) {
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		return "", nil, usageError{err}
+	}
+	q := u.Query()
+	if q.Get("schema") != "" || pgSchema() != "" {
+		return storeURL, func() {}, nil
+	}
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	schema := "bench_" + hex.EncodeToString(b)
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := postgres.MigrateURL(ctx, u.String(), schema); err != nil {
+		return "", nil, fmt.Errorf("bench: create schema %s: %w", schema, err)
+	}
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	server := u.String()
+	return storeURLWithSchema(server, schema), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, server)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: drop schema %s: %v\n", schema, err)
+			return
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: drop schema %s: %v\n", schema, err)
+		}
+	}, nil
+}
+
+func storeURLWithSchema(server, schema string) string {
+	u, _ := url.Parse(server)
+	q := u.Query()
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
+	"github.com/turnstile/turnstile/services/lease"
 	"github.com/turnstile/turnstile/services/node"
 )
 
@@ -125,6 +126,9 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	data := fs.String("data", "./data", "data directory of the embedded store")
 	storeURL := fs.String("store", "", "store URL (default: the embedded store in --data)")
 	workers := fs.Int("workers", 2, "in-process workers")
+	runExecutor := fs.Bool("executor", true, "run an executor in this process (on PostgreSQL it contends for the lease with every other executor; false: API and workers only)")
+	executorName := fs.String("executor-name", "", "the in-process executor's writer name in the log (default \"executor\"; on PostgreSQL executor@host:pid)")
+	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker may go without an event in the log before the executor declares it lost")
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
 	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
 	snapDir := fs.String("snapshots", "", "directory for snapshots of the executor's fold and the read model (default: checkpoints/ in --data for the embedded store, none for others)")
@@ -135,8 +139,8 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *workers < 0 || *slots < 1 {
-		return usageError{errors.New("--workers must be >= 0 and --slots >= 1")}
+	if *workers < 0 || *slots < 1 || *workerLease < 10*time.Millisecond {
+		return usageError{errors.New("--workers must be >= 0, --slots >= 1 and --worker-lease >= 10ms")}
 	}
 	if env := os.Getenv("TURNSTILE_TOKENS"); env != "" {
 		tokens = append(tokens, strings.Split(env, ",")...)
@@ -154,6 +158,19 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	if storeKind == "kurrentdb" {
 		return usageError{errors.New("serve cannot run on KurrentDB yet: the executor's fenced grants need atomic multi-stream appends (use it with audit and replay)")}
+	}
+	shared := storeKind == "postgres" // other processes may write the same log
+	if !*runExecutor && !shared {
+		return usageError{errors.New("--executor=false needs a shared log (postgres://) where a `turnstile executor` runs; on this store nothing would grant")}
+	}
+	var execLease *lease.Postgres
+	if *runExecutor && shared {
+		if execLease, err = executorLease(*storeURL); err != nil {
+			return usageError{err}
+		}
+		if *executorName == "" {
+			*executorName = defaultName("executor")
+		}
 	}
 	log := newLogger(stderr)
 	if *doMigrate {
@@ -191,12 +208,27 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	// One process owns an embedded log, so at start every worker it names
 	// died with the previous run; a shared PostgreSQL log has other
 	// processes' workers, which only their leases can judge.
-	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: storeKind != "postgres",
-		CheckpointDir: checkpointDir(storeKind, where), SnapshotDir: snaps.Dir, SnapshotEvery: *snapEvery, Logger: log, StopGrace: *grace})
+	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: !shared,
+		CheckpointDir: checkpointDir(storeKind, where), SnapshotDir: snaps.Dir, SnapshotEvery: *snapEvery, Logger: log, StopGrace: *grace,
+		NoExecutor: !*runExecutor, Standby: execLease != nil, ExecutorName: *executorName, WorkerLease: *workerLease, ForwardFromHead: shared})
 	if err != nil {
 		return err
 	}
 	defer n.Stop()
+	ready := func() bool { return true }
+	if n.Executor != nil {
+		ready = n.Executor.Ready
+	}
+	if execLease != nil {
+		// On a shared log the in-process executor is one of the contenders.
+		followCtx, stopFollowing := context.WithCancel(context.WithoutCancel(ctx))
+		followed := make(chan struct{})
+		go func() {
+			defer close(followed)
+			lease.Follow(followCtx, execLease, log.With("executor", *executorName), n.Executor.SetActive)
+		}()
+		defer func() { stopFollowing(); <-followed }()
+	}
 	if err := <-caught; err != nil {
 		return fmt.Errorf("fold the log into the read model: %w", err)
 	}
@@ -218,7 +250,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}()
 
 	srv := api.New(api.Config{Store: store, Commands: n.Commands, Views: views, Tokens: toks, Logger: log,
-		Ready: n.Executor.Ready, Version: version})
+		Ready: ready, Version: version})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -229,7 +261,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		BaseContext: func(net.Listener) context.Context { return baseCtx }, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info("turnstile serving", "addr", ln.Addr().String(), "store", where, "workers", *workers, "slots", *slots,
+	log.Info("turnstile serving", "addr", ln.Addr().String(), "store", where, "workers", *workers, "slots", *slots, "executor", *runExecutor,
 		"position", views.Next(), "auth", !toks.Empty())
 
 	select {

@@ -51,6 +51,10 @@ type Config struct {
 	LoseWorkersAtStart bool
 	// MaxBatch bounds the decisions written in one cycle. Default 4096.
 	MaxBatch int
+	// Standby starts the executor folding the log without deciding anything
+	// until SetActive(true): a standby that keeps its fold current so that it
+	// can take over at once when it gains the lease (see services/lease).
+	Standby bool
 	// Snapshots, if set, keeps snapshots of the executor's fold: Start
 	// resumes from the saved one when it matches the log (else it folds from
 	// the beginning), and a new one is saved every SnapshotEvery events
@@ -127,6 +131,8 @@ type Executor struct {
 	saving     atomic.Bool    // a periodic save is under way
 
 	ready    atomic.Bool
+	active   atomic.Bool
+	wakeup   chan struct{} // buffered: SetActive(true) asks for a decision cycle
 	position atomic.Uint64
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -151,9 +157,30 @@ func New(cfg Config) (*Executor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
-		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]handoff{}}, nil
+	e := &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
+		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]handoff{}, wakeup: make(chan struct{}, 1)}
+	e.active.Store(!cfg.Standby)
+	return e, nil
 }
+
+// SetActive switches the executor between deciding (active) and only
+// folding the log (standby). A standby writes nothing, so any number of
+// them may follow one log; at most one should be active at a time (a lease
+// says which), and if two ever are, the expected versions on the queue and
+// execution streams still let only one of two racing decisions commit.
+// Appends already under way when it goes standby finish, fenced as ever.
+func (e *Executor) SetActive(active bool) {
+	if e.active.Swap(active) == active || !active {
+		return
+	}
+	select {
+	case e.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+// Active reports whether the executor decides (see SetActive).
+func (e *Executor) Active() bool { return e.active.Load() }
 
 // Start folds the log from the beginning and then follows it, deciding as it
 // goes. It returns at once; the work runs until Stop or ctx ends. A failed
@@ -304,6 +331,10 @@ func (e *Executor) saveSnapshot() {
 	}()
 }
 
+// Done is closed when the executor's loop has returned: after Stop, or when
+// its log subscription failed (logged), after which it decides nothing more.
+func (e *Executor) Done() <-chan struct{} { return e.done }
+
 // Ready reports whether the fold has caught up with the log as it was at Start.
 func (e *Executor) Ready() bool { return e.ready.Load() }
 
@@ -334,7 +365,7 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 	defer tick.Stop()
 	if head == 0 {
 		e.ready.Store(true) // an empty log: no worker of a previous run to lose
-	} else if e.state.Next >= head && e.becomeReady(ctx, head) { // a snapshot at the log's end
+	} else if e.active.Load() && e.state.Next >= head && e.becomeReady(ctx, head) { // a snapshot at the log's end
 		e.run(ctx, e.Decide(true))
 	}
 	for {
@@ -360,9 +391,18 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 			}
 		case <-tick.C:
 			timed = true
+		case <-e.wakeup:
+			timed = true // a new active executor checks the time-based rules at once
 		}
 		if e.cfg.Snapshots != nil && e.state.Next-e.snapshotAt >= e.cfg.SnapshotEvery && !e.saving.Load() {
 			e.saveSnapshot()
+		}
+		if !e.active.Load() {
+			if !e.ready.Load() && e.state.Next >= head {
+				e.ready.Store(true)
+				e.log.Info("caught up with the log (standby: folding, not deciding)", "position", e.state.Next)
+			}
+			continue
 		}
 		if !e.ready.Load() && !e.becomeReady(ctx, head) {
 			continue

@@ -8,7 +8,11 @@
 // When the log says its incarnation was declared lost (a heartbeat refused,
 // or a result refused because the execution was taken back), the worker
 // stops the runs of that incarnation without writing for them and registers
-// as a new incarnation. Drain ends a worker gracefully.
+// as a new incarnation. When the log says another process registered the
+// same worker id since (a newer incarnation that is not this worker's), the
+// newer one wins: this worker stops its runs without writing for them, never
+// registers again, and closes Superseded, so two processes with one id never
+// both act. Drain ends a worker gracefully.
 package worker
 
 import (
@@ -78,10 +82,13 @@ type Worker struct {
 
 	mu          sync.Mutex
 	incarnation string
-	state       *domain.Worker // the worker stream as last written, or nil
+	mine        map[string]bool // every incarnation this worker made
+	state       *domain.Worker  // the worker stream as last written, or nil
 	running     map[runKey]*runEntry
 	draining    bool // set by Drain: no new handoff is taken
 	stopped     bool
+	superseded  chan struct{}  // closed when another process took this worker id
+	supersedeBy string         // the incarnation that took it
 	wg          sync.WaitGroup // runs in flight
 
 	regMu sync.Mutex // serialises re-registrations
@@ -146,8 +153,30 @@ func New(cfg Config) (*Worker, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	inc := cfg.NewIncarnation()
 	return &Worker{cfg: cfg, log: cfg.Logger.With("component", "worker", "worker", cfg.ID), ctx: context.Background(),
-		incarnation: cfg.NewIncarnation(), running: map[runKey]*runEntry{}}, nil
+		incarnation: inc, mine: map[string]bool{inc: true}, running: map[runKey]*runEntry{}, superseded: make(chan struct{})}, nil
+}
+
+// Superseded is closed when the log shows that another process registered
+// this worker's id after it: this worker has stopped its runs (writing
+// nothing for them) and acts no more; its owner should Stop it and end.
+func (w *Worker) Superseded() <-chan struct{} { return w.superseded }
+
+// SupersededBy returns the incarnation that took this worker's id, or "".
+func (w *Worker) SupersededBy() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.supersedeBy
+}
+
+func (w *Worker) isSuperseded() bool {
+	select {
+	case <-w.superseded:
+		return true
+	default:
+		return false
+	}
 }
 
 // ID returns the worker id.
@@ -258,6 +287,9 @@ func (w *Worker) heartbeats(ctx context.Context) {
 		case <-t.C:
 		}
 		_ = w.Heartbeat(ctx)
+		if w.isSuperseded() {
+			return
+		}
 	}
 }
 
@@ -301,17 +333,29 @@ func (w *Worker) setState(inc string, st *domain.Worker) {
 // replaced is called when the log says incarnation old is no longer this
 // worker's (declared lost, or another process registered the same id). The
 // executions handed to old have been (or will be) taken back: stop their
-// runs, which then write nothing, and start over as a new incarnation.
-// Nothing happens if old is no longer current, or while draining.
+// runs, which then write nothing, and start over as a new incarnation; or,
+// if the worker stream's current incarnation is another process's, stop for
+// good (see Superseded). Nothing happens if old is no longer current, or
+// while draining.
 func (w *Worker) replaced(ctx context.Context, old string) {
 	w.regMu.Lock()
 	defer w.regMu.Unlock()
+	if cur, err := aggregate.LoadWorker(ctx, w.cfg.Store, w.cfg.ID); err == nil && cur.Status() != domain.WorkerUnknown {
+		w.mu.Lock()
+		other := !w.mine[cur.Incarnation()]
+		w.mu.Unlock()
+		if other {
+			w.supersede(old, cur.Incarnation())
+			return
+		}
+	}
 	w.mu.Lock()
 	if w.incarnation != old || w.draining || w.stopped {
 		w.mu.Unlock()
 		return
 	}
 	w.incarnation, w.state = w.cfg.NewIncarnation(), nil
+	w.mine[w.incarnation] = true
 	stopped := 0
 	for _, r := range w.running {
 		if r.incarnation == old {
@@ -325,6 +369,25 @@ func (w *Worker) replaced(ctx context.Context, old string) {
 	if err := w.register(ctx); err != nil && ctx.Err() == nil {
 		w.log.Error("cannot register a new incarnation; the next heartbeat tries again", "err", err)
 	}
+}
+
+// supersede stops every run, writing nothing for them, and closes
+// Superseded: incarnation by, not this worker's, registered the same id.
+func (w *Worker) supersede(old, by string) {
+	w.mu.Lock()
+	if w.isSuperseded() {
+		w.mu.Unlock()
+		return
+	}
+	w.supersedeBy = by
+	close(w.superseded)
+	for _, r := range w.running {
+		r.cancel(errReplaced)
+	}
+	stopped := len(w.running)
+	w.mu.Unlock()
+	w.log.Error("another process registered this worker id: the newer one takes over, this one stops acting and does not register again",
+		"incarnation", old, "superseded_by", by, "runs_stopped", stopped)
 }
 
 // checkReplaced reads the worker stream after a write of incarnation inc
@@ -430,7 +493,7 @@ func (w *Worker) Take(env domain.Envelope) (*Run, error) {
 		w.mu.Unlock()
 		return nil, nil // another incarnation's handoff, or one already taken: idempotent
 	}
-	if w.draining || w.stopped {
+	if w.draining || w.stopped || w.isSuperseded() {
 		w.mu.Unlock()
 		w.log.Info("draining: a new handoff is left for the executor to take back", "execution", id, "attempt", sched.Attempt)
 		return nil, nil
@@ -502,7 +565,7 @@ func (w *Worker) drive(r *Run) {
 func (r *Run) under(act func(x *domain.Execution) (domain.Event, error)) aggregate.Decision {
 	w, me := r.w, r.w.cfg.ID
 	return func(x *domain.Execution) (domain.Event, error) {
-		if cur := w.Incarnation(); cur != r.inc {
+		if cur := w.Incarnation(); cur != r.inc || w.isSuperseded() {
 			return nil, fmt.Errorf("worker %s incarnation %s (now %s): %w", me, r.inc, cur, domain.ErrWorkerReplaced)
 		}
 		if err := x.Holds(me, r.sched.Incarnation, r.sched.Attempt); err != nil {
@@ -639,6 +702,21 @@ func (w *Worker) Drain(ctx context.Context, grace time.Duration) error {
 	}
 	w.draining = true
 	w.mu.Unlock()
+	if w.isSuperseded() {
+		// Another process owns the id: write nothing, just let go.
+		w.wg.Wait() // its runs were stopped and write nothing
+		_ = w.router.Close()
+		w.mu.Lock()
+		cancel := w.cancel
+		w.mu.Unlock()
+		cancel()
+		<-w.done
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
+		w.log.Info("stopped (superseded)")
+		return nil
+	}
 	w.regMu.Lock() // after a re-registration in progress, if any
 	w.mu.Lock()
 	inc, known, inFlight := w.incarnation, w.state.Clone(), len(w.running)
