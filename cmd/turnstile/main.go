@@ -21,10 +21,11 @@ const usage = `turnstile runs actions under per-action concurrency policies, eve
 
 Usage:
   turnstile serve   [--addr 127.0.0.1:8080] [--data ./data] [--store URL] [--workers N] [--slots N] [--token ROLE:SECRET]...
-  turnstile migrate --store postgres://...   (apply the PostgreSQL store's schema migrations)
+  turnstile migrate --store postgres://...   (apply the PostgreSQL store's and read model tables' migrations)
   turnstile audit   (--data DIR | --store URL) [--json]
   turnstile replay  (--data DIR | --store URL) [--stream S] [--type T] [--from P] [--to P] [--as-of P|TIME] [--state] [--json]
   turnstile rebuild (--data DIR | --store URL | --server URL [--token T])
+  turnstile rebuild --store postgres://... (--sql-views | --sql-views-reset)   (check or refold the SQL read model tables)
   turnstile bench lifecycle [--store URL] --executions N --actions A --max-concurrent C [--submitters S] [--json]
   turnstile actions create|get|list|pause|resume|policy …
   turnstile exec request|get|list|cancel|wait|events …

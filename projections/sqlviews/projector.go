@@ -191,8 +191,14 @@ func (p *Projector) run(ctx context.Context) error {
 			}
 			return fmt.Errorf("sqlviews: following the log: %w", err)
 		case <-tick.C:
-			if err := lock.Ping(ctx); err != nil {
+			// The lock's connection is alive, and the checkpoint is still
+			// ours (Reset takes effect within a tick, even on a quiet log).
+			var next int64
+			var writer string
+			if err := lock.QueryRow(ctx, p.sql.loadCheckpoint, p.opts.Name).Scan(&next, &writer); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("sqlviews: the connection holding the projector lock: %w", err)
+			} else if err == nil && (uint64(next) != s.committed || writer != s.cpWriter) {
+				return fmt.Errorf("sqlviews: %s at %d by %s, not %d by %s: %w", p.sql.lockName, next, writer, s.committed, s.cpWriter, ErrFenced)
 			}
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/memstore"
@@ -119,6 +121,23 @@ func TestLiveEqualsRebuild(t *testing.T) {
 	}
 	if !p.Active() {
 		t.Error("the running projector does not report itself active")
+	}
+	if lag, cp, err := p.Lag(ctx); err != nil || lag != 0 || cp != h {
+		t.Errorf("Lag: %d, checkpoint %d, %v; want 0 at %d", lag, cp, err, h)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(p.Collector())
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gauges := map[string]float64{}
+	for _, f := range families {
+		gauges[f.GetName()] = f.GetMetric()[0].GetGauge().GetValue()
+	}
+	if want := map[string]float64{"turnstile_sql_views_position": float64(h), "turnstile_sql_views_lag_events": 0,
+		"turnstile_sql_views_active": 1}; !reflect.DeepEqual(gauges, want) {
+		t.Errorf("metrics %v, want %v", gauges, want)
 	}
 	// A second projector on the same tables neither writes nor waits.
 	other := newProjector(t, store, sqlviews.Options{Schema: schema})
