@@ -62,8 +62,9 @@ func openStore(storeURL, dataDir string) (eventstore.Store, string, error) {
 	return nil, "", fmt.Errorf("store kind %q not supported", kind)
 }
 
-// checkpointDir is where serve keeps the forwarder's checkpoint: in the
-// embedded store's data directory, or in memory ("") for other stores.
+// checkpointDir is where serve keeps the forwarder's checkpoint and the
+// snapshots of its folds: in the embedded store's data directory, or in
+// memory ("", no snapshots) for other stores.
 func checkpointDir(kind, where string) string {
 	if kind == "embedded" {
 		return filepath.Join(where, "checkpoints")
@@ -128,6 +129,8 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	workers := fs.Int("workers", 2, "in-process workers")
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
 	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
+	snapDir := fs.String("snapshots", "", "directory for snapshots of the executor's fold and the read model (default: checkpoints/ in --data for the embedded store, none for others)")
+	snapEvery := fs.Uint64("snapshot-every", 500_000, "events folded between snapshots (one is also saved at a clean stop)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
 	sqlViews := fs.Bool("sql-views", true, "with a postgres:// store, keep the executions and queue_stats tables (see README)")
 	var tokens tokenFlags
@@ -148,7 +151,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	if err := api.CheckListenAddress(*addr, toks); err != nil {
 		return usageError{err}
 	}
-	storeKind, _, err := storeLocation(*storeURL, *data)
+	storeKind, storeWhere, err := storeLocation(*storeURL, *data)
 	if err != nil {
 		return err
 	}
@@ -161,6 +164,18 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 			return err
 		}
 	}
+	// The read model's snapshot decodes while the log opens.
+	if *snapEvery == 0 {
+		return usageError{errors.New("--snapshot-every must be > 0")}
+	}
+	snaps := projections.SnapshotFiles{Dir: *snapDir}
+	if snaps.Dir == "" {
+		snaps.Dir = checkpointDir(storeKind, storeWhere)
+	}
+	var loadViews func(context.Context, eventstore.Store, *slog.Logger) *projections.Views
+	if snaps.Dir != "" {
+		loadViews = projections.ReadViews(snaps)
+	}
 	store, where, err := openStore(*storeURL, *data)
 	if err != nil {
 		return err
@@ -170,6 +185,9 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	// The read model and the executor fold the log at the same time (two
 	// folds, two cores); the API listens once both have caught up.
 	views := projections.NewViews()
+	if loadViews != nil {
+		views = loadViews(ctx, store, log)
+	}
 	caught := make(chan error, 1)
 	go func() { caught <- views.CatchUp(ctx, store) }()
 	// The node outlives the signal: on SIGTERM its workers drain (see below).
@@ -177,7 +195,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	// died with the previous run; a shared PostgreSQL log has other
 	// processes' workers, which only their leases can judge.
 	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: storeKind != "postgres",
-		CheckpointDir: checkpointDir(storeKind, where), Logger: log, StopGrace: *grace})
+		CheckpointDir: checkpointDir(storeKind, where), SnapshotDir: snaps.Dir, SnapshotEvery: *snapEvery, Logger: log, StopGrace: *grace})
 	if err != nil {
 		return err
 	}
@@ -189,6 +207,9 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	viewsCtx, stopViews := context.WithCancel(ctx)
 	defer stopViews()
 	go func() { viewsDone <- views.Run(viewsCtx, store) }()
+	if snaps.Dir != "" {
+		go views.KeepSnapshots(viewsCtx, snaps, *snapEvery, log)
+	}
 	// The feeds on the bus, for programs inside the deployment.
 	feedBus := bus.NewFeedBus(log)
 	defer feedBus.Close()
@@ -231,6 +252,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		if err != nil {
 			return fmt.Errorf("read model stopped: %w", err)
 		}
+		viewsDone <- nil // for the wait below
 	}
 	log.Info("stopping")
 	cancelBase() // ends the feeds, so Shutdown does not wait for them
@@ -240,6 +262,13 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		log.Warn("http shutdown", "err", err)
 	}
 	log.Info("draining workers", "grace", *grace)
-	n.Stop() // workers drain, then the executor and the bus stop
+	n.Stop() // workers drain, then the executor and the bus stop (saving its snapshot)
+	if snaps.Dir != "" {
+		stopViews()
+		<-viewsDone
+		if err := views.SaveSnapshot(snaps); err != nil {
+			log.Warn("cannot save the read model's snapshot", "err", err)
+		}
+	}
 	return nil
 }

@@ -35,6 +35,8 @@ type Node struct {
 type Config struct {
 	Workers, Slots int
 	CheckpointDir  string        // "" keeps checkpoints in memory
+	SnapshotDir    string        // where the executor keeps snapshots of its fold; "" takes none
+	SnapshotEvery  uint64        // events between those snapshots; default the executor's
 	LoseWorkers    bool          // previous run's workers are gone (embedded store)
 	StopGrace      time.Duration // how long Stop lets in-flight work finish; default 10s
 	Logger         *slog.Logger
@@ -52,7 +54,12 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		return nil, err
 	}
 	var err error
-	n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers})
+	var snaps *projections.SnapshotFiles
+	if cfg.SnapshotDir != "" {
+		snaps = &projections.SnapshotFiles{Dir: cfg.SnapshotDir}
+	}
+	n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers,
+		Snapshots: snaps, SnapshotEvery: cfg.SnapshotEvery})
 	if err != nil {
 		return fail(err)
 	}
