@@ -24,11 +24,12 @@ Usage:
   turnstile executor --store postgres://... [--name N] [--worker-lease 15s] [--health-addr ADDR]
       (one of any number: the one holding the lease decides, the others stand by)
   turnstile worker  --store postgres://... --id W [--slots 16] [--heartbeat 2s] [--grace 10s] [--health-addr ADDR]
-  turnstile migrate --store postgres://...   (apply the PostgreSQL store's schema migrations)
+  turnstile migrate --store postgres://...   (apply the PostgreSQL store's and read model tables' migrations)
   turnstile healthcheck URL                  (GET URL, exit 0 on 2xx: for container health checks)
   turnstile audit   (--data DIR | --store URL) [--json]
   turnstile replay  (--data DIR | --store URL) [--stream S] [--type T] [--from P] [--to P] [--as-of P|TIME] [--state] [--json]
   turnstile rebuild (--data DIR | --store URL | --server URL [--token T])
+  turnstile rebuild --store postgres://... (--sql-views | --sql-views-reset)   (check or refold the SQL read model tables)
   turnstile bench lifecycle [--store URL] --executions N --actions A --max-concurrent C [--submitters S] [--json]
   turnstile actions create|get|list|pause|resume|policy …
   turnstile exec request|get|list|cancel|wait|events …

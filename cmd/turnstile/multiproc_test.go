@@ -22,6 +22,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/projections/sqlviews"
 )
 
 // pgTestURL returns the test database (TURNSTILE_POSTGRES_URL), skips the
@@ -341,6 +342,28 @@ func TestProcessesOnPostgres(t *testing.T) {
 	}
 	if rep.Executions != executions || rep.Ended != executions {
 		t.Errorf("the log holds %d executions, %d ended, want %d", rep.Executions, rep.Ended, executions)
+	}
+	// The PostgreSQL read models (kept by the API process until it stopped,
+	// then brought to the head here) equal a fresh rebuild of the log.
+	pool, _, err := sqlviews.Connect(ctx, storeURL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	sqlOpts := sqlviews.Options{Schema: schema}
+	head, err := store.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proj, err := sqlviews.New(ctx, pool, store, sqlOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proj.CatchUpTo(ctx, head); err != nil {
+		t.Fatal(err)
+	}
+	if sqlRep, err := sqlviews.Check(ctx, pool, store, sqlOpts, 20); err != nil || !sqlRep.Equal() || sqlRep.Position != head {
+		t.Errorf("the PostgreSQL read models differ from a rebuild (%v) at %d of %d:\n%s", err, sqlRep.Position, head, strings.Join(sqlRep.Differences, "\n"))
 	}
 	retried := checkAttempts(ctx, t, store, ids)
 	checkStatsMatchLog(ctx, t, store, stats.QueueStats)

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
@@ -111,7 +113,7 @@ func migrate(ctx context.Context, storeURL string, out io.Writer) error {
 		fmt.Fprintf(out, "applied migration %d: %s\n", m.Version, m.Name)
 	}
 	fmt.Fprintf(out, "schema at version %d\n", postgres.SchemaVersion())
-	return nil
+	return migrateSQLViews(ctx, storeURL, out)
 }
 
 // tokenFlags collects repeatable --token ROLE:SECRET flags.
@@ -134,6 +136,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	snapDir := fs.String("snapshots", "", "directory for snapshots of the executor's fold and the read model (default: checkpoints/ in --data for the embedded store, none for others)")
 	snapEvery := fs.Uint64("snapshot-every", 500_000, "events folded between snapshots (one is also saved at a clean stop)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
+	sqlViews := fs.Bool("sql-views", true, "with a postgres:// store, keep the executions and queue_stats tables (see README)")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...)")
 	if err := parse(fs, args); err != nil {
@@ -249,8 +252,17 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		}
 	}()
 
+	reg := prometheus.NewRegistry()
+	if storeKind == "postgres" && *sqlViews {
+		proj, stopProj, err := startSQLViews(viewsCtx, *storeURL, store, log)
+		if err != nil {
+			return err
+		}
+		defer stopProj()
+		reg.MustRegister(proj.Collector())
+	}
 	srv := api.New(api.Config{Store: store, Commands: n.Commands, Views: views, Tokens: toks, Logger: log,
-		Ready: ready, Version: version})
+		Ready: ready, Version: version, Registry: reg})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
