@@ -78,7 +78,7 @@ func (r *changeRing) each(from uint64, fn func(change) bool) {
 func (v *Views) ExecutionsSince(from uint64, action string, max int) ([]ExecutionView, uint64) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	match := func(rec *execRecord) bool { return action == "" || rec.x.Action() == action }
+	match := func(rec *execRecord) bool { return action == "" || rec.action == action }
 	var out []ExecutionView
 	next := v.sinceLocked(from, kindExecution, max, func(key string, pos uint64) {
 		if rec := v.execs[key]; rec != nil && rec.pos == pos && match(rec) {

@@ -116,9 +116,15 @@ type ViewsSnapshot struct {
 func (sn *ViewsSnapshot) snapshotSize() int { return len(sn.Executions) }
 func (sn *ViewsSnapshot) reserve(n int)     { sn.Executions = make([]ExecutionRecordSnapshot, 0, n) }
 
-// ExecutionRecordSnapshot is one execution of the read model.
+// ExecutionRecordSnapshot is one execution of the read model: the whole
+// aggregate while it lives, its final state once it has ended.
 type ExecutionRecordSnapshot struct {
-	Execution domain.ExecutionSnapshot
+	ID        string
+	Execution domain.ExecutionSnapshot // a live execution's
+	Final     []byte                   // an ended one's: the JSON of its final state
+	Action    string
+	Parent    string
+	Status    domain.Status
 	Position  uint64
 }
 
@@ -147,7 +153,11 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	sn := &ViewsSnapshot{State: *v.st.snapshotSkeleton(), Executions: make([]ExecutionRecordSnapshot, 0, len(v.order))}
 	for _, id := range v.order {
 		rec := v.execs[id]
-		sn.Executions = append(sn.Executions, ExecutionRecordSnapshot{Execution: rec.x.Snapshot(), Position: rec.pos})
+		r := ExecutionRecordSnapshot{ID: id, Final: rec.final, Action: rec.action, Parent: rec.parent, Status: rec.status, Position: rec.pos}
+		if rec.x != nil {
+			r.Execution = rec.x.Snapshot()
+		}
+		sn.Executions = append(sn.Executions, r)
 	}
 	for _, ref := range sortedKeys(v.stats) {
 		s := v.stats[ref]
@@ -165,13 +175,15 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 	v.order = make([]string, 0, len(sn.Executions))
 	live := map[string]*domain.Execution{}
 	for i, r := range sn.Executions {
-		x := domain.RestoreExecution(r.Execution)
-		v.execs[x.ID()] = &execRecord{x: x, seq: i, pos: r.Position}
-		v.order = append(v.order, x.ID())
-		v.byRef[x.Action()] = append(v.byRef[x.Action()], i)
-		if !x.Status().Terminal() {
-			live[x.ID()] = x
+		rec := &execRecord{final: r.Final, action: v.intern(r.Action), parent: r.Parent, status: r.Status, seq: i, pos: r.Position}
+		id := r.ID
+		if r.Final == nil {
+			rec.x = domain.RestoreExecution(r.Execution)
+			live[id] = rec.x
 		}
+		v.execs[id] = rec
+		v.order = append(v.order, id)
+		v.byRef[rec.action] = append(v.byRef[rec.action], i)
 	}
 	v.st = restoreState(&sn.State, live)
 	v.changes.floor = v.st.Next

@@ -2,7 +2,9 @@ package projections_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -235,5 +237,54 @@ func TestExecutionFeedResumesWithoutGaps(t *testing.T) {
 	stats, next := v.StatsSince(0, "b", 100)
 	if len(stats) != 1 || stats[0].Action != "b" || next != v.Next() {
 		t.Errorf("StatsSince(0, b) = %+v, next %d (head %d)", stats, next, v.Next())
+	}
+}
+
+// TestEndedExecutionsKeepTheirFinalState: an ended execution is kept as its
+// final state only; what the read model serves for it (View, List) must be
+// exactly the state a fold of its own stream gives.
+func TestEndedExecutionsKeepTheirFinalState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := viewsLog(t)
+	v := projections.NewViews()
+	if err := v.Apply(readAll(t, store)); err != nil {
+		t.Fatal(err)
+	}
+	listed := map[string]projections.ExecutionView{}
+	page, _, err := v.List(projections.ListFilter{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range page {
+		listed[x.ID] = x
+	}
+	ended := 0
+	for _, id := range []string{"a1", "a2", "a6", "x1", "a3", "b1", "b2"} {
+		want, found, err := projections.ExecutionAsOf(ctx, store, id, projections.Cut{Position: math.MaxUint64})
+		if err != nil || !found {
+			t.Fatalf("%s: %v %v", id, found, err)
+		}
+		got, ok := v.View(id)
+		if !ok {
+			t.Fatalf("%s is not in the read model", id)
+		}
+		wj, _ := json.Marshal(want)
+		gj, _ := json.Marshal(got)
+		lj, _ := json.Marshal(listed[id])
+		if string(gj) != string(wj) || string(lj) != string(wj) {
+			t.Errorf("%s:\n view %s\n list %s\n want %s", id, gj, lj, wj)
+		}
+		if want.Status.Terminal() {
+			ended++
+		}
+	}
+	if ended != 4 {
+		t.Fatalf("the log has %d ended executions among those checked, want 4", ended)
+	}
+	// Filters still see an ended execution's action and status.
+	failed, _, err := v.List(projections.ListFilter{Action: "a", Status: domain.StatusFailed})
+	if err != nil || len(failed) != 1 || failed[0].ID != "a2" {
+		t.Errorf("failed executions of a: %+v %v", failed, err)
 	}
 }
