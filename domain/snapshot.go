@@ -2,7 +2,8 @@ package domain
 
 import (
 	"encoding/json"
-	"sort"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -79,7 +80,7 @@ type WorkerSnapshot struct {
 // Snapshot returns w's state.
 func (w *Worker) Snapshot() WorkerSnapshot {
 	return WorkerSnapshot{ID: w.id, Status: w.status, Incarnation: w.incarnation, Slots: w.slots,
-		Runners: w.runners, LastSeen: w.lastSeen, Version: w.version, Incarnations: sortedSet(w.past)}
+		Runners: w.runners, LastSeen: w.lastSeen, Version: w.version, Incarnations: slices.Sorted(maps.Keys(w.past))}
 }
 
 // RestoreWorker returns the worker s describes.
@@ -137,7 +138,7 @@ type KeyQueueSnapshot struct {
 
 // Snapshot returns the queues' state.
 func (qs *Queues) Snapshot() QueuesSnapshot {
-	s := QueuesSnapshot{Changed: sortedSet(qs.changed), Pending: qs.PendingRejections()}
+	s := QueuesSnapshot{Changed: slices.Sorted(maps.Keys(qs.changed)), Pending: qs.PendingRejections()}
 	for _, ref := range qs.Refs() {
 		q := qs.byRef[ref]
 		qsn := QueueSnapshot{Ref: ref, Policy: q.policy, Defined: q.defined, Paused: q.paused,
@@ -190,18 +191,6 @@ func RestoreQueues(s QueuesSnapshot) *Queues {
 		qs.byRef[qsn.Ref] = q
 	}
 	return qs
-}
-
-func sortedSet(m map[string]struct{}) []string {
-	if m == nil {
-		return nil
-	}
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func setOf(keys []string) map[string]struct{} {

@@ -3,8 +3,8 @@ package projections
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/turnstile/turnstile/eventstore"
@@ -52,7 +52,7 @@ type FanoutSnapshot struct {
 func (s *State) Snapshot() *StateSnapshot {
 	sn := s.snapshotSkeleton()
 	sn.Executions = make([]domain.ExecutionSnapshot, 0, len(s.Live))
-	for _, id := range sortedKeys(s.Live) {
+	for _, id := range slices.Sorted(maps.Keys(s.Live)) {
 		sn.Executions = append(sn.Executions, s.Live[id].Snapshot())
 	}
 	return sn
@@ -60,18 +60,18 @@ func (s *State) Snapshot() *StateSnapshot {
 
 // snapshotSkeleton is everything but the live executions.
 func (s *State) snapshotSkeleton() *StateSnapshot {
-	sn := &StateSnapshot{Next: s.Next, Queues: s.Queues.Snapshot(), Attention: sortedKeys(s.Attention)}
+	sn := &StateSnapshot{Next: s.Next, Queues: s.Queues.Snapshot(), Attention: slices.Sorted(maps.Keys(s.Attention))}
 	for _, id := range s.WorkerIDs() {
 		w := s.Workers[id]
-		sn.Workers = append(sn.Workers, WorkerSnapshot{Worker: w.Snapshot(), InFlight: sortedKeys(w.InFlight)})
+		sn.Workers = append(sn.Workers, WorkerSnapshot{Worker: w.Snapshot(), InFlight: slices.Sorted(maps.Keys(w.InFlight))})
 	}
-	for _, ref := range sortedKeys(s.Actions) {
+	for _, ref := range slices.Sorted(maps.Keys(s.Actions)) {
 		sn.Actions = append(sn.Actions, ActionSnapshot{Ref: ref, Action: s.Actions[ref].Snapshot()})
 	}
-	for _, id := range sortedKeys(s.Fanouts) {
+	for _, id := range slices.Sorted(maps.Keys(s.Fanouts)) {
 		f := s.Fanouts[id]
 		sn.Fanouts = append(sn.Fanouts, FanoutSnapshot{Parent: id, Requested: f.Requested,
-			Ended: f.Ended, Failed: f.Failed, Live: sortedKeys(f.Live)})
+			Ended: f.Ended, Failed: f.Failed, Live: slices.Sorted(maps.Keys(f.Live))})
 	}
 	return sn
 }
@@ -159,7 +159,7 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 		}
 		sn.Executions = append(sn.Executions, r)
 	}
-	for _, ref := range sortedKeys(v.stats) {
+	for _, ref := range slices.Sorted(maps.Keys(v.stats)) {
 		s := v.stats[ref]
 		sn.Stats = append(sn.Stats, StatsSnapshot{Ref: ref, Position: s.pos, Enqueued: s.enqueued,
 			Granted: s.granted, Completed: s.completed, Failed: s.failed, TimedOut: s.timedOut,
@@ -276,15 +276,6 @@ func (v *Views) KeepSnapshots(ctx context.Context, files SnapshotFiles, every ui
 			log.Debug("saved the read model's snapshot", "position", next, "took", time.Since(start))
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func setOf(keys []string) map[string]struct{} {
