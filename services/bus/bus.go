@@ -22,6 +22,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/crashpoint"
 )
 
 // Topics.
@@ -204,6 +205,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 		err := f.cfg.Store.Subscribe(ctx, from, filter, func(batch []domain.Envelope) error {
 			for i := range batch {
 				env := &batch[i]
+				crashpoint.Hit(crashpoint.ForwarderBeforePublish)
 				if err := f.publish(env); err != nil {
 					return err
 				}
@@ -211,6 +213,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 			}
 			if time.Since(lastSave) >= f.cfg.SaveEvery {
 				lastSave = time.Now()
+				crashpoint.Hit(crashpoint.ForwarderBeforeCheckpoint)
 				if err := f.cfg.Checkpoints.Save(ctx, f.cfg.Name, next); err != nil {
 					f.log.Warn("cannot save checkpoint", "err", err)
 				}

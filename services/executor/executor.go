@@ -30,6 +30,7 @@ import (
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/clock"
+	"github.com/turnstile/turnstile/services/crashpoint"
 )
 
 // Config configures an Executor. Zero fields take the defaults below.
@@ -254,6 +255,7 @@ type op struct {
 	count    *atomic.Int64
 	n        int  // how many decisions count adds (0 means 1)
 	takeBack bool // it takes executions back from a worker (or declares one lost)
+	grants   bool // it grants slots or hands executions to workers
 }
 
 func (e *Executor) busy(stream string) bool {
@@ -301,6 +303,9 @@ func (e *Executor) run(ctx context.Context, ops []op) {
 				e.beforeAppend(ops[i].what)
 			}
 			_, errs[i] = e.cfg.Store.AppendMulti(ctx, ops[i].appends...)
+			if errs[i] == nil {
+				crashAfter(&ops[i])
+			}
 		}(i)
 	}
 	wg.Wait()
@@ -331,6 +336,17 @@ func (e *Executor) run(ctx context.Context, ops []op) {
 		if ctx.Err() == nil {
 			e.log.Error("append failed", "op", o.what, "err", err)
 		}
+	}
+}
+
+// crashAfter passes the crash points of a committed op (see crashpoint).
+func crashAfter(o *op) {
+	crashpoint.Hit(crashpoint.ExecutorAppended)
+	switch {
+	case o.grants:
+		crashpoint.Hit(crashpoint.ExecutorGranted)
+	case o.takeBack:
+		crashpoint.Hit(crashpoint.ExecutorTakenBack)
 	}
 }
 
@@ -435,7 +451,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		}
 		o := perQueue[c.q.Ref]
 		if o == nil {
-			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants}
+			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants, grants: true}
 			perQueue[c.q.Ref] = o
 			order = append(order, c.q.Ref)
 			qVersion[c.q.Ref] = c.q.Version()
@@ -570,7 +586,7 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 			continue
 		}
 		wk.free--
-		ops = append(ops, op{what: "reschedule " + id, count: &e.Stats.Grants,
+		ops = append(ops, op{what: "reschedule " + id, count: &e.Stats.Grants, grants: true,
 			appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
 	}
 	return ops

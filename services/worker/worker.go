@@ -28,6 +28,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/bus"
+	"github.com/turnstile/turnstile/services/crashpoint"
 	"github.com/turnstile/turnstile/services/runner"
 )
 
@@ -384,6 +385,7 @@ func (w *Worker) run(ctx context.Context, x *domain.Execution, sched domain.Exec
 		w.log.Info("not starting a handoff", "execution", id, "attempt", sched.Attempt, "cause", cause)
 		return
 	}
+	crashpoint.Hit(crashpoint.WorkerAssigned)
 	x, err := aggregate.UpdateExecution(wctx, w.cfg.Store, id, domain.OwnerWorker, me, x, under(func(x *domain.Execution) (domain.Event, error) {
 		if x.CancelRequested() {
 			ev, err := x.Cancel(domain.OwnerWorker, me, "cancelled before it started")
@@ -399,10 +401,12 @@ func (w *Worker) run(ctx context.Context, x *domain.Execution, sched domain.Exec
 	if x.Status() != domain.StatusRunning {
 		return
 	}
+	crashpoint.Hit(crashpoint.WorkerStarted)
 	timeout := time.Duration(sched.TimeoutMillis) * time.Millisecond
 	runCtx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	result, runErr := w.execute(runCtx, sched)
 	cancelTimeout()
+	crashpoint.Hit(crashpoint.WorkerFinished)
 	cause := context.Cause(ctx)
 	if errors.Is(cause, errReplaced) {
 		w.log.Warn("run stopped: its incarnation was declared lost, nothing is written for it", "execution", id, "attempt", sched.Attempt)
