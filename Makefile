@@ -24,6 +24,10 @@ test: ## vet, then every test with the race detector, PostgreSQL included (what 
 	$(GO) vet ./...
 	scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 30m ./...
 
+.PHONY: torture
+torture: ## the full crash matrix: 10,000 executions, 200 random SIGKILLs and every crash point 3 times, embedded and PostgreSQL
+	TURNSTILE_TORTURE=full scripts/with-postgres.sh $(GO) test -count=1 -timeout 120m -run '^TestCrashMatrix$$' -v ./cmd/turnstile/
+
 .PHONY: test-short
 test-short: ## the tests without the race detector, skipping slow ones (PostgreSQL's skip without TURNSTILE_POSTGRES_URL)
 	$(GO) test -short -count=1 ./...
