@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
@@ -196,8 +198,15 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		}
 	}()
 
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_bus_poison_messages_total",
+			Help: "Bus messages set aside in the poison topic after their retries."}, func() float64 { return float64(n.Poison.Count()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_executor_skipped_events_total",
+			Help: "Events the executor's fold passed over because they did not decode (the audit lists them)."},
+			func() float64 { return float64(n.Executor.Stats.Undecodable.Load()) }))
 	srv := api.New(api.Config{Store: store, Commands: n.Commands, Views: views, Tokens: toks, Logger: log,
-		Ready: n.Executor.Ready, Version: version})
+		Ready: n.Executor.Ready, Version: version, Registry: reg})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err

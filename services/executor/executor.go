@@ -118,6 +118,9 @@ type Executor struct {
 type Stats struct {
 	Grants, Rejections, Expiries, Abandons, Cancels, Failures, Conflicts atomic.Int64
 	LostWorkers, Children, ParentsEnded                                  atomic.Int64
+	// Undecodable counts the events the fold passed over because they did
+	// not decode (logged one by one; the audit reports them).
+	Undecodable atomic.Int64
 	// TimedCycles counts the cycles that checked the time-based rules, each
 	// counted once its decisions have been appended (or refused).
 	TimedCycles atomic.Int64
@@ -240,6 +243,7 @@ func (e *Executor) apply(batch []domain.Envelope) {
 			// An event this build cannot read is skipped, loudly: the audit reports it.
 			e.log.Error("cannot fold event", "position", env.Position, "stream", env.Stream, "err", err)
 			e.state.Next = env.Position + 1
+			e.Stats.Undecodable.Add(1)
 		}
 		if v, ok := e.awaiting[env.Stream]; ok && env.Version >= v {
 			delete(e.awaiting, env.Stream)

@@ -26,6 +26,10 @@ type Node struct {
 	Workers  []*worker.Worker
 	Fwd      *bus.Forwarder
 	Commands *executor.Commands
+	// Poison counts the bus messages set aside in the poison topic.
+	Poison *bus.PoisonCounter
+
+	stopPoison context.CancelFunc
 
 	grace    time.Duration
 	stopOnce sync.Once
@@ -51,7 +55,15 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		n.Stop()
 		return nil, err
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
 	var err error
+	pctx, stopPoison := context.WithCancel(ctx)
+	n.stopPoison = stopPoison
+	if n.Poison, err = n.Bus.WatchPoison(pctx, cfg.Logger.With("component", "bus")); err != nil {
+		return fail(err)
+	}
 	n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers})
 	if err != nil {
 		return fail(err)
@@ -122,6 +134,9 @@ func (n *Node) drain(ctx context.Context, grace time.Duration) {
 	}
 	if n.Executor != nil {
 		n.Executor.Stop()
+	}
+	if n.stopPoison != nil {
+		n.stopPoison()
 	}
 	if n.Bus != nil {
 		_ = n.Bus.Close()
