@@ -651,5 +651,3 @@ func checkStatsMatchLog(ctx context.Context, t *testing.T, store eventstore.Stor
 		}
 	}
 }
-
-
