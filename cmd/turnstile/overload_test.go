@@ -25,6 +25,7 @@ import (
 // queue never holds more than its cap; and meanwhile the executions of the
 // other actions all complete. The audit of the log passes afterwards.
 func TestOverloadThroughHTTP(t *testing.T) {
+	t.Parallel()
 	bin := turnstileBinary(t)
 	dir := t.TempDir()
 	srv := startServe(t, bin, dir)
