@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -308,6 +309,11 @@ func runCrashMatrix(t *testing.T, bin string, cfg crashConfig, st crashStore) {
 		allowed.Store(max(allowed.Load(), int64((j+1)*cfg.executions/(len(plan)+1))))
 		p := cur.Load()
 		if step.point == "" {
+			// Kill while this slice is in the works: once most of it was
+			// accepted (or after 10s), at a random instant.
+			for wait := time.Now().Add(10 * time.Second); sent.Load() < allowed.Load()-8 && time.Now().Before(wait); {
+				time.Sleep(5 * time.Millisecond)
+			}
 			time.Sleep(time.Duration(50+rng.IntN(650)) * time.Millisecond)
 			p.kill()
 		} else {
@@ -483,6 +489,7 @@ var takeBackCodes = map[string]bool{domain.FailWorkerLost: true, domain.FailSche
 func checkLifecycles(ctx context.Context, t *testing.T, store eventstore.Store, ids, actions map[string]string) lifecycleSummary {
 	t.Helper()
 	var sum lifecycleSummary
+	failedParents, gaveUp, children := map[string]string{}, map[string]bool{}, map[string][]string{}
 	todo := make([]string, 0, len(ids))
 	for id := range ids {
 		todo = append(todo, id)
@@ -517,6 +524,7 @@ func checkLifecycles(ctx context.Context, t *testing.T, store eventstore.Store, 
 			case domain.ExecutionChildrenRequested:
 				for k := e.First; k < e.First+e.Count; k++ {
 					todo = append(todo, domain.ChildID(id, k))
+					children[id] = append(children[id], domain.ChildID(id, k))
 					sum.children++
 				}
 			case domain.ExecutionScheduled:
@@ -573,14 +581,20 @@ func checkLifecycles(ctx context.Context, t *testing.T, store eventstore.Store, 
 			switch {
 			case takeBackCodes[e.Code]:
 				sum.gaveUp++
+				gaveUp[id] = true
 			case runner == "core.fail":
 			case parent && e.Code == domain.FailItems:
-				t.Errorf("with_items parent %s of a %s action failed: %s", id, runner, e.Error)
+				failedParents[id] = runner // fine only if a child was given up: checked below
 			default:
 				t.Errorf("execution %s of a %s action failed: %s %s", id, runner, e.Code, e.Error)
 			}
 		default:
 			t.Errorf("execution %s ended with %T", id, final)
+		}
+	}
+	for id, runner := range failedParents {
+		if !slices.ContainsFunc(children[id], func(c string) bool { return gaveUp[c] }) {
+			t.Errorf("with_items parent %s of a %s action failed with no child given up", id, runner)
 		}
 	}
 	return sum

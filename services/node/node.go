@@ -80,6 +80,15 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
+	// Every handoff to this run's workers follows their registration, so
+	// without a saved checkpoint the forwarder (which feeds only them) starts
+	// at the head as it is before they register, rather than at position 0:
+	// replaying every handoff ever made to a previous run's incarnations
+	// would hold up the new ones for as long as the log is long.
+	fwdFrom, err := store.Head(ctx)
+	if err != nil {
+		return fail(err)
+	}
 	for i := 0; i < cfg.Workers; i++ {
 		w, err := worker.New(worker.Config{ID: fmt.Sprintf("local-%d", i+1), Slots: cfg.Slots, Store: store, Bus: n.Bus, Logger: cfg.Logger})
 		if err != nil {
@@ -92,9 +101,9 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 	}
 	var cps projections.Checkpoints = &projections.MemCheckpoints{}
 	if cfg.CheckpointDir != "" {
-		cps = &projections.FileCheckpoints{Dir: cfg.CheckpointDir}
+		cps, fwdFrom = &projections.FileCheckpoints{Dir: cfg.CheckpointDir}, 0
 	}
-	n.Fwd, err = bus.NewForwarder(bus.ForwarderConfig{Store: store, Publisher: n.Bus.Publisher, Checkpoints: cps, Logger: cfg.Logger})
+	n.Fwd, err = bus.NewForwarder(bus.ForwarderConfig{Store: store, Publisher: n.Bus.Publisher, Checkpoints: cps, Logger: cfg.Logger, From: fwdFrom})
 	if err != nil {
 		return fail(err)
 	}
