@@ -40,7 +40,7 @@ func TestHitKills(t *testing.T) {
 		for i := 1; i <= 5; i++ {
 			Hit(WorkerStarted)
 			Hit(ExecutorGranted) // not armed: never kills
-			os.Stdout.WriteString("passed " + string(rune('0'+i)) + "\n")
+			_, _ = os.Stdout.WriteString("passed " + string(rune('0'+i)) + "\n")
 		}
 		os.Exit(0)
 	}

@@ -24,7 +24,7 @@ import (
 func TestWriteForAnotherWorkersExecution(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
-	defer store.Close()
+	defer func() { _ = store.Close() }()
 	const id = "x1"
 	p := domain.Policy{Ref: "act", Runner: "core.noop"}.WithDefaults()
 	req, err := domain.NewExecution(id).Request(domain.ExecutionRequested{Action: "act"})
