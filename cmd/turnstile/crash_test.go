@@ -163,10 +163,8 @@ func crashPlan(cfg crashConfig, rng *rand.Rand) []crashStep {
 // point is reached while the process has work.
 func crashPass(point string, rng *rand.Rand) int {
 	switch point {
-	case crashpoint.ForwarderBeforeCheckpoint:
-		return 1
-	case crashpoint.ExecutorTakenBack:
-		return 1 + rng.IntN(2)
+	case crashpoint.ForwarderBeforeCheckpoint, crashpoint.ExecutorTakenBack:
+		return 1 // passed only now and then
 	default:
 		return 1 + rng.IntN(6)
 	}
