@@ -30,6 +30,7 @@ type Views struct {
 	wake    chan struct{}
 	skipped uint64 // events that did not decode (see Apply)
 	onLag   func(time.Duration)
+	lastID  string // id of the event at st.Next-1, for snapshots
 }
 
 type execRecord struct {
@@ -100,6 +101,7 @@ func (v *Views) Apply(batch []domain.Envelope) error {
 			continue
 		}
 		v.apply(env, ev)
+		v.lastID = env.ID.String()
 	}
 	if v.onLag != nil && len(batch) > 0 && !batch[0].Time.IsZero() {
 		v.onLag(time.Since(batch[0].Time))

@@ -52,6 +52,16 @@ type Config struct {
 	LoseWorkersAtStart bool
 	// MaxBatch bounds the decisions written in one cycle. Default 4096.
 	MaxBatch int
+	// Standby starts the executor folding the log without deciding anything
+	// until SetActive(true): a standby that keeps its fold current so that it
+	// can take over at once when it gains the lease (see services/lease).
+	Standby bool
+	// Snapshots, if set, keeps snapshots of the executor's fold: Start
+	// resumes from the saved one when it matches the log (else it folds from
+	// the beginning), and a new one is saved every SnapshotEvery events
+	// (default 500,000) and when the executor stops.
+	Snapshots     *projections.SnapshotFiles
+	SnapshotEvery uint64
 }
 
 func (c *Config) setDefaults() {
@@ -72,6 +82,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 500_000
 	}
 }
 
@@ -101,10 +114,26 @@ type Executor struct {
 	// not yet seen in its fold; no decision touches such a stream meanwhile.
 	awaiting map[string]uint64
 
+	// handing holds, per execution stream, a handoff this executor wrote
+	// (or tried to: the outcome may be unknown) and has not yet seen in its
+	// fold. A worker named there is not declared lost meanwhile: the lost
+	// verdict's append must abandon every execution the worker holds, and
+	// the fold does not show this one yet.
+	handing map[string]handoff
+
 	// beforeAppend, if set (tests only), is called before each op is appended.
 	beforeAppend func(what string)
 
+	// lastID is the id of the event at state.Next-1, and snapshotAt the
+	// position of the last snapshot saved or loaded (loop only).
+	lastID     string
+	snapshotAt uint64
+	snapshots  sync.WaitGroup // snapshot saves under way
+	saving     atomic.Bool    // a periodic save is under way
+
 	ready    atomic.Bool
+	active   atomic.Bool
+	wakeup   chan struct{} // buffered: SetActive(true) asks for a decision cycle
 	position atomic.Uint64
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -132,45 +161,183 @@ func New(cfg Config) (*Executor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
-		state: projections.NewState(), awaiting: map[string]uint64{}}, nil
+	e := &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
+		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]handoff{}, wakeup: make(chan struct{}, 1)}
+	e.active.Store(!cfg.Standby)
+	return e, nil
 }
 
-// Start folds the log from the beginning and then follows it, deciding as it
-// goes. It returns at once; the work runs until Stop or ctx ends.
-func (e *Executor) Start(ctx context.Context) error {
-	head, err := e.cfg.Store.Head(ctx)
-	if err != nil {
-		return fmt.Errorf("executor: read head: %w", err)
+// SetActive switches the executor between deciding (active) and only
+// folding the log (standby). A standby writes nothing, so any number of
+// them may follow one log; at most one should be active at a time (a lease
+// says which), and if two ever are, the expected versions on the queue and
+// execution streams still let only one of two racing decisions commit.
+// Appends already under way when it goes standby finish, fenced as ever.
+func (e *Executor) SetActive(active bool) {
+	if e.active.Swap(active) == active || !active {
+		return
 	}
+	select {
+	case e.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+// Active reports whether the executor decides (see SetActive).
+func (e *Executor) Active() bool { return e.active.Load() }
+
+// Start folds the log from the beginning and then follows it, deciding as it
+// goes. It returns at once; the work runs until Stop or ctx ends. A failed
+// read of the log (the head, or the subscription) is retried, from where the
+// fold stopped, until ctx ends or the store is closed.
+func (e *Executor) Start(ctx context.Context) error {
+	e.loadSnapshot(ctx)
+	from := e.state.Next
 	ctx, e.cancel = context.WithCancel(ctx)
 	e.done = make(chan struct{})
 	batches := make(chan []domain.Envelope, 64)
+	heads := make(chan uint64, 1)
 	subErr := make(chan error, 1)
 	go func() {
-		subErr <- e.cfg.Store.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
+		head, err := e.readHead(ctx)
+		if err != nil {
+			subErr <- err
+			return
+		}
+		heads <- head
+		subErr <- e.follow(ctx, from, batches)
+	}()
+	go e.loop(ctx, heads, batches, subErr)
+	return nil
+}
+
+// retryPause is how long the executor waits before reading the log again
+// after a failed read: it doubles from the first value up to the second.
+var retryPause = [2]time.Duration{10 * time.Millisecond, time.Second}
+
+// readHead reads the log's head, trying again after a failure until ctx
+// ends or the store is closed.
+func (e *Executor) readHead(ctx context.Context) (uint64, error) {
+	pause := retryPause[0]
+	for {
+		head, err := e.cfg.Store.Head(ctx)
+		if err == nil {
+			return head, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) {
+			return 0, fmt.Errorf("executor: read head: %w", err)
+		}
+		e.log.Warn("cannot read the log's head; trying again", "err", err, "in", pause)
+		if !sleep(ctx, pause) {
+			return 0, ctx.Err()
+		}
+		pause = min(2*pause, retryPause[1])
+	}
+}
+
+// follow subscribes to the log from position from and sends what it delivers
+// to batches; when the subscription fails, it subscribes again from the
+// position after the last batch sent. It returns when ctx ends or the store
+// is closed.
+func (e *Executor) follow(ctx context.Context, from uint64, batches chan<- []domain.Envelope) error {
+	next, pause := from, retryPause[0]
+	for {
+		err := e.cfg.Store.Subscribe(ctx, next, eventstore.Filter{}, func(b []domain.Envelope) error {
 			cp := make([]domain.Envelope, len(b))
 			copy(cp, b)
 			select {
 			case batches <- cp:
+				next, pause = cp[len(cp)-1].Position+1, retryPause[0]
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		})
-	}()
-	go e.loop(ctx, head, batches, subErr)
-	return nil
+		if ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) {
+			return err
+		}
+		e.log.Warn("log subscription failed; subscribing again", "from", next, "err", err, "in", pause)
+		if !sleep(ctx, pause) {
+			return ctx.Err()
+		}
+		pause = min(2*pause, retryPause[1])
+	}
 }
 
-// Stop ends the executor and waits for its loop to return.
+// sleep waits for d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Stop ends the executor and waits for its loop to return, then saves a
+// snapshot of its fold (when Config.Snapshots is set).
 func (e *Executor) Stop() {
 	if e.cancel == nil {
 		return
 	}
 	e.cancel()
 	<-e.done
+	if e.state.Next != e.snapshotAt {
+		e.saveSnapshot()
+	}
+	e.snapshots.Wait()
 }
+
+const snapshotName = "executor-state"
+
+// loadSnapshot replaces the empty fold with the saved snapshot, if there is
+// one that matches the log.
+func (e *Executor) loadSnapshot(ctx context.Context) {
+	if e.cfg.Snapshots == nil {
+		return
+	}
+	start := time.Now()
+	var sn projections.StateSnapshot
+	ok, err := e.cfg.Snapshots.Load(ctx, e.cfg.Store, snapshotName, &sn)
+	switch {
+	case err != nil:
+		e.log.Warn("not using the snapshot: folding the log from the beginning", "err", err)
+	case ok:
+		e.state = projections.RestoreState(&sn)
+		e.snapshotAt = sn.Next
+		e.log.Info("resumed from a snapshot", "position", sn.Next, "live", len(sn.Executions), "took", time.Since(start))
+	}
+}
+
+// saveSnapshot saves the fold as it is now; the encoding and the write run
+// in the background (the snapshot shares nothing that the fold changes).
+func (e *Executor) saveSnapshot() {
+	if e.cfg.Snapshots == nil || e.lastID == "" {
+		return
+	}
+	e.mu.Lock()
+	sn, lastID := e.state.Snapshot(), e.lastID
+	e.mu.Unlock()
+	e.snapshotAt = sn.Next
+	e.snapshots.Add(1)
+	e.saving.Store(true)
+	go func() {
+		defer e.snapshots.Done()
+		defer e.saving.Store(false)
+		start := time.Now()
+		if err := e.cfg.Snapshots.Save(snapshotName, sn.Next, lastID, sn); err != nil {
+			e.log.Warn("cannot save a snapshot", "err", err)
+			return
+		}
+		e.log.Debug("saved a snapshot", "position", sn.Next, "took", time.Since(start))
+	}()
+}
+
+// Done is closed when the executor's loop has returned: after Stop, or when
+// its log subscription failed (logged), after which it decides nothing more.
+func (e *Executor) Done() <-chan struct{} { return e.done }
 
 // Ready reports whether the fold has caught up with the log as it was at Start.
 func (e *Executor) Ready() bool { return e.ready.Load() }
@@ -185,12 +352,25 @@ func (e *Executor) Inspect(fn func(*projections.State)) {
 	fn(e.state)
 }
 
-func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domain.Envelope, subErr <-chan error) {
+func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan []domain.Envelope, subErr <-chan error) {
 	defer close(e.done)
+	var head uint64
+	select {
+	case <-ctx.Done():
+		return
+	case err := <-subErr:
+		if ctx.Err() == nil {
+			e.log.Error("cannot read the log", "err", err)
+		}
+		return
+	case head = <-heads:
+	}
 	tick := time.NewTicker(e.cfg.Tick)
 	defer tick.Stop()
 	if head == 0 {
 		e.ready.Store(true) // an empty log: no worker of a previous run to lose
+	} else if e.active.Load() && e.state.Next >= head && e.becomeReady(ctx, head) { // a snapshot at the log's end
+		e.run(ctx, e.Decide(true))
 	}
 	for {
 		timed := false
@@ -215,24 +395,48 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 			}
 		case <-tick.C:
 			timed = true
+		case <-e.wakeup:
+			timed = true // a new active executor checks the time-based rules at once
 		}
-		if !e.ready.Load() {
-			if e.state.Next < head {
-				continue
+		if e.cfg.Snapshots != nil && e.state.Next-e.snapshotAt >= e.cfg.SnapshotEvery && !e.saving.Load() {
+			e.saveSnapshot()
+		}
+		if !e.active.Load() {
+			if !e.ready.Load() && e.state.Next >= head {
+				e.ready.Store(true)
+				e.log.Info("caught up with the log (standby: folding, not deciding)", "position", e.state.Next)
 			}
-			// Declare the previous run's workers lost before saying we are
-			// ready, so that no worker of this run, which registers after
-			// Ready, is taken for one of them.
-			e.mu.Lock()
-			ops := e.decideLostAtStart(nil)
-			e.mu.Unlock()
-			e.run(ctx, ops)
-			e.ready.Store(true)
-			e.log.Info("caught up with the log", "position", e.state.Next)
+			continue
 		}
-		e.decide(ctx, timed)
+		if !e.ready.Load() && !e.becomeReady(ctx, head) {
+			continue
+		}
+		e.run(ctx, e.Decide(timed))
+		if timed {
+			e.Stats.TimedCycles.Add(1)
+		}
 	}
 }
+
+// becomeReady reports whether the fold has reached head, the log's end at
+// Start. The first time it has, it declares the previous run's workers lost
+// before saying it is ready, so that no worker of this run, which registers
+// after Ready, is taken for one of them.
+func (e *Executor) becomeReady(ctx context.Context, head uint64) bool {
+	if e.state.Next < head {
+		return false
+	}
+	e.run(ctx, e.DecideAtStart())
+	e.ready.Store(true)
+	e.log.Info("caught up with the log", "position", e.state.Next)
+	return true
+}
+
+// Fold folds a batch of the log's events, in position order, into the
+// executor's state. Start's loop calls it with what its subscription
+// delivers; a simulation that drives the executor step by step (without
+// Start) calls it itself. Events already folded are skipped.
+func (e *Executor) Fold(batch []domain.Envelope) { e.apply(batch) }
 
 func (e *Executor) apply(batch []domain.Envelope) {
 	e.mu.Lock()
@@ -248,8 +452,20 @@ func (e *Executor) apply(batch []domain.Envelope) {
 		if v, ok := e.awaiting[env.Stream]; ok && env.Version >= v {
 			delete(e.awaiting, env.Stream)
 		}
+		if h, ok := e.handing[env.Stream]; ok && env.Version >= h.version {
+			delete(e.handing, env.Stream)
+		}
+	}
+	if n := len(batch); n > 0 && batch[n-1].Position+1 == e.state.Next {
+		e.lastID = batch[n-1].ID.String()
 	}
 	e.position.Store(e.state.Next)
+}
+
+// handoff is a handoff to worker, the last event of its append at version.
+type handoff struct {
+	worker  string
+	version uint64
 }
 
 // op is one atomic append the executor decided.
@@ -267,8 +483,30 @@ func (e *Executor) busy(stream string) bool {
 	return ok
 }
 
-func (e *Executor) decide(ctx context.Context, timed bool) {
+// Decision is one atomic append the executor decided on its fold. Commit
+// appends it.
+type Decision struct{ o op }
+
+// What describes the decision, such as "grant demo.sleep" or "expire <id>".
+func (d Decision) What() string { return d.o.what }
+
+// DecideAtStart returns what to write once the fold has caught up with the
+// log as it was at start, before deciding anything else: with
+// LoseWorkersAtStart, the lost verdicts of the previous run's workers.
+func (e *Executor) DecideAtStart() []Decision {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	return wrap(e.decideLostAtStart(nil))
+}
+
+// Decide returns one cycle's decisions on the fold as it is now; timed adds
+// the rules that depend on the clock alone (worker leases, queue timeouts,
+// handoff expiries). The streams a decision writes stay untouched by later
+// decisions until the fold shows its events or Commit reports its failure,
+// so the decisions of one cycle may be committed in any order.
+func (e *Executor) Decide(timed bool) []Decision {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	now := e.cfg.Clock.Now()
 	var ops []op
 	ops = e.decideRejections(ops)
@@ -283,63 +521,124 @@ func (e *Executor) decide(ctx context.Context, timed bool) {
 		ops = e.decideParents(ops, attention)
 	}
 	ops = e.decideGrants(ops, now)
-	e.mu.Unlock()
-	e.run(ctx, ops)
-	if timed {
-		e.Stats.TimedCycles.Add(1)
-	}
+	return wrap(ops)
 }
 
-// run appends the decided ops concurrently (the store commits them together)
-// and waits for all. A lost race is expected and harmless: the fold shows the
-// winner's events and the next cycle decides again.
-func (e *Executor) run(ctx context.Context, ops []op) {
-	if len(ops) == 0 {
+func wrap(ops []op) []Decision {
+	out := make([]Decision, len(ops))
+	for i := range ops {
+		out[i] = Decision{ops[i]}
+	}
+	return out
+}
+
+// Commit appends one decision and records the outcome: the decision's count
+// on success; on failure, its streams are free for the next decisions. It
+// returns the store's error. A lost race (aggregate.LostRace) is expected
+// and harmless: the fold shows the winner's events and the next cycle
+// decides again. So is any other failure: the ids of a decision's events are
+// derived from what it decides, so deciding it again on a fold that already
+// shows it writes nothing twice.
+func (e *Executor) Commit(ctx context.Context, d Decision) error {
+	if e.beforeAppend != nil {
+		e.beforeAppend(d.o.what)
+	}
+	_, err := e.cfg.Store.AppendMulti(ctx, d.o.appends...)
+	landed := e.landed(ctx, &d.o, err)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.settle(ctx, &d.o, err, landed)
+	return err
+}
+
+// landed, after an append failed with an unknown outcome, reads whether the
+// handoffs it holds landed: per stream, false when they did not, absent when
+// that is still unknown.
+func (e *Executor) landed(ctx context.Context, o *op, err error) map[string]bool {
+	if err == nil || aggregate.LostRace(err) || ctx.Err() != nil {
+		return nil
+	}
+	var out map[string]bool
+	for _, a := range o.appends {
+		e.mu.Lock()
+		h, ok := e.handing[a.Stream]
+		e.mu.Unlock()
+		if !ok {
+			continue
+		}
+		evs, rerr := e.cfg.Store.ReadStream(ctx, a.Stream, h.version, 1)
+		if rerr == nil || errors.Is(rerr, eventstore.ErrStreamNotFound) {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[a.Stream] = len(evs) > 0
+		}
+	}
+	return out
+}
+
+// run appends the decisions concurrently (the store commits them together)
+// and waits for all.
+func (e *Executor) run(ctx context.Context, ds []Decision) {
+	if len(ds) == 0 {
 		return
 	}
-	errs := make([]error, len(ops))
+	errs := make([]error, len(ds))
 	var wg sync.WaitGroup
-	for i := range ops {
+	for i := range ds {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			if e.beforeAppend != nil {
-				e.beforeAppend(ops[i].what)
+				e.beforeAppend(ds[i].o.what)
 			}
-			_, errs[i] = e.cfg.Store.AppendMulti(ctx, ops[i].appends...)
+			_, errs[i] = e.cfg.Store.AppendMulti(ctx, ds[i].o.appends...)
 			if errs[i] == nil {
-				crashAfter(&ops[i])
+				crashAfter(&ds[i].o)
 			}
 		}(i)
 	}
 	wg.Wait()
+	landed := make([]map[string]bool, len(ds))
+	for i, err := range errs {
+		landed[i] = e.landed(ctx, &ds[i].o, err)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i, err := range errs {
-		o := &ops[i]
-		if err == nil {
-			if o.count != nil {
-				o.count.Add(int64(max(o.n, 1)))
-			}
-			continue
+		e.settle(ctx, &ds[i].o, err, landed[i])
+	}
+}
+
+// settle records the outcome of one op's append; landed says, after a
+// failure, which of its handoffs are known to have landed or not. e.mu must
+// be held.
+func (e *Executor) settle(ctx context.Context, o *op, err error, landed map[string]bool) {
+	if err == nil {
+		if o.count != nil {
+			o.count.Add(int64(max(o.n, 1)))
 		}
-		for _, a := range o.appends { // it will not show up in the fold: stop waiting for it
-			delete(e.awaiting, a.Stream)
+		return
+	}
+	for _, a := range o.appends { // it will not show up in the fold: stop waiting for it
+		delete(e.awaiting, a.Stream)
+		if in, known := landed[a.Stream]; aggregate.LostRace(err) || (known && !in) {
+			delete(e.handing, a.Stream) // it did not land
 		}
-		if aggregate.LostRace(err) {
-			e.Stats.Conflicts.Add(1)
-			if o.takeBack {
-				// A worker (or another executor) wrote first: the log has
-				// decided, and the next cycle decides on what it says.
-				e.log.Info("lost a race for a take-back; the log decided otherwise", "op", o.what, "err", err)
-			} else {
-				e.log.Debug("lost a race, deciding again", "op", o.what, "err", err)
-			}
-			continue
+	}
+	if aggregate.LostRace(err) {
+		e.Stats.Conflicts.Add(1)
+		if o.takeBack {
+			// A worker (or another executor) wrote first: the log has
+			// decided, and the next cycle decides on what it says.
+			e.log.Info("lost a race for a take-back; the log decided otherwise", "op", o.what, "err", err)
+		} else {
+			e.log.Debug("lost a race, deciding again", "op", o.what, "err", err)
 		}
-		if ctx.Err() == nil {
-			e.log.Error("append failed", "op", o.what, "err", err)
-		}
+		return
+	}
+	if ctx.Err() == nil {
+		e.log.Warn("append failed; the next cycle decides again", "op", o.what, "err", err)
 	}
 }
 
@@ -427,10 +726,20 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	perQueue := map[string]*op{}
 	var order []string
 	qVersion := map[string]int64{}
+	// A waiter that cannot be granted now (say, its queue timeout or
+	// cancellation is being written in this very cycle) blocks the waiters
+	// behind it in its key: granting them would break FIFO order if its own
+	// write failed, or landed after their grant.
+	blocked := map[[2]string]bool{}
 	for _, c := range cands {
 		if free == 0 || len(ops)+len(perQueue) >= e.cfg.MaxBatch {
 			break
 		}
+		qk := [2]string{c.q.Ref, c.w.Key}
+		if blocked[qk] {
+			continue
+		}
+		blocked[qk] = true // unless granted below
 		x := e.state.Live[c.w.Execution]
 		xs := domain.ExecutionStream(c.w.Execution)
 		if x == nil || e.busy(xs) {
@@ -453,6 +762,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		if err != nil {
 			continue
 		}
+		blocked[qk] = false
 		o := perQueue[c.q.Ref]
 		if o == nil {
 			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants, grants: true}
@@ -462,6 +772,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		}
 		e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key})
 		o.appends = append(o.appends, e.stage(xs, x.Version(), grant, sched))
+		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
 		o.n++
 		wk.free--
 		free--
@@ -501,6 +812,9 @@ func (e *Executor) freeWorkers() []*freeWorker {
 	var out []*freeWorker
 	for _, id := range e.state.WorkerIDs() {
 		w := e.state.Workers[id]
+		if e.busy(domain.WorkerStream(id)) {
+			continue // its lost verdict is being written
+		}
 		if n := w.Free(); n > 0 {
 			fw := &freeWorker{id: id, incarnation: w.Incarnation(), free: n}
 			if rs := w.Runners(); len(rs) > 0 {
@@ -592,6 +906,7 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 		wk.free--
 		ops = append(ops, op{what: "reschedule " + id, count: &e.Stats.Grants, grants: true,
 			appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 1)}
 	}
 	return ops
 }
@@ -810,6 +1125,16 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 	verdict, err := w.DeclareLost(now, lease, force, reason)
 	if err != nil {
 		return ops
+	}
+	for xs, h := range e.handing {
+		if h.worker != id {
+			continue
+		}
+		if _, xid := domain.SplitStream(xs); e.state.Live[xid] == nil {
+			delete(e.handing, xs) // it has ended since: the handoff cannot land any more
+			continue
+		}
+		return ops // decide once the fold shows whether our handoff to it landed
 	}
 	held := e.state.HeldBy(id)
 	if len(held) > maxAbandonsWithVerdict {
