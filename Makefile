@@ -20,9 +20,22 @@ run: build ## build, then run `turnstile serve` on the embedded store in ./data
 	./$(BIN) serve
 
 .PHONY: test
-test: ## vet, then every test with the race detector, PostgreSQL included (what CI runs)
+test: ## vet, every test with the race detector (PostgreSQL included), then the 3-minute soak (what CI runs)
 	$(GO) vet ./...
 	scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 30m ./...
+	$(MAKE) --no-print-directory soak-short
+
+.PHONY: torture
+torture: ## the full crash matrix: 10,000 executions, 200 random SIGKILLs and every crash point 3 times, embedded and PostgreSQL
+	TURNSTILE_TORTURE=full scripts/with-postgres.sh $(GO) test -count=1 -timeout 120m -run '^TestCrashMatrix$$' -v ./cmd/turnstile/
+
+.PHONY: soak
+soak: ## 60 minutes of `turnstile serve` at ~500 appends/s and 200 API requests/s; fails on a missed target (RSS, lag, goroutines, audit)
+	TURNSTILE_SOAK=60m TURNSTILE_SOAK_ENFORCE=1 $(GO) test -count=1 -timeout 90m -run '^TestSoak$$' -v ./cmd/turnstile/
+
+.PHONY: soak-short
+soak-short: ## the soak for 3 minutes (CI: fails on audit violations, failed requests or leaking goroutines; prints the figures)
+	TURNSTILE_SOAK=3m $(GO) test -count=1 -timeout 20m -run '^TestSoak$$' -v ./cmd/turnstile/
 
 .PHONY: test-short
 test-short: ## the tests without the race detector, skipping slow ones (PostgreSQL's skip without TURNSTILE_POSTGRES_URL)

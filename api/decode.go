@@ -27,6 +27,9 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, max int64, dst any, opti
 	if !utf8.Valid(raw) {
 		return typed(typeInvalidJSON, http.StatusBadRequest, "the request body is not UTF-8")
 	}
+	if tooDeep(raw, MaxJSONDepth) {
+		return typed(typeInvalidJSON, http.StatusBadRequest, "the request body nests arrays and objects more than %d levels deep", MaxJSONDepth)
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	err = dec.Decode(dst)
@@ -43,6 +46,41 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, max int64, dst any, opti
 		return typed(typeInvalidJSON, http.StatusBadRequest, "the body holds more than one JSON value")
 	}
 	return nil
+}
+
+// MaxJSONDepth bounds how deeply a request body's arrays and objects nest
+// (an execution's input included): deeper bodies get 400 and nothing is
+// stored. Every reader of the log decodes what was accepted, so a bound
+// here keeps a hostile body from costing each of them.
+const MaxJSONDepth = 64
+
+// tooDeep reports whether the JSON text raw nests arrays and objects more
+// than limit levels deep (brackets inside strings do not count). It does not
+// validate: the decoder does that.
+func tooDeep(raw []byte, limit int) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range raw {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > limit {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
 }
 
 func jsonProblem(err error, max int64) *Problem {

@@ -42,6 +42,9 @@ const (
 	typeForbidden    = "https://turnstile.dev/problems/forbidden"
 	typeUnavailable  = "https://turnstile.dev/problems/unavailable"
 	typeInternal     = "https://turnstile.dev/problems/internal"
+	typeQueueFull    = "https://turnstile.dev/problems/queue-full"
+	typeNoSlot       = "https://turnstile.dev/problems/no-free-slot"
+	typeRateLimited  = "https://turnstile.dev/problems/rate-limited"
 )
 
 func typed(typ string, status int, format string, args ...any) *Problem {

@@ -3,8 +3,11 @@ package api
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gorilla/mux"
 
@@ -64,6 +67,10 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	if p := s.earlyRefusal(w, r, body, key); p != nil {
+		writeProblem(w, p)
+		return
+	}
 	id, created, err := s.cfg.Commands.Request(r.Context(), executor.Request{
 		Action: body.Action, Input: body.Input, IdempotencyKey: key,
 		WithItems: body.WithItems, Concurrency: body.Concurrency,
@@ -83,6 +90,43 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusAccepted, accepted{ID: id, Status: domain.StatusRequested})
+}
+
+// earlyRefusal answers 429, with nothing written, a request that the
+// action's queue would refuse as the read model last folded it: the queue is
+// full, or on_limit is reject and no slot is free or the rate limit is
+// reached (then Retry-After says when room comes back). A flood of requests
+// to one action thus costs the log nothing, and other actions keep flowing.
+// Requests that pass on a read model a little behind are still judged by
+// the fold at their position and end rejected. A retry of a request already
+// recorded (same Idempotency-Key) is not refused here: it gets its answer.
+// A with_items parent takes no slot; its children are judged one by one.
+func (s *Server) earlyRefusal(w http.ResponseWriter, r *http.Request, body executionRequest, key string) *Problem {
+	if body.WithItems != nil {
+		return nil
+	}
+	code, reason, retryAfter := s.cfg.Views.Refusal(body.Action, body.Input, time.Now())
+	if code == "" {
+		return nil
+	}
+	if key != "" {
+		id := executor.IDForKey(key)
+		if _, ok := s.cfg.Views.View(id); ok {
+			return nil
+		}
+		if _, err := s.cfg.Store.ReadStream(r.Context(), domain.ExecutionStream(id), 0, 1); err == nil {
+			return nil
+		}
+	}
+	typ := typeQueueFull
+	switch code {
+	case domain.RejectNoSlot:
+		typ = typeNoSlot
+	case domain.RejectRateLimited:
+		typ = typeRateLimited
+		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(retryAfter.Seconds(), 1))), 10))
+	}
+	return typed(typ, http.StatusTooManyRequests, "%s; nothing was recorded", reason)
 }
 
 func checkItems(b executionRequest) *Problem {

@@ -197,6 +197,26 @@ func FuzzCancel(f *testing.F) {
 	})
 }
 
+// bodyRoutes are the routes with a body that FuzzOtherBodies drives (the
+// others have their own fuzz test).
+var bodyRoutes = []struct{ op, method, path string }{
+	{"pauseAction", "POST", "/api/v1/actions/demo/pause"},
+	{"resumeAction", "POST", "/api/v1/actions/demo/resume"},
+	{"rebuild", "POST", "/api/v1/admin/rebuild"},
+}
+
+func FuzzOtherBodies(f *testing.F) {
+	ft := newFuzzTarget(f)
+	f.Add(uint8(0), `{"reason":"maintenance"}`)
+	f.Add(uint8(1), ``)
+	f.Add(uint8(2), `{}`)
+	f.Add(uint8(2), `[[[[`)
+	f.Fuzz(func(t *testing.T, route uint8, body string) {
+		rt := bodyRoutes[int(route)%len(bodyRoutes)]
+		ft.serve(t, rt.op, request(rt.method, rt.path, "", body))
+	})
+}
+
 // queryRoutes are the routes FuzzQueryParams drives, by the seed's route byte.
 var queryRoutes = []struct{ op, path string }{
 	{"listExecutions", "/api/v1/executions"},
@@ -207,6 +227,12 @@ var queryRoutes = []struct{ op, path string }{
 	{"stream", "/api/v1/streams/action-demo"},
 	{"getExecution", "/api/v1/executions/{id}"},
 	{"allQueueStats", "/api/v1/queue-stats"},
+	{"listActions", "/api/v1/actions"},
+	{"getAction", "/api/v1/actions/demo"},
+	{"actionQueueStats", "/api/v1/actions/demo/queue-stats"},
+	{"actionQueue", "/api/v1/actions/demo/queue"},
+	{"executionEvents", "/api/v1/executions/{id}/events"},
+	{"workers", "/api/v1/workers"},
 }
 
 func FuzzQueryParams(f *testing.F) {
@@ -214,6 +240,8 @@ func FuzzQueryParams(f *testing.F) {
 	f.Add(uint8(0), "status=requested&limit=10", "")
 	f.Add(uint8(2), "from=0&action=demo", "")
 	f.Add(uint8(4), "", "3")
+	f.Add(uint8(10), "as_of=3", "")
+	f.Add(uint8(12), "from=1&limit=2", "")
 	f.Fuzz(func(t *testing.T, route uint8, rawQuery, lastEventID string) {
 		rt := queryRoutes[int(route)%len(queryRoutes)]
 		req := request("GET", strings.Replace(rt.path, "{id}", url.PathEscape(ft.execID), 1), rawQuery, "")

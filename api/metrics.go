@@ -32,7 +32,13 @@ func newMetrics(reg *prometheus.Registry, views *projections.Views, store events
 		}, []string{"route"}),
 		feeds: prometheus.NewGauge(prometheus.GaugeOpts{Name: "turnstile_feed_clients", Help: "Open SSE feed connections."}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.feeds, &viewsCollector{views: views, store: store})
+	lag := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "turnstile_projection_lag_seconds",
+		Help:    "Time from an event's commit to the read model applying it (the first event of each batch the read model applies).",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	})
+	views.ObserveLag(func(d time.Duration) { lag.Observe(d.Seconds()) })
+	reg.MustRegister(m.requests, m.latency, m.feeds, lag, &viewsCollector{views: views, store: store})
 	_ = reg.Register(collectors.NewGoCollector())
 	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -64,10 +70,11 @@ var (
 	descWaitP95     = prometheus.NewDesc("turnstile_queue_wait_p95_seconds", "95th percentile of the last 1024 waits for a slot.", []string{"action"}, nil)
 	descPosition    = prometheus.NewDesc("turnstile_projection_position", "Next log position the read model will apply.", nil, nil)
 	descLag         = prometheus.NewDesc("turnstile_projection_lag_events", "Events committed to the log and not yet in the read model.", nil, nil)
+	descSkipped     = prometheus.NewDesc("turnstile_projection_skipped_events_total", "Events the read model passed over because they did not decode (the audit lists them).", nil, nil)
 )
 
 func (c *viewsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueueLength, descActive, descLimit, descEnqueued, descGrants, descEnded, descWaitP95, descPosition, descLag} {
+	for _, d := range []*prometheus.Desc{descQueueLength, descActive, descLimit, descEnqueued, descGrants, descEnded, descWaitP95, descPosition, descLag, descSkipped} {
 		ch <- d
 	}
 }
@@ -88,6 +95,7 @@ func (c *viewsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	next := c.views.Next()
 	ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(next))
+	ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(c.views.Skipped()))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if head, err := c.store.Head(ctx); err == nil {

@@ -76,7 +76,12 @@ func (s *Server) allQueueStats(w http.ResponseWriter, r *http.Request) {
 // rebuild folds the log from position 0 up to where the live views are now
 // and compares: any difference is a bug in the incremental fold.
 func (s *Server) rebuild(w http.ResponseWriter, r *http.Request) {
-	if p := queryOnly(r); p != nil {
+	p := queryOnly(r)
+	if p == nil { // no body, or an empty object
+		var none struct{}
+		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &none, true)
+	}
+	if p != nil {
 		writeProblem(w, p)
 		return
 	}

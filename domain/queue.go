@@ -456,6 +456,43 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 	}
 }
 
+// Refusal says whether a request for key value key, at log time at, would be
+// refused admission, and why: the code of its execution.rejected
+// (RejectQueueFull, RejectNoSlot, RejectRateLimited) and a reason, or ""
+// when it would be admitted. For a rate-limited refusal, retryAfter is how
+// long until the oldest grant in the window leaves it (0 otherwise). The
+// fold decides admission with it, at the position of each request; the API
+// uses it to refuse a request early when the queue, as last folded, would.
+func (q *Queue) Refusal(key string, at time.Time) (code, reason string, retryAfter time.Duration) {
+	waiting, active := 0, 0
+	if kq := q.keys[key]; kq != nil {
+		waiting, active = kq.Waiting(), kq.Active()
+	}
+	if waiting >= q.policy.MaxQueueLength {
+		return RejectQueueFull, fmt.Sprintf("queue of %q key %q is full (%d waiting, max_queue_length %d)", q.Ref, key, waiting, q.policy.MaxQueueLength), 0
+	}
+	if q.policy.OnLimit != OnLimitReject {
+		return "", "", 0
+	}
+	if active+waiting >= q.policy.MaxConcurrent || q.paused {
+		return RejectNoSlot, fmt.Sprintf("no free slot for %q key %q (max_concurrent %d) and on_limit is reject", q.Ref, key, q.policy.MaxConcurrent), 0
+	}
+	if rl := q.policy.RateLimit; rl != nil && q.RateRoom(at)-q.Waiting() <= 0 {
+		// Room comes back once enough grants have left the window for the
+		// waiters and one more. With n of the grants in live inside the
+		// window, k = n+waiting-count+1 must leave; they leave in order, so
+		// the last of them is live[len(live)+waiting-count].
+		win := q.policy.RateWindow()
+		live := q.grants[q.gHead:]
+		retryAfter = win
+		if j := len(live) + q.Waiting() - rl.Count; j >= 0 && j < len(live) {
+			retryAfter = max(live[j].Add(win).Sub(at), 0)
+		}
+		return RejectRateLimited, fmt.Sprintf("rate limit of %q (%d per %gs) reached and on_limit is reject", q.Ref, rl.Count, rl.PerSeconds), retryAfter
+	}
+	return "", "", 0
+}
+
 func (qs *Queues) admit(id string, env *Envelope, e ExecutionRequested) {
 	if e.Items > 0 {
 		return // a with_items parent takes no slot; its children queue
@@ -479,23 +516,9 @@ func (qs *Queues) admit(id string, env *Envelope, e ExecutionRequested) {
 		refuse(RejectInvalidInput, err.Error())
 		return
 	}
-	waiting, active := 0, 0
-	if kq := q.keys[key]; kq != nil {
-		waiting, active = kq.Waiting(), kq.Active()
-	}
-	if waiting >= q.policy.MaxQueueLength {
-		refuse(RejectQueueFull, fmt.Sprintf("queue of %q key %q is full (%d waiting, max_queue_length %d)", e.Action, key, waiting, q.policy.MaxQueueLength))
+	if code, reason, _ := q.Refusal(key, env.Time); code != "" {
+		refuse(code, reason)
 		return
-	}
-	if q.policy.OnLimit == OnLimitReject {
-		if active+waiting >= q.policy.MaxConcurrent || q.paused {
-			refuse(RejectNoSlot, fmt.Sprintf("no free slot for %q key %q (max_concurrent %d) and on_limit is reject", e.Action, key, q.policy.MaxConcurrent))
-			return
-		}
-		if rl := q.policy.RateLimit; rl != nil && q.RateRoom(env.Time)-q.Waiting() <= 0 {
-			refuse(RejectRateLimited, fmt.Sprintf("rate limit of %q (%d per %gs) reached and on_limit is reject", e.Action, rl.Count, rl.PerSeconds))
-			return
-		}
 	}
 	q.key(key).waiting.push(Waiter{Execution: id, Key: key, Position: env.Position, EnqueuedAt: env.Time})
 	qs.where[id] = placement{ref: e.Action, key: key}

@@ -417,6 +417,16 @@ func TestAdmissionRefusals(t *testing.T) {
 			if tc.setup != nil {
 				tc.setup(l)
 			}
+			// The API's early refusal agrees with the fold's admission.
+			if q := l.qs.Get(tc.req.Action); q != nil && q.Defined() && tc.code != domain.RejectInvalidInput {
+				key, err := q.Policy().KeyOf(tc.req.Input)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if code, reason, _ := q.Refusal(key, l.at); code != tc.code || (code != "") != (reason != "") {
+					t.Fatalf("Refusal = %q (%s), want %q", code, reason, tc.code)
+				}
+			}
 			before := l.qs.PendingRejections()
 			l.apply(domain.ExecutionStream("x"), tc.req)
 			pending := l.qs.PendingRejections()
@@ -446,6 +456,33 @@ func TestAdmissionRefusals(t *testing.T) {
 				t.Fatalf("after execution.rejected, pending %+v", got)
 			}
 		})
+	}
+}
+
+// TestRefusalRetryAfter: a rate-limited refusal says when room comes back:
+// when enough grants have left the window for the waiters and one more.
+func TestRefusalRetryAfter(t *testing.T) {
+	t.Parallel()
+	l := newQLog(t)
+	l.define(domain.Policy{Ref: "act", Runner: "r", OnLimit: domain.OnLimitReject, MaxConcurrent: 10, RateLimit: &domain.RateLimit{Count: 2, PerSeconds: 60}})
+	l.request("a", "act", "")
+	grantA := l.at
+	l.mustGrant("a", "act", "")
+	q := l.qs.Get("act")
+	if code, _, _ := q.Refusal("", l.at); code != "" {
+		t.Fatalf("one grant of two in the window: refused %q", code)
+	}
+	l.request("b", "act", "") // waits: the window's last grant is promised to it
+	code, _, after := q.Refusal("", l.at)
+	if code != domain.RejectRateLimited || after != grantA.Add(time.Minute).Sub(l.at) {
+		t.Fatalf("Refusal = %q after %s, want %q after %s", code, after, domain.RejectRateLimited, grantA.Add(time.Minute).Sub(l.at))
+	}
+	l.mustGrant("b", "act", "")
+	if _, _, after = q.Refusal("", l.at); after != grantA.Add(time.Minute).Sub(l.at) {
+		t.Fatalf("two grants in the window: retry after %s, want %s", after, grantA.Add(time.Minute).Sub(l.at))
+	}
+	if code, _, _ := q.Refusal("", grantA.Add(time.Minute+time.Millisecond)); code != "" {
+		t.Fatalf("after a's grant left the window: refused %q", code)
 	}
 }
 

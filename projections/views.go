@@ -28,6 +28,8 @@ type Views struct {
 	stats   map[string]*statsRecord
 	changes changeRing
 	wake    chan struct{}
+	skipped uint64 // events that did not decode (see Apply)
+	onLag   func(time.Duration)
 	lastID  string            // id of the event at st.Next-1, for snapshots
 	refs    map[string]string // interned action refs
 }
@@ -111,8 +113,11 @@ func (v *Views) Changed() <-chan struct{} {
 }
 
 // Apply folds a batch of events in log order. Events at positions already
-// applied are skipped. An event that does not decode stops the batch with
-// an error; the events before it stay applied.
+// applied are skipped. An event that does not decode (a malformed event, or
+// a type or schema version this build does not know) is passed over and
+// counted (Skipped): one poisoned event must not stop the read model of
+// every action. The audit reports it. Apply never fails; the error is for
+// folds that may one day refuse a batch.
 func (v *Views) Apply(batch []domain.Envelope) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -124,12 +129,55 @@ func (v *Views) Apply(batch []domain.Envelope) error {
 		}
 		ev, err := domain.Catalogue.Decode(env)
 		if err != nil {
-			return fmt.Errorf("views: position %d: %w", env.Position, err)
+			v.skipped++
+			v.st.Next = env.Position + 1
+			v.lastID = env.ID.String()
+			continue
 		}
 		v.apply(env, ev)
 		v.lastID = env.ID.String()
 	}
+	if v.onLag != nil && len(batch) > 0 && !batch[0].Time.IsZero() {
+		v.onLag(time.Since(batch[0].Time))
+	}
 	return nil
+}
+
+// Refusal says whether the queue of action ref, as the views last folded it,
+// would refuse a request with input at time now, and why (see
+// domain.Queue.Refusal): "" when it would admit it, and also when the views
+// cannot judge (an unknown action, an input without its concurrency key:
+// the fold decides those at the request's position).
+func (v *Views) Refusal(ref string, input json.RawMessage, now time.Time) (code, reason string, retryAfter time.Duration) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	q := v.st.Queues.Get(ref)
+	if q == nil || !q.Defined() {
+		return "", "", 0
+	}
+	key, err := q.Policy().KeyOf(input)
+	if err != nil {
+		return "", "", 0
+	}
+	return q.Refusal(key, now)
+}
+
+// Skipped returns how many events the views passed over because they did
+// not decode.
+func (v *Views) Skipped() uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.skipped
+}
+
+// ObserveLag makes the views call fn, after each batch they apply, with the
+// time between the commit of the batch's first event and now: how far the
+// read model is behind the log, in time. Set it before the views follow the
+// log (Run); fn must be quick.
+func (v *Views) ObserveLag(fn func(time.Duration)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.onLag = fn
 }
 
 func (v *Views) broadcast() {

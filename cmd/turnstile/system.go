@@ -253,6 +253,13 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}()
 
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_bus_poison_messages_total",
+		Help: "Bus messages set aside in the poison topic after their retries."}, func() float64 { return float64(n.Poison.Count()) }))
+	if n.Executor != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_executor_skipped_events_total",
+			Help: "Events the executor's fold passed over because they did not decode (the audit lists them)."},
+			func() float64 { return float64(n.Executor.Stats.Undecodable.Load()) }))
+	}
 	if storeKind == "postgres" && *sqlViews {
 		proj, stopProj, err := startSQLViews(viewsCtx, *storeURL, store, log)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -22,6 +23,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/crashpoint"
 )
 
 // Topics.
@@ -122,6 +124,36 @@ func (b *Bus) NewRouter() (*message.Router, error) {
 	return r, nil
 }
 
+// PoisonCounter counts the messages that reached the poison topic.
+type PoisonCounter struct {
+	n atomic.Uint64
+}
+
+// Count returns how many messages have reached the poison topic.
+func (p *PoisonCounter) Count() uint64 { return p.n.Load() }
+
+// WatchPoison subscribes to the poison topic until ctx ends: each message
+// that arrives there (one a handler still failed on after its retries) is
+// counted and logged with the reason the router gave, then acknowledged.
+// Subscribe before the handlers start, so none is missed.
+func (b *Bus) WatchPoison(ctx context.Context, logger *slog.Logger) (*PoisonCounter, error) {
+	msgs, err := b.Subscriber.Subscribe(ctx, TopicPoison)
+	if err != nil {
+		return nil, fmt.Errorf("bus: subscribe to %s: %w", TopicPoison, err)
+	}
+	pc := &PoisonCounter{}
+	go func() {
+		for m := range msgs {
+			pc.n.Add(1)
+			logger.Warn("bus: a message was set aside in the poison topic after its retries",
+				"uuid", m.UUID, "topic", m.Metadata.Get(middleware.PoisonedTopicKey),
+				"handler", m.Metadata.Get(middleware.PoisonedHandlerKey), "reason", m.Metadata.Get(middleware.ReasonForPoisonedKey))
+			m.Ack()
+		}
+	}()
+	return pc, nil
+}
+
 // EncodeEvent turns a log event into a message whose UUID is the event id.
 func EncodeEvent(env *domain.Envelope) (*message.Message, error) {
 	payload, err := json.Marshal(env)
@@ -208,6 +240,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 			err = f.cfg.Store.Subscribe(ctx, next, filter, func(batch []domain.Envelope) error {
 				for i := range batch {
 					env := &batch[i]
+					crashpoint.Hit(crashpoint.ForwarderBeforePublish)
 					if err := f.publish(env); err != nil {
 						return err
 					}
@@ -216,6 +249,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 				pause = 10 * time.Millisecond
 				if time.Since(lastSave) >= f.cfg.SaveEvery {
 					lastSave = time.Now()
+					crashpoint.Hit(crashpoint.ForwarderBeforeCheckpoint)
 					if err := f.cfg.Checkpoints.Save(ctx, f.cfg.Name, next); err != nil {
 						f.log.Warn("cannot save checkpoint", "err", err)
 					}

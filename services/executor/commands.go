@@ -92,6 +92,9 @@ type Request struct {
 	Items int
 }
 
+// IDForKey returns the id of the execution requested with idempotency key key.
+func IDForKey(key string) string { return uuid.NewSHA1(idempotencyNS, []byte(key)).String() }
+
 // Request appends execution.requested and returns the new execution's id.
 // With an idempotency key, the id is derived from the key, so a retry of the
 // same request returns the same id (created is false), and a different
@@ -106,7 +109,7 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 	}
 	hash := requestHash(r)
 	if r.IdempotencyKey != "" {
-		id = uuid.NewSHA1(idempotencyNS, []byte(r.IdempotencyKey)).String()
+		id = IDForKey(r.IdempotencyKey)
 	} else if c.NewID != nil {
 		id = c.NewID().String()
 	} else {

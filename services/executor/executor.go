@@ -30,6 +30,7 @@ import (
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/clock"
+	"github.com/turnstile/turnstile/services/crashpoint"
 )
 
 // Config configures an Executor. Zero fields take the defaults below.
@@ -146,6 +147,9 @@ type Executor struct {
 type Stats struct {
 	Grants, Rejections, Expiries, Abandons, Cancels, Failures, Conflicts atomic.Int64
 	LostWorkers, Children, ParentsEnded                                  atomic.Int64
+	// Undecodable counts the events the fold passed over because they did
+	// not decode (logged one by one; the audit reports them).
+	Undecodable atomic.Int64
 	// TimedCycles counts the cycles that checked the time-based rules, each
 	// counted once its decisions have been appended (or refused).
 	TimedCycles atomic.Int64
@@ -443,6 +447,7 @@ func (e *Executor) apply(batch []domain.Envelope) {
 			// An event this build cannot read is skipped, loudly: the audit reports it.
 			e.log.Error("cannot fold event", "position", env.Position, "stream", env.Stream, "err", err)
 			e.state.Next = env.Position + 1
+			e.Stats.Undecodable.Add(1)
 		}
 		if v, ok := e.awaiting[env.Stream]; ok && env.Version >= v {
 			delete(e.awaiting, env.Stream)
@@ -470,6 +475,7 @@ type op struct {
 	count    *atomic.Int64
 	n        int  // how many decisions count adds (0 means 1)
 	takeBack bool // it takes executions back from a worker (or declares one lost)
+	grants   bool // it grants slots or hands executions to workers
 }
 
 func (e *Executor) busy(stream string) bool {
@@ -587,6 +593,9 @@ func (e *Executor) run(ctx context.Context, ds []Decision) {
 				e.beforeAppend(ds[i].o.what)
 			}
 			_, errs[i] = e.cfg.Store.AppendMulti(ctx, ds[i].o.appends...)
+			if errs[i] == nil {
+				crashAfter(&ds[i].o)
+			}
 		}(i)
 	}
 	wg.Wait()
@@ -630,6 +639,17 @@ func (e *Executor) settle(ctx context.Context, o *op, err error, landed map[stri
 	}
 	if ctx.Err() == nil {
 		e.log.Warn("append failed; the next cycle decides again", "op", o.what, "err", err)
+	}
+}
+
+// crashAfter passes the crash points of a committed op (see crashpoint).
+func crashAfter(o *op) {
+	crashpoint.Hit(crashpoint.ExecutorAppended)
+	switch {
+	case o.grants:
+		crashpoint.Hit(crashpoint.ExecutorGranted)
+	case o.takeBack:
+		crashpoint.Hit(crashpoint.ExecutorTakenBack)
 	}
 }
 
@@ -745,7 +765,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		blocked[qk] = false
 		o := perQueue[c.q.Ref]
 		if o == nil {
-			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants}
+			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants, grants: true}
 			perQueue[c.q.Ref] = o
 			order = append(order, c.q.Ref)
 			qVersion[c.q.Ref] = c.q.Version()
@@ -884,7 +904,7 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 			continue
 		}
 		wk.free--
-		ops = append(ops, op{what: "reschedule " + id, count: &e.Stats.Grants,
+		ops = append(ops, op{what: "reschedule " + id, count: &e.Stats.Grants, grants: true,
 			appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
 		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 1)}
 	}

@@ -32,6 +32,10 @@ type Node struct {
 	Workers  []*worker.Worker
 	Fwd      *bus.Forwarder
 	Commands *executor.Commands
+	// Poison counts the bus messages set aside in the poison topic.
+	Poison *bus.PoisonCounter
+
+	stopPoison context.CancelFunc
 
 	grace    time.Duration
 	stopOnce sync.Once
@@ -79,6 +83,16 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		n.Stop()
 		return nil, err
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	pctx, stopPoison := context.WithCancel(ctx)
+	n.stopPoison = stopPoison
+	poison, perr := n.Bus.WatchPoison(pctx, cfg.Logger.With("component", "bus"))
+	if perr != nil {
+		return fail(perr)
+	}
+	n.Poison = poison
 	ids := cfg.WorkerIDs
 	if len(ids) == 0 {
 		for i := 0; i < cfg.Workers; i++ {
@@ -176,6 +190,9 @@ func (n *Node) drain(ctx context.Context, grace time.Duration) {
 	}
 	if n.Executor != nil {
 		n.Executor.Stop()
+	}
+	if n.stopPoison != nil {
+		n.stopPoison()
 	}
 	if n.Bus != nil {
 		_ = n.Bus.Close()

@@ -32,6 +32,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/bus"
+	"github.com/turnstile/turnstile/services/crashpoint"
 	"github.com/turnstile/turnstile/services/runner"
 )
 
@@ -539,6 +540,7 @@ func (r *Run) Close() {
 // store is unavailable.
 func (w *Worker) drive(r *Run) {
 	wctx := context.WithoutCancel(r.ctx) // writes must happen even after the run's ctx ended
+	crashpoint.Hit(crashpoint.WorkerAssigned)
 	started, err := r.Begin(wctx)
 	for try := 0; err != nil && try < maxTries && pause(w.ctx, try); try++ {
 		started, err = r.Begin(wctx)
@@ -546,9 +548,11 @@ func (w *Worker) drive(r *Run) {
 	if !started {
 		return
 	}
+	crashpoint.Hit(crashpoint.WorkerStarted)
 	runCtx, cancelTimeout := context.WithTimeout(r.ctx, time.Duration(r.sched.TimeoutMillis)*time.Millisecond)
 	result, runErr := w.execute(runCtx, r.sched)
 	cancelTimeout()
+	crashpoint.Hit(crashpoint.WorkerFinished)
 	err = r.End(wctx, result, runErr)
 	for try := 0; err != nil && try < maxTries && pause(w.ctx, try); try++ {
 		err = r.End(wctx, result, runErr)

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/embedded"
+	"github.com/turnstile/turnstile/projections"
+)
+
+// TestSoak runs `turnstile serve` (embedded store) under a steady load for
+// TURNSTILE_SOAK (a duration: `make soak` 60m, `make soak-short` 3m; the
+// test is skipped without it): 85 execution requests a second, each about
+// six events in the log (some 500 events appended a second), and 115 reads
+// a second (200 API requests a second in all). It scrapes /metrics every 10
+// seconds and, after a warm-up (a fifth of the run, at most 5 minutes),
+// measures the growth of the resident memory, the goroutine count and the
+// 99th percentile of the projection lag (time from an event's commit to the
+// read model applying it). At the end every execution must have ended and
+// the audit must pass. The targets (RSS growth < 10 %, a stable goroutine
+// count, lag p99 < 1 s) fail the test only with TURNSTILE_SOAK_ENFORCE=1
+// (`make soak`); the figures are always printed, the last line as JSON.
+func TestSoak(t *testing.T) {
+	spec := os.Getenv("TURNSTILE_SOAK")
+	if spec == "" {
+		t.Skip("TURNSTILE_SOAK is not set (make soak, make soak-short)")
+	}
+	dur, err := time.ParseDuration(spec)
+	if err != nil || dur < 30*time.Second {
+		t.Fatalf("TURNSTILE_SOAK=%q: want a duration of at least 30s", spec)
+	}
+	enforce := os.Getenv("TURNSTILE_SOAK_ENFORCE") == "1"
+	warmup := min(dur/5, 5*time.Minute)
+	bin := turnstileBinary(t)
+	dir := t.TempDir()
+	srv := startServe(t, bin, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), dur+10*time.Minute)
+	defer cancel()
+
+	const actions, execPerSecond, readsPerSecond = 10, 85, 115
+	for i := range actions {
+		p := domain.Policy{Ref: fmt.Sprintf("soak.a%d", i), Runner: "core.echo", MaxConcurrent: 4}
+		if _, err := call(ctx, "POST", srv.url+"/api/v1/actions", p, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var (
+		requests, reads, failures, late atomic.Int64
+		recentMu                        sync.Mutex
+		recent                          []string
+	)
+	work := make(chan int, 64)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range work {
+				var err error
+				if k%200 < execPerSecond {
+					var acc struct{ ID string }
+					body := map[string]any{"action": fmt.Sprintf("soak.a%d", k%actions), "input": map[string]any{"k": k}}
+					if _, err = call(ctx, "POST", srv.url+"/api/v1/executions", body, nil, &acc); err == nil {
+						requests.Add(1)
+						recentMu.Lock()
+						if recent = append(recent, acc.ID); len(recent) > 1000 {
+							recent = recent[500:]
+						}
+						recentMu.Unlock()
+					}
+				} else {
+					path := "/api/v1/queue-stats"
+					switch k % 4 {
+					case 0:
+						recentMu.Lock()
+						if len(recent) > 0 {
+							path = "/api/v1/executions/" + recent[k%len(recent)]
+						}
+						recentMu.Unlock()
+					case 1:
+						path = "/api/v1/executions?limit=20&action=" + fmt.Sprintf("soak.a%d", k%actions)
+					case 2:
+						path = fmt.Sprintf("/api/v1/actions/soak.a%d/queue-stats", k%actions)
+					}
+					if _, err = call(ctx, "GET", srv.url+path, nil, nil, nil); err == nil {
+						reads.Add(1)
+					}
+				}
+				if err != nil && ctx.Err() == nil {
+					if failures.Add(1) <= 5 {
+						t.Logf("request failed: %v", err)
+					}
+				}
+			}
+		}()
+	}
+
+	type sample struct {
+		at                  time.Duration
+		rss, goroutines     float64
+		head                float64
+		lagBuckets          map[float64]float64
+		lagCount, skipEvent float64
+	}
+	var samples []sample
+	take := func(at time.Duration) sample {
+		m, b := scrapeAll(ctx, t, srv.url)
+		return sample{at: at, rss: m["process_resident_memory_bytes"], goroutines: m["go_goroutines"],
+			head: m["turnstile_projection_position"], lagBuckets: b, lagCount: m["turnstile_projection_lag_seconds_count"],
+			skipEvent: m["turnstile_projection_skipped_events_total"]}
+	}
+
+	// The load: 200 requests a second, paced by a ticker.
+	start := time.Now()
+	tick := time.NewTicker(5 * time.Millisecond)
+	scrapeEvery := time.NewTicker(10 * time.Second)
+	for k := 0; time.Since(start) < dur; {
+		select {
+		case <-tick.C:
+			select {
+			case work <- k:
+			default:
+				late.Add(1) // every client busy: the server is slower than the load
+			}
+			k++
+		case <-scrapeEvery.C:
+			s := take(time.Since(start))
+			samples = append(samples, s)
+			if len(samples)%6 == 0 {
+				t.Logf("%s: RSS %.0f MiB, %v goroutines, log position %.0f, %d requested, %d reads, %d failed, %d late",
+					s.at.Round(time.Second), s.rss/(1<<20), s.goroutines, s.head, requests.Load(), reads.Load(), failures.Load(), late.Load())
+			}
+		}
+	}
+	tick.Stop()
+	scrapeEvery.Stop()
+	close(work)
+	wg.Wait()
+	end := take(time.Since(start))
+	samples = append(samples, end)
+
+	// After the warm-up: growth of RSS and goroutines, and the lag p99.
+	var base sample
+	for _, s := range samples {
+		if s.at >= warmup {
+			base = s
+			break
+		}
+	}
+	maxRSS, maxG := 0.0, 0.0
+	for _, s := range samples {
+		if s.at >= warmup {
+			maxRSS, maxG = max(maxRSS, s.rss), max(maxG, s.goroutines)
+		}
+	}
+	rssGrowth := (end.rss - base.rss) / base.rss * 100
+	p99 := histogramQuantile(0.99, base.lagBuckets, end.lagBuckets)
+	p50 := histogramQuantile(0.50, base.lagBuckets, end.lagBuckets)
+	appendsPerSecond := (end.head - base.head) / (end.at - base.at).Seconds()
+	apiPerSecond := float64(requests.Load()+reads.Load()) / end.at.Seconds()
+
+	// Every execution ends; the audit passes.
+	for {
+		var page struct {
+			Executions []projections.ExecutionView `json:"executions"`
+		}
+		busy := 0
+		for _, st := range []string{"requested", "scheduling", "scheduled", "running"} {
+			if _, err := call(ctx, "GET", srv.url+"/api/v1/executions?limit=1&status="+st, nil, nil, &page); err != nil {
+				t.Fatal(err)
+			}
+			busy += len(page.Executions)
+		}
+		if busy == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("executions still open at the deadline")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	srv.stop(t)
+	store, err := embedded.Open(filepath.Join(dir, "log"), embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	rep, err := projections.Audit(ctx, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rep.Violations[:min(len(rep.Violations), 20)] {
+		t.Errorf("audit: position %d %s %s [%s] %s", v.Position, v.Stream, v.Type, v.Rule, v.Detail)
+	}
+	if len(rep.Open) != 0 || rep.Executions != int(requests.Load()) {
+		t.Errorf("audit: %d executions in the log, %d accepted, %d never ended", rep.Executions, requests.Load(), len(rep.Open))
+	}
+	if failures.Load() > 0 {
+		t.Errorf("%d requests failed", failures.Load())
+	}
+	// Goroutines: the serving process's count must not creep (a leak grows
+	// with the load; a stable process stays within noise of its warm-up).
+	if maxG > base.goroutines*1.5+50 {
+		t.Errorf("goroutines grew from %.0f after the warm-up to %.0f", base.goroutines, maxG)
+	}
+	res := map[string]any{
+		"seconds": math.Round(end.at.Seconds()), "warmup_seconds": warmup.Seconds(),
+		"appends_per_s": math.Round(appendsPerSecond), "api_requests_per_s": math.Round(apiPerSecond),
+		"executions": requests.Load(), "reads": reads.Load(), "failed": failures.Load(), "late": late.Load(),
+		"rss_after_warmup_mib": math.Round(base.rss / (1 << 20)), "rss_end_mib": math.Round(end.rss / (1 << 20)),
+		"rss_max_mib": math.Round(maxRSS / (1 << 20)), "rss_growth_pct": math.Round(rssGrowth*10) / 10,
+		"goroutines_after_warmup": base.goroutines, "goroutines_max": maxG, "goroutines_end": end.goroutines,
+		"lag_p50_le_s": p50, "lag_p99_le_s": p99, "audit_events": rep.Events, "audit_violations": len(rep.Violations),
+	}
+	line, _ := json.Marshal(res)
+	t.Logf("targets: RSS growth < 10%%: %.1f%%; lag p99 < 1s: ≤ %gs; goroutines %v → max %v", rssGrowth, p99, base.goroutines, maxG)
+	t.Logf("%s", line)
+	if enforce {
+		if rssGrowth >= 10 {
+			t.Errorf("RSS grew %.1f%% after the warm-up (%.0f → %.0f MiB), target < 10%%", rssGrowth, base.rss/(1<<20), end.rss/(1<<20))
+		}
+		if p99 >= 1 {
+			t.Errorf("projection lag p99 ≤ %gs, target < 1s", p99)
+		}
+	}
+}
+
+// scrapeAll reads /metrics: unlabelled series, and the buckets of
+// turnstile_projection_lag_seconds (upper bound → cumulative count).
+func scrapeAll(ctx context.Context, t *testing.T, base string) (map[string]float64, map[float64]float64) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, buckets := map[string]float64{}, map[float64]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
+		}
+		name, val := line[:i], line[i+1:]
+		f, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			continue
+		}
+		if le, ok := strings.CutPrefix(name, `turnstile_projection_lag_seconds_bucket{le="`); ok {
+			b, err := strconv.ParseFloat(strings.TrimSuffix(le, `"}`), 64)
+			if err == nil {
+				buckets[b] = f
+			}
+			continue
+		}
+		if !strings.Contains(name, "{") {
+			out[name] = f
+		}
+	}
+	return out, buckets
+}
+
+// histogramQuantile returns the upper bound of the bucket that holds the
+// q-quantile of the observations made between two scrapes (+Inf if beyond
+// the last finite bucket, 0 if none).
+func histogramQuantile(q float64, from, to map[float64]float64) float64 {
+	bounds := make([]float64, 0, len(to))
+	for b := range to {
+		bounds = append(bounds, b)
+	}
+	sort.Float64s(bounds)
+	if len(bounds) == 0 {
+		return 0
+	}
+	total := to[bounds[len(bounds)-1]] - from[bounds[len(bounds)-1]]
+	if total <= 0 {
+		return 0
+	}
+	for _, b := range bounds {
+		if to[b]-from[b] >= q*total {
+			return b
+		}
+	}
+	return math.Inf(1)
+}
