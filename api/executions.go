@@ -184,6 +184,16 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) {
 		s.caughtUp(r.Context())
 		v, ok = s.cfg.Views.View(id)
 	}
+	if !ok && s.cfg.Views.Retention() > 0 {
+		// An ended execution the read model has forgotten (serve
+		// --retain-ended) is still in the log: fold its stream.
+		var err error
+		v, ok, err = projections.ExecutionAsOf(r.Context(), s.cfg.Store, id, projections.Cut{Position: math.MaxUint64})
+		if err != nil && !errors.Is(err, eventstore.ErrStreamNotFound) {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	if !ok {
 		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no execution %q", id))
 		return

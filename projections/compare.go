@@ -47,13 +47,14 @@ func compare(a, b *Views, max int, onlyAtSamePosition bool) ([]string, bool) {
 	if a.st.Next != b.st.Next {
 		add("position: %d != %d", a.st.Next, b.st.Next)
 	}
-	if len(a.order) != len(b.order) {
-		add("executions: %d != %d", len(a.order), len(b.order))
+	ao, bo := a.kept(), b.kept()
+	if len(ao) != len(bo) {
+		add("executions: %d != %d", len(ao), len(bo))
 	}
-	for i := 0; i < min(len(a.order), len(b.order)); i++ {
-		id := a.order[i]
-		if b.order[i] != id {
-			if !add("execution order at %d: %s != %s", i, id, b.order[i]) {
+	for i := 0; i < min(len(ao), len(bo)); i++ {
+		id := ao[i]
+		if bo[i] != id {
+			if !add("execution order at %d: %s != %s", i, id, bo[i]) {
 				return diffs, true
 			}
 			continue
@@ -93,6 +94,20 @@ func compare(a, b *Views, max int, onlyAtSamePosition bool) ([]string, bool) {
 		}
 	}
 	return diffs, true
+}
+
+// kept returns the ids of the executions v holds, in request order.
+func (v *Views) kept() []string {
+	if v.holes == 0 {
+		return v.order
+	}
+	out := make([]string, 0, len(v.order)-v.holes)
+	for _, id := range v.order {
+		if id != "" {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 func actionOf(v *Views, ref string) any {

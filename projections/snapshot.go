@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/turnstile/turnstile/eventstore"
@@ -151,7 +152,7 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	sn := &ViewsSnapshot{State: *v.st.snapshotSkeleton(), Executions: make([]ExecutionRecordSnapshot, 0, len(v.order))}
-	for _, id := range v.order {
+	for _, id := range v.kept() {
 		rec := v.execs[id]
 		r := ExecutionRecordSnapshot{ID: id, Final: rec.final, Action: rec.action, Parent: rec.parent, Status: rec.status, Position: rec.pos}
 		if rec.x != nil {
@@ -168,7 +169,8 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	return sn, v.lastID
 }
 
-// RestoreViews returns the read model sn describes.
+// RestoreViews returns the read model sn describes, keeping every execution
+// in it (call Retain to bound it again).
 func RestoreViews(sn *ViewsSnapshot) *Views {
 	v := NewViews()
 	v.execs = make(map[string]*execRecord, len(sn.Executions))
@@ -185,6 +187,14 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 		v.order = append(v.order, id)
 		v.byRef[rec.action] = append(v.byRef[rec.action], i)
 	}
+	// The retained ended executions, oldest end first: an ended record's
+	// position is its terminal event's.
+	for _, id := range v.order {
+		if v.execs[id].x == nil {
+			v.ended = append(v.ended, id)
+		}
+	}
+	sort.SliceStable(v.ended, func(i, j int) bool { return v.execs[v.ended[i]].pos < v.execs[v.ended[j]].pos })
 	v.st = restoreState(&sn.State, live)
 	v.changes.floor = v.st.Next
 	for _, s := range sn.Stats {

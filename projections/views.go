@@ -32,6 +32,15 @@ type Views struct {
 	onLag   func(time.Duration)
 	lastID  string            // id of the event at st.Next-1, for snapshots
 	refs    map[string]string // interned action refs
+
+	// Retention (see Retain): the retained ended executions, oldest end
+	// first (ended[endedHead:]), and how many entries of order are holes
+	// left by evicted ones.
+	retain     int
+	ended      []string
+	endedHead  int
+	holes      int
+	evictedAll uint64
 }
 
 // execRecord is one execution of the read model. While it lives, x is its
@@ -81,6 +90,83 @@ type statsRecord struct {
 	timedOut, rejected, cancelled        uint64
 	waits                                []float64 // ring of the last waitWindow waits, ms
 	waitNext                             int
+}
+
+// Retain bounds the memory the read model takes as executions end: it keeps
+// the n most recently ended executions (and every live one) and forgets the
+// older ended ones, which then are only in the log (List skips them; the
+// API serves a single one by folding its stream). 0, the default, keeps
+// every execution. The choice is deterministic (the order of the terminal
+// events in the log), so two read models with the same n that folded the
+// same log compare equal. Set it before the first Apply; a smaller n later
+// takes effect at once.
+func (v *Views) Retain(n int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.retain = max(n, 0)
+	v.evictOverflow()
+}
+
+// Retention returns the n of Retain.
+func (v *Views) Retention() int {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.retain
+}
+
+// Evicted returns how many ended executions the read model has forgotten.
+func (v *Views) Evicted() uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.evictedAll
+}
+
+// hasEnded records that execution id has ended, and forgets the oldest ended
+// execution beyond the retention.
+func (v *Views) hasEnded(id string) {
+	v.ended = append(v.ended, id)
+	v.evictOverflow()
+}
+
+func (v *Views) evictOverflow() {
+	if v.retain == 0 {
+		return
+	}
+	for len(v.ended)-v.endedHead > v.retain {
+		id := v.ended[v.endedHead]
+		v.ended[v.endedHead] = ""
+		v.endedHead++
+		if rec := v.execs[id]; rec != nil {
+			delete(v.execs, id)
+			v.order[rec.seq] = ""
+			v.holes++
+			v.evictedAll++
+		}
+	}
+	if v.endedHead > 1024 && v.endedHead*2 > len(v.ended) {
+		n := copy(v.ended, v.ended[v.endedHead:])
+		clear(v.ended[n:])
+		v.ended, v.endedHead = v.ended[:n], 0
+	}
+	if v.holes > 1024 && v.holes*2 > len(v.order) {
+		v.compactOrder()
+	}
+}
+
+// compactOrder drops the holes from order, renumbering the records.
+func (v *Views) compactOrder() {
+	order := make([]string, 0, len(v.order)-v.holes)
+	clear(v.byRef)
+	for _, id := range v.order {
+		if id == "" {
+			continue
+		}
+		rec := v.execs[id]
+		rec.seq = len(order)
+		order = append(order, id)
+		v.byRef[rec.action] = append(v.byRef[rec.action], rec.seq)
+	}
+	v.order, v.holes = order, 0
 }
 
 // NewViews returns the read model of an empty log.
@@ -228,6 +314,7 @@ func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string,
 	}
 	rec.status = x.Status()
 	if rec.status.Terminal() {
+		defer v.hasEnded(id)
 		defer rec.freeze() // after the statistics below have read it
 	}
 	rec.pos = env.Position
@@ -382,7 +469,7 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	}
 	visit := func(seq int) bool { // reports whether the page is full
 		rec := v.execs[v.order[seq]]
-		if match(rec) {
+		if rec != nil && match(rec) { // nil: a forgotten execution (Retain)
 			out = append(out, v.viewLocked(rec))
 		}
 		return len(out) == f.Limit

@@ -134,6 +134,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
 	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
 	snapDir := fs.String("snapshots", "", "directory for snapshots of the executor's fold and the read model (default: checkpoints/ in --data for the embedded store, none for others)")
+	retainEnded := fs.Int("retain-ended", 0, "keep only this many ended executions in the read model (the most recently ended; older ones are served from the log one at a time and left out of lists); 0 keeps all")
 	snapEvery := fs.Uint64("snapshot-every", 500_000, "events folded between snapshots (one is also saved at a clean stop)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
 	sqlViews := fs.Bool("sql-views", true, "with a postgres:// store, keep the executions and queue_stats tables (see README)")
@@ -182,6 +183,9 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		}
 	}
 	// The read model's snapshot decodes while the log opens.
+	if *retainEnded < 0 {
+		return usageError{errors.New("--retain-ended must be >= 0")}
+	}
 	if *snapEvery == 0 {
 		return usageError{errors.New("--snapshot-every must be > 0")}
 	}
@@ -205,6 +209,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	if loadViews != nil {
 		views = loadViews(ctx, store, log)
 	}
+	views.Retain(*retainEnded)
 	caught := make(chan error, 1)
 	go func() { caught <- views.CatchUp(ctx, store) }()
 	// The node outlives the signal: on SIGTERM its workers drain (see below).
