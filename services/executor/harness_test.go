@@ -17,6 +17,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/clock"
@@ -180,10 +181,35 @@ func (g *gate) ReleaseAll() {
 	g.mu.Unlock()
 }
 
+// bothLogs runs test on a log with atomic multi-stream appends and on one
+// without them (storetest.SingleStream, as on KurrentDB), where the
+// executor takes its single-stream path.
+func bothLogs(t *testing.T, test func(t *testing.T, single bool)) {
+	t.Helper()
+	for _, single := range []bool{false, true} {
+		name := "multi-stream"
+		if single {
+			name = "single-stream"
+		}
+		t.Run(name, func(t *testing.T) { test(t, single) })
+	}
+}
+
+// newStore returns an empty memstore, without atomic multi-stream appends
+// if single.
+func newStore(single bool) eventstore.Store {
+	s := memstore.New(memstore.Options{})
+	if single {
+		return storetest.SingleStream(s)
+	}
+	return s
+}
+
 // ---- the harness: the real services on one store, a manual clock ----
 
 type harnessConfig struct {
 	embedded     bool          // the embedded store in a temp dir (default memstore)
+	single       bool          // the store without atomic multi-stream appends (storetest.SingleStream)
 	lease        time.Duration // executor's WorkerLease (default 1h: no worker is lost unless a test means it)
 	noForwarder  bool          // start the forwarder later, with startForwarder
 	noExecutor   bool          // start the executor later, with startExecutor
@@ -220,6 +246,9 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 		h.store = s
 	} else {
 		h.store = memstore.New(memstore.Options{Clock: h.clock.Now})
+	}
+	if cfg.single {
+		h.store = storetest.SingleStream(h.store)
 	}
 	h.bus = bus.NewInProcess(h.log)
 	h.cmds = &executor.Commands{Store: h.store, Writer: "test-api"}

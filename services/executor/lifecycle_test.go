@@ -14,7 +14,6 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
-	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/executor"
@@ -231,68 +230,74 @@ func grantOrderMatchesRequests(t *testing.T, store eventstore.Store, limits map[
 }
 
 func TestFIFOAndLimits(t *testing.T) {
-	store := memstore.New(memstore.Options{})
-	defer func() { _ = store.Close() }()
-	s := startSystem(t, store, 1, 2, 16)
-	limits := map[string]int{"fifo.one": 1, "fifo.two": 2, "fifo.eight": 8}
-	for ref, l := range limits {
-		define(t, s.cmds, ref, "core.sleep", l)
-	}
-	requestAll(t, s.cmds, []string{"fifo.one", "fifo.two", "fifo.eight"}, 1000, 16, `{"seconds":0.001}`)
-	s.waitIdle(t, 60*time.Second)
-	rep := audit(t, store, 1000)
-	if rep.ByStatus["completed"] != 1000 {
-		t.Errorf("by status %v, want 1000 completed", rep.ByStatus)
-	}
-	grantOrderMatchesRequests(t, store, limits)
+	bothLogs(t, func(t *testing.T, single bool) {
+		store := newStore(single)
+		defer func() { _ = store.Close() }()
+		s := startSystem(t, store, 1, 2, 16)
+		limits := map[string]int{"fifo.one": 1, "fifo.two": 2, "fifo.eight": 8}
+		for ref, l := range limits {
+			define(t, s.cmds, ref, "core.sleep", l)
+		}
+		requestAll(t, s.cmds, []string{"fifo.one", "fifo.two", "fifo.eight"}, 1000, 16, `{"seconds":0.001}`)
+		s.waitIdle(t, 60*time.Second)
+		rep := audit(t, store, 1000)
+		if rep.ByStatus["completed"] != 1000 {
+			t.Errorf("by status %v, want 1000 completed", rep.ByStatus)
+		}
+		grantOrderMatchesRequests(t, store, limits)
+	})
 }
 
 func TestTwoExecutorsKeepTheLimit(t *testing.T) {
-	store := memstore.New(memstore.Options{})
-	defer func() { _ = store.Close() }()
-	s := startSystem(t, store, 2, 3, 8)
-	limits := map[string]int{"two.one": 1, "two.three": 3}
-	for ref, l := range limits {
-		define(t, s.cmds, ref, "core.sleep", l)
-	}
-	requestAll(t, s.cmds, []string{"two.one", "two.three"}, 400, 8, `{"seconds":0.001}`)
-	s.waitIdle(t, 60*time.Second)
-	audit(t, store, 400)
-	grantOrderMatchesRequests(t, store, limits)
-	conflicts := int64(0)
-	for _, e := range s.executors {
-		conflicts += e.Stats.Conflicts.Load()
-	}
-	t.Logf("executors lost %d races to each other (each one a grant refused by the fence)", conflicts)
+	bothLogs(t, func(t *testing.T, single bool) {
+		store := newStore(single)
+		defer func() { _ = store.Close() }()
+		s := startSystem(t, store, 2, 3, 8)
+		limits := map[string]int{"two.one": 1, "two.three": 3}
+		for ref, l := range limits {
+			define(t, s.cmds, ref, "core.sleep", l)
+		}
+		requestAll(t, s.cmds, []string{"two.one", "two.three"}, 400, 8, `{"seconds":0.001}`)
+		s.waitIdle(t, 60*time.Second)
+		audit(t, store, 400)
+		grantOrderMatchesRequests(t, store, limits)
+		conflicts := int64(0)
+		for _, e := range s.executors {
+			conflicts += e.Stats.Conflicts.Load()
+		}
+		t.Logf("executors lost %d races to each other (each one a grant refused by the fence)", conflicts)
+	})
 }
 
 func TestRejectionsAndFailures(t *testing.T) {
-	store := memstore.New(memstore.Options{})
-	defer func() { _ = store.Close() }()
-	s := startSystem(t, store, 1, 1, 4)
-	define(t, s.cmds, "rej.fail", "core.fail", 2)
-	ctx := context.Background()
-	if _, _, err := s.cmds.Request(ctx, executor.Request{Action: "rej.unknown"}); err != nil {
-		t.Fatal(err)
-	}
-	failID, _, err := s.cmds.Request(ctx, executor.Request{Action: "rej.fail", Input: json.RawMessage(`{"message":"boom"}`)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.waitIdle(t, 20*time.Second)
-	rep := audit(t, store, 2)
-	if rep.ByStatus["rejected"] != 1 || rep.ByStatus["failed"] != 1 {
-		t.Fatalf("by status %v, want one rejected and one failed", rep.ByStatus)
-	}
-	evs, err := store.ReadStream(ctx, domain.ExecutionStream(failID), 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	last, _ := domain.Catalogue.Decode(&evs[len(evs)-1])
-	if f, ok := last.(domain.ExecutionFailed); !ok || f.Error != "boom" {
-		t.Fatalf("last event %#v, want execution.failed with boom", last)
-	}
-	if evs[len(evs)-1].Owner != domain.OwnerWorker || evs[len(evs)-1].Writer != "w1" {
-		t.Fatalf("failed written by %s %s, want worker w1", evs[len(evs)-1].Owner, evs[len(evs)-1].Writer)
-	}
+	bothLogs(t, func(t *testing.T, single bool) {
+		store := newStore(single)
+		defer func() { _ = store.Close() }()
+		s := startSystem(t, store, 1, 1, 4)
+		define(t, s.cmds, "rej.fail", "core.fail", 2)
+		ctx := context.Background()
+		if _, _, err := s.cmds.Request(ctx, executor.Request{Action: "rej.unknown"}); err != nil {
+			t.Fatal(err)
+		}
+		failID, _, err := s.cmds.Request(ctx, executor.Request{Action: "rej.fail", Input: json.RawMessage(`{"message":"boom"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.waitIdle(t, 20*time.Second)
+		rep := audit(t, store, 2)
+		if rep.ByStatus["rejected"] != 1 || rep.ByStatus["failed"] != 1 {
+			t.Fatalf("by status %v, want one rejected and one failed", rep.ByStatus)
+		}
+		evs, err := store.ReadStream(ctx, domain.ExecutionStream(failID), 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, _ := domain.Catalogue.Decode(&evs[len(evs)-1])
+		if f, ok := last.(domain.ExecutionFailed); !ok || f.Error != "boom" {
+			t.Fatalf("last event %#v, want execution.failed with boom", last)
+		}
+		if evs[len(evs)-1].Owner != domain.OwnerWorker || evs[len(evs)-1].Writer != "w1" {
+			t.Fatalf("failed written by %s %s, want worker w1", evs[len(evs)-1].Owner, evs[len(evs)-1].Writer)
+		}
+	})
 }
