@@ -101,6 +101,10 @@ type Executor struct {
 	// awaiting holds, per stream, the version this executor wrote and has
 	// not yet seen in its fold; no decision touches such a stream meanwhile.
 	awaiting map[string]uint64
+	// handing holds, per execution stream awaited, the worker a handoff in
+	// it names: no verdict on that worker is decided until the fold shows
+	// the handoff (and so the execution among those the verdict takes back).
+	handing map[string]string
 
 	// single is set when the store cannot append to several streams
 	// atomically: each op is then written one stream at a time (see
@@ -147,7 +151,7 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	return &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
-		state: projections.NewState(), awaiting: map[string]uint64{},
+		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]string{},
 		single: !eventstore.AtomicMultiStream(cfg.Store), pending: map[string]*seen{}}, nil
 }
 
@@ -261,6 +265,7 @@ func (e *Executor) apply(batch []domain.Envelope) {
 		}
 		if v, ok := e.awaiting[env.Stream]; ok && env.Version >= v {
 			delete(e.awaiting, env.Stream)
+			delete(e.handing, env.Stream)
 		}
 	}
 	e.position.Store(e.state.Next)
@@ -405,6 +410,7 @@ func (e *Executor) run(ctx context.Context, ops []op) {
 		for j, ok := range r.ok {
 			if !ok { // it will not show up in the fold: stop waiting for it
 				delete(e.awaiting, o.appends[j].Stream)
+				delete(e.handing, o.appends[j].Stream)
 			}
 		}
 		if r.ok[o.key] && o.count != nil {
@@ -573,6 +579,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		}
 		fence := e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key})
 		o.appends = append(o.appends, e.stageAfter(fence, xs, x.Version(), grant, sched))
+		e.handing[xs] = wk.id
 		o.n++
 		wk.free--
 		free--
@@ -660,6 +667,7 @@ func (e *Executor) decideUnscheduled(ops []op, workers []*freeWorker) []op {
 			continue
 		}
 		wk.free--
+		e.handing[xs] = wk.id
 		ops = append(ops, op{what: "hand over " + id, count: &e.Stats.Repairs,
 			appends: []eventstore.StreamAppend{e.stageAfter(e.state.Unscheduled[id], xs, x.Version(), grant, sched)}})
 	}
@@ -795,6 +803,7 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 			continue
 		}
 		wk.free--
+		e.handing[xs] = wk.id
 		ops = append(ops, op{what: "reschedule " + id, count: &e.Stats.Grants,
 			appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
 	}
@@ -1043,6 +1052,11 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 	verdict, err := w.DeclareLost(now, lease, force, reason)
 	if err != nil {
 		return ops
+	}
+	for _, w := range e.handing {
+		if w == id {
+			return ops // a handoff to it is not folded yet: decide once it is
+		}
 	}
 	held := e.state.HeldBy(id)
 	if len(held) > maxAbandonsWithVerdict {

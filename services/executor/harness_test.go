@@ -32,6 +32,8 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // waitLimit bounds every wait: a failure guard, never a timing assertion.
 const waitLimit = 30 * time.Second
 
+
+
 // ---- a slog handler that keeps what was logged ----
 
 type logRecord struct {
@@ -216,6 +218,9 @@ type harnessConfig struct {
 	beforeAppend func(what string)
 	loseAtStart  bool
 	executors    int // executors deciding at once on the same log (default 1); h.exec is the first
+	// execStore, if set, is the store the executors use, made from the
+	// harness's (which the workers and commands use).
+	execStore func(eventstore.Store) eventstore.Store
 }
 
 type harness struct {
@@ -268,8 +273,12 @@ func (h *harness) startExecutor() {
 	if lease == 0 {
 		lease = time.Hour
 	}
+	store := h.store
+	if h.cfg.execStore != nil {
+		store = h.cfg.execStore(store)
+	}
 	for i := range max(h.cfg.executors, 1) {
-		e, err := executor.New(executor.Config{Store: h.store, Clock: h.clock, Logger: h.log, Name: fmt.Sprintf("exec-%d", i+1),
+		e, err := executor.New(executor.Config{Store: store, Clock: h.clock, Logger: h.log, Name: fmt.Sprintf("exec-%d", i+1),
 			Tick: 5 * time.Millisecond, WorkerLease: lease, LoseWorkersAtStart: h.cfg.loseAtStart})
 		if err != nil {
 			h.t.Fatal(err)
