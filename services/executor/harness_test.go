@@ -32,8 +32,6 @@ var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 // waitLimit bounds every wait: a failure guard, never a timing assertion.
 const waitLimit = 30 * time.Second
 
-
-
 // ---- a slog handler that keeps what was logged ----
 
 type logRecord struct {
