@@ -354,3 +354,100 @@ func TestSingleStreamCrashAtEveryAppend(t *testing.T) {
 		t.Error("partial writes were left, and no restarted executor repaired any")
 	}
 }
+
+// TestAnnouncedChangeHoldsGrants: on a single-stream log an action change is
+// announced on the queue stream before its action event; while the action
+// stream does not show it, the executor grants nothing from that queue, even
+// with a free slot (here the announcement cannot be completed: it carries no
+// usable event, which the executor logs). The next change at that version
+// satisfies it, and grants resume.
+func TestAnnouncedChangeHoldsGrants(t *testing.T) {
+	h := newHarness(t, harnessConfig{single: true})
+	g := newGate()
+	h.addWorker("w1", 4, time.Hour, map[string]runner.Runner{"test.job": g})
+	p := domain.Policy{Ref: "ann", Runner: "test.job", MaxConcurrent: 1}
+	h.define(p)
+	a, b := h.request("ann", ""), h.request("ann", "")
+	h.waitStatus(a, domain.StatusRunning)
+
+	ann := domain.QueueActionChanged{ActionVersion: 1, Change: domain.TypeActionPaused, Event: json.RawMessage(`{}`)}
+	env, err := domain.Catalogue.Encode(uuid.New(), ann, domain.OwnerAPI, "broken-api")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.Append(context.Background(), domain.QueueStream("ann"), eventstore.Any, env); err != nil {
+		t.Fatal(err)
+	}
+	g.ReleaseAll()
+	h.waitStatus(a, domain.StatusCompleted)
+	h.settle()
+	h.cycles(5)
+	if st := h.loaded(b).Status(); st != domain.StatusRequested {
+		t.Fatalf("%s is %s while a change was announced and not written", b, st)
+	}
+	h.waitFor("the executor to report the unusable announcement", func() bool {
+		return len(h.logs.find("cannot complete an announced action change", "action", "ann")) > 0
+	})
+
+	p.MaxConcurrent = 2
+	if changed, err := h.cmds.ChangePolicy(context.Background(), p); err != nil || !changed {
+		t.Fatalf("ChangePolicy: %v %v", changed, err)
+	}
+	h.waitStatus(b, domain.StatusRunning)
+	g.ReleaseAll()
+	h.waitStatus(b, domain.StatusCompleted)
+	h.auditClean()
+}
+
+// TestExecutorCompletesAnAnnouncedChange: the API process stops between its
+// announcement and the action event (its second append is cut); the
+// executor appends the announced event itself, with the id and writer the
+// API prepared, so the change holds (the queue stays paused) and a late
+// append of the API's own is an idempotent replay. A retry finds nothing to do.
+func TestExecutorCompletesAnAnnouncedChange(t *testing.T) {
+	h := newHarness(t, harnessConfig{single: true})
+	h.addWorker("w1", 4, time.Hour, nil)
+	h.define(domain.Policy{Ref: "ann", Runner: "core.noop"})
+	ctx := context.Background()
+	dying := &executor.Commands{Store: newCutStore(h.store, 1), Writer: "api-2"}
+	if _, err := dying.Pause(ctx, "ann", "maintenance"); !errors.Is(err, errCut) {
+		t.Fatalf("Pause on a store cut after the announcement: %v", err)
+	}
+	qs := h.stream(domain.QueueStream("ann"))
+	last, ok := qs[len(qs)-1].ev.(domain.QueueActionChanged)
+	if !ok || len(last.Event) == 0 {
+		t.Fatalf("the queue stream ends with %s, not an announcement", qs[len(qs)-1].env.Type)
+	}
+	var announced domain.Envelope
+	if err := json.Unmarshal(last.Event, &announced); err != nil {
+		t.Fatal(err)
+	}
+
+	evs := h.waitEvent(domain.ActionStream("ann"), domain.TypeActionPaused)
+	got := evs[len(evs)-1].env
+	if got.ID != announced.ID || got.Writer != "api-2" || got.Owner != domain.OwnerAPI || got.Version != last.ActionVersion {
+		t.Fatalf("action.paused %s by %s %s at version %d; announced %s by api-2 at version %d",
+			got.ID, got.Owner, got.Writer, got.Version, announced.ID, last.ActionVersion)
+	}
+	if h.exec.Stats.Repairs.Load() < 1 {
+		t.Fatal("the executor counted no repair")
+	}
+	// The API's own append, arriving late, is recognised as the same event.
+	if _, err := h.store.Append(ctx, domain.ActionStream("ann"), eventstore.Exact(last.ActionVersion-1), announced); err != nil {
+		t.Fatalf("late append of the announced event: %v", err)
+	}
+	healthy := &executor.Commands{Store: h.store, Writer: "api-2"}
+	if changed, err := healthy.Pause(ctx, "ann", "maintenance"); err != nil || changed {
+		t.Fatalf("retried Pause: changed %v, %v; want nothing to do", changed, err)
+	}
+	x := h.request("ann", "")
+	h.quiesce()
+	if st := h.loaded(x).Status(); st != domain.StatusRequested {
+		t.Fatalf("%s is %s while the action is paused", x, st)
+	}
+	if _, err := healthy.Resume(ctx, "ann"); err != nil {
+		t.Fatal(err)
+	}
+	h.waitStatus(x, domain.StatusCompleted)
+	h.auditClean()
+}
