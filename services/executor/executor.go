@@ -1,17 +1,3 @@
-// Package executor runs the executor: it folds the log into queues, live
-// executions and workers, and appends its decisions (rejections, slot grants
-// and handoffs, expiries, abandonments, lost-worker verdicts, pre-handoff
-// cancellations, queue timeouts, with_items fan-out) with expected versions,
-// so a replaced executor that still runs fails to write instead of
-// over-granting, and a race with a worker is decided by the log: exactly one
-// side's append wins, the other gives up and says so in its log. Commands
-// holds the command side the API uses.
-//
-// Time-based rules compare the executor's clock (Config.Clock) with the log
-// times of events (a handoff's, a worker's last event, a waiter's request,
-// recent grants), never with a worker's clock. The rate limit is judged on
-// log times too: the executor's clock must not run ahead of the store's
-// commit clock (it does not when both are the same machine's clock).
 package executor
 
 import (
@@ -107,8 +93,8 @@ type Executor struct {
 	handing map[string]string
 
 	// single is set when the store cannot append to several streams
-	// atomically: each op is then written one stream at a time (see
-	// singleStream.md in this package's doc comment).
+	// atomically: each op is then written one stream at a time (see the
+	// package documentation).
 	single bool
 
 	// pending remembers, for each partial write the fold shows (a grant
