@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -397,5 +399,25 @@ func checkStatsMatchLog(ctx context.Context, t *testing.T, store eventstore.Stor
 		if ended := s.TotalCompleted + s.TotalFailed + s.TotalTimedOut + s.TotalCancelled + s.TotalRejected; ended != s.TotalEnqueued+s.TotalRejected {
 			t.Errorf("queue_stats of %s: %d ended, %d enqueued and %d rejected", s.Action, ended, s.TotalEnqueued, s.TotalRejected)
 		}
+	}
+}
+
+// TestServeOnKurrentDB: serve no longer refuses a kurrentdb:// store (the
+// executor takes its single-stream path there): it says so, then opens the
+// store, which here fails because no server listens (none runs on these
+// machines), with the store's message and not a usage error.
+func TestServeOnKurrentDB(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // a port nothing listens on
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--store", "kurrentdb://" + addr + "?tls=false", "--addr", "127.0.0.1:0", "--workers", "0"}, &stdout, &stderr)
+	out := stderr.String()
+	if code != 3 || !strings.Contains(out, "single-stream path") || !strings.Contains(out, "cannot reach the server") {
+		t.Fatalf("serve on an unreachable KurrentDB: exit %d, stderr:\n%s", code, out)
 	}
 }
