@@ -530,10 +530,20 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	perQueue := map[string]*op{}
 	var order []string
 	qVersion := map[string]int64{}
+	// A waiter that cannot be granted now (its stream awaits one of our
+	// writes, such as its cancellation, or no worker runs its action) holds
+	// back everyone behind it in its key's queue: granting past it could
+	// commit before it leaves the queue, out of FIFO order.
+	blocked := map[[2]string]bool{}
 	for _, c := range cands {
 		if free == 0 || len(ops)+len(perQueue) >= e.cfg.MaxBatch {
 			break
 		}
+		qk := [2]string{c.q.Ref, c.w.Key}
+		if blocked[qk] {
+			continue
+		}
+		blocked[qk] = true // until granted below
 		x := e.state.Live[c.w.Execution]
 		xs := domain.ExecutionStream(c.w.Execution)
 		if x == nil || e.busy(xs) {
@@ -556,6 +566,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		if err != nil {
 			continue
 		}
+		blocked[qk] = false
 		o := perQueue[c.q.Ref]
 		if o == nil {
 			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants, seq: seqEach}
