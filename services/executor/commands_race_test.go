@@ -23,7 +23,7 @@ func TestConcurrentPolicyChangesAreNotLost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer store.Close()
+		defer func() { _ = store.Close() }()
 		ctx := context.Background()
 		var st eventstore.Store = store
 		if single {

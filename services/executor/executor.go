@@ -965,7 +965,7 @@ func (e *Executor) requestChildren(ops []op, id string, x *domain.Execution, fir
 		o.appends = append(o.appends, e.stageAfter(announce, cs, -1, ev))
 		o.n++
 	}
-	if o.n != n && !(repair && o.n > 0) {
+	if o.n != n && (!repair || o.n == 0) {
 		for _, a := range o.appends {
 			delete(e.awaiting, a.Stream)
 		}
@@ -1065,7 +1065,7 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 		}
 	}
 	va := e.stage(ws, w.Version(), verdict)
-	o := op{what: "lose worker " + id, count: &e.Stats.LostWorkers, takeBack: true, appends: []eventstore.StreamAppend{va}}
+	o := op{what: "lose worker " + id, count: &e.Stats.LostWorkers, takeBack: true, seq: seqChain, appends: []eventstore.StreamAppend{va}}
 	for _, xid := range held {
 		x := e.state.Live[xid]
 		if x == nil {
