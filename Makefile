@@ -32,6 +32,12 @@ test-short: ## the tests without the race detector, skipping slow ones (PostgreS
 test-race: ## the tests with the race detector
 	$(GO) test -race -count=1 ./...
 
+SEED ?= 0
+STEPS ?= 5000
+.PHONY: simulate
+simulate: ## replay one deterministic simulation: make simulate SEED=… STEPS=… [TRACE=1] (SEED=0 picks one and prints it)
+	TURNSTILE_SIMULATE=1 $(GO) test -count=1 -run '^TestSimulate$$' -v ./services/sim -args -seed=$(SEED) -steps=$(STEPS) $(if $(TRACE),-trace)
+
 .PHONY: bench
 bench: ## micro-benchmarks of the log (see BENCHMARKS.md for whole-system ones)
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./eventstore/...

@@ -26,8 +26,9 @@ type change struct {
 // changeRing keeps the most recent changes in position order.
 type changeRing struct {
 	buf     []change
-	next    int  // where the next change goes
-	wrapped bool // older changes were overwritten
+	next    int    // where the next change goes
+	wrapped bool   // older changes were overwritten
+	floor   uint64 // no change before this position was ever added (a restored read model starts here)
 }
 
 func newChangeRing(size int) changeRing { return changeRing{buf: make([]change, 0, size)} }
@@ -44,7 +45,7 @@ func (r *changeRing) add(c change) {
 
 // covers reports whether every change at a position ≥ from is still held.
 func (r *changeRing) covers(from uint64) bool {
-	return !r.wrapped || r.buf[r.next].pos < from
+	return from >= r.floor && (!r.wrapped || r.buf[r.next].pos < from)
 }
 
 // each calls fn for the held changes at positions ≥ from, in order, until fn

@@ -27,6 +27,7 @@ type Views struct {
 	stats   map[string]*statsRecord
 	changes changeRing
 	wake    chan struct{}
+	lastID  string // id of the event at st.Next-1, for snapshots
 }
 
 type execRecord struct {
@@ -92,6 +93,7 @@ func (v *Views) Apply(batch []domain.Envelope) error {
 			return fmt.Errorf("views: position %d: %w", env.Position, err)
 		}
 		v.apply(env, ev)
+		v.lastID = env.ID.String()
 	}
 	return nil
 }

@@ -3,11 +3,17 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net/url"
 	"os"
+	"os/exec"
+	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -16,8 +22,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/node"
@@ -33,9 +42,16 @@ type benchResult struct {
 	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
 	Events         uint64  `json:"events"`
 	Store          string  `json:"store"`
+	// Subscription lag: commit time of each terminal event to its delivery
+	// to a subscription of the benchmark's own.
+	LagP50Millis float64 `json:"subscription_lag_p50_ms"`
+	LagP99Millis float64 `json:"subscription_lag_p99_ms"`
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "restart" {
+		return cmdBenchRestart(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) > 0 && args[0] == "waiting" {
 		return cmdBenchWaiting(ctx, args[1:], stdout, stderr)
 	}
@@ -88,8 +104,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 
-	// Count ends from the log itself.
+	// Count ends from the log itself, and measure the subscription's lag:
+	// from an event's commit time (the store's clock, this machine's) to its
+	// delivery here.
 	var ended atomic.Int64
+	var lags []float64 // ms; only the subscription goroutine appends until doneCh
 	doneCh := make(chan struct{})
 	subCtx, cancelSub := context.WithCancel(ctx)
 	defer cancelSub()
@@ -97,6 +116,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		_ = store.Subscribe(subCtx, startHead, eventstore.Filter{Types: []string{
 			domain.TypeExecutionCompleted, domain.TypeExecutionFailed, domain.TypeExecutionTimedOut,
 			domain.TypeExecutionCancelled, domain.TypeExecutionRejected}}, func(b []domain.Envelope) error {
+			now := time.Now()
+			for i := range b {
+				lags = append(lags, float64(now.Sub(b[i].Time).Microseconds())/1000)
+			}
 			if ended.Add(int64(len(b))) >= int64(*n) {
 				close(doneCh)
 				return errors.New("done")
@@ -153,7 +176,10 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	sort.Float64s(lags)
+	lagQ := func(p float64) float64 { return lags[min(len(lags)-1, int(p*float64(len(lags))))] }
 	res := benchResult{
+		LagP50Millis: round(lagQ(0.50), 3), LagP99Millis: round(lagQ(0.99), 3),
 		Executions: *n, Seconds: round(elapsed.Seconds(), 3), ExecutionsPerS: round(float64(*n)/elapsed.Seconds(), 1),
 		P50Millis: round(p50, 3), P99Millis: round(p99, 3), PeakRSSBytes: peakRSS(), Events: events, Store: strings.SplitN(where, ":", 2)[0],
 	}
@@ -162,8 +188,8 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, string(b))
 		return nil
 	}
-	fmt.Fprintf(stdout, "executions:        %d in %.3f s\nthroughput:        %.1f executions/s\nrequest → running: p50 %.3f ms, p99 %.3f ms (log commit times)\nevents written:    %d\npeak RSS:          %.1f MiB\n",
-		res.Executions, res.Seconds, res.ExecutionsPerS, res.P50Millis, res.P99Millis, res.Events, float64(res.PeakRSSBytes)/(1<<20))
+	fmt.Fprintf(stdout, "executions:        %d in %.3f s\nthroughput:        %.1f executions/s\nrequest → running: p50 %.3f ms, p99 %.3f ms (log commit times)\nsubscription lag:  p50 %.3f ms, p99 %.3f ms (commit → delivery)\nevents written:    %d\npeak RSS:          %.1f MiB\n",
+		res.Executions, res.Seconds, res.ExecutionsPerS, res.P50Millis, res.P99Millis, res.LagP50Millis, res.LagP99Millis, res.Events, float64(res.PeakRSSBytes)/(1<<20))
 	return nil
 }
 
@@ -286,54 +312,166 @@ func cmdBenchWaiting(ctx context.Context, args []string, stdout, stderr io.Write
 		return err
 	}
 
-	// The restart: open the log again, fold it twice at once, as serve does.
-	start = time.Now()
-	store, _, err = openStore(where, "")
+	// The first start folds the whole log, as serve does with no snapshot,
+	// and saves both folds' snapshots when it stops, as serve does.
+	cold, err := benchRestart(ctx, where, ref, *n, nil)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	views := projections.NewViews()
-	caught := make(chan error, 1)
-	go func() { caught <- views.CatchUp(ctx, store) }()
-	ex, err := executor.New(executor.Config{Store: store, Logger: newLogger(io.Discard)})
-	if err != nil {
+	coldRSS := peakRSS()
+	// The restart from those snapshots runs in a fresh process, so that its
+	// peak RSS is its own and not this one's.
+	warm := map[string]float64{}
+	if self, err := os.Executable(); err != nil {
 		return err
-	}
-	if err := ex.Start(ctx); err != nil {
-		return err
-	}
-	defer ex.Stop()
-	for !ex.Ready() {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(time.Millisecond):
+	} else {
+		out, err := exec.CommandContext(ctx, self, "bench", "restart", "--store", where, "--action", ref, "--executions", strconv.Itoa(*n)).Output()
+		if err != nil {
+			return fmt.Errorf("restart from the snapshots: %w", err)
+		}
+		if err := json.Unmarshal(out, &warm); err != nil {
+			return fmt.Errorf("restart from the snapshots: %w (%q)", err, out)
 		}
 	}
-	if err := <-caught; err != nil {
-		return err
-	}
-	restart := time.Since(start)
-	st, _ := views.Stats(ref)
-	if st.QueueLength != *n {
-		return fmt.Errorf("after the restart the queue holds %d waiters, want %d", st.QueueLength, *n)
-	}
-	res := map[string]any{"waiting": *n, "fill_seconds": round(fill.Seconds(), 3), "events": views.Next(),
-		"restart_to_ready_seconds": round(restart.Seconds(), 3), "peak_rss_bytes": peakRSS()}
+	res := map[string]any{"waiting": *n, "fill_seconds": round(fill.Seconds(), 3), "events": cold.events,
+		"restart_to_ready_seconds": round(cold.took.Seconds(), 3), "peak_rss_bytes": coldRSS,
+		"snapshot_restart_to_ready_seconds": warm["restart_to_ready_seconds"], "snapshot_restart_peak_rss_bytes": warm["peak_rss_bytes"]}
 	if *asJSON {
 		b, _ := json.Marshal(res)
 		fmt.Fprintln(stdout, string(b))
 		return nil
 	}
-	fmt.Fprintf(stdout, "waiting executions: %d (requested in %.1f s)\nrestart to ready:   %.3f s (%d events folded by the executor and the read model)\npeak RSS:           %.1f MiB\n",
-		*n, fill.Seconds(), restart.Seconds(), views.Next(), float64(peakRSS())/(1<<20))
+	fmt.Fprintf(stdout, "waiting executions:      %d (requested in %.1f s)\n"+
+		"start, no snapshot:      %.3f s to ready (%d events folded by the executor and the read model), peak RSS %.1f MiB (the fill included)\n"+
+		"restart from snapshots:  %.3f s to ready, peak RSS %.1f MiB (a fresh process)\n",
+		*n, fill.Seconds(), cold.took.Seconds(), cold.events, float64(coldRSS)/(1<<20),
+		warm["restart_to_ready_seconds"], warm["peak_rss_bytes"]/(1<<20))
+	return nil
+}
+
+type restartResult struct {
+	took   time.Duration
+	events uint64
+}
+
+// benchRestart opens the log at where and folds it the way serve does before
+// it listens: the executor's state and the read model at the same time, each
+// from its snapshot when there is one. It checks the queue of ref holds n
+// waiters, calls whenReady (if not nil), then stops both, saving their
+// snapshots.
+func benchRestart(ctx context.Context, where, ref string, n int, whenReady func()) (restartResult, error) {
+	start := time.Now()
+	kind, dir, err := storeLocation(where, "")
+	if err != nil {
+		return restartResult{}, err
+	}
+	snaps := projections.SnapshotFiles{Dir: checkpointDir(kind, dir)}
+	var loadViews func(context.Context, eventstore.Store, *slog.Logger) *projections.Views
+	if snaps.Dir != "" {
+		loadViews = projections.ReadViews(snaps) // decodes while the log opens, as in serve
+	}
+	store, _, err := openStore(where, "")
+	if err != nil {
+		return restartResult{}, err
+	}
+	defer store.Close()
+	log := newLogger(io.Discard)
+	views := projections.NewViews()
+	if loadViews != nil {
+		views = loadViews(ctx, store, log)
+	}
+	caught := make(chan error, 1)
+	go func() { caught <- views.CatchUp(ctx, store) }()
+	cfg := executor.Config{Store: store, Logger: log}
+	if snaps.Dir != "" {
+		cfg.Snapshots = &snaps
+	}
+	ex, err := executor.New(cfg)
+	if err != nil {
+		return restartResult{}, err
+	}
+	if err := ex.Start(ctx); err != nil {
+		return restartResult{}, err
+	}
+	defer ex.Stop()
+	for !ex.Ready() {
+		select {
+		case <-ctx.Done():
+			return restartResult{}, ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := <-caught; err != nil {
+		return restartResult{}, err
+	}
+	res := restartResult{took: time.Since(start), events: views.Next()}
+	if whenReady != nil {
+		whenReady() // while both folds are alive
+	}
+	if st, _ := views.Stats(ref); st.QueueLength != n {
+		return res, fmt.Errorf("after the restart the queue holds %d waiters, want %d", st.QueueLength, n)
+	}
+	if snaps.Dir != "" {
+		if err := views.SaveSnapshot(snaps); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// cmdBenchRestart is `bench waiting`'s second process: one restart, its
+// figures as JSON on stdout.
+func cmdBenchRestart(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("bench restart", stderr)
+	storeURL := fs.String("store", "", "store URL")
+	ref := fs.String("action", "", "the action whose waiters to count")
+	n := fs.Int("executions", 0, "waiters expected")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the restart to this file (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write a heap profile taken after the restart to this file (go tool pprof)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var whenReady func()
+	if *memProfile != "" {
+		whenReady = func() {
+			f, err := os.Create(*memProfile)
+			if err != nil {
+				fmt.Fprintln(stderr, "memprofile:", err)
+				return
+			}
+			defer f.Close()
+			runtime.GC()
+			_ = pprof.WriteHeapProfile(f)
+		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	r, err := benchRestart(ctx, *storeURL, *ref, *n, whenReady)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(map[string]any{"restart_to_ready_seconds": round(r.took.Seconds(), 3), "peak_rss_bytes": peakRSS(), "events": r.events})
+	fmt.Fprintln(stdout, string(b))
 	return nil
 }
 
 // benchStoreURL returns the store a benchmark runs on: the given URL, or a
-// fresh embedded store in a temporary directory that cleanup removes.
+// fresh embedded store in a temporary directory that cleanup removes. A
+// postgres:// URL that names no schema (no ?schema=, no TURNSTILE_PG_SCHEMA)
+// gets a fresh one, migrated, that cleanup drops.
 func benchStoreURL(storeURL string) (where string, cleanup func(), err error) {
+	if kind, _, _ := storeLocation(storeURL, ""); kind == "postgres" {
+		return benchSchema(storeURL)
+	}
 	if storeURL != "" {
 		return storeURL, func() {}, nil
 	}
@@ -342,4 +480,51 @@ func benchStoreURL(storeURL string) (where string, cleanup func(), err error) {
 		return "", nil, err
 	}
 	return "embedded://" + dir, func() { _ = os.RemoveAll(dir) }, nil
+}
+
+// benchSchema returns storeURL with a fresh, migrated schema when it names
+// none, and a cleanup that drops it.
+func benchSchema(storeURL string) (string, func(), error) {
+	u, err := url.Parse(storeURL)
+	if err != nil {
+		return "", nil, usageError{err}
+	}
+	q := u.Query()
+	if q.Get("schema") != "" || pgSchema() != "" {
+		return storeURL, func() {}, nil
+	}
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	schema := "bench_" + hex.EncodeToString(b)
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := postgres.MigrateURL(ctx, u.String(), schema); err != nil {
+		return "", nil, fmt.Errorf("bench: create schema %s: %w", schema, err)
+	}
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	server := u.String()
+	return storeURLWithSchema(server, schema), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, server)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench: drop schema %s: %v\n", schema, err)
+			return
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		if _, err := conn.Exec(ctx, "DROP SCHEMA "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: drop schema %s: %v\n", schema, err)
+		}
+	}, nil
+}
+
+func storeURLWithSchema(server, schema string) string {
+	u, _ := url.Parse(server)
+	q := u.Query()
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
 }

@@ -42,7 +42,7 @@ Client commands (flags anywhere after the command; every one takes
       policy flags: --max-concurrent N --max-queue-length N --queue-timeout D --timeout D
       --scheduled-timeout D --max-attempts N --rate-limit N/SECONDS --concurrency-key FIELD
       --on-limit queue|reject (D: seconds, or a duration such as 90s or 5m)
-  turnstile exec request ACTION [--input JSON] [--idempotency-key K] [--wait [--timeout D]]
+  turnstile exec request ACTION [--input JSON] [--with-items JSON [--concurrency N]] [--idempotency-key K] [--wait [--timeout D]]
   turnstile exec get ID [--as-of POSITION|TIME] | cancel ID [--reason R] | events ID [--from V] [--limit N]
   turnstile exec list [--action REF] [--status S] [--parent ID] [--limit N] [--after ID]
   turnstile exec wait ID [--timeout D]
@@ -501,19 +501,33 @@ func (r *rateLimit) Set(v string) error {
 var execCommands = map[string]subcommand{
 	"request": {[]string{"ACTION"}, func(fs *flag.FlagSet) runFunc {
 		input := fs.String("input", "", "the input: a JSON object")
+		items := fs.String("with-items", "", "a JSON array: one child execution per item, in item order (an object item is merged over --input)")
+		window := fs.Int("concurrency", 0, "with --with-items: at most this many children in flight at once (0: all)")
 		key := fs.String("idempotency-key", "", "makes a retry of this request safe: the same key answers the same execution")
 		wait := fs.Bool("wait", false, "wait for the end; the exit code says how it ended")
 		timeout := fs.Duration("timeout", 0, "with --wait: give up after this long (0: never)")
 		return func(ctx context.Context, c *client, pos []string) error {
 			body := struct {
-				Action string          `json:"action"`
-				Input  json.RawMessage `json:"input,omitempty"`
-			}{Action: pos[0]}
+				Action      string          `json:"action"`
+				Input       json.RawMessage `json:"input,omitempty"`
+				WithItems   json.RawMessage `json:"with_items,omitempty"`
+				Concurrency int             `json:"concurrency,omitempty"`
+			}{Action: pos[0], Concurrency: *window}
 			if *input != "" {
 				if !json.Valid([]byte(*input)) || !strings.HasPrefix(strings.TrimSpace(*input), "{") {
 					return usageError{fmt.Errorf("--input %q is not a JSON object", clipArg(*input))}
 				}
 				body.Input = json.RawMessage(*input)
+			}
+			switch {
+			case *items != "" && (!json.Valid([]byte(*items)) || !strings.HasPrefix(strings.TrimSpace(*items), "[")):
+				return usageError{fmt.Errorf("--with-items %q is not a JSON array", clipArg(*items))}
+			case *items == "" && *window != 0:
+				return usageError{errors.New("--concurrency needs --with-items")}
+			case *window < 0:
+				return usageError{fmt.Errorf("--concurrency %d is negative", *window)}
+			case *items != "":
+				body.WithItems = json.RawMessage(*items)
 			}
 			var header http.Header
 			if *key != "" {

@@ -234,6 +234,17 @@ func TestClientExecutions(t *testing.T) {
 		t.Errorf("exec request --wait of core.fail: exit %d, %+v, stderr %q", code, failed, errOut)
 	}
 
+	// with_items: one child per item, a window of 2, the parent completes
+	// once every child has.
+	mustCLI(t, srv, "actions", "create", "--ref", "demo.items", "--runner", "core.sleep", "--max-concurrent", "4")
+	parent := decode[projections.ExecutionView](t, mustCLI(t, srv, "exec", "request", "demo.items", "--input", `{"seconds":0.01}`,
+		"--with-items", `[{},{"seconds":0.02},{}]`, "--concurrency", "2", "--wait", "--json"))
+	if parent.Status != "completed" || len(parent.Children) != 3 || parent.Concurrency != 2 {
+		t.Errorf("exec request --with-items: %+v", parent)
+	}
+	wantExit(t, srv, exitUsage, "not a JSON array", "exec", "request", "demo.items", "--with-items", `{"a":1}`)
+	wantExit(t, srv, exitUsage, "needs --with-items", "exec", "request", "demo.items", "--concurrency", "2")
+
 	// The same idempotency key answers the same execution.
 	first := strings.TrimSpace(mustCLI(t, srv, "exec", "request", "demo.sleep", "--idempotency-key", "k-1", "--input", `{"seconds":0}`))
 	if again := strings.TrimSpace(mustCLI(t, srv, "exec", "request", "demo.sleep", "--idempotency-key", "k-1", "--input", `{"seconds":0}`)); again != first {

@@ -20,11 +20,16 @@ import (
 const usage = `turnstile runs actions under per-action concurrency policies, event-sourced.
 
 Usage:
-  turnstile serve   [--addr 127.0.0.1:8080] [--data ./data] [--store URL] [--workers N] [--slots N] [--token ROLE:SECRET]...
-  turnstile migrate --store postgres://...   (apply the PostgreSQL store's schema migrations)
+  turnstile serve   [--addr 127.0.0.1:8080] [--data ./data] [--store URL] [--workers N] [--slots N] [--executor=false] [--token ROLE:SECRET]...
+  turnstile executor --store postgres://... [--name N] [--worker-lease 15s] [--health-addr ADDR]
+      (one of any number: the one holding the lease decides, the others stand by)
+  turnstile worker  --store postgres://... --id W [--slots 16] [--heartbeat 2s] [--grace 10s] [--health-addr ADDR]
+  turnstile migrate --store postgres://...   (apply the PostgreSQL store's and read model tables' migrations)
+  turnstile healthcheck URL                  (GET URL, exit 0 on 2xx: for container health checks)
   turnstile audit   (--data DIR | --store URL) [--json]
   turnstile replay  (--data DIR | --store URL) [--stream S] [--type T] [--from P] [--to P] [--as-of P|TIME] [--state] [--json]
   turnstile rebuild (--data DIR | --store URL | --server URL [--token T])
+  turnstile rebuild --store postgres://... (--sql-views | --sql-views-reset)   (check or refold the SQL read model tables)
   turnstile bench lifecycle [--store URL] --executions N --actions A --max-concurrent C [--submitters S] [--json]
   turnstile actions create|get|list|pause|resume|policy …
   turnstile exec request|get|list|cancel|wait|events …
@@ -61,6 +66,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return cmdAudit(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "executor":
+		err = cmdExecutor(ctx, args[1:], stderr)
+	case "worker":
+		err = cmdWorker(ctx, args[1:], stderr)
+	case "healthcheck":
+		err = cmdHealthcheck(ctx, args[1:], stdout, stderr)
 	case "replay":
 		err = cmdReplay(ctx, args[1:], stdout, stderr)
 	case "rebuild":

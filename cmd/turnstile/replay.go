@@ -187,8 +187,16 @@ func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	storeURL := fs.String("store", "", "store URL (offline)")
 	server := fs.String("server", os.Getenv("TURNSTILE_SERVER"), "a running server to compare with")
 	token := fs.String("token", os.Getenv("TURNSTILE_TOKEN"), "bearer token (admin) for --server")
+	sqlCheck := fs.Bool("sql-views", false, "with a postgres:// store: compare the executions and queue_stats tables with a rebuild from position 0")
+	sqlReset := fs.Bool("sql-views-reset", false, "with a postgres:// store: empty those tables and fold them again from position 0")
 	if err := parse(fs, args); err != nil {
 		return 2, err
+	}
+	if *sqlCheck || *sqlReset {
+		if kind, _, err := storeLocation(*storeURL, ""); err != nil || kind != "postgres" || *sqlCheck == *sqlReset {
+			return 2, usageError{errors.New("--sql-views or --sql-views-reset (one of them) needs --store postgres://…")}
+		}
+		return rebuildSQLViews(ctx, *storeURL, *sqlReset, stdout)
 	}
 	var res struct {
 		Position    uint64   `json:"position"`

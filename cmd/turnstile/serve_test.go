@@ -177,8 +177,11 @@ func TestServeSurvivesKill9(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 
+	// Snapshots every few hundred events: most kills land between two, and
+	// some in the middle of writing one.
+	snapshots := []string{"--snapshot-every", "300"}
 	var cur atomic.Pointer[serveProc]
-	cur.Store(startServe(t, bin, dir))
+	cur.Store(startServe(t, bin, dir, snapshots...))
 	base := func() string { return cur.Load().url }
 
 	limits := map[string]int{}
@@ -239,8 +242,10 @@ func TestServeSurvivesKill9(t *testing.T) {
 	for i := range kills {
 		time.Sleep(time.Duration(50+rng.IntN(700)) * time.Millisecond)
 		cur.Load().kill()
-		cur.Store(startServe(t, bin, dir))
-		t.Logf("kill %d/%d done, restarted at %s", i+1, kills, base())
+		cur.Store(startServe(t, bin, dir, snapshots...))
+		logs := cur.Load().logs.String()
+		t.Logf("kill %d/%d done, restarted at %s; read model from a snapshot: %v, executor: %v", i+1, kills, base(),
+			strings.Contains(logs, "read model resumed from a snapshot"), strings.Contains(logs, `msg="resumed from a snapshot"`))
 	}
 	wg.Wait()
 	if ctx.Err() != nil {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
@@ -22,6 +24,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
+	"github.com/turnstile/turnstile/services/lease"
 	"github.com/turnstile/turnstile/services/node"
 )
 
@@ -60,8 +63,9 @@ func openStore(storeURL, dataDir string) (eventstore.Store, string, error) {
 	return nil, "", fmt.Errorf("store kind %q not supported", kind)
 }
 
-// checkpointDir is where serve keeps the forwarder's checkpoint: in the
-// embedded store's data directory, or in memory ("") for other stores.
+// checkpointDir is where serve keeps the forwarder's checkpoint and the
+// snapshots of its folds: in the embedded store's data directory, or in
+// memory ("", no snapshots) for other stores.
 func checkpointDir(kind, where string) string {
 	if kind == "embedded" {
 		return filepath.Join(where, "checkpoints")
@@ -109,7 +113,7 @@ func migrate(ctx context.Context, storeURL string, out io.Writer) error {
 		fmt.Fprintf(out, "applied migration %d: %s\n", m.Version, m.Name)
 	}
 	fmt.Fprintf(out, "schema at version %d\n", postgres.SchemaVersion())
-	return nil
+	return migrateSQLViews(ctx, storeURL, out)
 }
 
 // tokenFlags collects repeatable --token ROLE:SECRET flags.
@@ -124,16 +128,22 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	data := fs.String("data", "./data", "data directory of the embedded store")
 	storeURL := fs.String("store", "", "store URL (default: the embedded store in --data)")
 	workers := fs.Int("workers", 2, "in-process workers")
+	runExecutor := fs.Bool("executor", true, "run an executor in this process (on PostgreSQL it contends for the lease with every other executor; false: API and workers only)")
+	executorName := fs.String("executor-name", "", "the in-process executor's writer name in the log (default \"executor\"; on PostgreSQL executor@host:pid)")
+	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker may go without an event in the log before the executor declares it lost")
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
 	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
+	snapDir := fs.String("snapshots", "", "directory for snapshots of the executor's fold and the read model (default: checkpoints/ in --data for the embedded store, none for others)")
+	snapEvery := fs.Uint64("snapshot-every", 500_000, "events folded between snapshots (one is also saved at a clean stop)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
+	sqlViews := fs.Bool("sql-views", true, "with a postgres:// store, keep the executions and queue_stats tables (see README)")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *workers < 0 || *slots < 1 {
-		return usageError{errors.New("--workers must be >= 0 and --slots >= 1")}
+	if *workers < 0 || *slots < 1 || *workerLease < 10*time.Millisecond {
+		return usageError{errors.New("--workers must be >= 0, --slots >= 1 and --worker-lease >= 10ms")}
 	}
 	if env := os.Getenv("TURNSTILE_TOKENS"); env != "" {
 		tokens = append(tokens, strings.Split(env, ",")...)
@@ -145,7 +155,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	if err := api.CheckListenAddress(*addr, toks); err != nil {
 		return usageError{err}
 	}
-	storeKind, _, err := storeLocation(*storeURL, *data)
+	storeKind, storeWhere, err := storeLocation(*storeURL, *data)
 	if err != nil {
 		return err
 	}
@@ -155,10 +165,37 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 			"(fence first, the rest after it, completed from the log after a crash). That path is tested here against an " +
 			"in-memory store without multi-stream appends and the store against a fake gRPC server, not against a real KurrentDB server")
 	}
+	// Other processes may write a PostgreSQL or KurrentDB log; executors
+	// contend for a lease only on PostgreSQL.
+	shared, leased := storeKind == "postgres" || storeKind == "kurrentdb", storeKind == "postgres"
+	if !*runExecutor && !leased {
+		return usageError{errors.New("--executor=false needs a shared log (postgres://) where a `turnstile executor` runs; on this store nothing would grant")}
+	}
+	var execLease *lease.Postgres
+	if *runExecutor && leased {
+		if execLease, err = executorLease(*storeURL); err != nil {
+			return usageError{err}
+		}
+		if *executorName == "" {
+			*executorName = defaultName("executor")
+		}
+	}
 	if *doMigrate {
 		if err := migrate(ctx, *storeURL, io.Discard); err != nil {
 			return err
 		}
+	}
+	// The read model's snapshot decodes while the log opens.
+	if *snapEvery == 0 {
+		return usageError{errors.New("--snapshot-every must be > 0")}
+	}
+	snaps := projections.SnapshotFiles{Dir: *snapDir}
+	if snaps.Dir == "" {
+		snaps.Dir = checkpointDir(storeKind, storeWhere)
+	}
+	var loadViews func(context.Context, eventstore.Store, *slog.Logger) *projections.Views
+	if snaps.Dir != "" {
+		loadViews = projections.ReadViews(snaps)
 	}
 	store, where, err := openStore(*storeURL, *data)
 	if err != nil {
@@ -169,18 +206,36 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	// The read model and the executor fold the log at the same time (two
 	// folds, two cores); the API listens once both have caught up.
 	views := projections.NewViews()
+	if loadViews != nil {
+		views = loadViews(ctx, store, log)
+	}
 	caught := make(chan error, 1)
 	go func() { caught <- views.CatchUp(ctx, store) }()
 	// The node outlives the signal: on SIGTERM its workers drain (see below).
 	// One process owns an embedded log, so at start every worker it names
 	// died with the previous run; a shared PostgreSQL or KurrentDB log has
 	// other processes' workers, which only their leases can judge.
-	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: storeKind == "embedded" || storeKind == "memory",
-		CheckpointDir: checkpointDir(storeKind, where), Logger: log, StopGrace: *grace})
+	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: !shared,
+		CheckpointDir: checkpointDir(storeKind, where), SnapshotDir: snaps.Dir, SnapshotEvery: *snapEvery, Logger: log, StopGrace: *grace,
+		NoExecutor: !*runExecutor, Standby: execLease != nil, ExecutorName: *executorName, WorkerLease: *workerLease, ForwardFromHead: shared})
 	if err != nil {
 		return err
 	}
 	defer n.Stop()
+	ready := func() bool { return true }
+	if n.Executor != nil {
+		ready = n.Executor.Ready
+	}
+	if execLease != nil {
+		// On a shared log the in-process executor is one of the contenders.
+		followCtx, stopFollowing := context.WithCancel(context.WithoutCancel(ctx))
+		followed := make(chan struct{})
+		go func() {
+			defer close(followed)
+			lease.Follow(followCtx, execLease, log.With("executor", *executorName), n.Executor.SetActive)
+		}()
+		defer func() { stopFollowing(); <-followed }()
+	}
 	if err := <-caught; err != nil {
 		return fmt.Errorf("fold the log into the read model: %w", err)
 	}
@@ -188,6 +243,9 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	viewsCtx, stopViews := context.WithCancel(ctx)
 	defer stopViews()
 	go func() { viewsDone <- views.Run(viewsCtx, store) }()
+	if snaps.Dir != "" {
+		go views.KeepSnapshots(viewsCtx, snaps, *snapEvery, log)
+	}
 	// The feeds on the bus, for programs inside the deployment.
 	feedBus := bus.NewFeedBus(log)
 	defer feedBus.Close()
@@ -198,8 +256,17 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		}
 	}()
 
+	reg := prometheus.NewRegistry()
+	if storeKind == "postgres" && *sqlViews {
+		proj, stopProj, err := startSQLViews(viewsCtx, *storeURL, store, log)
+		if err != nil {
+			return err
+		}
+		defer stopProj()
+		reg.MustRegister(proj.Collector())
+	}
 	srv := api.New(api.Config{Store: store, Commands: n.Commands, Views: views, Tokens: toks, Logger: log,
-		Ready: n.Executor.Ready, Version: version})
+		Ready: ready, Version: version, Registry: reg})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err
@@ -210,7 +277,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		BaseContext: func(net.Listener) context.Context { return baseCtx }, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	log.Info("turnstile serving", "addr", ln.Addr().String(), "store", where, "workers", *workers, "slots", *slots,
+	log.Info("turnstile serving", "addr", ln.Addr().String(), "store", where, "workers", *workers, "slots", *slots, "executor", *runExecutor,
 		"position", views.Next(), "auth", !toks.Empty())
 
 	select {
@@ -221,6 +288,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		if err != nil {
 			return fmt.Errorf("read model stopped: %w", err)
 		}
+		viewsDone <- nil // for the wait below
 	}
 	log.Info("stopping")
 	cancelBase() // ends the feeds, so Shutdown does not wait for them
@@ -230,6 +298,13 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		log.Warn("http shutdown", "err", err)
 	}
 	log.Info("draining workers", "grace", *grace)
-	n.Stop() // workers drain, then the executor and the bus stop
+	n.Stop() // workers drain, then the executor and the bus stop (saving its snapshot)
+	if snaps.Dir != "" {
+		stopViews()
+		<-viewsDone
+		if err := views.SaveSnapshot(snaps); err != nil {
+			log.Warn("cannot save the read model's snapshot", "err", err)
+		}
+	}
 	return nil
 }

@@ -32,10 +32,11 @@ type request struct {
 
 	// Set by the committer before it closes done, the channel of the group
 	// commit the request was queued for (one close wakes the whole group).
-	res    eventstore.AppendResult
-	err    error
-	staged bool // the outcome depends on the current write
-	done   chan struct{}
+	res      eventstore.AppendResult
+	err      error
+	staged   bool // the outcome depends on the current write
+	replayed bool // every event id was already stored: the result is the original one
+	done     chan struct{}
 }
 
 var requests = sync.Pool{New: func() any { return new(request) }}
@@ -68,6 +69,9 @@ func (s *Store) submit(ctx context.Context, r *request) (eventstore.AppendResult
 	if err == nil {
 		<-r.done
 		res, err = r.res, r.err
+		if err == nil && r.replayed {
+			err = s.checkReplayedContent(r)
+		}
 	}
 	// Keep small buffers for the next request, without the caller's data.
 	evs, multi := r.evs, r.multi
@@ -370,6 +374,7 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 	}
 	if found > 0 {
 		r.res, r.err = s.replay(r, found)
+		r.replayed = r.err == nil
 		r.staged = r.err == nil && r.res.Position >= s.head.Load()
 		return buf
 	}
@@ -449,6 +454,33 @@ func (s *Store) replay(r *request, found int) (eventstore.AppendResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// checkReplayedContent compares a replayed request's events with the stored
+// ones (the committer only matched their ids, streams and order): the same
+// id with other content is an idempotency conflict, not a replay. It runs
+// after the request's group is on disk, outside the committer; replays are
+// rare, so reading the events back costs nothing that matters.
+func (s *Store) checkReplayedContent(r *request) error {
+	for i := range r.appends {
+		for j := range r.appends[i].Events {
+			e := &r.appends[i].Events[j]
+			s.mu.RLock()
+			pos := s.ids[e.ID]
+			s.mu.RUnlock()
+			stored, err := s.ReadAll(context.Background(), pos, 1)
+			if err != nil {
+				return fmt.Errorf("embedded: append: read back replayed event %s: %w", e.ID, err)
+			}
+			if len(stored) != 1 || stored[0].ID != e.ID {
+				return fmt.Errorf("embedded: append: replayed event %s is not at position %d", e.ID, pos)
+			}
+			if !eventstore.SameContent(&stored[0], e) {
+				return fmt.Errorf("embedded: append: event %s is stored with different content: %w", e.ID, eventstore.ErrIdempotencyConflict)
+			}
+		}
+	}
+	return nil
 }
 
 // versionOf returns the version of the event at pos in st, if st holds it.

@@ -81,6 +81,26 @@ func (s suite) idempotencyTests() []subtest {
 			// The fresh event was never stored: it appends fine on its own.
 			mustAppend(t, ctx, st, stream, eventstore.Exact(1), fresh)
 		}},
+		{name: "SameIDOtherContent", run: func(t *testing.T, st eventstore.Store) {
+			// A retry must be the same event: the same id with another
+			// payload, type or writer is a conflict, never a silent success.
+			ctx := testContext(t)
+			const stream = "execution-content"
+			e := NewEvent("test.original", map[string]string{"k": "v"})
+			mustAppend(t, ctx, st, stream, eventstore.NoStream, e)
+			for name, change := range map[string]func(*domain.Envelope){
+				"data":   func(x *domain.Envelope) { x.Data = []byte(`{"k":"other"}`) },
+				"type":   func(x *domain.Envelope) { x.Type = "test.other" },
+				"writer": func(x *domain.Envelope) { x.Writer = "someone-else" },
+			} {
+				other := e
+				change(&other)
+				before := snapshot(t, ctx, st)
+				_, err := st.Append(ctx, stream, eventstore.Any, other)
+				requireErrorIs(t, err, eventstore.ErrIdempotencyConflict, "re-append of a stored id with other "+name)
+				s.requireUnchanged(t, ctx, st, before, "a re-append with other "+name)
+			}
+		}},
 		{name: "SameIDOtherStream", run: func(t *testing.T, st eventstore.Store) {
 			ctx := testContext(t)
 			e := NewEvent("test.moved", nil)

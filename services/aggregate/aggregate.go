@@ -32,6 +32,34 @@ func LostRace(err error) bool {
 	return errors.Is(err, eventstore.ErrWrongExpectedVersion) || errors.Is(err, eventstore.ErrIdempotencyConflict)
 }
 
+// storeFailure marks an error returned by a store call, as opposed to a
+// decision's refusal.
+type storeFailure struct{ err error }
+
+func (f *storeFailure) Error() string { return f.err.Error() }
+func (f *storeFailure) Unwrap() error { return f.err }
+
+// Unavailable reports whether err is a store call's failure that says
+// nothing about the log (a timeout, an overloaded or unreachable backend),
+// not a refusal (a lost race, a decision's error, a closed store, invalid
+// input). The outcome of such a write is unknown: it may have landed.
+// Trying the same decision again on the same state is safe, because its
+// event ids are derived from the writer, stream, version and type, so the
+// store treats a write that did land as an idempotent re-append.
+func Unavailable(err error) bool {
+	var f *storeFailure
+	if !errors.As(err, &f) || LostRace(err) {
+		return false
+	}
+	for _, permanent := range []error{eventstore.ErrClosed, eventstore.ErrInvalidEvent, eventstore.ErrInvalidStream,
+		eventstore.ErrEventTooLarge, eventstore.ErrCorrupt, eventstore.ErrLocked, eventstore.ErrNotOurs, context.Canceled} {
+		if errors.Is(err, permanent) {
+			return false
+		}
+	}
+	return true
+}
+
 // Expected returns the expected version for appending after version v (-1: none).
 func Expected(v int64) eventstore.ExpectedVersion {
 	if v < 0 {
@@ -50,7 +78,7 @@ func Fold(ctx context.Context, store eventstore.Store, stream string, apply func
 			return false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("read %s: %w", stream, err)
+			return false, &storeFailure{fmt.Errorf("read %s: %w", stream, err)}
 		}
 		for i := range evs {
 			ev, err := domain.Catalogue.Decode(&evs[i])
@@ -118,7 +146,7 @@ func UpdateExecution(ctx context.Context, store eventstore.Store, id string, own
 			return x, nil
 		}
 		if !LostRace(err) || attempt >= MaxRetries {
-			return x, fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)
+			return x, &storeFailure{fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)}
 		}
 		x = nil // lost a race: reload and decide again
 	}
@@ -161,7 +189,7 @@ func UpdateWorker(ctx context.Context, store eventstore.Store, id string, owner 
 			return w, nil
 		}
 		if !LostRace(err) || attempt >= MaxRetries {
-			return w, fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)
+			return w, &storeFailure{fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)}
 		}
 		w = nil
 	}

@@ -162,7 +162,8 @@ type ForwarderConfig struct {
 
 // Forwarder publishes the log's handoffs and cancel requests to the bus.
 // Delivery is at least once: after a crash it resumes from its checkpoint,
-// which may send a message again.
+// and after a failed read of the log from the first event it has not
+// published, either of which may send a message again.
 type Forwarder struct {
 	cfg    ForwarderConfig
 	log    *slog.Logger
@@ -201,22 +202,40 @@ func (f *Forwarder) Start(ctx context.Context) error {
 	filter := eventstore.Filter{Types: []string{domain.TypeExecutionScheduled, domain.TypeExecutionCancelRequested}}
 	go func() {
 		next, lastSave := from, time.Now()
-		err := f.cfg.Store.Subscribe(ctx, from, filter, func(batch []domain.Envelope) error {
-			for i := range batch {
-				env := &batch[i]
-				if err := f.publish(env); err != nil {
-					return err
+		pause := 10 * time.Millisecond
+		var err error
+		for {
+			err = f.cfg.Store.Subscribe(ctx, next, filter, func(batch []domain.Envelope) error {
+				for i := range batch {
+					env := &batch[i]
+					if err := f.publish(env); err != nil {
+						return err
+					}
+					next = env.Position + 1
 				}
-				next = env.Position + 1
-			}
-			if time.Since(lastSave) >= f.cfg.SaveEvery {
-				lastSave = time.Now()
-				if err := f.cfg.Checkpoints.Save(ctx, f.cfg.Name, next); err != nil {
-					f.log.Warn("cannot save checkpoint", "err", err)
+				pause = 10 * time.Millisecond
+				if time.Since(lastSave) >= f.cfg.SaveEvery {
+					lastSave = time.Now()
+					if err := f.cfg.Checkpoints.Save(ctx, f.cfg.Name, next); err != nil {
+						f.log.Warn("cannot save checkpoint", "err", err)
+					}
 				}
+				return nil
+			})
+			if ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) {
+				break
 			}
-			return nil
-		})
+			// A failed read of the log (or publish): the log is the truth, so
+			// go on from the first event not yet published.
+			f.log.Warn("forwarding failed; subscribing again", "from", next, "err", err, "in", pause)
+			t := time.NewTimer(pause)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			pause = min(2*pause, time.Second)
+		}
 		if next > from {
 			_ = f.cfg.Checkpoints.Save(context.Background(), f.cfg.Name, next)
 		}

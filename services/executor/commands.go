@@ -22,6 +22,18 @@ type Commands struct {
 	Store eventstore.Store
 	// Writer names the process in the events it writes.
 	Writer string
+	// NewID, if set, gives every fresh id the commands need (execution ids
+	// without an idempotency key, and the event ids of requests and action
+	// changes), so a simulation replays exactly. Nil: random ids (UUIDv7
+	// for execution ids).
+	NewID func() uuid.UUID
+}
+
+func (c *Commands) freshID() uuid.UUID {
+	if c.NewID != nil {
+		return c.NewID()
+	}
+	return uuid.New()
 }
 
 // idempotencyNS derives execution ids from idempotency keys.
@@ -95,6 +107,8 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 	hash := requestHash(r)
 	if r.IdempotencyKey != "" {
 		id = uuid.NewSHA1(idempotencyNS, []byte(r.IdempotencyKey)).String()
+	} else if c.NewID != nil {
+		id = c.NewID().String()
 	} else {
 		u, err := uuid.NewV7()
 		if err != nil {
@@ -115,7 +129,7 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 	// request must fail on "no stream" and be recognised by its hash below
 	// (created false), not pass as the store's idempotent re-append of the
 	// same event (which would report created again).
-	env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerExecutor, c.Writer)
+	env, err := domain.Catalogue.Encode(c.freshID(), ev, domain.OwnerExecutor, c.Writer)
 	if err != nil {
 		return "", false, err
 	}
@@ -253,7 +267,7 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 		// pass as a replay of each other's events. A retry after an unknown
 		// outcome reloads and decides again, which writes nothing if the first
 		// attempt landed.
-		env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerAPI, c.Writer)
+		env, err := domain.Catalogue.Encode(c.freshID(), ev, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return false, err
 		}
@@ -264,7 +278,7 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 				return false, err
 			}
 		}
-		fenv, err := domain.Catalogue.Encode(uuid.New(), fence, domain.OwnerAPI, c.Writer)
+		fenv, err := domain.Catalogue.Encode(c.freshID(), fence, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return false, err
 		}

@@ -67,7 +67,11 @@
 //     at the action's expected version, which serialises changes. Partial:
 //     an announcement without its event; repaired by the executor appending
 //     the announced envelope as prepared (same id and writer), so the API's
-//     own late append is an idempotent replay.
+//     own late append is an idempotent replay. So a change whose command
+//     failed after its announcement (an unknown outcome, as ever) may still
+//     apply a little later, and a command that found nothing to change in
+//     between (a resume of an action whose announced pause is not written
+//     yet) does not undo it.
 //   - Everything else the executor writes (rejections, reschedules, handoff
 //     expiries, abandonments outside a verdict, pre-handoff and queue-timeout
 //     cancellations, failures after max_attempts, a parent's start and end,
@@ -75,6 +79,13 @@
 //     write (requests, cancellation requests, running and the ends, worker
 //     registrations and heartbeats) is one stream's append with an expected
 //     version already, and is written the same way on every store.
+//
+// The step-wise API works the same way: a Decision holds the whole op and
+// Commit writes its appends one stream at a time; "two timed cycles" are two
+// calls of Decide(true). Snapshots of the fold carry its partial writes
+// (projections.StateSnapshot), so a restarted executor completes them too.
+// services/sim runs the executor on such a log (sim.Config.SingleStream),
+// where the log's faults cut these chains short.
 //
 // Not covered by any fence, on either kind of store: two executors that run
 // at once can still hand an execution to a worker the other has just

@@ -39,6 +39,16 @@ type Config struct {
 	LoseWorkersAtStart bool
 	// MaxBatch bounds the decisions written in one cycle. Default 4096.
 	MaxBatch int
+	// Standby starts the executor folding the log without deciding anything
+	// until SetActive(true): a standby that keeps its fold current so that it
+	// can take over at once when it gains the lease (see services/lease).
+	Standby bool
+	// Snapshots, if set, keeps snapshots of the executor's fold: Start
+	// resumes from the saved one when it matches the log (else it folds from
+	// the beginning), and a new one is saved every SnapshotEvery events
+	// (default 500,000) and when the executor stops.
+	Snapshots     *projections.SnapshotFiles
+	SnapshotEvery uint64
 }
 
 func (c *Config) setDefaults() {
@@ -59,6 +69,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MaxBatch == 0 {
 		c.MaxBatch = 4096
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 500_000
 	}
 }
 
@@ -87,11 +100,6 @@ type Executor struct {
 	// awaiting holds, per stream, the version this executor wrote and has
 	// not yet seen in its fold; no decision touches such a stream meanwhile.
 	awaiting map[string]uint64
-	// handing holds, per execution stream awaited, the worker a handoff in
-	// it names: no verdict on that worker is decided until the fold shows
-	// the handoff (and so the execution among those the verdict takes back).
-	handing map[string]string
-
 	// single is set when the store cannot append to several streams
 	// atomically: each op is then written one stream at a time (see the
 	// package documentation).
@@ -100,14 +108,31 @@ type Executor struct {
 	// pending remembers, for each partial write the fold shows (a grant
 	// without its handoff, announced children or action changes not yet
 	// written), since which timed cycle it has been seen; sweep is the
-	// current decision's generation.
-	pending map[string]*seen
-	sweep   int64
+	// current decision's generation, and timedSweeps counts the timed ones.
+	pending     map[string]*seen
+	sweep       int64
+	timedSweeps int64
+
+	// handing holds, per execution stream, a handoff this executor wrote
+	// (or tried to: the outcome may be unknown) and has not yet seen in its
+	// fold. A worker named there is not declared lost meanwhile: the lost
+	// verdict's append must abandon every execution the worker holds, and
+	// the fold does not show this one yet.
+	handing map[string]handoff
 
 	// beforeAppend, if set (tests only), is called before each op is appended.
 	beforeAppend func(what string)
 
+	// lastID is the id of the event at state.Next-1, and snapshotAt the
+	// position of the last snapshot saved or loaded (loop only).
+	lastID     string
+	snapshotAt uint64
+	snapshots  sync.WaitGroup // snapshot saves under way
+	saving     atomic.Bool    // a periodic save is under way
+
 	ready    atomic.Bool
+	active   atomic.Bool
+	wakeup   chan struct{} // buffered: SetActive(true) asks for a decision cycle
 	position atomic.Uint64
 	cancel   context.CancelFunc
 	done     chan struct{}
@@ -136,46 +161,184 @@ func New(cfg Config) (*Executor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
-		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]string{},
-		single: !eventstore.AtomicMultiStream(cfg.Store), pending: map[string]*seen{}}, nil
+	e := &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
+		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]handoff{}, wakeup: make(chan struct{}, 1),
+		single: !eventstore.AtomicMultiStream(cfg.Store), pending: map[string]*seen{}}
+	e.active.Store(!cfg.Standby)
+	return e, nil
 }
 
-// Start folds the log from the beginning and then follows it, deciding as it
-// goes. It returns at once; the work runs until Stop or ctx ends.
-func (e *Executor) Start(ctx context.Context) error {
-	head, err := e.cfg.Store.Head(ctx)
-	if err != nil {
-		return fmt.Errorf("executor: read head: %w", err)
+// SetActive switches the executor between deciding (active) and only
+// folding the log (standby). A standby writes nothing, so any number of
+// them may follow one log; at most one should be active at a time (a lease
+// says which), and if two ever are, the expected versions on the queue and
+// execution streams still let only one of two racing decisions commit.
+// Appends already under way when it goes standby finish, fenced as ever.
+func (e *Executor) SetActive(active bool) {
+	if e.active.Swap(active) == active || !active {
+		return
 	}
+	select {
+	case e.wakeup <- struct{}{}:
+	default:
+	}
+}
+
+// Active reports whether the executor decides (see SetActive).
+func (e *Executor) Active() bool { return e.active.Load() }
+
+// Start folds the log from the beginning and then follows it, deciding as it
+// goes. It returns at once; the work runs until Stop or ctx ends. A failed
+// read of the log (the head, or the subscription) is retried, from where the
+// fold stopped, until ctx ends or the store is closed.
+func (e *Executor) Start(ctx context.Context) error {
+	e.loadSnapshot(ctx)
+	from := e.state.Next
 	ctx, e.cancel = context.WithCancel(ctx)
 	e.done = make(chan struct{})
 	batches := make(chan []domain.Envelope, 64)
+	heads := make(chan uint64, 1)
 	subErr := make(chan error, 1)
 	go func() {
-		subErr <- e.cfg.Store.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
+		head, err := e.readHead(ctx)
+		if err != nil {
+			subErr <- err
+			return
+		}
+		heads <- head
+		subErr <- e.follow(ctx, from, batches)
+	}()
+	go e.loop(ctx, heads, batches, subErr)
+	return nil
+}
+
+// retryPause is how long the executor waits before reading the log again
+// after a failed read: it doubles from the first value up to the second.
+var retryPause = [2]time.Duration{10 * time.Millisecond, time.Second}
+
+// readHead reads the log's head, trying again after a failure until ctx
+// ends or the store is closed.
+func (e *Executor) readHead(ctx context.Context) (uint64, error) {
+	pause := retryPause[0]
+	for {
+		head, err := e.cfg.Store.Head(ctx)
+		if err == nil {
+			return head, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) {
+			return 0, fmt.Errorf("executor: read head: %w", err)
+		}
+		e.log.Warn("cannot read the log's head; trying again", "err", err, "in", pause)
+		if !sleep(ctx, pause) {
+			return 0, ctx.Err()
+		}
+		pause = min(2*pause, retryPause[1])
+	}
+}
+
+// follow subscribes to the log from position from and sends what it delivers
+// to batches; when the subscription fails, it subscribes again from the
+// position after the last batch sent. It returns when ctx ends or the store
+// is closed.
+func (e *Executor) follow(ctx context.Context, from uint64, batches chan<- []domain.Envelope) error {
+	next, pause := from, retryPause[0]
+	for {
+		err := e.cfg.Store.Subscribe(ctx, next, eventstore.Filter{}, func(b []domain.Envelope) error {
 			cp := make([]domain.Envelope, len(b))
 			copy(cp, b)
 			select {
 			case batches <- cp:
+				next, pause = cp[len(cp)-1].Position+1, retryPause[0]
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		})
-	}()
-	go e.loop(ctx, head, batches, subErr)
-	return nil
+		if ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) {
+			return err
+		}
+		e.log.Warn("log subscription failed; subscribing again", "from", next, "err", err, "in", pause)
+		if !sleep(ctx, pause) {
+			return ctx.Err()
+		}
+		pause = min(2*pause, retryPause[1])
+	}
 }
 
-// Stop ends the executor and waits for its loop to return.
+// sleep waits for d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// Stop ends the executor and waits for its loop to return, then saves a
+// snapshot of its fold (when Config.Snapshots is set).
 func (e *Executor) Stop() {
 	if e.cancel == nil {
 		return
 	}
 	e.cancel()
 	<-e.done
+	if e.state.Next != e.snapshotAt {
+		e.saveSnapshot()
+	}
+	e.snapshots.Wait()
 }
+
+const snapshotName = "executor-state"
+
+// loadSnapshot replaces the empty fold with the saved snapshot, if there is
+// one that matches the log.
+func (e *Executor) loadSnapshot(ctx context.Context) {
+	if e.cfg.Snapshots == nil {
+		return
+	}
+	start := time.Now()
+	var sn projections.StateSnapshot
+	ok, err := e.cfg.Snapshots.Load(ctx, e.cfg.Store, snapshotName, &sn)
+	switch {
+	case err != nil:
+		e.log.Warn("not using the snapshot: folding the log from the beginning", "err", err)
+	case ok:
+		e.state = projections.RestoreState(&sn)
+		e.snapshotAt = sn.Next
+		e.log.Info("resumed from a snapshot", "position", sn.Next, "live", len(sn.Executions), "took", time.Since(start))
+	}
+}
+
+// saveSnapshot saves the fold as it is now; the encoding and the write run
+// in the background (the snapshot shares nothing that the fold changes).
+func (e *Executor) saveSnapshot() {
+	if e.cfg.Snapshots == nil || e.lastID == "" {
+		return
+	}
+	e.mu.Lock()
+	sn, lastID := e.state.Snapshot(), e.lastID
+	e.mu.Unlock()
+	e.snapshotAt = sn.Next
+	e.snapshots.Add(1)
+	e.saving.Store(true)
+	go func() {
+		defer e.snapshots.Done()
+		defer e.saving.Store(false)
+		start := time.Now()
+		if err := e.cfg.Snapshots.Save(snapshotName, sn.Next, lastID, sn); err != nil {
+			e.log.Warn("cannot save a snapshot", "err", err)
+			return
+		}
+		e.log.Debug("saved a snapshot", "position", sn.Next, "took", time.Since(start))
+	}()
+}
+
+// Done is closed when the executor's loop has returned: after Stop, or when
+// its log subscription failed (logged), after which it decides nothing more.
+func (e *Executor) Done() <-chan struct{} { return e.done }
 
 // Ready reports whether the fold has caught up with the log as it was at Start.
 func (e *Executor) Ready() bool { return e.ready.Load() }
@@ -190,12 +353,25 @@ func (e *Executor) Inspect(fn func(*projections.State)) {
 	fn(e.state)
 }
 
-func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domain.Envelope, subErr <-chan error) {
+func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan []domain.Envelope, subErr <-chan error) {
 	defer close(e.done)
+	var head uint64
+	select {
+	case <-ctx.Done():
+		return
+	case err := <-subErr:
+		if ctx.Err() == nil {
+			e.log.Error("cannot read the log", "err", err)
+		}
+		return
+	case head = <-heads:
+	}
 	tick := time.NewTicker(e.cfg.Tick)
 	defer tick.Stop()
 	if head == 0 {
 		e.ready.Store(true) // an empty log: no worker of a previous run to lose
+	} else if e.active.Load() && e.state.Next >= head && e.becomeReady(ctx, head) { // a snapshot at the log's end
+		e.run(ctx, e.Decide(true))
 	}
 	for {
 		timed := false
@@ -220,24 +396,48 @@ func (e *Executor) loop(ctx context.Context, head uint64, batches <-chan []domai
 			}
 		case <-tick.C:
 			timed = true
+		case <-e.wakeup:
+			timed = true // a new active executor checks the time-based rules at once
 		}
-		if !e.ready.Load() {
-			if e.state.Next < head {
-				continue
+		if e.cfg.Snapshots != nil && e.state.Next-e.snapshotAt >= e.cfg.SnapshotEvery && !e.saving.Load() {
+			e.saveSnapshot()
+		}
+		if !e.active.Load() {
+			if !e.ready.Load() && e.state.Next >= head {
+				e.ready.Store(true)
+				e.log.Info("caught up with the log (standby: folding, not deciding)", "position", e.state.Next)
 			}
-			// Declare the previous run's workers lost before saying we are
-			// ready, so that no worker of this run, which registers after
-			// Ready, is taken for one of them.
-			e.mu.Lock()
-			ops := e.decideLostAtStart(nil)
-			e.mu.Unlock()
-			e.run(ctx, ops)
-			e.ready.Store(true)
-			e.log.Info("caught up with the log", "position", e.state.Next)
+			continue
 		}
-		e.decide(ctx, timed)
+		if !e.ready.Load() && !e.becomeReady(ctx, head) {
+			continue
+		}
+		e.run(ctx, e.Decide(timed))
+		if timed {
+			e.Stats.TimedCycles.Add(1)
+		}
 	}
 }
+
+// becomeReady reports whether the fold has reached head, the log's end at
+// Start. The first time it has, it declares the previous run's workers lost
+// before saying it is ready, so that no worker of this run, which registers
+// after Ready, is taken for one of them.
+func (e *Executor) becomeReady(ctx context.Context, head uint64) bool {
+	if e.state.Next < head {
+		return false
+	}
+	e.run(ctx, e.DecideAtStart())
+	e.ready.Store(true)
+	e.log.Info("caught up with the log", "position", e.state.Next)
+	return true
+}
+
+// Fold folds a batch of the log's events, in position order, into the
+// executor's state. Start's loop calls it with what its subscription
+// delivers; a simulation that drives the executor step by step (without
+// Start) calls it itself. Events already folded are skipped.
+func (e *Executor) Fold(batch []domain.Envelope) { e.apply(batch) }
 
 func (e *Executor) apply(batch []domain.Envelope) {
 	e.mu.Lock()
@@ -251,10 +451,21 @@ func (e *Executor) apply(batch []domain.Envelope) {
 		}
 		if v, ok := e.awaiting[env.Stream]; ok && env.Version >= v {
 			delete(e.awaiting, env.Stream)
+		}
+		if h, ok := e.handing[env.Stream]; ok && env.Version >= h.version {
 			delete(e.handing, env.Stream)
 		}
 	}
+	if n := len(batch); n > 0 && batch[n-1].Position+1 == e.state.Next {
+		e.lastID = batch[n-1].ID.String()
+	}
 	e.position.Store(e.state.Next)
+}
+
+// handoff is a handoff to worker, the last event of its append at version.
+type handoff struct {
+	worker  string
+	version uint64
 }
 
 // op is one decision of the executor: one atomic append, or, on a store
@@ -286,19 +497,24 @@ const (
 	seqChainPastRaces
 )
 
-// written says which of an op's appends landed, and the first error.
+// written is the outcome of an op's appends: each one's error (nil: it
+// landed; errNotTried: it was not attempted, the chain having stopped
+// before it), and the first error.
 type written struct {
-	ok  []bool
-	err error
+	errs []error
+	err  error
 }
+
+// errNotTried marks an append of a single-stream op that was not attempted.
+var errNotTried = errors.New("not attempted: an earlier append of the op failed")
 
 // write appends o: atomically when the store can, else one stream at a
 // time as o.seq says.
 func (e *Executor) write(ctx context.Context, o *op) written {
-	w := written{ok: make([]bool, len(o.appends))}
+	w := written{errs: make([]error, len(o.appends))}
 	all := func(err error) written {
-		for i := range w.ok {
-			w.ok[i] = err == nil
+		for i := range w.errs {
+			w.errs[i] = err
 		}
 		w.err = err
 		return w
@@ -316,18 +532,19 @@ func (e *Executor) write(ctx context.Context, o *op) written {
 		a := &o.appends[i]
 		_, err := e.cfg.Store.Append(ctx, a.Stream, a.Expected, a.Events...)
 		if err == nil {
-			w.ok[i] = true
 			continue
 		}
+		w.errs[i] = err
 		if w.err == nil {
 			w.err = err
 		}
 		switch {
-		case i == 0:
-			return w
-		case o.seq == seqEach:
-		case o.seq == seqChainPastRaces && aggregate.LostRace(err):
+		case i > 0 && o.seq == seqEach:
+		case i > 0 && o.seq == seqChainPastRaces && aggregate.LostRace(err):
 		default:
+			for j := i + 1; j < len(o.appends); j++ {
+				w.errs[j] = errNotTried
+			}
 			return w
 		}
 	}
@@ -339,10 +556,36 @@ func (e *Executor) busy(stream string) bool {
 	return ok
 }
 
-func (e *Executor) decide(ctx context.Context, timed bool) {
+// Decision is one decision the executor took on its fold: one atomic
+// append, or on a store without atomic multi-stream appends, its appends
+// one stream at a time, the fence first. Commit appends it.
+type Decision struct{ o op }
+
+// What describes the decision, such as "grant demo.sleep" or "expire <id>".
+func (d Decision) What() string { return d.o.what }
+
+// DecideAtStart returns what to write once the fold has caught up with the
+// log as it was at start, before deciding anything else: with
+// LoseWorkersAtStart, the lost verdicts of the previous run's workers.
+func (e *Executor) DecideAtStart() []Decision {
 	e.mu.Lock()
+	defer e.mu.Unlock()
+	return wrap(e.decideLostAtStart(nil))
+}
+
+// Decide returns one cycle's decisions on the fold as it is now; timed adds
+// the rules that depend on the clock alone (worker leases, queue timeouts,
+// handoff expiries). The streams a decision writes stay untouched by later
+// decisions until the fold shows its events or Commit reports its failure,
+// so the decisions of one cycle may be committed in any order.
+func (e *Executor) Decide(timed bool) []Decision {
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	now := e.cfg.Clock.Now()
 	e.sweep++
+	if timed {
+		e.timedSweeps++
+	}
 	var ops []op
 	ops = e.decideAnnounced(ops)
 	ops = e.decideRejections(ops)
@@ -362,75 +605,142 @@ func (e *Executor) decide(ctx context.Context, timed bool) {
 			delete(e.pending, k)
 		}
 	}
-	e.mu.Unlock()
-	e.run(ctx, ops)
-	if timed {
-		e.Stats.TimedCycles.Add(1)
-	}
+	return wrap(ops)
 }
 
-// run appends the decided ops concurrently (the store commits them together)
-// and waits for all. A lost race is expected and harmless: the fold shows the
-// winner's events and the next cycle decides again.
-func (e *Executor) run(ctx context.Context, ops []op) {
-	if len(ops) == 0 {
+func wrap(ops []op) []Decision {
+	out := make([]Decision, len(ops))
+	for i := range ops {
+		out[i] = Decision{ops[i]}
+	}
+	return out
+}
+
+// Commit appends one decision and records the outcome: the decision's count
+// on success; on failure, its streams are free for the next decisions. It
+// returns the store's error (on a store without atomic multi-stream appends,
+// the first of its appends' errors: the appends before it, the fence first,
+// may have landed, and the fold shows what is missing). A lost race
+// (aggregate.LostRace) is expected and harmless: the fold shows the winner's
+// events and the next cycle decides again. So is any other failure: the ids
+// of a decision's events are derived from what it decides, so deciding it
+// again on a fold that already shows it writes nothing twice.
+func (e *Executor) Commit(ctx context.Context, d Decision) error {
+	if e.beforeAppend != nil {
+		e.beforeAppend(d.o.what)
+	}
+	w := e.write(ctx, &d.o)
+	landed := e.landed(ctx, &d.o, w)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.settle(ctx, &d.o, w, landed)
+	return w.err
+}
+
+// landed, after appends failed with an unknown outcome, reads whether the
+// handoffs among them landed: per stream, false when they did not, absent
+// when that is still unknown.
+func (e *Executor) landed(ctx context.Context, o *op, w written) map[string]bool {
+	if w.err == nil || ctx.Err() != nil {
+		return nil
+	}
+	var out map[string]bool
+	for i, a := range o.appends {
+		if err := w.errs[i]; err == nil || errors.Is(err, errNotTried) || aggregate.LostRace(err) {
+			continue // landed, or known not to have landed
+		}
+		e.mu.Lock()
+		h, ok := e.handing[a.Stream]
+		e.mu.Unlock()
+		if !ok {
+			continue
+		}
+		evs, rerr := e.cfg.Store.ReadStream(ctx, a.Stream, h.version, 1)
+		if rerr == nil || errors.Is(rerr, eventstore.ErrStreamNotFound) {
+			if out == nil {
+				out = map[string]bool{}
+			}
+			out[a.Stream] = len(evs) > 0
+		}
+	}
+	return out
+}
+
+// run appends the decisions concurrently (the store commits them together)
+// and waits for all.
+func (e *Executor) run(ctx context.Context, ds []Decision) {
+	if len(ds) == 0 {
 		return
 	}
-	res := make([]written, len(ops))
+	res := make([]written, len(ds))
 	var wg sync.WaitGroup
-	for i := range ops {
+	for i := range ds {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			if e.beforeAppend != nil {
-				e.beforeAppend(ops[i].what)
+				e.beforeAppend(ds[i].o.what)
 			}
-			res[i] = e.write(ctx, &ops[i])
+			res[i] = e.write(ctx, &ds[i].o)
 		}(i)
 	}
 	wg.Wait()
+	landed := make([]map[string]bool, len(ds))
+	for i, w := range res {
+		landed[i] = e.landed(ctx, &ds[i].o, w)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i, r := range res {
-		o := &ops[i]
-		for j, ok := range r.ok {
-			if !ok { // it will not show up in the fold: stop waiting for it
-				delete(e.awaiting, o.appends[j].Stream)
-				delete(e.handing, o.appends[j].Stream)
-			}
-		}
-		if r.ok[o.key] && o.count != nil {
-			o.count.Add(int64(max(o.n, 1)))
-		}
-		err := r.err
+	for i, w := range res {
+		e.settle(ctx, &ds[i].o, w, landed[i])
+	}
+}
+
+// settle records the outcome of one op's appends; landed says, after a
+// failure, which of its handoffs are known to have landed or not. e.mu must
+// be held.
+func (e *Executor) settle(ctx context.Context, o *op, w written, landed map[string]bool) {
+	if w.errs[o.key] == nil && o.count != nil {
+		o.count.Add(int64(max(o.n, 1)))
+	}
+	if w.err == nil {
+		return
+	}
+	for i, a := range o.appends {
+		err := w.errs[i]
 		if err == nil {
-			continue
+			continue // it will show up in the fold
 		}
-		if r.ok[0] {
-			// A single-stream op cut short after its fence: the fold shows
-			// what is missing, and the next cycles complete it.
-			if aggregate.LostRace(err) {
-				e.Stats.Conflicts.Add(1)
-			}
-			if ctx.Err() == nil {
-				e.log.Info("an op's appends after its fence did not all land; the log says what is missing", "op", o.what, "err", err)
-			}
-			continue
+		delete(e.awaiting, a.Stream) // it will not: stop waiting for it
+		if in, known := landed[a.Stream]; errors.Is(err, errNotTried) || aggregate.LostRace(err) || (known && !in) {
+			delete(e.handing, a.Stream) // it did not land
 		}
-		if aggregate.LostRace(err) {
+	}
+	if w.errs[0] == nil {
+		// A single-stream op cut short after its fence: the fold shows what
+		// is missing, and the next cycles complete it.
+		if aggregate.LostRace(w.err) {
 			e.Stats.Conflicts.Add(1)
-			if o.takeBack {
-				// A worker (or another executor) wrote first: the log has
-				// decided, and the next cycle decides on what it says.
-				e.log.Info("lost a race for a take-back; the log decided otherwise", "op", o.what, "err", err)
-			} else {
-				e.log.Debug("lost a race, deciding again", "op", o.what, "err", err)
-			}
-			continue
 		}
 		if ctx.Err() == nil {
-			e.log.Error("append failed", "op", o.what, "err", err)
+			e.log.Info("an op's appends after its fence did not all land; the log says what is missing", "op", o.what, "err", w.err)
 		}
+		return
+	}
+	err := w.err
+	if aggregate.LostRace(err) {
+		e.Stats.Conflicts.Add(1)
+		if o.takeBack {
+			// A worker (or another executor) wrote first: the log has
+			// decided, and the next cycle decides on what it says.
+			e.log.Info("lost a race for a take-back; the log decided otherwise", "op", o.what, "err", err)
+		} else {
+			e.log.Debug("lost a race, deciding again", "op", o.what, "err", err)
+		}
+		return
+	}
+	if ctx.Err() == nil {
+		e.log.Warn("append failed; the next cycle decides again", "op", o.what, "err", err)
 	}
 }
 
@@ -531,9 +841,10 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	var order []string
 	qVersion := map[string]int64{}
 	// A waiter that cannot be granted now (its stream awaits one of our
-	// writes, such as its cancellation, or no worker runs its action) holds
-	// back everyone behind it in its key's queue: granting past it could
-	// commit before it leaves the queue, out of FIFO order.
+	// writes, such as its queue timeout or cancellation in this very cycle,
+	// or no worker runs its action) holds back everyone behind it in its
+	// key's queue: granting past it could commit before it leaves the queue
+	// (or if its own write failed), out of FIFO order.
 	blocked := map[[2]string]bool{}
 	for _, c := range cands {
 		if free == 0 || len(ops)+len(perQueue) >= e.cfg.MaxBatch {
@@ -543,7 +854,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		if blocked[qk] {
 			continue
 		}
-		blocked[qk] = true // until granted below
+		blocked[qk] = true // unless granted below
 		x := e.state.Live[c.w.Execution]
 		xs := domain.ExecutionStream(c.w.Execution)
 		if x == nil || e.busy(xs) {
@@ -576,7 +887,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		}
 		fence := e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key})
 		o.appends = append(o.appends, e.stageAfter(fence, xs, x.Version(), grant, sched))
-		e.handing[xs] = wk.id
+		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
 		o.n++
 		wk.free--
 		free--
@@ -610,7 +921,7 @@ func (e *Executor) queueGrant(o *op, ref string, qVersion map[string]int64, g do
 
 // seen is how long a partial write has been in the fold.
 type seen struct {
-	since   int64 // Stats.TimedCycles when first seen
+	since   int64 // timedSweeps when first seen
 	touched int64 // the decision generation that last saw it
 }
 
@@ -618,7 +929,7 @@ type seen struct {
 // timed cycles, so that its writer (another executor, or the API, still at
 // work) had time to finish it before this executor completes it.
 func (e *Executor) ripe(key string) bool {
-	now := e.Stats.TimedCycles.Load()
+	now := e.timedSweeps
 	p := e.pending[key]
 	if p == nil {
 		p = &seen{since: now}
@@ -664,7 +975,7 @@ func (e *Executor) decideUnscheduled(ops []op, workers []*freeWorker) []op {
 			continue
 		}
 		wk.free--
-		e.handing[xs] = wk.id
+		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
 		ops = append(ops, op{what: "hand over " + id, count: &e.Stats.Repairs,
 			appends: []eventstore.StreamAppend{e.stageAfter(e.state.Unscheduled[id], xs, x.Version(), grant, sched)}})
 	}
@@ -709,7 +1020,7 @@ func (e *Executor) freeWorkers() []*freeWorker {
 	for _, id := range e.state.WorkerIDs() {
 		w := e.state.Workers[id]
 		if e.busy(domain.WorkerStream(id)) {
-			continue // a verdict on it is being written
+			continue // its lost verdict is being written
 		}
 		if n := w.Free(); n > 0 {
 			fw := &freeWorker{id: id, incarnation: w.Incarnation(), free: n}
@@ -800,9 +1111,9 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 			continue
 		}
 		wk.free--
-		e.handing[xs] = wk.id
 		ops = append(ops, op{what: "reschedule " + id, count: &e.Stats.Grants,
 			appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
+		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 1)}
 	}
 	return ops
 }
@@ -1050,10 +1361,15 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 	if err != nil {
 		return ops
 	}
-	for _, w := range e.handing {
-		if w == id {
-			return ops // a handoff to it is not folded yet: decide once it is
+	for xs, h := range e.handing {
+		if h.worker != id {
+			continue
 		}
+		if _, xid := domain.SplitStream(xs); e.state.Live[xid] == nil {
+			delete(e.handing, xs) // it has ended since: the handoff cannot land any more
+			continue
+		}
+		return ops // decide once the fold shows whether our handoff to it landed
 	}
 	held := e.state.HeldBy(id)
 	if len(held) > maxAbandonsWithVerdict {

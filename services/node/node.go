@@ -1,6 +1,12 @@
-// Package node assembles one process's services: the executor, in-process
-// workers, the in-process bus and the forwarder that feeds it from the log.
-// turnstile serve and tests use it.
+// Package node assembles one process's services: the executor (active, or
+// standing by), in-process workers, the in-process bus and the forwarder
+// that feeds it from the log. turnstile serve, executor and worker, and
+// tests use it.
+//
+// Across processes the log is the bus: each process that runs workers has
+// its own forwarder, which subscribes to the log (on PostgreSQL, woken by
+// LISTEN/NOTIFY) and routes the handoffs and cancel requests to its workers
+// over its in-process watermill bus.
 package node
 
 import (
@@ -22,7 +28,7 @@ import (
 type Node struct {
 	Store    eventstore.Store
 	Bus      *bus.Bus
-	Executor *executor.Executor
+	Executor *executor.Executor // nil with Config.NoExecutor
 	Workers  []*worker.Worker
 	Fwd      *bus.Forwarder
 	Commands *executor.Commands
@@ -34,10 +40,32 @@ type Node struct {
 // Config says what a Node runs.
 type Config struct {
 	Workers, Slots int
-	CheckpointDir  string        // "" keeps checkpoints in memory
-	LoseWorkers    bool          // previous run's workers are gone (embedded store)
-	StopGrace      time.Duration // how long Stop lets in-flight work finish; default 10s
-	Logger         *slog.Logger
+	// WorkerIDs names the workers; when empty they are local-1 … local-N.
+	// Given, Workers must be 0 or len(WorkerIDs).
+	WorkerIDs     []string
+	CheckpointDir string        // "" keeps checkpoints in memory
+	SnapshotDir   string        // where the executor keeps snapshots of its fold; "" takes none
+	SnapshotEvery uint64        // events between those snapshots; default the executor's
+	LoseWorkers   bool          // previous run's workers are gone (embedded store)
+	StopGrace     time.Duration // how long Stop lets in-flight work finish; default 10s
+	Logger        *slog.Logger
+
+	// NoExecutor runs no executor (a process of workers only, or of the API).
+	NoExecutor bool
+	// Standby starts the executor standing by: folding, not deciding, until
+	// Executor.SetActive(true) (a lease decides; see services/lease).
+	Standby bool
+	// ExecutorName is the executor's writer name in the log; default "executor".
+	ExecutorName string
+	// WorkerLease is the executor's worker lease (0: its default).
+	WorkerLease time.Duration
+	// Heartbeat is the workers' heartbeat interval (0: their default).
+	Heartbeat time.Duration
+	// ForwardFromHead starts the forwarder at the log's head as it is when
+	// the node starts (before its workers register, so none of their
+	// handoffs can be earlier) instead of at its checkpoint: for a log that
+	// other processes share, whose old handoffs name other incarnations.
+	ForwardFromHead bool
 }
 
 // Start starts the executor, waits until it has caught up with the log,
@@ -51,25 +79,48 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		n.Stop()
 		return nil, err
 	}
+	ids := cfg.WorkerIDs
+	if len(ids) == 0 {
+		for i := 0; i < cfg.Workers; i++ {
+			ids = append(ids, fmt.Sprintf("local-%d", i+1))
+		}
+	} else if cfg.Workers != 0 && cfg.Workers != len(ids) {
+		return fail(fmt.Errorf("node: %d workers but %d worker ids", cfg.Workers, len(ids)))
+	}
+	var forwardFrom uint64
+	if cfg.ForwardFromHead && len(ids) > 0 {
+		head, err := store.Head(ctx)
+		if err != nil {
+			return fail(err)
+		}
+		forwardFrom = max(head, 1) // 0 would mean "the checkpoint"; position 0 is never a handoff
+	}
 	var err error
-	n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers})
-	if err != nil {
-		return fail(err)
+	var snaps *projections.SnapshotFiles
+	if cfg.SnapshotDir != "" {
+		snaps = &projections.SnapshotFiles{Dir: cfg.SnapshotDir}
 	}
-	if err := n.Executor.Start(ctx); err != nil {
-		return fail(err)
-	}
-	// Wait for the fold to catch up (and the previous run's workers to be
-	// declared lost) before this run's workers register.
-	for !n.Executor.Ready() {
-		select {
-		case <-ctx.Done():
-			return fail(ctx.Err())
-		case <-time.After(5 * time.Millisecond):
+	if !cfg.NoExecutor {
+		n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers,
+			Name: cfg.ExecutorName, Standby: cfg.Standby, WorkerLease: cfg.WorkerLease, Snapshots: snaps, SnapshotEvery: cfg.SnapshotEvery})
+		if err != nil {
+			return fail(err)
+		}
+		if err := n.Executor.Start(ctx); err != nil {
+			return fail(err)
+		}
+		// Wait for the fold to catch up (and the previous run's workers to be
+		// declared lost) before this run's workers register.
+		for !n.Executor.Ready() {
+			select {
+			case <-ctx.Done():
+				return fail(ctx.Err())
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 	}
-	for i := 0; i < cfg.Workers; i++ {
-		w, err := worker.New(worker.Config{ID: fmt.Sprintf("local-%d", i+1), Slots: cfg.Slots, Store: store, Bus: n.Bus, Logger: cfg.Logger})
+	for _, id := range ids {
+		w, err := worker.New(worker.Config{ID: id, Slots: cfg.Slots, Store: store, Bus: n.Bus, Logger: cfg.Logger, Heartbeat: cfg.Heartbeat})
 		if err != nil {
 			return fail(err)
 		}
@@ -82,7 +133,10 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 	if cfg.CheckpointDir != "" {
 		cps = &projections.FileCheckpoints{Dir: cfg.CheckpointDir}
 	}
-	n.Fwd, err = bus.NewForwarder(bus.ForwarderConfig{Store: store, Publisher: n.Bus.Publisher, Checkpoints: cps, Logger: cfg.Logger})
+	if len(ids) == 0 {
+		return n, nil // nothing here listens to the bus
+	}
+	n.Fwd, err = bus.NewForwarder(bus.ForwarderConfig{Store: store, Publisher: n.Bus.Publisher, Checkpoints: cps, Logger: cfg.Logger, From: forwardFrom})
 	if err != nil {
 		return fail(err)
 	}

@@ -8,7 +8,11 @@
 // When the log says its incarnation was declared lost (a heartbeat refused,
 // or a result refused because the execution was taken back), the worker
 // stops the runs of that incarnation without writing for them and registers
-// as a new incarnation. Drain ends a worker gracefully.
+// as a new incarnation. When the log says another process registered the
+// same worker id since (a newer incarnation that is not this worker's), the
+// newer one wins: this worker stops its runs without writing for them, never
+// registers again, and closes Superseded, so two processes with one id never
+// both act. Drain ends a worker gracefully.
 package worker
 
 import (
@@ -43,6 +47,13 @@ type Config struct {
 	Heartbeat time.Duration
 	// StopGrace is the grace period Stop drains with. Default 10s.
 	StopGrace time.Duration
+	// NewIncarnation names each incarnation the worker registers. Default:
+	// a random UUID. A simulation sets it to replay a run exactly.
+	NewIncarnation func() string
+	// Host and PID are recorded in worker.registered. Default: the
+	// machine's host name and this process's id.
+	Host string
+	PID  int
 }
 
 // Validate checks the configuration after defaults.
@@ -54,8 +65,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("worker: ID %q is not usable in a stream name", c.ID)
 	case c.Slots < 1 || c.Slots > 100_000:
 		return fmt.Errorf("worker: Slots %d must be 1..100000", c.Slots)
-	case c.Store == nil || c.Bus == nil:
-		return errors.New("worker: Store and Bus are required")
+	case c.Store == nil:
+		return errors.New("worker: Store is required")
 	case c.Heartbeat < time.Millisecond:
 		return fmt.Errorf("worker: Heartbeat %s below 1ms", c.Heartbeat)
 	}
@@ -71,10 +82,13 @@ type Worker struct {
 
 	mu          sync.Mutex
 	incarnation string
-	state       *domain.Worker // the worker stream as last written, or nil
+	mine        map[string]bool // every incarnation this worker made
+	state       *domain.Worker  // the worker stream as last written, or nil
 	running     map[runKey]*runEntry
 	draining    bool // set by Drain: no new handoff is taken
 	stopped     bool
+	superseded  chan struct{}  // closed when another process took this worker id
+	supersedeBy string         // the incarnation that took it
 	wg          sync.WaitGroup // runs in flight
 
 	regMu sync.Mutex // serialises re-registrations
@@ -127,11 +141,42 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Runners == nil {
 		cfg.Runners = runner.Builtins(runner.Config{})
 	}
+	if cfg.NewIncarnation == nil {
+		cfg.NewIncarnation = uuid.NewString
+	}
+	if cfg.Host == "" {
+		cfg.Host, _ = os.Hostname()
+	}
+	if cfg.PID == 0 {
+		cfg.PID = os.Getpid()
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Worker{cfg: cfg, log: cfg.Logger.With("component", "worker", "worker", cfg.ID),
-		incarnation: uuid.NewString(), running: map[runKey]*runEntry{}}, nil
+	inc := cfg.NewIncarnation()
+	return &Worker{cfg: cfg, log: cfg.Logger.With("component", "worker", "worker", cfg.ID), ctx: context.Background(),
+		incarnation: inc, mine: map[string]bool{inc: true}, running: map[runKey]*runEntry{}, superseded: make(chan struct{})}, nil
+}
+
+// Superseded is closed when the log shows that another process registered
+// this worker's id after it: this worker has stopped its runs (writing
+// nothing for them) and acts no more; its owner should Stop it and end.
+func (w *Worker) Superseded() <-chan struct{} { return w.superseded }
+
+// SupersededBy returns the incarnation that took this worker's id, or "".
+func (w *Worker) SupersededBy() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.supersedeBy
+}
+
+func (w *Worker) isSuperseded() bool {
+	select {
+	case <-w.superseded:
+		return true
+	default:
+		return false
+	}
 }
 
 // ID returns the worker id.
@@ -148,6 +193,9 @@ func (w *Worker) Incarnation() string {
 // Start subscribes to the worker's topics, then registers the incarnation
 // (so no handoff can be addressed to it before it listens), then heartbeats.
 func (w *Worker) Start(ctx context.Context) error {
+	if w.cfg.Bus == nil {
+		return errors.New("worker: Start needs a Bus")
+	}
 	r, err := w.cfg.Bus.NewRouter()
 	if err != nil {
 		return err
@@ -168,7 +216,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		cancel()
 		return ctx.Err()
 	}
-	if err := w.register(ctx); err != nil {
+	if err := w.registerRetrying(ctx); err != nil {
 		cancel()
 		_ = r.Close()
 		return err
@@ -181,11 +229,40 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
+// Register records the current incarnation in the log (worker.registered).
+// Start does it; a simulation that drives the worker step by step calls it.
+func (w *Worker) Register(ctx context.Context) error { return w.register(ctx) }
+
+// registerRetrying registers, trying again while the store is unavailable.
+func (w *Worker) registerRetrying(ctx context.Context) error {
+	err := w.register(ctx)
+	for try := 0; aggregate.Unavailable(err) && try < maxTries && pause(ctx, try); try++ {
+		err = w.register(ctx)
+	}
+	return err
+}
+
+// maxTries bounds how often the worker tries a write again while the store
+// is unavailable (with pauses of 10ms doubling up to 1s: about a minute).
+const maxTries = 64
+
+// pause waits before try number try+1 of a write; false if ctx ended first.
+func pause(ctx context.Context, try int) bool {
+	d := min(10*time.Millisecond<<min(try, 7), time.Second)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 func (w *Worker) register(ctx context.Context) error {
-	host, _ := os.Hostname()
 	inc := w.Incarnation()
 	st, err := aggregate.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, nil, func(s *domain.Worker) (domain.Event, error) {
-		return s.Register(inc, w.cfg.Slots, w.cfg.Runners.Names(), host, os.Getpid())
+		return s.Register(inc, w.cfg.Slots, w.cfg.Runners.Names(), w.cfg.Host, w.cfg.PID)
 	})
 	if err != nil {
 		return fmt.Errorf("worker %s: register: %w", w.cfg.ID, err)
@@ -209,23 +286,38 @@ func (w *Worker) heartbeats(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		w.mu.Lock()
-		known, inFlight, inc := w.state.Clone(), len(w.running), w.incarnation
-		w.mu.Unlock()
-		st, err := aggregate.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
-			return s.Heartbeat(inc, inFlight)
-		})
-		switch {
-		case errors.Is(err, domain.ErrWorkerReplaced), errors.Is(err, domain.ErrWorkerNotRegistered):
-			w.replaced(ctx, inc)
-		case err != nil:
-			if ctx.Err() == nil {
-				w.log.Warn("heartbeat failed", "err", err)
-			}
-			w.setState(inc, nil)
-		default:
-			w.setState(inc, st)
+		_ = w.Heartbeat(ctx)
+		if w.isSuperseded() {
+			return
 		}
+	}
+}
+
+// Heartbeat renews the lease of the current incarnation (one
+// worker.heartbeat). When the log says the incarnation was replaced, it
+// stops that incarnation's runs and registers a new one. Start's loop calls
+// it every Config.Heartbeat; a simulation calls it itself. The error is the
+// store's, if the write failed.
+func (w *Worker) Heartbeat(ctx context.Context) error {
+	w.mu.Lock()
+	known, inFlight, inc := w.state.Clone(), len(w.running), w.incarnation
+	w.mu.Unlock()
+	st, err := aggregate.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
+		return s.Heartbeat(inc, inFlight)
+	})
+	switch {
+	case errors.Is(err, domain.ErrWorkerReplaced), errors.Is(err, domain.ErrWorkerNotRegistered):
+		w.replaced(ctx, inc)
+		return nil
+	case err != nil:
+		if ctx.Err() == nil {
+			w.log.Warn("heartbeat failed", "err", err)
+		}
+		w.setState(inc, nil)
+		return err
+	default:
+		w.setState(inc, st)
+		return nil
 	}
 }
 
@@ -241,17 +333,29 @@ func (w *Worker) setState(inc string, st *domain.Worker) {
 // replaced is called when the log says incarnation old is no longer this
 // worker's (declared lost, or another process registered the same id). The
 // executions handed to old have been (or will be) taken back: stop their
-// runs, which then write nothing, and start over as a new incarnation.
-// Nothing happens if old is no longer current, or while draining.
+// runs, which then write nothing, and start over as a new incarnation; or,
+// if the worker stream's current incarnation is another process's, stop for
+// good (see Superseded). Nothing happens if old is no longer current, or
+// while draining.
 func (w *Worker) replaced(ctx context.Context, old string) {
 	w.regMu.Lock()
 	defer w.regMu.Unlock()
+	if cur, err := aggregate.LoadWorker(ctx, w.cfg.Store, w.cfg.ID); err == nil && cur.Status() != domain.WorkerUnknown {
+		w.mu.Lock()
+		other := !w.mine[cur.Incarnation()]
+		w.mu.Unlock()
+		if other {
+			w.supersede(old, cur.Incarnation())
+			return
+		}
+	}
 	w.mu.Lock()
 	if w.incarnation != old || w.draining || w.stopped {
 		w.mu.Unlock()
 		return
 	}
-	w.incarnation, w.state = uuid.NewString(), nil
+	w.incarnation, w.state = w.cfg.NewIncarnation(), nil
+	w.mine[w.incarnation] = true
 	stopped := 0
 	for _, r := range w.running {
 		if r.incarnation == old {
@@ -265,6 +369,25 @@ func (w *Worker) replaced(ctx context.Context, old string) {
 	if err := w.register(ctx); err != nil && ctx.Err() == nil {
 		w.log.Error("cannot register a new incarnation; the next heartbeat tries again", "err", err)
 	}
+}
+
+// supersede stops every run, writing nothing for them, and closes
+// Superseded: incarnation by, not this worker's, registered the same id.
+func (w *Worker) supersede(old, by string) {
+	w.mu.Lock()
+	if w.isSuperseded() {
+		w.mu.Unlock()
+		return
+	}
+	w.supersedeBy = by
+	close(w.superseded)
+	for _, r := range w.running {
+		r.cancel(errReplaced)
+	}
+	stopped := len(w.running)
+	w.mu.Unlock()
+	w.log.Error("another process registered this worker id: the newer one takes over, this one stops acting and does not register again",
+		"incarnation", old, "superseded_by", by, "runs_stopped", stopped)
 }
 
 // checkReplaced reads the worker stream after a write of incarnation inc
@@ -289,47 +412,13 @@ func (w *Worker) onAssign(msg *message.Message) error {
 	if err != nil {
 		return err // poison after retries
 	}
-	ev, err := domain.Catalogue.Decode(&env)
-	if err != nil {
+	r, err := w.Take(env)
+	if err != nil || r == nil {
 		return err
 	}
-	sched, ok := ev.(domain.ExecutionScheduled)
-	if !ok {
-		return fmt.Errorf("worker: %s on the assignment topic", env.Type)
-	}
-	_, id := domain.SplitStream(env.Stream)
-	key := runKey{id, sched.Attempt}
-	w.mu.Lock()
-	mine := sched.Worker == w.cfg.ID && (sched.Incarnation == "" || sched.Incarnation == w.incarnation)
-	_, dup := w.running[key]
-	if !mine || dup {
-		w.mu.Unlock()
-		return nil // another incarnation's handoff, or one already taken: idempotent
-	}
-	if w.draining || w.stopped {
-		w.mu.Unlock()
-		w.log.Info("draining: a new handoff is left for the executor to take back", "execution", id, "attempt", sched.Attempt)
-		return nil
-	}
-	runCtx, cancel := context.WithCancelCause(context.Background())
-	w.running[key] = &runEntry{cancel: cancel, incarnation: w.incarnation}
-	inc := w.incarnation
-	w.wg.Add(1)
-	w.mu.Unlock()
-	// The handoff event alone rebuilds the state the worker acts on: scheduled
-	// to us, at this version. Anything appended since makes the append fail
-	// and the stream is read again.
-	x := domain.NewExecution(id)
-	x.Apply(sched, env.Version, env.Time)
 	go func() {
-		defer w.wg.Done()
-		defer func() {
-			w.mu.Lock()
-			delete(w.running, key)
-			w.mu.Unlock()
-			cancel(nil)
-		}()
-		w.run(runCtx, x, sched, inc)
+		defer r.Close()
+		w.drive(r)
 	}()
 	return nil
 }
@@ -339,6 +428,14 @@ func (w *Worker) onCancel(msg *message.Message) error {
 	if err != nil {
 		return err
 	}
+	w.Cancel(env)
+	return nil
+}
+
+// Cancel passes a cancellation request (the execution.cancel_requested
+// event, as the bus delivers it) to this worker's runs of that execution,
+// if any.
+func (w *Worker) Cancel(env domain.Envelope) {
 	_, id := domain.SplitStream(env.Stream)
 	w.mu.Lock()
 	for k, r := range w.running {
@@ -347,7 +444,6 @@ func (w *Worker) onCancel(msg *message.Message) error {
 		}
 	}
 	w.mu.Unlock()
-	return nil
 }
 
 // cancelAll stops every run with cause and returns how many there were.
@@ -360,31 +456,139 @@ func (w *Worker) cancelAll(cause error) int {
 	return len(w.running)
 }
 
-// run starts, runs and ends one execution. Every write goes through the
-// domain's decision on the latest state, and only while the handoff it acts
-// under (worker, incarnation, attempt) is the current one and inc is still
-// this worker's incarnation; a refusal means the execution was taken back (or
-// cancelled) meanwhile, and the worker gives up, saying so.
-func (w *Worker) run(ctx context.Context, x *domain.Execution, sched domain.ExecutionScheduled, inc string) {
-	id, me := x.ID(), w.cfg.ID
-	wctx := context.WithoutCancel(ctx) // writes must happen even after the run's ctx ended
-	under := func(act func(x *domain.Execution) (domain.Event, error)) aggregate.Decision {
-		return func(x *domain.Execution) (domain.Event, error) {
-			if cur := w.Incarnation(); cur != inc {
-				return nil, fmt.Errorf("worker %s incarnation %s (now %s): %w", me, inc, cur, domain.ErrWorkerReplaced)
-			}
-			if err := x.Holds(me, sched.Incarnation, sched.Attempt); err != nil {
-				return nil, err
-			}
-			return act(x)
-		}
+// Run is one handoff the worker took: an attempt of an execution. When the
+// worker was started with Start, its own goroutine drives each Run; a
+// simulation drives it step by step: Begin, the work, End, then Close.
+type Run struct {
+	w      *Worker
+	key    runKey
+	x      *domain.Execution // the state the next write decides on
+	sched  domain.ExecutionScheduled
+	inc    string // the worker's incarnation when it took the handoff
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	close  sync.Once
+}
+
+// Take takes a handoff (the execution.scheduled event, as the bus delivers
+// it). It returns nil and no error when the handoff is for another worker or
+// incarnation, was already taken (a duplicate message), or the worker is
+// draining (the executor takes it back). Anything but a handoff is an error.
+// The Run holds one of the worker's slots until Close.
+func (w *Worker) Take(env domain.Envelope) (*Run, error) {
+	ev, err := domain.Catalogue.Decode(&env)
+	if err != nil {
+		return nil, err
 	}
-	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, errCancelRequested) {
-		// Draining or replaced before it started: the executor takes it back.
-		w.log.Info("not starting a handoff", "execution", id, "attempt", sched.Attempt, "cause", cause)
+	sched, ok := ev.(domain.ExecutionScheduled)
+	if !ok {
+		return nil, fmt.Errorf("worker: %s on the assignment topic", env.Type)
+	}
+	_, id := domain.SplitStream(env.Stream)
+	key := runKey{id, sched.Attempt}
+	w.mu.Lock()
+	mine := sched.Worker == w.cfg.ID && (sched.Incarnation == "" || sched.Incarnation == w.incarnation)
+	_, dup := w.running[key]
+	if !mine || dup {
+		w.mu.Unlock()
+		return nil, nil // another incarnation's handoff, or one already taken: idempotent
+	}
+	if w.draining || w.stopped || w.isSuperseded() {
+		w.mu.Unlock()
+		w.log.Info("draining: a new handoff is left for the executor to take back", "execution", id, "attempt", sched.Attempt)
+		return nil, nil
+	}
+	runCtx, cancel := context.WithCancelCause(context.Background())
+	w.running[key] = &runEntry{cancel: cancel, incarnation: w.incarnation}
+	r := &Run{w: w, key: key, sched: sched, inc: w.incarnation, ctx: runCtx, cancel: cancel}
+	w.wg.Add(1)
+	w.mu.Unlock()
+	// The handoff event alone rebuilds the state the worker acts on: scheduled
+	// to us, at this version. Anything appended since makes the append fail
+	// and the stream is read again.
+	r.x = domain.NewExecution(id)
+	r.x.Apply(sched, env.Version, env.Time)
+	return r, nil
+}
+
+// Execution returns the id of the run's execution.
+func (r *Run) Execution() string { return r.key.id }
+
+// Attempt returns the handoff's attempt number.
+func (r *Run) Attempt() int { return r.key.attempt }
+
+// Handoff returns the handoff the run acts under.
+func (r *Run) Handoff() domain.ExecutionScheduled { return r.sched }
+
+// Context is cancelled when the run must stop: a cancellation request, the
+// worker's incarnation replaced, or a drain's grace period over.
+func (r *Run) Context() context.Context { return r.ctx }
+
+// Close frees the run's slot. Calling it again does nothing.
+func (r *Run) Close() {
+	r.close.Do(func() {
+		r.w.mu.Lock()
+		delete(r.w.running, r.key)
+		r.w.mu.Unlock()
+		r.cancel(nil)
+		r.w.wg.Done()
+	})
+}
+
+// drive runs r from its start to its end, trying a write again while the
+// store is unavailable.
+func (w *Worker) drive(r *Run) {
+	wctx := context.WithoutCancel(r.ctx) // writes must happen even after the run's ctx ended
+	started, err := r.Begin(wctx)
+	for try := 0; err != nil && try < maxTries && pause(w.ctx, try); try++ {
+		started, err = r.Begin(wctx)
+	}
+	if !started {
 		return
 	}
-	x, err := aggregate.UpdateExecution(wctx, w.cfg.Store, id, domain.OwnerWorker, me, x, under(func(x *domain.Execution) (domain.Event, error) {
+	runCtx, cancelTimeout := context.WithTimeout(r.ctx, time.Duration(r.sched.TimeoutMillis)*time.Millisecond)
+	result, runErr := w.execute(runCtx, r.sched)
+	cancelTimeout()
+	err = r.End(wctx, result, runErr)
+	for try := 0; err != nil && try < maxTries && pause(w.ctx, try); try++ {
+		err = r.End(wctx, result, runErr)
+	}
+	if err != nil {
+		w.log.Error("gave up recording the end of a run: the store stayed unavailable; the executor takes it back once this worker is declared lost",
+			"execution", r.key.id, "attempt", r.key.attempt, "err", err)
+	}
+}
+
+// under wraps a worker decision: it is taken only while the handoff r acts
+// under (worker, incarnation, attempt) is the current one and r's
+// incarnation is still the worker's.
+func (r *Run) under(act func(x *domain.Execution) (domain.Event, error)) aggregate.Decision {
+	w, me := r.w, r.w.cfg.ID
+	return func(x *domain.Execution) (domain.Event, error) {
+		if cur := w.Incarnation(); cur != r.inc || w.isSuperseded() {
+			return nil, fmt.Errorf("worker %s incarnation %s (now %s): %w", me, r.inc, cur, domain.ErrWorkerReplaced)
+		}
+		if err := x.Holds(me, r.sched.Incarnation, r.sched.Attempt); err != nil {
+			return nil, err
+		}
+		return act(x)
+	}
+}
+
+// Begin records the start of the run (execution.running), or its
+// cancellation if one was requested before it started. started says whether
+// the work should go on. A refusal (the execution was taken back or ended
+// meanwhile) is logged and gives started false; the error is non-nil only
+// when the store was unavailable (aggregate.Unavailable): the write may or
+// may not have landed, and Begin may be called again, which is safe.
+func (r *Run) Begin(ctx context.Context) (started bool, err error) {
+	w, id, me := r.w, r.key.id, r.w.cfg.ID
+	if cause := context.Cause(r.ctx); cause != nil && !errors.Is(cause, errCancelRequested) {
+		// Draining or replaced before it started: the executor takes it back.
+		w.log.Info("not starting a handoff", "execution", id, "attempt", r.key.attempt, "cause", cause)
+		return false, nil
+	}
+	x, err := aggregate.UpdateExecution(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.under(func(x *domain.Execution) (domain.Event, error) {
 		if x.CancelRequested() {
 			ev, err := x.Cancel(domain.OwnerWorker, me, "cancelled before it started")
 			ev.Code = domain.CancelRequested
@@ -392,29 +596,40 @@ func (w *Worker) run(ctx context.Context, x *domain.Execution, sched domain.Exec
 		}
 		return x.Start(me)
 	}))
+	if aggregate.Unavailable(err) {
+		r.x = x // the state it decided on: the same decision is tried again
+		return false, err
+	}
 	if err != nil {
-		w.refused("gave up an execution before starting it: the log decided otherwise", id, sched.Attempt, inc, err)
-		return
+		w.refused("gave up an execution before starting it: the log decided otherwise", id, r.key.attempt, r.inc, err)
+		return false, nil
 	}
-	if x.Status() != domain.StatusRunning {
-		return
-	}
-	timeout := time.Duration(sched.TimeoutMillis) * time.Millisecond
-	runCtx, cancelTimeout := context.WithTimeout(ctx, timeout)
-	result, runErr := w.execute(runCtx, sched)
-	cancelTimeout()
-	cause := context.Cause(ctx)
+	r.x = x
+	return x.Status() == domain.StatusRunning, nil
+}
+
+// End records how the run ended, given what the runner returned (result
+// and runErr) and why the run's context ended, if it did: completed,
+// failed, timed_out (runErr is context.DeadlineExceeded), or cancelled (a
+// cancellation request). A run stopped because its incarnation was replaced
+// writes nothing. A refusal (the execution was taken back meanwhile) is
+// logged and gives nil; the error is non-nil only when the store was
+// unavailable: call End again with the same arguments.
+func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) error {
+	w, id, me := r.w, r.key.id, r.w.cfg.ID
+	cause := context.Cause(r.ctx)
 	if errors.Is(cause, errReplaced) {
-		w.log.Warn("run stopped: its incarnation was declared lost, nothing is written for it", "execution", id, "attempt", sched.Attempt)
-		return
+		w.log.Warn("run stopped: its incarnation was declared lost, nothing is written for it", "execution", id, "attempt", r.key.attempt)
+		return nil
 	}
+	timeout := time.Duration(r.sched.TimeoutMillis) * time.Millisecond
 	var failure *runner.Failure
 	var partial json.RawMessage
 	if intr := (*runner.Interrupted)(nil); errors.As(runErr, &intr) {
 		partial = intr.Result
 	}
 	var drained drainError
-	_, err = aggregate.UpdateExecution(wctx, w.cfg.Store, id, domain.OwnerWorker, me, x, under(func(x *domain.Execution) (domain.Event, error) {
+	x, err := aggregate.UpdateExecution(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.under(func(x *domain.Execution) (domain.Event, error) {
 		switch {
 		case runErr == nil:
 			return x.Complete(domain.OwnerWorker, me, result)
@@ -428,7 +643,7 @@ func (w *Worker) run(ctx context.Context, x *domain.Execution, sched domain.Exec
 			ev, err := x.Fail(domain.OwnerWorker, me, drained.Error(), partial)
 			ev.Code = domain.FailDrain
 			return ev, err
-		case ctx.Err() != nil:
+		case r.ctx.Err() != nil:
 			return x.Fail(domain.OwnerWorker, me, fmt.Sprintf("interrupted: %v", cause), partial)
 		case errors.Is(runErr, context.DeadlineExceeded):
 			ev, err := x.TimeOut(me, timeout)
@@ -438,9 +653,15 @@ func (w *Worker) run(ctx context.Context, x *domain.Execution, sched domain.Exec
 			return x.Fail(domain.OwnerWorker, me, runErr.Error(), partial)
 		}
 	}))
-	if err != nil {
-		w.refused("result refused: the execution is no longer ours", id, sched.Attempt, inc, err)
+	if aggregate.Unavailable(err) {
+		r.x = x
+		return err
 	}
+	if err != nil {
+		w.refused("result refused: the execution is no longer ours", id, r.key.attempt, r.inc, err)
+	}
+	r.x = x
+	return nil
 }
 
 // refused logs a write the log refused and, when the refusal says the
@@ -481,6 +702,21 @@ func (w *Worker) Drain(ctx context.Context, grace time.Duration) error {
 	}
 	w.draining = true
 	w.mu.Unlock()
+	if w.isSuperseded() {
+		// Another process owns the id: write nothing, just let go.
+		w.wg.Wait() // its runs were stopped and write nothing
+		_ = w.router.Close()
+		w.mu.Lock()
+		cancel := w.cancel
+		w.mu.Unlock()
+		cancel()
+		<-w.done
+		w.mu.Lock()
+		w.stopped = true
+		w.mu.Unlock()
+		w.log.Info("stopped (superseded)")
+		return nil
+	}
 	w.regMu.Lock() // after a re-registration in progress, if any
 	w.mu.Lock()
 	inc, known, inFlight := w.incarnation, w.state.Clone(), len(w.running)

@@ -64,3 +64,70 @@ func TestDrainIdleWorker(t *testing.T) {
 		t.Fatalf("worker-w1 %v, want %v", got, want)
 	}
 }
+
+// TestSameIDInTwoProcesses: a second worker registering an id that a live
+// worker holds supersedes it: the first learns it from its next heartbeat,
+// stops acting and never registers again, so the two do not take the id
+// from each other in turn; the second goes on heartbeating.
+func TestSameIDInTwoProcesses(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close() })
+	start := func() *worker.Worker {
+		b := bus.NewInProcess(quiet())
+		t.Cleanup(func() { _ = b.Close() })
+		w, err := worker.New(worker.Config{ID: "twin", Store: store, Bus: b, Logger: quiet(), Heartbeat: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		return w
+	}
+	first := start()
+	time.Sleep(30 * time.Millisecond) // a few heartbeats of the first
+	second := start()
+	select {
+	case <-first.Superseded():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first worker never learned that the second took its id")
+	}
+	if got := first.SupersededBy(); got != second.Incarnation() {
+		t.Fatalf("superseded by %q, want the second worker's incarnation %q", got, second.Incarnation())
+	}
+	select {
+	case <-second.Superseded():
+		t.Fatal("the second worker was superseded too")
+	default:
+	}
+	first.Stop()
+	time.Sleep(50 * time.Millisecond) // more heartbeats of the second
+	envs, err := store.ReadStream(context.Background(), domain.WorkerStream("twin"), 0, 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	regs := 0
+	for i := range envs {
+		ev, err := domain.Catalogue.Decode(&envs[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e := ev.(type) {
+		case domain.WorkerRegistered:
+			regs++
+		case domain.WorkerStopped:
+			t.Errorf("worker.stopped written at version %d by incarnation %s: the superseded worker must write nothing", envs[i].Version, e.Incarnation)
+		}
+	}
+	if regs != 2 {
+		t.Errorf("%d registrations of worker twin, want 2 (no re-registration by the superseded one)", regs)
+	}
+	last, err := domain.Catalogue.Decode(&envs[len(envs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hb, ok := last.(domain.WorkerHeartbeat); !ok || hb.Incarnation != second.Incarnation() {
+		t.Errorf("last event %T %+v, want a heartbeat of the second worker", last, last)
+	}
+}

@@ -1,0 +1,213 @@
+package domain
+
+import (
+	"encoding/json"
+	"sort"
+	"time"
+)
+
+// Snapshots are the aggregates' whole state in exported, encodable form, so a
+// fold of the log can be saved at a position and resumed from it instead of
+// from the start. The promise of each pair is exact: Restore(x.Snapshot())
+// answers every question and applies every later event exactly as x does.
+// Slices in a snapshot are sorted, so equal states give equal snapshots.
+
+// ExecutionSnapshot is an Execution's state.
+type ExecutionSnapshot struct {
+	ID, Action, Key, ParentID string
+	ItemIndex                 int
+	Parent                    bool
+	Items, Concurrency        int
+	WithItems                 []json.RawMessage
+	Asked                     int
+	Input                     json.RawMessage
+	IdemKey, RequestHash      string
+
+	Status                                                  Status
+	Worker, Incarnation                                     string
+	Attempt                                                 int
+	CancelRequested                                         bool
+	CancelReason, TakenBack                                 string
+	Version                                                 int64
+	RequestedAt, GrantedAt, ScheduledAt, RunningAt, EndedAt time.Time
+	ScheduledTimeout                                        time.Duration
+
+	Result      json.RawMessage
+	Error, Code string
+}
+
+// Snapshot returns x's state.
+func (x *Execution) Snapshot() ExecutionSnapshot {
+	return ExecutionSnapshot{
+		ID: x.id, Action: x.action, Key: x.key, ParentID: x.parentID, ItemIndex: x.itemIndex,
+		Parent: x.parent, Items: x.items, Concurrency: x.concurrency, WithItems: x.withItems,
+		Asked: x.asked, Input: x.input, IdemKey: x.idemKey, RequestHash: x.requestHash,
+		Status: x.status, Worker: x.worker, Incarnation: x.incarnation, Attempt: x.attempt,
+		CancelRequested: x.cancelRequested, CancelReason: x.cancelReason, TakenBack: x.takenBack,
+		Version: x.version, RequestedAt: x.requestedAt, GrantedAt: x.grantedAt,
+		ScheduledAt: x.scheduledAt, RunningAt: x.runningAt, EndedAt: x.endedAt,
+		ScheduledTimeout: x.scheduledTimeout, Result: x.result, Error: x.errMsg, Code: x.code,
+	}
+}
+
+// RestoreExecution returns the execution s describes.
+func RestoreExecution(s ExecutionSnapshot) *Execution {
+	return &Execution{
+		id: s.ID, action: s.Action, key: s.Key, parentID: s.ParentID, itemIndex: s.ItemIndex,
+		parent: s.Parent, items: s.Items, concurrency: s.Concurrency, withItems: s.WithItems,
+		asked: s.Asked, input: s.Input, idemKey: s.IdemKey, requestHash: s.RequestHash,
+		status: s.Status, worker: s.Worker, incarnation: s.Incarnation, attempt: s.Attempt,
+		cancelRequested: s.CancelRequested, cancelReason: s.CancelReason, takenBack: s.TakenBack,
+		version: s.Version, requestedAt: s.RequestedAt, grantedAt: s.GrantedAt,
+		scheduledAt: s.ScheduledAt, runningAt: s.RunningAt, endedAt: s.EndedAt,
+		scheduledTimeout: s.ScheduledTimeout, result: s.Result, errMsg: s.Error, code: s.Code,
+	}
+}
+
+// WorkerSnapshot is a Worker's state.
+type WorkerSnapshot struct {
+	ID           string
+	Status       WorkerStatus
+	Incarnation  string
+	Slots        int
+	Runners      []string
+	LastSeen     time.Time
+	Version      int64
+	Incarnations []string // every incarnation ever registered, sorted
+}
+
+// Snapshot returns w's state.
+func (w *Worker) Snapshot() WorkerSnapshot {
+	return WorkerSnapshot{ID: w.id, Status: w.status, Incarnation: w.incarnation, Slots: w.slots,
+		Runners: w.runners, LastSeen: w.lastSeen, Version: w.version, Incarnations: sortedSet(w.past)}
+}
+
+// RestoreWorker returns the worker s describes.
+func RestoreWorker(s WorkerSnapshot) *Worker {
+	w := &Worker{id: s.ID, status: s.Status, incarnation: s.Incarnation, slots: s.Slots,
+		runners: s.Runners, lastSeen: s.LastSeen, version: s.Version}
+	if s.Incarnations != nil {
+		w.past = setOf(s.Incarnations)
+	}
+	return w
+}
+
+// ActionSnapshot is an Action's state.
+type ActionSnapshot struct {
+	Policy          Policy
+	Defined, Paused bool
+	Version         int64
+}
+
+// Snapshot returns a's state.
+func (a *Action) Snapshot() ActionSnapshot {
+	return ActionSnapshot{Policy: a.policy, Defined: a.defined, Paused: a.paused, Version: a.version}
+}
+
+// RestoreAction returns the action s describes.
+func RestoreAction(s ActionSnapshot) *Action {
+	return &Action{policy: s.Policy, defined: s.Defined, paused: s.Paused, version: s.Version}
+}
+
+// QueuesSnapshot is the state of every action's queues.
+type QueuesSnapshot struct {
+	Queues  []QueueSnapshot // sorted by Ref
+	Pending []Rejection     // sorted by execution
+	Changed []string        // sorted
+}
+
+// QueueSnapshot is one action's queue.
+type QueueSnapshot struct {
+	Ref             string
+	Policy          Policy
+	Defined, Paused bool
+	Version         int64
+	Keys            []KeyQueueSnapshot // sorted by Key
+	Grants          []time.Time        // log times of the grants the rate limit still counts, oldest first
+	RateSpan        time.Duration
+	RateMax         int
+}
+
+// KeyQueueSnapshot is the queue of one concurrency-key value.
+type KeyQueueSnapshot struct {
+	Key     string
+	Waiting []Waiter // FIFO order
+	Active  []string // sorted
+}
+
+// Snapshot returns the queues' state.
+func (qs *Queues) Snapshot() QueuesSnapshot {
+	s := QueuesSnapshot{Changed: sortedSet(qs.changed), Pending: qs.PendingRejections()}
+	for _, ref := range qs.Refs() {
+		q := qs.byRef[ref]
+		qsn := QueueSnapshot{Ref: ref, Policy: q.policy, Defined: q.defined, Paused: q.paused,
+			Version: q.version, Grants: append([]time.Time(nil), q.grants[q.gHead:]...),
+			RateSpan: q.rateSpan, RateMax: q.rateMax}
+		for _, k := range q.Keys() {
+			kq := q.keys[k]
+			ks := KeyQueueSnapshot{Key: k, Waiting: make([]Waiter, 0, kq.Waiting()), Active: kq.ActiveIDs()}
+			kq.waiting.each(func(w Waiter) bool { ks.Waiting = append(ks.Waiting, w); return true })
+			qsn.Keys = append(qsn.Keys, ks)
+		}
+		s.Queues = append(s.Queues, qsn)
+	}
+	return s
+}
+
+// RestoreQueues returns the queues s describes.
+func RestoreQueues(s QueuesSnapshot) *Queues {
+	qs := NewQueues()
+	n := 0
+	for _, q := range s.Queues {
+		for _, k := range q.Keys {
+			n += len(k.Waiting) + len(k.Active)
+		}
+	}
+	qs.where = make(map[string]placement, n)
+	for _, r := range s.Pending {
+		qs.pending[r.Execution] = r
+	}
+	for _, ref := range s.Changed {
+		qs.changed[ref] = struct{}{}
+	}
+	for _, qsn := range s.Queues {
+		q := &Queue{Ref: qsn.Ref, policy: qsn.Policy, defined: qsn.Defined, paused: qsn.Paused,
+			version: qsn.Version, keys: map[string]*KeyQueue{}, grants: qsn.Grants,
+			rateSpan: qsn.RateSpan, rateMax: qsn.RateMax}
+		for _, ks := range qsn.Keys {
+			kq := &KeyQueue{Key: ks.Key, active: setOf(ks.Active)}
+			kq.waiting.items = make([]Waiter, 0, len(ks.Waiting))
+			kq.waiting.index = make(map[string]int, len(ks.Waiting))
+			for _, w := range ks.Waiting {
+				kq.waiting.push(w)
+				qs.where[w.Execution] = placement{ref: qsn.Ref, key: ks.Key}
+			}
+			for _, id := range ks.Active {
+				qs.where[id] = placement{ref: qsn.Ref, key: ks.Key, granted: true}
+			}
+			q.keys[ks.Key] = kq
+		}
+		qs.byRef[qsn.Ref] = q
+	}
+	return qs
+}
+
+func sortedSet(m map[string]struct{}) []string {
+	if m == nil {
+		return nil
+	}
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func setOf(keys []string) map[string]struct{} {
+	m := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		m[k] = struct{}{}
+	}
+	return m
+}

@@ -1,0 +1,31 @@
+package domain
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestSnapshotsCoverEveryField fails when an aggregate gains a field that its
+// snapshot does not carry: a restored fold would then silently differ.
+func TestSnapshotsCoverEveryField(t *testing.T) {
+	for _, c := range []struct {
+		agg, snap any
+		extra     int // fields of the aggregate its snapshot derives instead of storing
+	}{
+		{Execution{}, ExecutionSnapshot{}, 0},
+		{Worker{}, WorkerSnapshot{}, 0},
+		{Action{}, ActionSnapshot{}, 0},
+		// Queue's gHead is folded into Grants (only live grants are kept).
+		{Queue{}, QueueSnapshot{}, 1},
+		// KeyQueue's waiting fifo is one list, its active set another.
+		{KeyQueue{}, KeyQueueSnapshot{}, 0},
+		// Queues' where is derived from the key queues.
+		{Queues{}, QueuesSnapshot{}, 1},
+	} {
+		a, s := reflect.TypeOf(c.agg), reflect.TypeOf(c.snap)
+		if a.NumField() != s.NumField()+c.extra {
+			t.Errorf("%s has %d fields, %s carries %d (+%d derived): add the new field to the snapshot",
+				a.Name(), a.NumField(), s.Name(), s.NumField(), c.extra)
+		}
+	}
+}

@@ -1,0 +1,189 @@
+package executor_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/clock"
+	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/worker"
+)
+
+// TestNoGrantPastAWaiterBeingCancelled: when one cycle decides the queue
+// timeout of a queue's head, it must not grant the waiter behind it in the
+// same cycle: the two appends are independent, so if the timeout's append
+// fails (or lands second) the log would show the second waiter granted
+// while the first still waits, out of FIFO order. Found by the simulation
+// (services/sim).
+func TestNoGrantPastAWaiterBeingCancelled(t *testing.T) {
+	bothLogs(t, testNoGrantPastAWaiterBeingCancelled)
+}
+
+func testNoGrantPastAWaiterBeingCancelled(t *testing.T, single bool) {
+	ctx := context.Background()
+	clk := clock.NewManual(t0)
+	store := clockedStore(clk, single)
+	cmds := &executor.Commands{Store: store, Writer: "test"}
+	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "q", Runner: "core.noop", MaxConcurrent: 2, QueueTimeoutSeconds: 60}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(worker.Config{ID: "w1", Store: store, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	first := requestOne(t, cmds, "q")
+	clk.Advance(30 * time.Second)
+	requestOne(t, cmds, "q")
+	clk.Advance(31 * time.Second) // the first has waited 61s, the second 31s
+
+	e, err := executor.New(executor.Config{Store: store, Clock: clk, Logger: slog.New(slog.DiscardHandler), WorkerLease: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := store.ReadAll(ctx, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Fold(evs)
+	ds := e.Decide(true)
+	var timeout bool
+	for _, d := range ds {
+		switch {
+		case strings.HasPrefix(d.What(), "queue timeout "+first):
+			timeout = true // left uncommitted: its append failed
+		case strings.HasPrefix(d.What(), "grant"):
+			if err := e.Commit(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !timeout {
+		t.Fatalf("decisions %v: no queue timeout for the head %s", whats(ds), first)
+	}
+	rep, err := projections.Audit(ctx, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rep.Violations {
+		t.Errorf("audit: %s at %d: %s", v.Rule, v.Position, v.Detail)
+	}
+}
+
+// clockedStore is an empty memstore on clk, without atomic multi-stream
+// appends if single.
+func clockedStore(clk *clock.Manual, single bool) eventstore.Store {
+	var s eventstore.Store = memstore.New(memstore.Options{Clock: clk.Now})
+	if single {
+		s = storetest.SingleStream(s)
+	}
+	return s
+}
+
+func requestOne(t *testing.T, cmds *executor.Commands, action string) string {
+	t.Helper()
+	id, _, err := cmds.Request(context.Background(), executor.Request{Action: action})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func whats(ds []executor.Decision) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.What()
+	}
+	return out
+}
+
+// TestLostVerdictCoversEveryHandoff: the lost verdict of a worker and, in
+// the same append, the abandonment of everything it holds, must cover every
+// handoff to it: so no handoff to a worker is decided in the cycle that
+// declares it lost, and no verdict is decided while a handoff to it is not
+// yet in the fold. Otherwise a live but stalled worker could start a run
+// handed to its lost incarnation. Found by the simulation (services/sim).
+func TestLostVerdictCoversEveryHandoff(t *testing.T) {
+	bothLogs(t, testLostVerdictCoversEveryHandoff)
+}
+
+func testLostVerdictCoversEveryHandoff(t *testing.T, single bool) {
+	ctx := context.Background()
+	quiet := slog.New(slog.DiscardHandler)
+	for _, unfolded := range []bool{false, true} {
+		clk := clock.NewManual(t0)
+		store := clockedStore(clk, single)
+		cmds := &executor.Commands{Store: store, Writer: "test"}
+		if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "q", Runner: "core.noop", MaxConcurrent: 2}); err != nil {
+			t.Fatal(err)
+		}
+		w, err := worker.New(worker.Config{ID: "w1", Store: store, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Register(ctx); err != nil {
+			t.Fatal(err)
+		}
+		e, err := executor.New(executor.Config{Store: store, Clock: clk, Logger: quiet, WorkerLease: 15 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pos := uint64(0)
+		fold := func() {
+			evs, err := store.ReadAll(ctx, pos, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Fold(evs)
+			pos = e.Position()
+		}
+		id := requestOne(t, cmds, "q")
+		if unfolded {
+			fold()
+			ds := e.Decide(false)
+			if len(ds) != 1 || ds[0].What() != "grant q" {
+				t.Fatalf("decisions %v, want the grant", whats(ds))
+			}
+			if err := e.Commit(ctx, ds[0]); err != nil {
+				t.Fatal(err)
+			}
+			// Not folded yet: the lease passes.
+			clk.Advance(20 * time.Second)
+			if ds := e.Decide(true); len(ds) != 0 {
+				t.Fatalf("with the handoff to w1 not yet folded: decisions %v, want none", whats(ds))
+			}
+		} else {
+			clk.Advance(20 * time.Second)
+		}
+		fold()
+		ds := e.Decide(true)
+		for _, d := range ds {
+			if strings.HasPrefix(d.What(), "grant") {
+				t.Fatalf("unfolded=%v: decisions %v hand work to the worker they declare lost", unfolded, whats(ds))
+			}
+			if err := e.Commit(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(ds) != 1 || ds[0].What() != "lose worker w1" {
+			t.Fatalf("unfolded=%v: decisions %v, want the lost verdict", unfolded, whats(ds))
+		}
+		x, err := cmds.LoadExecution(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]domain.Status{false: domain.StatusRequested, true: domain.StatusScheduling}[unfolded]; x.Status() != want {
+			t.Fatalf("unfolded=%v: execution is %s, want %s (abandoned with the verdict)", unfolded, x.Status(), want)
+		}
+	}
+}

@@ -1,0 +1,298 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/projections"
+)
+
+// checker folds the log one event at a time and checks every event as it
+// comes: the rules the audit checks (decoding, owners, the handoff rule,
+// hence one terminal event per execution, FIFO grants and the limit by the
+// domain's queue fold, no write for a lost incarnation), and the same
+// queue rules again with a model of its own that shares no code with the
+// executor (FIFO per action and key, the limit and the pause at the grant's
+// position), which also gives the queue statistics the read model must show.
+type checker struct {
+	next    uint64 // position after the last event checked
+	execs   map[string]*domain.Execution
+	queues  *domain.Queues
+	granted map[string]bool
+	lost    map[string]map[string]bool // worker → incarnations declared lost
+
+	actions map[string]*actionModel
+	place   map[string]*placement // queued executions (waiting or active) → where
+	open    int                   // executions requested and not ended
+	void    int                   // void grants: of executions that had ended (single-stream path)
+}
+
+type actionModel struct {
+	policy          domain.Policy
+	defined, paused bool
+	keys            map[string]*keyModel
+	stats           projections.QueueStats // the totals, queue length and active count the model expects
+	waiting, active int
+}
+
+type keyModel struct {
+	waiting []string // in request order
+	active  map[string]bool
+}
+
+type placement struct {
+	action, key string
+	active      bool
+}
+
+func newChecker() *checker {
+	return &checker{execs: map[string]*domain.Execution{}, queues: domain.NewQueues(), granted: map[string]bool{},
+		lost: map[string]map[string]bool{}, actions: map[string]*actionModel{}, place: map[string]*placement{}}
+}
+
+// violation is a broken invariant, found at a log position.
+type violation struct {
+	Position uint64
+	Stream   string
+	Type     string
+	Rule     string
+	Detail   string
+}
+
+func (v *violation) Error() string {
+	return fmt.Sprintf("%s at position %d (%s %s): %s", v.Rule, v.Position, v.Stream, v.Type, v.Detail)
+}
+
+func (c *checker) action(ref string) *actionModel {
+	a := c.actions[ref]
+	if a == nil {
+		a = &actionModel{keys: map[string]*keyModel{}}
+		a.stats.Action = ref
+		c.actions[ref] = a
+	}
+	return a
+}
+
+func (a *actionModel) key(k string) *keyModel {
+	km := a.keys[k]
+	if km == nil {
+		km = &keyModel{active: map[string]bool{}}
+		a.keys[k] = km
+	}
+	return km
+}
+
+// check folds one event; it returns the first rule the event breaks, if any.
+func (c *checker) check(env *domain.Envelope) *violation {
+	bad := func(rule, format string, args ...any) *violation {
+		return &violation{Position: env.Position, Stream: env.Stream, Type: env.Type, Rule: rule, Detail: fmt.Sprintf(format, args...)}
+	}
+	if env.Position != c.next {
+		return bad("log", "position %d follows %d", env.Position, c.next-1)
+	}
+	c.next = env.Position + 1
+	ev, err := domain.Catalogue.Decode(env)
+	if err != nil {
+		return bad("decode", "%v", err)
+	}
+	spec, _ := domain.Catalogue.Spec(env.Type)
+	if !slices.Contains(spec.Owners, env.Owner) {
+		return bad(domain.RuleOwner, "%s may not be written by %q", env.Type, env.Owner)
+	}
+	cat, id := domain.SplitStream(env.Stream)
+	if cat != spec.Stream {
+		return bad("stream", "%s belongs in a %s stream", env.Type, spec.Stream)
+	}
+	switch e := ev.(type) {
+	case domain.QueueGranted:
+		if x := c.execs[e.Execution]; x != nil && x.Status().Terminal() && !c.granted[e.Execution] {
+			// A void grant: on a log without atomic multi-stream appends a
+			// grant decided on a stale fold can land after the execution
+			// ended (the queue stream does not fence its stream). It takes
+			// no slot.
+			c.void++
+			break
+		}
+		q := c.queues.Get(id)
+		if q == nil {
+			return bad("grant", "grant of %s: action %q has no queue", e.Execution, id)
+		}
+		if err := q.CheckGrant(e.Execution, e.ConcurrencyKey, env.Time); err != nil {
+			return bad("grant", "%v", err)
+		}
+		c.granted[e.Execution] = true
+		if v := c.modelGrant(e, bad); v != nil {
+			return v
+		}
+	case domain.WorkerLost:
+		if c.lost[id] == nil {
+			c.lost[id] = map[string]bool{}
+		}
+		c.lost[id][e.Incarnation] = true
+	case domain.ActionDefined:
+		a := c.action(id)
+		a.policy, a.defined = e.Policy, true
+		a.stats.MaxConcurrent = e.Policy.MaxConcurrent
+	case domain.ActionPolicyChanged:
+		a := c.action(id)
+		a.policy = e.Policy
+		a.stats.MaxConcurrent = e.Policy.MaxConcurrent
+	case domain.ActionPaused:
+		c.action(id).paused = true
+		c.action(id).stats.Paused = true
+	case domain.ActionResumed:
+		c.action(id).paused = false
+		c.action(id).stats.Paused = false
+	}
+	if cat == domain.StreamExecution {
+		x := c.execs[id]
+		if x == nil {
+			x = domain.NewExecution(id)
+			c.execs[id] = x
+		}
+		if err := x.Validate(ev, env.Owner, env.Writer); err != nil {
+			rule := "rule"
+			var re *domain.RuleError
+			if errors.As(err, &re) {
+				rule = re.Rule
+			}
+			return bad(rule, "%v", err)
+		}
+		if _, ok := ev.(domain.ExecutionScheduling); ok && !c.granted[id] {
+			return bad("grant", "execution %s took a slot with no queue.granted before it", id)
+		}
+		if env.Owner == domain.OwnerWorker && c.lost[env.Writer][x.Incarnation()] {
+			return bad("lease", "worker %s wrote for its incarnation %s, declared lost before", env.Writer, x.Incarnation())
+		}
+		wasTerminal := x.Status().Terminal()
+		x.Apply(ev, env.Version, env.Time)
+		if v := c.model(env, id, x, ev, bad); v != nil {
+			return v
+		}
+		switch {
+		case x.Status().Terminal() && !wasTerminal:
+			c.open--
+		case env.Version == 0:
+			c.open++
+		}
+	}
+	c.queues.Apply(env, ev)
+	return nil
+}
+
+// model applies an execution event to the checker's own queue model and
+// checks a grant against it.
+func (c *checker) model(env *domain.Envelope, id string, x *domain.Execution, ev domain.Event,
+	bad func(rule, format string, args ...any) *violation) *violation {
+	if x.IsParent() {
+		return nil // a with_items parent takes no slot
+	}
+	switch e := ev.(type) {
+	case domain.ExecutionRequested:
+		a := c.actions[e.Action]
+		if a == nil || !a.defined || domain.ValidateInput(e.Input) != nil {
+			return nil // it will be rejected
+		}
+		k, err := a.policy.KeyOf(e.Input)
+		if err != nil {
+			return nil
+		}
+		if a.policy.OnLimit == domain.OnLimitReject || a.waiting >= a.policy.MaxQueueLength {
+			return bad("sim", "the simulation's model does not cover on_limit reject or full queues")
+		}
+		km := a.key(k)
+		km.waiting = append(km.waiting, id)
+		a.waiting++
+		a.stats.TotalEnqueued++
+		c.place[id] = &placement{action: e.Action, key: k}
+	case domain.ExecutionScheduling:
+		if p := c.place[id]; p == nil || !p.active || e.ConcurrencyKey != p.key {
+			return bad("model", "execution %s takes a slot but was not granted one (in key %q)", id, e.ConcurrencyKey)
+		}
+		c.actions[x.Action()].stats.TotalGranted++
+	case domain.ExecutionCompleted, domain.ExecutionFailed, domain.ExecutionTimedOut, domain.ExecutionCancelled, domain.ExecutionRejected:
+		a := c.actions[x.Action()]
+		if a == nil {
+			return nil // rejected: unknown action
+		}
+		switch ev.(type) {
+		case domain.ExecutionCompleted:
+			a.stats.TotalCompleted++
+		case domain.ExecutionFailed:
+			a.stats.TotalFailed++
+		case domain.ExecutionTimedOut:
+			a.stats.TotalTimedOut++
+		case domain.ExecutionCancelled:
+			a.stats.TotalCancelled++
+		case domain.ExecutionRejected:
+			a.stats.TotalRejected++
+		}
+		p := c.place[id]
+		if p == nil {
+			return nil
+		}
+		delete(c.place, id)
+		km := a.keys[p.key]
+		if p.active {
+			delete(km.active, id)
+			a.active--
+		} else {
+			km.waiting = slices.DeleteFunc(km.waiting, func(w string) bool { return w == id })
+			a.waiting--
+		}
+	}
+	return nil
+}
+
+// modelGrant applies a grant to the checker's own queue model and checks it
+// there: the grant is what takes the slot (its execution.scheduling follows,
+// in the same append, or on a log without atomic multi-stream appends,
+// later), so FIFO order, the limit and the pause are judged at its position.
+func (c *checker) modelGrant(e domain.QueueGranted, bad func(rule, format string, args ...any) *violation) *violation {
+	id := e.Execution
+	p := c.place[id]
+	if p == nil || p.active {
+		return bad("model", "execution %s is granted but is not waiting", id)
+	}
+	a := c.actions[p.action]
+	km := a.keys[p.key]
+	switch {
+	case e.ConcurrencyKey != p.key:
+		return bad("model", "execution %s is granted in key %q; its input gives %q", id, e.ConcurrencyKey, p.key)
+	case km.waiting[0] != id:
+		return bad("model", "FIFO: %s is granted while %s, requested before it, waits in %q key %q", id, km.waiting[0], p.action, p.key)
+	case len(km.active) >= a.policy.MaxConcurrent:
+		return bad("model", "limit: %s is granted with %d active in %q key %q, max_concurrent %d", id, len(km.active), p.action, p.key, a.policy.MaxConcurrent)
+	case a.paused:
+		return bad("model", "%s is granted while %q is paused", id, p.action)
+	}
+	km.waiting = km.waiting[1:]
+	km.active[id] = true
+	p.active = true
+	a.waiting--
+	a.active++
+	return nil
+}
+
+// compareStats checks the read model's queue statistics against the model,
+// for every action: queue length, active count, limit, pause and totals.
+func (c *checker) compareStats(v *projections.Views) error {
+	for ref, a := range c.actions {
+		if !a.defined {
+			continue
+		}
+		got, ok := v.Stats(ref)
+		if !ok {
+			return fmt.Errorf("queue_stats of %q missing from the read model", ref)
+		}
+		want := a.stats
+		want.QueueLength, want.ActiveCount = a.waiting, a.active
+		got.OldestEnqueuedAt, got.WaitP50Ms, got.WaitP95Ms, got.Position = nil, 0, 0, 0
+		if got != want {
+			return fmt.Errorf("queue_stats of %q at position %d: the read model says %+v, a fold of the log %+v", ref, c.next, got, want)
+		}
+	}
+	return nil
+}

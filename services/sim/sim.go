@@ -1,0 +1,1137 @@
+// Package sim runs turnstile's control loop inside one deterministic,
+// seeded simulation, the way FoundationDB and TigerBeetle test themselves:
+// the real executor (services/executor), real workers (services/worker),
+// the command side the API uses, the domain and an in-memory log, all in one
+// goroutine. A scheduler seeded by Config.Seed picks each next step: a fold
+// of the log by an executor, a decision cycle, one decision committed, a bus
+// message delivered (or lost, or sent twice), a worker starting or ending a
+// run, a heartbeat, a client's request, cancellation or policy change, the
+// simulated clock moving on, and faults: executors and workers crashing and
+// restarting (their state lost and rebuilt by folding the log), a second
+// executor running at once, decisions of a crashed executor landing late,
+// workers stalled past their lease or gone, the forwarder resuming from an
+// old checkpoint, and the log's appends and reads failing (eventstore/faulty,
+// including appends executed and then reported as timed out).
+//
+// After every step a checker folds the new events and checks the
+// invariants: one terminal event per execution, the handoff rule
+// (ownership), FIFO grants, the concurrency limit and the pause at every
+// position, no write for a lost incarnation, and the read model's
+// queue_stats equal to the checker's own fold. At the end the faults stop
+// and the simulation runs on until every execution has ended (liveness);
+// the audit must pass and a rebuild of the read model must equal the live one.
+//
+// The same Config gives the same log, byte for byte: nothing reads the
+// machine's clock, randomness or map order.
+//
+// A known limit, shown with Config.SplitBrain: when two executors decide at
+// once, one may hand an execution to a worker in the same instant as the
+// other declares that worker lost without seeing the handoff; the handoff
+// then names a lost incarnation, and if that worker is alive but stalled it
+// may start the run before it learns it was replaced (the audit's lease
+// rule). Grants, FIFO order and the limit stay fenced; closing this needs a
+// fence between handoffs and the worker's stream.
+package sim
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/faulty"
+	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/runner"
+	"github.com/turnstile/turnstile/services/worker"
+)
+
+// Config says what to simulate. Zero fields take defaults.
+type Config struct {
+	Seed  uint64
+	Steps int // scheduler steps with faults on (default 2000); then the faults stop until every execution has ended
+	// Workers is how many workers there are (default 3), Actions how many
+	// actions (default 3).
+	Workers, Actions int
+	// Faults are the log's failure rates; nil: faulty.DefaultRates.
+	Faults *faulty.Rates
+	// WorkerSkew gives worker i a clock that is WorkerSkew[i % len] off the
+	// log's. It paces the worker's heartbeats and measures its runs; it must
+	// change nothing in the log.
+	WorkerSkew []time.Duration
+	// SplitBrain lets a second executor start while one runs, both
+	// deciding until one crashes. Off by default: turnstile runs one active
+	// executor, and two at once can break the lease rule (see the package
+	// documentation).
+	SplitBrain bool
+	// SingleStream runs the executor, the workers and the command side on a
+	// log without atomic multi-stream appends (storetest.SingleStream, as
+	// on KurrentDB), so the executor takes its single-stream path: fence
+	// first, the rest after it, partial writes (cut short by the log's
+	// faults) completed from the log.
+	SingleStream bool
+	// Bug injects a deliberate bug, to show that the checker finds it.
+	Bug Bug
+	// Trace, if set, gets one line per step.
+	Trace io.Writer
+}
+
+// Bug is a deliberate defect the simulation can inject.
+type Bug int
+
+const (
+	// NoBug: the system as built.
+	NoBug Bug = iota
+	// BugUnfencedGrants: the log ignores the expected version of queue
+	// streams, so a grant decided on a stale fold (before a pause or a
+	// lower max_concurrent) lands anyway: an over-grant.
+	BugUnfencedGrants
+	// BugUnfencedWorkers: the log ignores the expected version of workers'
+	// writes to executions, so a worker that was replaced writes anyway.
+	BugUnfencedWorkers
+	// BugOverGrant: the executor reads every action's max_concurrent one
+	// higher than the log says, so it grants one slot too many.
+	BugOverGrant
+)
+
+// Result describes a finished simulation.
+type Result struct {
+	Seed                uint64
+	Steps               int // scheduler steps taken, faults on and off
+	Events              uint64
+	Executions, Ended   int
+	ExecutorCrashes     int
+	WorkerCrashes       int
+	WorkerStalls        int
+	LateDecisions       int // decisions of crashed executors that landed
+	LostMessages        int
+	DuplicateMessages   int
+	SplitBrains         int
+	Faults              faulty.Counts
+	SimulatedTime       time.Duration
+	Digest              string // SHA-256 of the log (Log's bytes)
+	Log                 []byte // the whole log, one JSON event per line
+	ByStatus            map[string]int
+	DecisionsCommitted  int
+	WorkerWritesRetried int
+	// With SingleStream: partial writes the executors completed from the
+	// log (Stats.Repairs), and grants void because their execution had
+	// ended (the audit's VoidGrants).
+	Repairs, VoidGrants int
+}
+
+// Failure is a broken invariant: the seed and step that reproduce it.
+type Failure struct {
+	Seed  uint64
+	Steps int // the Config.Steps of the run
+	Step  int // the step after which it was found
+	Err   error
+}
+
+func (f *Failure) Error() string {
+	return fmt.Sprintf("simulation seed %d failed at step %d: %v (replay: make simulate SEED=%d STEPS=%d)", f.Seed, f.Step, f.Err, f.Seed, f.Steps)
+}
+
+func (f *Failure) Unwrap() error { return f.Err }
+
+// Timing of the simulated system.
+const (
+	workerLease      = 15 * time.Second
+	heartbeatEvery   = 2 * time.Second
+	runTimeout       = 30 * time.Second
+	scheduledTimeout = 10 * time.Second
+	healLimit        = 200_000 // steps after the faults stop before liveness is declared broken
+)
+
+var t0 = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+type world struct {
+	cfg Config
+	ctx context.Context
+	rng *rand.Rand
+	now time.Time
+	res *Result
+
+	mem     *memstore.Store
+	store   *faulty.Store
+	writeTo eventstore.Store // what executors, workers and commands write to: store, or store without atomic multi-stream appends
+	cmds    *executor.Commands
+	runrs   *runner.Registry
+	log     *slog.Logger
+
+	execs    []*simExec
+	started  []*executor.Executor // every executor ever started
+	zombies  []zombie
+	execSeq  int
+	execDown time.Time // when a crashed executor restarts (no executor: it restarts then)
+
+	workers []*simWorker
+	incSeq  int
+
+	fwdPos, fwdCheckpoint uint64
+
+	views     *projections.Views
+	checker   *checker
+	statsSeen uint64 // position at which queue_stats were last compared
+
+	reqSeq  int
+	retries []executor.Request // requests whose outcome is unknown: the client sends them again
+	known   []string           // execution ids the client knows
+	refs    []string
+
+	healing bool
+	step    int
+}
+
+type simExec struct {
+	e       *executor.Executor
+	name    string
+	head    uint64 // the log's head at start: not ready before the fold reaches it
+	started bool
+	ready   bool
+	pending []executor.Decision
+}
+
+type zombie struct {
+	e *executor.Executor
+	d executor.Decision
+}
+
+type simWorker struct {
+	id        string
+	w         *worker.Worker // nil while down
+	skew      time.Duration
+	inbox     []domain.Envelope
+	runs      []*simRun
+	nextBeat  time.Time // the worker's own clock
+	stalled   time.Time // no step before this (log time)
+	restartAt time.Time
+	slots     int
+}
+
+type simRun struct {
+	r       *worker.Run
+	begun   bool
+	start   time.Time     // the worker's own clock
+	work    time.Duration // how long the work takes
+	fail    bool
+	result  json.RawMessage
+	runErr  error
+	settled bool // the outcome is decided: End is (re)tried
+}
+
+// Run runs one simulation. A broken invariant is returned as a *Failure.
+func Run(cfg Config) (*Result, error) {
+	if cfg.Steps <= 0 {
+		cfg.Steps = 2000
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 3
+	}
+	if cfg.Actions <= 0 {
+		cfg.Actions = 3
+	}
+	rates := faulty.DefaultRates
+	if cfg.Faults != nil {
+		rates = *cfg.Faults
+	}
+	w := &world{cfg: cfg, ctx: context.Background(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), now: t0,
+		res: &Result{Seed: cfg.Seed}, log: slog.New(slog.DiscardHandler), views: projections.NewViews(), checker: newChecker()}
+	w.mem = memstore.New(memstore.Options{Clock: func() time.Time { return w.now }})
+	var inner eventstore.Store = w.mem
+	if cfg.Bug != NoBug {
+		inner = &buggy{Store: w.mem, bug: cfg.Bug}
+	}
+	var err error
+	if w.store, err = faulty.New(inner, rates, cfg.Seed^0xfa17); err != nil {
+		return nil, err
+	}
+	w.writeTo = w.store
+	if cfg.SingleStream {
+		w.writeTo = storetest.SingleStream(w.store)
+	}
+	w.cmds = &executor.Commands{Store: w.writeTo, Writer: "api", NewID: w.newID}
+	w.runrs = runner.Builtins(runner.Config{})
+	for i := range cfg.Workers {
+		sw := &simWorker{id: fmt.Sprintf("w%d", i+1), slots: 1 + w.rng.IntN(3)}
+		if len(cfg.WorkerSkew) > 0 {
+			sw.skew = cfg.WorkerSkew[i%len(cfg.WorkerSkew)]
+		}
+		w.workers = append(w.workers, sw)
+	}
+	if err := w.setup(); err != nil {
+		return nil, w.fail(err)
+	}
+	for w.step = 1; w.step <= cfg.Steps; w.step++ {
+		if err := w.once(); err != nil {
+			return w.res, w.fail(err)
+		}
+	}
+	if err := w.heal(); err != nil {
+		return w.res, w.fail(err)
+	}
+	if err := w.finish(); err != nil {
+		return w.res, w.fail(err)
+	}
+	return w.res, nil
+}
+
+func (w *world) fail(err error) error {
+	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err}
+}
+
+// newID draws a UUID (version 4 layout) from the simulation's generator.
+func (w *world) newID() uuid.UUID {
+	var u uuid.UUID
+	for i := 0; i < 16; i += 8 {
+		v := w.rng.Uint64()
+		for j := range 8 {
+			u[i+j] = byte(v >> (8 * j))
+		}
+	}
+	u[6] = u[6]&0x0f | 0x40
+	u[8] = u[8]&0x3f | 0x80
+	return u
+}
+
+func (w *world) chance(p float64) bool { return w.rng.Float64() < p }
+
+func (w *world) between(lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(w.rng.Int64N(int64(hi-lo)+1))
+}
+
+func (w *world) tracef(format string, args ...any) {
+	if w.cfg.Trace != nil {
+		fmt.Fprintf(w.cfg.Trace, "%6d %10.3fs ", w.step, w.now.Sub(t0).Seconds())
+		fmt.Fprintf(w.cfg.Trace, format, args...)
+		fmt.Fprintln(w.cfg.Trace)
+	}
+}
+
+// setup defines the actions (with the faults off: the test starts from a
+// defined system) and starts the first executor.
+func (w *world) setup() error {
+	w.store.SetEnabled(false)
+	defer w.store.SetEnabled(true)
+	for i := range w.cfg.Actions {
+		p := domain.Policy{Ref: fmt.Sprintf("a%d", i), Runner: "core.noop", MaxConcurrent: 1 + w.rng.IntN(3),
+			TimeoutSeconds: runTimeout.Seconds(), ScheduledTimeoutSeconds: scheduledTimeout.Seconds(), MaxAttempts: 2 + w.rng.IntN(2)}
+		switch i % 3 {
+		case 1:
+			p.ConcurrencyKey = "customer"
+		case 2:
+			p.QueueTimeoutSeconds = 120
+			p.RateLimit = &domain.RateLimit{Count: 3, PerSeconds: 5}
+		}
+		if _, err := w.cmds.DefineAction(w.ctx, p); err != nil {
+			return err
+		}
+		w.refs = append(w.refs, p.Ref)
+	}
+	w.startExecutor(false)
+	for _, sw := range w.workers {
+		sw.restartAt = w.now
+	}
+	return w.check()
+}
+
+// ---- the scheduler ----
+
+type stepKind int
+
+const (
+	stepAdvance stepKind = iota
+	stepRequest
+	stepRetryRequest
+	stepCancel
+	stepPolicy
+	stepExecStart
+	stepExecFold
+	stepExecDecide
+	stepExecCommit
+	stepExecCrash
+	stepSplitBrain
+	stepZombie
+	stepForward
+	stepForwarderCrash
+	stepDeliver
+	stepRun
+	stepHeartbeat
+	stepWorkerRestart
+	stepWorkerCrash
+	stepWorkerStall
+	stepViews
+	numSteps
+)
+
+// weights returns each step kind's weight now (0: not possible).
+func (w *world) weights(out *[numSteps]float64) {
+	*out = [numSteps]float64{}
+	f := 1.0
+	if w.healing {
+		f = 0
+	}
+	out[stepAdvance] = 6
+	if w.checker.open < 30 {
+		out[stepRequest] = 4 * f
+	}
+	if len(w.retries) > 0 {
+		out[stepRetryRequest] = 4
+	}
+	if len(w.known) > 0 {
+		out[stepCancel] = 0.5 * f
+	}
+	out[stepPolicy] = 0.4 * f
+	if len(w.execs) == 0 && !w.now.Before(w.execDown) {
+		out[stepExecStart] = 5
+	}
+	for _, x := range w.execs {
+		switch {
+		case len(x.pending) > 0:
+			out[stepExecCommit] = 15
+		case !x.started || x.e.Position() < w.checker.next:
+			out[stepExecFold] = 12
+			if x.ready {
+				out[stepExecDecide] = 3
+			}
+		case x.ready || x.e.Position() >= x.head:
+			out[stepExecDecide] = 8 // (started: an executor that has not read the head is behind)
+		}
+	}
+	if len(w.execs) > 0 {
+		out[stepExecCrash] = 0.15 * f
+	}
+	if len(w.execs) == 1 {
+		if w.cfg.SplitBrain {
+			out[stepSplitBrain] = 0.03 * f
+		}
+	}
+	if len(w.zombies) > 0 {
+		out[stepZombie] = 3
+	}
+	if w.fwdPos < w.checker.next {
+		out[stepForward] = 10
+	}
+	out[stepForwarderCrash] = 0.1 * f
+	for _, sw := range w.workers {
+		if sw.w == nil {
+			if !w.now.Before(sw.restartAt) {
+				out[stepWorkerRestart] = 5
+			}
+			continue
+		}
+		if w.now.Before(sw.stalled) {
+			continue
+		}
+		if len(sw.inbox) > 0 {
+			out[stepDeliver] = 12
+		}
+		if w.runnable(sw) != nil {
+			out[stepRun] = 12
+		}
+		if !w.local(sw).Before(sw.nextBeat) {
+			out[stepHeartbeat] = 10
+		}
+	}
+	out[stepWorkerCrash] = 0.1 * f
+	out[stepWorkerStall] = 0.1 * f
+	if w.views.Next() < w.checker.next {
+		out[stepViews] = 5
+	}
+}
+
+// once takes one step, then checks the invariants.
+func (w *world) once() error {
+	var ws [numSteps]float64
+	w.weights(&ws)
+	total := 0.0
+	for _, x := range ws {
+		total += x
+	}
+	u := w.rng.Float64() * total
+	k := stepKind(0)
+	for ; k < numSteps-1; k++ {
+		if u < ws[k] {
+			break
+		}
+		u -= ws[k]
+	}
+	if err := w.take(k); err != nil {
+		return err
+	}
+	return w.check()
+}
+
+func (w *world) take(k stepKind) error {
+	switch k {
+	case stepAdvance:
+		var d time.Duration
+		switch u := w.rng.Float64(); {
+		case u < 0.7:
+			d = w.between(time.Millisecond, 500*time.Millisecond)
+		case u < 0.95:
+			d = w.between(500*time.Millisecond, 5*time.Second)
+		default:
+			d = w.between(5*time.Second, 30*time.Second)
+		}
+		w.now = w.now.Add(d)
+		w.tracef("advance %s", d)
+	case stepRequest:
+		w.request()
+	case stepRetryRequest:
+		i := w.rng.IntN(len(w.retries))
+		r := w.retries[i]
+		w.retries = append(w.retries[:i], w.retries[i+1:]...)
+		w.send(r)
+	case stepCancel:
+		id := w.known[w.rng.IntN(len(w.known))]
+		err := w.cmds.RequestCancel(w.ctx, id, "simulated client")
+		w.tracef("cancel %s: %v", short(id), err)
+	case stepPolicy:
+		w.policy()
+	case stepExecStart:
+		w.startExecutor(w.chance(0.3))
+	case stepExecFold:
+		w.execFold()
+	case stepExecDecide:
+		w.execDecide()
+	case stepExecCommit:
+		w.execCommit()
+	case stepExecCrash:
+		i := w.rng.IntN(len(w.execs))
+		x := w.execs[i]
+		w.execs = append(w.execs[:i], w.execs[i+1:]...)
+		late := 0
+		for _, d := range x.pending {
+			if w.chance(0.5) { // its append was on the wire: it may still land
+				w.zombies = append(w.zombies, zombie{x.e, d})
+				late++
+			}
+		}
+		w.execDown = w.now.Add(w.between(0, 10*time.Second))
+		w.res.ExecutorCrashes++
+		w.tracef("executor %s crashes with %d decisions pending, %d still on the wire", x.name, len(x.pending), late)
+	case stepSplitBrain:
+		w.res.SplitBrains++
+		w.startExecutor(true)
+	case stepZombie:
+		i := w.rng.IntN(len(w.zombies))
+		z := w.zombies[i]
+		w.zombies = append(w.zombies[:i], w.zombies[i+1:]...)
+		if w.chance(0.6) {
+			err := z.e.Commit(w.ctx, z.d)
+			if err == nil {
+				w.res.LateDecisions++
+			}
+			w.tracef("late decision of a crashed executor: %s: %v", z.d.What(), err)
+		}
+	case stepForward:
+		w.forward()
+	case stepForwarderCrash:
+		w.tracef("forwarder restarts from its checkpoint %d (was at %d)", w.fwdCheckpoint, w.fwdPos)
+		w.fwdPos = w.fwdCheckpoint
+	case stepDeliver:
+		w.deliver()
+	case stepRun:
+		return w.runStep()
+	case stepHeartbeat:
+		w.heartbeat()
+	case stepWorkerRestart:
+		w.workerRestart()
+	case stepWorkerCrash:
+		sw := w.workers[w.rng.IntN(len(w.workers))]
+		if sw.w != nil {
+			sw.w, sw.inbox, sw.runs = nil, nil, nil
+			long := w.chance(0.2) // lost for a long while, or back soon
+			if long {
+				sw.restartAt = w.now.Add(w.between(time.Minute, 5*time.Minute))
+			} else {
+				sw.restartAt = w.now.Add(w.between(0, 20*time.Second))
+			}
+			w.res.WorkerCrashes++
+			w.tracef("worker %s crashes (back in %s)", sw.id, sw.restartAt.Sub(w.now))
+		}
+	case stepWorkerStall:
+		sw := w.workers[w.rng.IntN(len(w.workers))]
+		if sw.w != nil {
+			sw.stalled = w.now.Add(w.between(time.Second, 40*time.Second))
+			w.res.WorkerStalls++
+			w.tracef("worker %s stalls for %s", sw.id, sw.stalled.Sub(w.now))
+		}
+	case stepViews:
+		evs, err := w.mem.ReadAll(w.ctx, w.views.Next(), 1+w.rng.IntN(64))
+		if err != nil {
+			return err
+		}
+		if err := w.views.Apply(evs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ---- the client ----
+
+func (w *world) request() {
+	w.reqSeq++
+	ref := w.refs[w.rng.IntN(len(w.refs))]
+	in := fmt.Sprintf(`{"n":%d,"customer":"c%d"}`, w.reqSeq, w.rng.IntN(3))
+	r := executor.Request{Action: ref, Input: json.RawMessage(in), IdempotencyKey: fmt.Sprintf("req-%d", w.reqSeq)}
+	if w.chance(0.08) {
+		n := 2 + w.rng.IntN(4)
+		for i := range n {
+			r.WithItems = append(r.WithItems, json.RawMessage(fmt.Sprintf(`{"item":%d}`, i)))
+		}
+		r.Concurrency = 1 + w.rng.IntN(2)
+	}
+	if w.chance(0.02) {
+		r.Action = "undefined.action" // rejected by the executor
+	}
+	w.send(r)
+}
+
+// send requests r; an error leaves its outcome unknown, and the client
+// sends it again later with the same idempotency key.
+func (w *world) send(r executor.Request) {
+	id, created, err := w.cmds.Request(w.ctx, r)
+	w.tracef("request %s %s: %s created=%v err=%v", r.IdempotencyKey, r.Action, short(id), created, err)
+	if err != nil {
+		w.retries = append(w.retries, r)
+		return
+	}
+	if created || !containsID(w.known, id) {
+		w.known = append(w.known, id)
+	}
+}
+
+func containsID(ids []string, id string) bool {
+	for i := len(ids) - 1; i >= 0; i-- {
+		if ids[i] == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *world) policy() {
+	ref := w.refs[w.rng.IntN(len(w.refs))]
+	var err error
+	var what string
+	switch w.rng.IntN(3) {
+	case 0:
+		what = "pause"
+		_, err = w.cmds.Pause(w.ctx, ref, "simulated operator")
+	case 1:
+		what = "resume"
+		_, err = w.cmds.Resume(w.ctx, ref)
+	default:
+		a, lerr := w.cmds.LoadAction(w.ctx, ref)
+		if lerr != nil {
+			err = lerr
+			break
+		}
+		p := a.Policy()
+		p.MaxConcurrent = 1 + w.rng.IntN(4)
+		what = fmt.Sprintf("max_concurrent %d", p.MaxConcurrent)
+		_, err = w.cmds.ChangePolicy(w.ctx, p)
+	}
+	w.tracef("policy %s %s: %v", ref, what, err)
+}
+
+// ---- executors ----
+
+// startExecutor starts an executor: again under the last name (a restart),
+// or under a new one (a fail-over, or with another running, a split brain).
+func (w *world) startExecutor(newName bool) {
+	if newName || w.execSeq == 0 {
+		w.execSeq++
+	}
+	name := fmt.Sprintf("exec-%d", w.execSeq)
+	for _, x := range w.execs {
+		if x.name == name { // never two live instances of one name
+			w.execSeq++
+			name = fmt.Sprintf("exec-%d", w.execSeq)
+		}
+	}
+	e, err := executor.New(executor.Config{Store: w.writeTo, Clock: clockFunc(func() time.Time { return w.now }), Logger: w.log,
+		Name: name, WorkerLease: workerLease})
+	if err != nil {
+		panic(err) // the configuration is ours
+	}
+	w.execs = append(w.execs, &simExec{e: e, name: name})
+	w.started = append(w.started, e)
+	w.tracef("executor %s starts", name)
+}
+
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
+
+func (w *world) pickExec(ok func(*simExec) bool) *simExec {
+	var c []*simExec
+	for _, x := range w.execs {
+		if ok(x) {
+			c = append(c, x)
+		}
+	}
+	if len(c) == 0 {
+		return nil
+	}
+	return c[w.rng.IntN(len(c))]
+}
+
+func (w *world) execFold() {
+	x := w.pickExec(func(x *simExec) bool { return len(x.pending) == 0 && (!x.started || x.e.Position() < w.checker.next) })
+	if x == nil {
+		return
+	}
+	if !x.started { // Start reads the head first, and retries until it can
+		head, err := w.store.Head(w.ctx)
+		if err != nil {
+			return
+		}
+		x.head, x.started = head, true
+		x.ready = head == 0
+	}
+	evs, err := w.store.ReadAll(w.ctx, x.e.Position(), 1+w.rng.IntN(128))
+	if err != nil {
+		return // the subscription failed: it resumes from the same position
+	}
+	if w.cfg.Bug == BugOverGrant {
+		overGrant(evs)
+	}
+	x.e.Fold(evs)
+}
+
+func (w *world) execDecide() {
+	x := w.pickExec(func(x *simExec) bool {
+		return len(x.pending) == 0 && x.started && (x.ready || x.e.Position() >= x.head)
+	})
+	if x == nil {
+		return
+	}
+	if !x.ready {
+		x.pending = x.e.DecideAtStart()
+		x.ready = true
+		return
+	}
+	x.pending = x.e.Decide(w.chance(0.3))
+	if len(x.pending) > 0 {
+		w.tracef("executor %s decides %d", x.name, len(x.pending))
+	}
+}
+
+func (w *world) execCommit() {
+	x := w.pickExec(func(x *simExec) bool { return len(x.pending) > 0 })
+	if x == nil {
+		return
+	}
+	i := w.rng.IntN(len(x.pending))
+	d := x.pending[i]
+	x.pending = append(x.pending[:i], x.pending[i+1:]...)
+	err := x.e.Commit(w.ctx, d)
+	if err == nil {
+		w.res.DecisionsCommitted++
+	}
+	w.tracef("executor %s commits %s: %v", x.name, d.What(), err)
+}
+
+// ---- the bus ----
+
+// forward is the forwarder: it reads the log from its position and
+// publishes handoffs to their worker and cancellation requests to every
+// worker. A message to a worker that is down is lost, as on an in-process
+// bus; a few others are lost or sent twice.
+func (w *world) forward() {
+	evs, err := w.store.ReadAll(w.ctx, w.fwdPos, 1+w.rng.IntN(32))
+	if err != nil || len(evs) == 0 {
+		return
+	}
+	w.fwdPos = evs[len(evs)-1].Position + 1
+	for i := range evs {
+		env := evs[i]
+		var to []*simWorker
+		switch env.Type {
+		case domain.TypeExecutionScheduled:
+			ev, err := domain.Catalogue.Decode(&env)
+			if err != nil {
+				continue
+			}
+			for _, sw := range w.workers {
+				if sw.id == ev.(domain.ExecutionScheduled).Worker {
+					to = append(to, sw)
+				}
+			}
+		case domain.TypeExecutionCancelRequested:
+			to = w.workers
+		default:
+			continue
+		}
+		for _, sw := range to {
+			if sw.w == nil {
+				continue
+			}
+			if !w.healing && w.chance(0.03) {
+				w.res.LostMessages++
+				w.tracef("bus loses %s for %s", env.Type, sw.id)
+				continue
+			}
+			sw.inbox = append(sw.inbox, env)
+			if !w.healing && w.chance(0.05) {
+				w.res.DuplicateMessages++
+				sw.inbox = append(sw.inbox, env)
+			}
+		}
+	}
+	if w.chance(0.3) {
+		w.fwdCheckpoint = w.fwdPos
+	}
+}
+
+// ---- workers ----
+
+// local is worker sw's own clock.
+func (w *world) local(sw *simWorker) time.Time { return w.now.Add(sw.skew) }
+
+func (w *world) pickWorker(ok func(*simWorker) bool) *simWorker {
+	var c []*simWorker
+	for _, sw := range w.workers {
+		if sw.w != nil && !w.now.Before(sw.stalled) && ok(sw) {
+			c = append(c, sw)
+		}
+	}
+	if len(c) == 0 {
+		return nil
+	}
+	return c[w.rng.IntN(len(c))]
+}
+
+func (w *world) workerRestart() {
+	var c []*simWorker
+	for _, sw := range w.workers {
+		if sw.w == nil && !w.now.Before(sw.restartAt) {
+			c = append(c, sw)
+		}
+	}
+	if len(c) == 0 {
+		return
+	}
+	sw := c[w.rng.IntN(len(c))]
+	ww, err := worker.New(worker.Config{ID: sw.id, Slots: sw.slots, Store: w.writeTo, Runners: w.runrs, Logger: w.log,
+		Host: "sim", PID: 1, NewIncarnation: func() string { w.incSeq++; return fmt.Sprintf("inc-%d", w.incSeq) }})
+	if err != nil {
+		panic(err)
+	}
+	// Start subscribes, then registers (retrying while the log is unavailable).
+	if err := ww.Register(w.ctx); err != nil {
+		w.tracef("worker %s cannot register: %v", sw.id, err)
+		return // it tries again at a later step
+	}
+	sw.w, sw.inbox, sw.runs = ww, nil, nil
+	sw.nextBeat = w.local(sw).Add(heartbeatEvery)
+	w.tracef("worker %s registers %s", sw.id, ww.Incarnation())
+}
+
+func (w *world) deliver() {
+	sw := w.pickWorker(func(sw *simWorker) bool { return len(sw.inbox) > 0 })
+	if sw == nil {
+		return
+	}
+	i := w.rng.IntN(len(sw.inbox)) // messages arrive in any order
+	env := sw.inbox[i]
+	sw.inbox = append(sw.inbox[:i], sw.inbox[i+1:]...)
+	if env.Type == domain.TypeExecutionCancelRequested {
+		sw.w.Cancel(env)
+		return
+	}
+	r, err := sw.w.Take(env)
+	if err != nil || r == nil {
+		return
+	}
+	run := &simRun{r: r, fail: w.chance(0.15)}
+	switch u := w.rng.Float64(); {
+	case u < 0.5:
+		run.work = w.between(0, 2*time.Second)
+	case u < 0.92:
+		run.work = w.between(2*time.Second, 10*time.Second)
+	default:
+		run.work = w.between(10*time.Second, 60*time.Second) // some pass the timeout
+	}
+	sw.runs = append(sw.runs, run)
+	w.tracef("worker %s takes %s attempt %d", sw.id, short(r.Execution()), r.Attempt())
+}
+
+// runnable returns a run of sw that can take a step now, or nil.
+func (w *world) runnable(sw *simWorker) *simRun {
+	for _, run := range sw.runs {
+		if !run.begun || run.settled || run.r.Context().Err() != nil || !w.local(sw).Before(run.start.Add(min(run.work, runTimeout))) {
+			return run
+		}
+	}
+	return nil
+}
+
+func (w *world) runStep() error {
+	sw := w.pickWorker(func(sw *simWorker) bool { return w.runnable(sw) != nil })
+	if sw == nil {
+		return nil
+	}
+	run := w.runnable(sw)
+	done := func() {
+		run.r.Close()
+		for i, r := range sw.runs {
+			if r == run {
+				sw.runs = append(sw.runs[:i], sw.runs[i+1:]...)
+				break
+			}
+		}
+	}
+	id := short(run.r.Execution())
+	if !run.begun {
+		started, err := run.r.Begin(w.ctx)
+		if err != nil {
+			w.res.WorkerWritesRetried++
+			w.tracef("worker %s start of %s: %v (tries again)", sw.id, id, err)
+			return nil
+		}
+		if !started {
+			w.tracef("worker %s does not start %s", sw.id, id)
+			done()
+			return nil
+		}
+		run.begun, run.start = true, w.local(sw)
+		w.tracef("worker %s starts %s", sw.id, id)
+		return nil
+	}
+	if !run.settled {
+		run.settled = true
+		switch {
+		case run.r.Context().Err() != nil:
+			run.runErr = &runner.Interrupted{Err: run.r.Context().Err(), Result: json.RawMessage(`{"partial":true}`)}
+		case run.work >= runTimeout:
+			run.runErr = context.DeadlineExceeded
+		case run.fail:
+			run.runErr = &runner.Failure{Message: "simulated failure"}
+		default:
+			run.result = json.RawMessage(fmt.Sprintf(`{"worked_ms":%d}`, run.work.Milliseconds()))
+		}
+	}
+	if err := run.r.End(w.ctx, run.result, run.runErr); err != nil {
+		w.res.WorkerWritesRetried++
+		w.tracef("worker %s end of %s: %v (tries again)", sw.id, id, err)
+		return nil
+	}
+	w.tracef("worker %s ends %s", sw.id, id)
+	done()
+	return nil
+}
+
+func (w *world) heartbeat() {
+	sw := w.pickWorker(func(sw *simWorker) bool { return !w.local(sw).Before(sw.nextBeat) })
+	if sw == nil {
+		return
+	}
+	inc := sw.w.Incarnation()
+	_ = sw.w.Heartbeat(w.ctx) // a failed one is simply late; a refused one re-registers
+	sw.nextBeat = w.local(sw).Add(heartbeatEvery)
+	if now := sw.w.Incarnation(); now != inc {
+		w.tracef("worker %s learns %s was replaced; now %s", sw.id, inc, now)
+	}
+}
+
+// ---- checks ----
+
+// check folds the events committed since the last step into the checker.
+func (w *world) check() error {
+	for {
+		evs, err := w.mem.ReadAll(w.ctx, w.checker.next, 512)
+		if err != nil {
+			return err
+		}
+		if len(evs) == 0 {
+			break
+		}
+		for i := range evs {
+			if v := w.checker.check(&evs[i]); v != nil {
+				return v
+			}
+		}
+	}
+	if w.views.Next() == w.checker.next && w.statsSeen != w.checker.next {
+		w.statsSeen = w.checker.next
+		if err := w.checker.compareStats(w.views); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heal stops every fault, brings everything back, resumes every action and
+// runs on until every execution has ended.
+func (w *world) heal() error {
+	w.healing = true
+	w.store.SetEnabled(false)
+	w.zombies = nil
+	for len(w.execs) > 1 {
+		w.execs = w.execs[1:]
+	}
+	for _, sw := range w.workers {
+		sw.stalled = w.now
+		if sw.w == nil {
+			sw.restartAt = w.now
+		}
+	}
+	for _, ref := range w.refs {
+		if _, err := w.cmds.Resume(w.ctx, ref); err != nil {
+			return err
+		}
+	}
+	limit := w.step + healLimit
+	for ; w.checker.open > 0 || len(w.retries) > 0; w.step++ {
+		if w.step > limit {
+			var open []string
+			for id, x := range w.checker.execs {
+				if !x.Status().Terminal() {
+					open = append(open, fmt.Sprintf("%s:%s", short(id), x.Status()))
+				}
+			}
+			return fmt.Errorf("liveness: %d executions still open %d steps after the faults stopped: %v", len(open), healLimit, open)
+		}
+		if err := w.once(); err != nil {
+			return err
+		}
+		if w.cfg.SingleStream {
+			// A pause announced before the faults stopped, whose writer got
+			// an error, may still be completed by an executor after the
+			// resume above (an error means an unknown outcome; see the
+			// executor's package documentation): resume it again.
+			for _, ref := range w.refs {
+				if a := w.checker.actions[ref]; a != nil && a.paused {
+					if _, err := w.cmds.Resume(w.ctx, ref); err != nil {
+						return err
+					}
+					w.tracef("resume %s again: a pause announced before the faults stopped was completed", ref)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// finish checks the whole log once more (the audit, a rebuilt read model
+// equal to the live one) and fills the result.
+func (w *world) finish() error {
+	evs, err := w.mem.ReadAll(w.ctx, 0, 1<<30)
+	if err != nil {
+		return err
+	}
+	if err := w.views.Apply(evs); err != nil {
+		return err
+	}
+	if err := w.checker.compareStats(w.views); err != nil {
+		return err
+	}
+	rebuilt := projections.NewViews()
+	for i := 0; i < len(evs); i += 100 {
+		if err := rebuilt.Apply(evs[i:min(i+100, len(evs))]); err != nil {
+			return err
+		}
+	}
+	if diffs := projections.Compare(w.views, rebuilt, 5); len(diffs) > 0 {
+		return fmt.Errorf("projections: the live read model differs from a rebuild: %v", diffs)
+	}
+	rep, err := projections.Audit(w.ctx, w.mem, nil)
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		v := rep.Violations[0]
+		return fmt.Errorf("audit: %d violations, the first %s at %d: %s", len(rep.Violations), v.Rule, v.Position, v.Detail)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for i := range evs {
+		if err := enc.Encode(&evs[i]); err != nil {
+			return err
+		}
+	}
+	sum := sha256.Sum256(buf.Bytes())
+	r := w.res
+	r.Steps, r.Events, r.Log, r.Digest = w.step-1, uint64(len(evs)), buf.Bytes(), hex.EncodeToString(sum[:])
+	r.Executions, r.Ended, r.ByStatus = rep.Executions, rep.Ended, rep.ByStatus
+	r.Faults, r.SimulatedTime = w.store.Counts(), w.now.Sub(t0)
+	r.VoidGrants = rep.VoidGrants
+	for _, e := range w.started {
+		r.Repairs += int(e.Stats.Repairs.Load())
+	}
+	return nil
+}
+
+func short(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// overGrant rewrites the policies in evs with max_concurrent one higher:
+// what an executor with an off-by-one limit would decide on.
+func overGrant(evs []domain.Envelope) {
+	for i := range evs {
+		env := &evs[i]
+		if env.Type != domain.TypeActionDefined && env.Type != domain.TypeActionPolicyChanged {
+			continue
+		}
+		ev, err := domain.Catalogue.Decode(env)
+		if err != nil {
+			continue
+		}
+		switch e := ev.(type) {
+		case domain.ActionDefined:
+			e.Policy.MaxConcurrent++
+			ev = e
+		case domain.ActionPolicyChanged:
+			e.Policy.MaxConcurrent++
+			ev = e
+		}
+		if re, err := domain.Catalogue.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
+			env.Data = re.Data
+		}
+	}
+}
+
+// buggy is a log with a deliberate defect (see Bug).
+type buggy struct {
+	*memstore.Store
+	bug Bug
+}
+
+func (b *buggy) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events ...domain.Envelope) (eventstore.AppendResult, error) {
+	return b.AppendMulti(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: events})
+}
+
+func (b *buggy) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) (eventstore.AppendResult, error) {
+	as := append([]eventstore.StreamAppend(nil), appends...)
+	for i := range as {
+		cat, _ := domain.SplitStream(as[i].Stream)
+		switch {
+		case b.bug == BugUnfencedGrants && cat == domain.StreamQueue:
+			as[i].Expected = eventstore.Any
+		case b.bug == BugUnfencedWorkers && cat == domain.StreamExecution && as[i].Events[0].Owner == domain.OwnerWorker:
+			as[i].Expected = eventstore.Any
+		}
+	}
+	return b.Store.AppendMulti(ctx, as...)
+}
