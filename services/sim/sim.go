@@ -138,10 +138,16 @@ type Failure struct {
 	Steps int // the Config.Steps of the run
 	Step  int // the step after which it was found
 	Err   error
+	// SingleStream is the run's Config.SingleStream.
+	SingleStream bool
 }
 
 func (f *Failure) Error() string {
-	return fmt.Sprintf("simulation seed %d failed at step %d: %v (replay: make simulate SEED=%d STEPS=%d)", f.Seed, f.Step, f.Err, f.Seed, f.Steps)
+	single := ""
+	if f.SingleStream {
+		single = " SINGLE=1"
+	}
+	return fmt.Sprintf("simulation seed %d failed at step %d: %v (replay: make simulate SEED=%d STEPS=%d%s)", f.Seed, f.Step, f.Err, f.Seed, f.Steps, single)
 }
 
 func (f *Failure) Unwrap() error { return f.Err }
@@ -289,7 +295,7 @@ func Run(cfg Config) (*Result, error) {
 }
 
 func (w *world) fail(err error) error {
-	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err}
+	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err, SingleStream: w.cfg.SingleStream}
 }
 
 // newID draws a UUID (version 4 layout) from the simulation's generator.
