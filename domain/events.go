@@ -185,8 +185,11 @@ type ExecutionAbandoned struct {
 // the same atomic append as its children's execution.requested events (items
 // First..First+Count-1). The parent's stream version thus fences its fan-out:
 // requesting children, a cancellation request and the parent's end are
-// decided in one order, so no child is requested after the parent was asked
+// decided in one order, so no child is announced after the parent was asked
 // to cancel or has ended, and two executors never request the same items.
+// On a store without atomic multi-stream appends the children follow it one
+// stream at a time, in item order (the executor completes them from the log
+// if the writer stopped in between); the parent ends only after all of them.
 type ExecutionChildrenRequested struct {
 	First int `json:"first"`
 	Count int `json:"count"`
@@ -211,7 +214,11 @@ func (ExecutionAbandoned) EventType() string         { return TypeExecutionAband
 // QueueGranted is written to an action's queue stream, in the same atomic
 // append as the execution's ExecutionScheduling, with the queue stream's
 // expected version: that version fences grants, so two executors can never
-// both grant from the same queue state.
+// both grant from the same queue state. On a store without atomic
+// multi-stream appends it is written alone, first, and the execution's
+// events follow (the executor completes them from the log if the writer
+// stopped in between); a grant of an execution that ended before it, which
+// that store cannot fence, is void.
 type QueueGranted struct {
 	Execution      string `json:"execution"`
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
@@ -222,9 +229,17 @@ type QueueGranted struct {
 // resume). It moves the queue stream's version, the fence of grants: a grant
 // decided on the old policy or pause state fails and is decided again, so a
 // change applies exactly from the next grant in the log.
+//
+// On a store without atomic multi-stream appends it is written first,
+// alone, and announces the change: Event holds the action event about to be
+// appended at ActionVersion (a whole Envelope, id and writer included). The
+// executor grants nothing from the queue while an announced change is not in
+// the action stream, and appends Event itself if its writer stopped, which
+// is an idempotent replay if the writer's own append lands too.
 type QueueActionChanged struct {
-	ActionVersion uint64 `json:"action_version"` // version of the action event it accompanies
-	Change        string `json:"change"`         // that event's type
+	ActionVersion uint64          `json:"action_version"`  // version of the action event it accompanies
+	Change        string          `json:"change"`          // that event's type
+	Event         json.RawMessage `json:"event,omitempty"` // the announced action event (an Envelope), when written before it
 }
 
 func (QueueGranted) EventType() string       { return TypeQueueGranted }

@@ -258,6 +258,17 @@ func (q *Queue) Grantable(max int, now time.Time) []Waiter {
 	return out
 }
 
+// IsWaiting reports whether execution id waits in the queue of key key: a
+// grant of anything else is void (see Queues.Apply).
+func (q *Queue) IsWaiting(id, key string) bool {
+	kq := q.keys[key]
+	if kq == nil {
+		return false
+	}
+	_, ok := kq.waiting.index[id]
+	return ok
+}
+
 // CheckGrant reports whether granting execution id at log time at keeps FIFO
 // order, the concurrency limit and the rate limit: nil, or an error naming
 // what it breaks.
@@ -341,7 +352,9 @@ type placement struct {
 // Queues is the fold of every action's queue from the whole log. It decides
 // admission deterministically at the position of each execution.requested
 // event, so the executor, a rebuild and an audit agree on every queue.
-// Apply never validates; CheckGrant says whether a grant is legal.
+// Apply never validates; CheckGrant says whether a grant is legal. A
+// queue.granted for an execution that is not waiting in that queue is void:
+// it moves the queue stream's version and nothing else.
 type Queues struct {
 	byRef   map[string]*Queue
 	where   map[string]placement // live executions (waiting or active) → queue
@@ -427,9 +440,14 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 		_, ref := SplitStream(env.Stream)
 		q := qs.queue(ref)
 		q.version = int64(env.Version)
+		kq := q.keys[e.ConcurrencyKey]
+		if kq == nil || !kq.waiting.remove(e.Execution) {
+			// A void grant: the execution is not waiting (it ended before
+			// the grant, which on a store without atomic multi-stream
+			// appends the queue stream does not fence). It takes no slot.
+			return
+		}
 		q.recordGrant(env.Time)
-		kq := q.key(e.ConcurrencyKey)
-		kq.waiting.remove(e.Execution)
 		kq.active[e.Execution] = struct{}{}
 		qs.where[e.Execution] = placement{ref: ref, key: e.ConcurrencyKey, granted: true}
 	case QueueActionChanged:
@@ -502,8 +520,10 @@ func (qs *Queues) admit(id string, env *Envelope, e ExecutionRequested) {
 		qs.pending[id] = Rejection{Execution: id, Action: e.Action, Code: code, Reason: reason}
 	}
 	if !q.defined {
-		delete(qs.byRef, e.Action) // do not keep queues for names that were never defined
-		delete(qs.changed, e.Action)
+		if q.version < 0 { // do not keep queues for names that were never defined
+			delete(qs.byRef, e.Action) // (but keep the version of a queue stream that exists: it is the fence)
+			delete(qs.changed, e.Action)
+		}
 		refuse(RejectUnknownAction, fmt.Sprintf("action %q is not defined", e.Action))
 		return
 	}

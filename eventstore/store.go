@@ -25,7 +25,9 @@ type Store interface {
 	// AppendMulti atomically appends to several streams: either every append's
 	// expected version holds and all events are written, contiguously and in
 	// the order given, or nothing is written. The idempotency rule of Append
-	// applies to the whole batch.
+	// applies to the whole batch. A backend that cannot write several streams
+	// atomically says so (AtomicMultiStream) and fails such a call with an
+	// error matching ErrMultiStream, writing nothing; one stream always works.
 	AppendMulti(ctx context.Context, appends ...StreamAppend) (AppendResult, error)
 
 	// ReadStream returns up to limit events of one stream, from version from
@@ -49,6 +51,23 @@ type Store interface {
 
 	// Close releases the store. Subscriptions end with ErrClosed.
 	Close() error
+}
+
+// MultiStreamReporter is implemented by a Store that can say whether its
+// AppendMulti writes several streams atomically. A Store that does not
+// implement it is taken to do so (embedded, postgres, memstore).
+type MultiStreamReporter interface {
+	// AtomicMultiStream reports whether AppendMulti of several streams is
+	// all-or-nothing. When false it fails with ErrMultiStream and writers that
+	// need several streams append one stream at a time (see services/executor).
+	AtomicMultiStream() bool
+}
+
+// AtomicMultiStream reports whether s's AppendMulti writes several streams
+// atomically: false only if s implements MultiStreamReporter and says so.
+func AtomicMultiStream(s Store) bool {
+	r, ok := s.(MultiStreamReporter)
+	return !ok || r.AtomicMultiStream()
 }
 
 // StreamAppend is one stream's part of an AppendMulti.
@@ -173,6 +192,10 @@ var (
 	ErrCorrupt              = errors.New("log corrupt")
 	ErrLocked               = errors.New("data directory in use by another process")
 	ErrNotOurs              = errors.New("directory is not a turnstile data directory")
+	// ErrMultiStream is returned by AppendMulti of several streams on a
+	// backend that cannot append to them atomically; nothing was written. It
+	// matches errors.ErrUnsupported too.
+	ErrMultiStream = fmt.Errorf("atomic append to several streams not supported by this store: %w", errors.ErrUnsupported)
 )
 
 // WrongVersionError is returned (wrapped around ErrWrongExpectedVersion) when an

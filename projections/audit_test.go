@@ -231,6 +231,52 @@ func TestAuditFindsEachKindOfViolation(t *testing.T) {
 			w.put(domain.WorkerStream("w1"), domain.OwnerExecutor, "x", domain.WorkerLost{Incarnation: "i1"})
 			w.put(domain.ExecutionStream("e1"), domain.OwnerWorker, "w1", domain.ExecutionRunning{Worker: "w1", Attempt: 1})
 		}, "lease"},
+		// The partial states of the executor's single-stream path (a store
+		// without atomic multi-stream appends) are lawful.
+		{"single-stream grant whose handoff comes later", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.request("e2", "a")
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+			w.request("e3", "a")
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduled{Worker: "w1", Attempt: 1, Action: "a", Runner: "core.noop"})
+			w.run("e1", "w1")
+			w.grant("e2", "a", "w1")
+		}, ""},
+		{"single-stream grant that lost to a cancellation is void", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.request("e2", "a")
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionCancelled{})
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+			w.grant("e2", "a", "w1") // the void grant took no slot
+		}, ""},
+		{"single-stream grant cancelled before its handoff", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.request("e2", "a")
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionCancelled{})
+			w.grant("e2", "a", "w1")
+		}, ""},
+		{"grant of an execution already granted", func(w logWriter) {
+			w.action("a", 2)
+			w.request("e1", "a")
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+		}, "grant"},
+		{"single-stream children announced before a cancel request", func(w logWriter) {
+			w.action("a", 5)
+			w.parent("p", "a", 2, 2)
+			w.announce("p", 0, 2)
+			c0 := w.child("p", "a", 0)
+			w.put(domain.ExecutionStream("p"), domain.OwnerAPI, "", domain.ExecutionCancelRequested{})
+			c1 := w.child("p", "a", 1)
+			w.reject(c0)
+			w.reject(c1)
+			w.put(domain.ExecutionStream("p"), domain.OwnerExecutor, "x", domain.ExecutionCancelled{})
+		}, ""},
 		{"undecodable event", func(w logWriter) {
 			env := domain.Envelope{ID: uuid.New(), Type: "execution.requested", SchemaVersion: 1, Owner: domain.OwnerExecutor, Data: []byte(`{"nope":1}`)}
 			if _, err := w.store.Append(context.Background(), "execution-bad", eventstore.Any, env); err != nil {

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/turnstile/turnstile/eventstore"
 
 	"github.com/turnstile/turnstile/domain"
@@ -24,6 +26,10 @@ type StateSnapshot struct {
 	Actions    []ActionSnapshot           // by ref
 	Attention  []string
 	Fanouts    []FanoutSnapshot // by parent id
+	// The single-stream path's partial writes (see State.Unscheduled and
+	// State.Announced).
+	Unscheduled []UnscheduledSnapshot // by execution id
+	Announced   []AnnouncedSnapshot   // by action ref
 }
 
 func (sn *StateSnapshot) snapshotSize() int { return len(sn.Executions) }
@@ -46,6 +52,20 @@ type FanoutSnapshot struct {
 	Parent                   string
 	Requested, Ended, Failed int
 	Live                     []string
+	Announce                 uuid.UUID
+}
+
+// UnscheduledSnapshot is one entry of State.Unscheduled: a granted
+// execution without its handoff, and the id of its queue.granted.
+type UnscheduledSnapshot struct {
+	Execution string
+	Grant     uuid.UUID
+}
+
+// AnnouncedSnapshot is one entry of State.Announced.
+type AnnouncedSnapshot struct {
+	Ref          string
+	Announcement Announcement
 }
 
 // Snapshot returns the state's content. It may be encoded while s goes on
@@ -72,7 +92,13 @@ func (s *State) snapshotSkeleton() *StateSnapshot {
 	for _, id := range slices.Sorted(maps.Keys(s.Fanouts)) {
 		f := s.Fanouts[id]
 		sn.Fanouts = append(sn.Fanouts, FanoutSnapshot{Parent: id, Requested: f.Requested,
-			Ended: f.Ended, Failed: f.Failed, Live: slices.Sorted(maps.Keys(f.Live))})
+			Ended: f.Ended, Failed: f.Failed, Live: slices.Sorted(maps.Keys(f.Live)), Announce: f.Announce})
+	}
+	for _, id := range slices.Sorted(maps.Keys(s.Unscheduled)) {
+		sn.Unscheduled = append(sn.Unscheduled, UnscheduledSnapshot{Execution: id, Grant: s.Unscheduled[id]})
+	}
+	for _, ref := range slices.Sorted(maps.Keys(s.Announced)) {
+		sn.Announced = append(sn.Announced, AnnouncedSnapshot{Ref: ref, Announcement: s.Announced[ref]})
 	}
 	return sn
 }
@@ -98,7 +124,13 @@ func restoreState(sn *StateSnapshot, live map[string]*domain.Execution) *State {
 	}
 	s.Attention = setOf(sn.Attention)
 	for _, f := range sn.Fanouts {
-		s.Fanouts[f.Parent] = &Fanout{Requested: f.Requested, Ended: f.Ended, Failed: f.Failed, Live: setOf(f.Live)}
+		s.Fanouts[f.Parent] = &Fanout{Requested: f.Requested, Ended: f.Ended, Failed: f.Failed, Live: setOf(f.Live), Announce: f.Announce}
+	}
+	for _, u := range sn.Unscheduled {
+		s.Unscheduled[u.Execution] = u.Grant
+	}
+	for _, a := range sn.Announced {
+		s.Announced[a.Ref] = a.Announcement
 	}
 	return s
 }

@@ -4,8 +4,11 @@
 package projections
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
+
+	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
 )
@@ -44,6 +47,21 @@ type State struct {
 	// log shows them.
 	Fanouts map[string]*Fanout
 
+	// Unscheduled holds the live executions whose queue.granted is in the
+	// log but whose execution.scheduling is not, with the grant's event id.
+	// On a store with atomic multi-stream appends this never lasts past the
+	// grant's own append; on one without, it is a grant whose execution's
+	// events are still to come (or were cut short: the executor completes
+	// them). Such an execution holds its slot and is in StatusRequested.
+	Unscheduled map[string]uuid.UUID
+
+	// Announced holds, per action ref, a change announced on its queue
+	// stream (a queue.action_changed carrying its action event, written
+	// before it on a store without atomic multi-stream appends) that the
+	// action stream does not show yet. Nothing may be granted from that
+	// queue until it does.
+	Announced map[string]Announcement
+
 	// Ended is called (if set) for each execution when it reaches a terminal
 	// state, with its final state, before it leaves Live.
 	Ended func(x *domain.Execution)
@@ -58,7 +76,17 @@ func NewState() *State {
 		Actions:   map[string]*domain.Action{},
 		Attention: map[string]struct{}{},
 		Fanouts:   map[string]*Fanout{},
+
+		Unscheduled: map[string]uuid.UUID{},
+		Announced:   map[string]Announcement{},
 	}
+}
+
+// Announcement is an action change announced before its action event.
+type Announcement struct {
+	Position      uint64          // of the queue.action_changed
+	ActionVersion uint64          // the version the action event takes
+	Event         domain.Envelope // the action event to append (ID zero if it did not decode)
 }
 
 // Fanout is a with_items parent's children as the log shows them. Children
@@ -68,6 +96,10 @@ type Fanout struct {
 	Ended     int                 // of those, how many have ended
 	Failed    int                 // of those, how many ended other than completed
 	Live      map[string]struct{} // requested and not ended
+	// Announce is the id of the parent's latest execution.children_requested:
+	// children it announced that are not requested yet (Requested <
+	// ChildrenRequested) are written with ids derived from it.
+	Announce uuid.UUID
 }
 
 // InFlight returns how many children are requested and not ended.
@@ -102,6 +134,13 @@ func (s *State) ApplyDecoded(env *domain.Envelope, ev domain.Event) {
 			s.Actions[id] = a
 		}
 		a.Apply(ev, env.Version)
+		if an, ok := s.Announced[id]; ok && env.Version >= an.ActionVersion {
+			delete(s.Announced, id)
+		}
+	case domain.StreamQueue:
+		if c, ok := ev.(domain.QueueActionChanged); ok && len(c.Event) > 0 {
+			s.announce(env, id, c)
+		}
 	case domain.StreamWorker:
 		w := s.Workers[id]
 		if w == nil {
@@ -121,7 +160,10 @@ func (s *State) ApplyDecoded(env *domain.Envelope, ev domain.Event) {
 		prevWorker, prevStatus := x.Worker(), x.Status()
 		x.Apply(ev, env.Version, env.Time)
 		s.trackWorker(id, prevWorker, prevStatus, x)
-		s.trackFanout(id, x, ev)
+		s.trackFanout(id, x, ev, env.ID)
+		if x.Status() != domain.StatusRequested {
+			delete(s.Unscheduled, id)
+		}
 		if x.Status().Terminal() {
 			if s.Ended != nil {
 				s.Ended(x)
@@ -136,6 +178,25 @@ func (s *State) ApplyDecoded(env *domain.Envelope, ev domain.Event) {
 		}
 	}
 	s.Queues.Apply(env, ev)
+	if g, ok := ev.(domain.QueueGranted); ok {
+		x := s.Live[g.Execution]
+		if _, _, granted, _ := s.Queues.Locate(g.Execution); granted && x != nil && x.Status() == domain.StatusRequested {
+			s.Unscheduled[g.Execution] = env.ID
+		}
+	}
+}
+
+// announce records an action change announced before its action event,
+// unless the action stream already shows it.
+func (s *State) announce(env *domain.Envelope, ref string, c domain.QueueActionChanged) {
+	if a := s.Actions[ref]; a != nil && a.Version() >= int64(c.ActionVersion) {
+		return
+	}
+	an := Announcement{Position: env.Position, ActionVersion: c.ActionVersion}
+	if json.Unmarshal(c.Event, &an.Event) != nil {
+		an.Event = domain.Envelope{}
+	}
+	s.Announced[ref] = an
 }
 
 // trackWorker keeps WorkerView.InFlight equal to the executions handed to
@@ -158,10 +219,15 @@ func (s *State) trackWorker(id, prevWorker string, prevStatus domain.Status, x *
 }
 
 // trackFanout keeps the Fanout of each live with_items parent.
-func (s *State) trackFanout(id string, x *domain.Execution, ev domain.Event) {
+func (s *State) trackFanout(id string, x *domain.Execution, ev domain.Event, evID uuid.UUID) {
 	if x.IsParent() {
-		if _, ok := ev.(domain.ExecutionRequested); ok {
+		switch ev.(type) {
+		case domain.ExecutionRequested:
 			s.Fanouts[id] = &Fanout{Live: map[string]struct{}{}}
+		case domain.ExecutionChildrenRequested:
+			if f := s.Fanouts[id]; f != nil {
+				f.Announce = evID
+			}
 		}
 		return
 	}

@@ -39,8 +39,9 @@ Usage:
 
 Store URLs: embedded:///path/to/dir (also --data DIR); postgres://user:pass@host:5432/db (run
 turnstile migrate first, or serve --migrate; TURNSTILE_PG_SCHEMA picks the schema);
-kurrentdb://host:2113?tls=false (also esdb://; audit and replay only: the executor needs
-atomic multi-stream appends, which KurrentDB does not give); memory:// (not durable).
+kurrentdb://host:2113?tls=false (also esdb://; without atomic multi-stream appends the
+executor fences on one stream and completes the rest from the log; not tested against a real
+server here); memory:// (not durable).
 `
 
 func main() {

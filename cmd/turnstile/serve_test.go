@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -184,4 +186,24 @@ func call(ctx context.Context, method, url string, body any, header map[string]s
 		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, url, resp.StatusCode, data)
 	}
 	return resp.StatusCode, nil
+}
+
+// TestServeOnKurrentDB: serve no longer refuses a kurrentdb:// store (the
+// executor takes its single-stream path there): it says so, then opens the
+// store, which here fails because no server listens (none runs on these
+// machines), with the store's message and not a usage error.
+func TestServeOnKurrentDB(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // a port nothing listens on
+	var stdout, stderr bytes.Buffer
+	code := run(t.Context(), []string{"serve", "--store", "kurrentdb://" + addr + "?tls=false", "--addr", "127.0.0.1:0", "--workers", "0"}, &stdout, &stderr)
+	out := stderr.String()
+	if code != 3 || !strings.Contains(out, "single-stream path") || !strings.Contains(out, "cannot reach the server") {
+		t.Fatalf("serve on an unreachable KurrentDB: exit %d, stderr:\n%s", code, out)
+	}
 }

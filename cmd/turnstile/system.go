@@ -160,15 +160,20 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	if err != nil {
 		return err
 	}
+	log := newLogger(stderr)
 	if storeKind == "kurrentdb" {
-		return usageError{errors.New("serve cannot run on KurrentDB yet: the executor's fenced grants need atomic multi-stream appends (use it with audit and replay)")}
+		log.Warn("KurrentDB has no atomic multi-stream appends: the executor and the commands take their single-stream path " +
+			"(fence first, the rest after it, completed from the log after a crash). That path is tested here against an " +
+			"in-memory store without multi-stream appends and the store against a fake gRPC server, not against a real KurrentDB server")
 	}
-	shared := storeKind == "postgres" // other processes may write the same log
-	if !*runExecutor && !shared {
+	// Other processes may write a PostgreSQL or KurrentDB log; executors
+	// contend for a lease only on PostgreSQL.
+	shared, leased := storeKind == "postgres" || storeKind == "kurrentdb", storeKind == "postgres"
+	if !*runExecutor && !leased {
 		return usageError{errors.New("--executor=false needs a shared log (postgres://) where a `turnstile executor` runs; on this store nothing would grant")}
 	}
 	var execLease *lease.Postgres
-	if *runExecutor && shared {
+	if *runExecutor && leased {
 		if execLease, err = executorLease(*storeURL); err != nil {
 			return usageError{err}
 		}
@@ -176,7 +181,6 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 			*executorName = defaultName("executor")
 		}
 	}
-	log := newLogger(stderr)
 	if *doMigrate {
 		if err := migrate(ctx, *storeURL, io.Discard); err != nil {
 			return err
@@ -214,8 +218,8 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	go func() { caught <- views.CatchUp(ctx, store) }()
 	// The node outlives the signal: on SIGTERM its workers drain (see below).
 	// One process owns an embedded log, so at start every worker it names
-	// died with the previous run; a shared PostgreSQL log has other
-	// processes' workers, which only their leases can judge.
+	// died with the previous run; a shared PostgreSQL or KurrentDB log has
+	// other processes' workers, which only their leases can judge.
 	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: !shared,
 		CheckpointDir: checkpointDir(storeKind, where), SnapshotDir: snaps.Dir, SnapshotEvery: *snapEvery, Logger: log, StopGrace: *grace,
 		NoExecutor: !*runExecutor, Standby: execLease != nil, ExecutorName: *executorName, WorkerLease: *workerLease, ForwardFromHead: shared})

@@ -52,10 +52,11 @@
 //
 //   - AppendMulti of more than one stream: the gRPC API this client speaks
 //     appends to one stream per call, so all-or-nothing across streams is
-//     impossible. It returns ErrMultiStream (errors.ErrUnsupported) and
-//     writes nothing; one stream works as Append. A caller that fences with a
-//     multi-stream append (turnstile's executor grants with queue-<ref> plus
-//     execution-<id>) must fence on one stream instead on this backend.
+//     impossible. It returns ErrMultiStream (eventstore.ErrMultiStream,
+//     errors.ErrUnsupported) and writes nothing; one stream works as Append.
+//     The Store says so (AtomicMultiStream reports false), and turnstile's
+//     executor and commands then fence on one stream and append the rest
+//     after it, repairing a cut sequence from the log (services/executor).
 //   - Event ids are not unique across streams: KurrentDB keeps no id index,
 //     so an id already stored in another stream (or deeper in the same stream
 //     than the tail and the window, with an expected version that still

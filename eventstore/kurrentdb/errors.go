@@ -21,8 +21,8 @@ var (
 	// ErrMultiStream is returned by AppendMulti for more than one stream: the
 	// KurrentDB gRPC API this client speaks appends to one stream at a time, so
 	// an all-or-nothing append across streams is impossible. It matches
-	// errors.ErrUnsupported too.
-	ErrMultiStream = fmt.Errorf("kurrentdb: an atomic append to several streams is not supported by this backend: %w", errors.ErrUnsupported)
+	// eventstore.ErrMultiStream and errors.ErrUnsupported too.
+	ErrMultiStream = fmt.Errorf("kurrentdb: %w", eventstore.ErrMultiStream)
 
 	// ErrUnavailable means the server could not be reached or could not serve
 	// the request now (no connection, node not ready, not the leader, request

@@ -373,6 +373,11 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 	return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", strings.Join(streams, ", "), ErrMultiStream)
 }
 
+// AtomicMultiStream implements eventstore.MultiStreamReporter: false, the
+// server appends to one stream per call. turnstile's executor then takes its
+// single-stream path (services/executor).
+func (s *Store) AtomicMultiStream() bool { return false }
+
 // validate checks an append against the contract's limits and what KurrentDB
 // reserves: stream names and event types starting with "$".
 func validate(appends []eventstore.StreamAppend) error {

@@ -60,9 +60,12 @@ func TestAppendMulti(t *testing.T) {
 	a := eventstore.StreamAppend{Stream: "queue-a", Expected: eventstore.NoStream, Events: storetest.NewEvents("test.a", 2)}
 	x := eventstore.StreamAppend{Stream: "execution-x", Expected: eventstore.NoStream, Events: storetest.NewEvents("test.x", 1)}
 
+	if eventstore.AtomicMultiStream(s) {
+		t.Fatal("the store reports atomic multi-stream appends")
+	}
 	_, err := s.AppendMulti(ctx, a, x)
-	if !errors.Is(err, ErrMultiStream) || !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("AppendMulti of two streams: %v, want ErrMultiStream and errors.ErrUnsupported", err)
+	if !errors.Is(err, ErrMultiStream) || !errors.Is(err, eventstore.ErrMultiStream) || !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("AppendMulti of two streams: %v, want ErrMultiStream, eventstore.ErrMultiStream and errors.ErrUnsupported", err)
 	}
 	if evs := mustReadAll(t, s); len(evs) != 0 {
 		t.Fatalf("a refused AppendMulti wrote %d events", len(evs))

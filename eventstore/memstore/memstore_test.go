@@ -43,6 +43,13 @@ func TestConformance(t *testing.T) {
 	})
 }
 
+// The wrapper that takes multi-stream appends away (for tests of code that
+// must run on KurrentDB) keeps the rest of the contract.
+func TestConformanceSingleStream(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) eventstore.Store { return storetest.SingleStream(newStore(t)) },
+		storetest.Capabilities{DensePositions: true})
+}
+
 // The injected clock stamps every event, in UTC and without a monotonic
 // reading, so simulations are reproducible.
 func TestClock(t *testing.T) {

@@ -14,8 +14,27 @@ import (
 // the version and position of the very last one; if any stream's expected
 // version fails, it returns that stream's *WrongVersionError and writes
 // nothing; its events stay contiguous while other writers append concurrently.
+//
+// Whatever the capability: the store reports it (eventstore.AtomicMultiStream
+// agrees with Capabilities.AtomicMultiStream), and a store without it fails
+// AppendMulti of two streams with eventstore.ErrMultiStream and writes nothing.
 func (s suite) appendMultiTests() []subtest {
 	return []subtest{
+		{name: "ReportsCapability", run: func(t *testing.T, st eventstore.Store) {
+			if got := eventstore.AtomicMultiStream(st); got != s.caps.AtomicMultiStream {
+				t.Fatalf("eventstore.AtomicMultiStream = %v, Capabilities.AtomicMultiStream = %v", got, s.caps.AtomicMultiStream)
+			}
+			if s.caps.AtomicMultiStream {
+				return
+			}
+			ctx := testContext(t)
+			before := snapshot(t, ctx, st)
+			_, err := st.AppendMulti(ctx,
+				eventstore.StreamAppend{Stream: "queue-r", Expected: eventstore.Any, Events: NewEvents("test.r", 1)},
+				eventstore.StreamAppend{Stream: "execution-r", Expected: eventstore.Any, Events: NewEvents("test.r", 1)})
+			requireErrorIs(t, err, eventstore.ErrMultiStream, "AppendMulti of two streams without the capability")
+			s.requireUnchanged(t, ctx, st, before, "a refused AppendMulti of two streams")
+		}},
 		{name: "ContiguousInOrder", run: func(t *testing.T, st eventstore.Store) {
 			s.needAtomicMulti(t)
 			ctx := testContext(t)

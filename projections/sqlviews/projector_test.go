@@ -10,11 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/projections/sqlviews"
 	"github.com/turnstile/turnstile/services/executor"
@@ -182,6 +184,13 @@ func TestLiveEqualsRebuild(t *testing.T) {
 // (projections.Views) for the same log position, field by field.
 func TestRowsEqualTheAPI(t *testing.T) {
 	store, _ := lifecycleLog(t)
+	rowsEqualTheAPI(t, store)
+}
+
+// rowsEqualTheAPI folds store's lifecycle log into fresh tables and checks
+// every row against projections.Views at the same position.
+func rowsEqualTheAPI(t *testing.T, store eventstore.Store) {
+	t.Helper()
 	schema := viewsSchema(t)
 	ctx, pool := ctxT(t), testPool(t)
 	h := head(t, store)
@@ -515,4 +524,86 @@ func TestValuesPostgreSQLCannotHold(t *testing.T) {
 		t.Fatalf("stored: nul %q big %q long %d digits ok %v esc %q", nul, big, len(long), ok, esc)
 	}
 	mustEqualRebuild(t, store, schema)
+}
+
+// TestSingleStreamLog: the tables fold a log written on the executor's
+// single-stream path (a store without atomic multi-stream appends, as
+// KurrentDB) like the API's read model does, partial writes included: the
+// lifecycle run by a node on storetest.SingleStream, then, with no executor
+// left to complete them, a grant without its handoff (it holds its slot), a
+// void grant of an execution that had ended, and an action change announced
+// on its queue stream without its action event.
+func TestSingleStreamLog(t *testing.T) {
+	ctx, pool := ctxT(t), testPool(t)
+	pg, _ := logStore(t)
+	store := storetest.SingleStream(pg)
+	if err := runLifecycle(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	put := func(stream string, ev domain.Event) {
+		t.Helper()
+		env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerExecutor, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Append(ctx, stream, eventstore.Any, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmds := &executor.Commands{Store: store, Writer: "test"}
+	var waiting, gone string
+	var err error
+	for _, id := range []*string{&waiting, &gone} {
+		if *id, _, err = cmds.Request(ctx, executor.Request{Action: "t.noop", Input: json.RawMessage(`{"partial":true}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(domain.ExecutionStream(gone), domain.ExecutionCancelled{Reason: "cancelled while it waited", Code: domain.CancelRequested})
+	put(domain.QueueStream("t.noop"), domain.QueueGranted{Execution: waiting})
+	put(domain.QueueStream("t.noop"), domain.QueueGranted{Execution: gone}) // void: it ended before
+	a, err := cmds.LoadAction(ctx, "t.fail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pause, err := domain.Catalogue.Encode(uuid.New(), domain.ActionPaused{Reason: "announced"}, domain.OwnerAPI, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := json.Marshal(pause)
+	if err != nil {
+		t.Fatal(err)
+	}
+	announce, err := domain.Catalogue.Encode(uuid.New(), domain.QueueActionChanged{ActionVersion: uint64(a.Version() + 1), Change: pause.Type, Event: raw}, domain.OwnerAPI, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Append(ctx, domain.QueueStream("t.fail"), eventstore.Any, announce); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := projections.Audit(ctx, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() || rep.VoidGrants != 1 {
+		t.Fatalf("audit of the single-stream log: %d violations %v, %d void grants (want 1)", len(rep.Violations), rep.Violations, rep.VoidGrants)
+	}
+	views := projections.NewViews()
+	if err := views.CatchUp(ctx, store); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := views.Stats("t.noop")
+	if x, _ := views.View(waiting); x.Status != domain.StatusRequested || st.ActiveCount != 1 {
+		t.Fatalf("the grant without its handoff: %s is %s, t.noop has %d active; want requested, 1", waiting, x.Status, st.ActiveCount)
+	}
+	rowsEqualTheAPI(t, store)
+	schema := viewsSchema(t)
+	if err := newProjector(t, store, sqlviews.Options{Schema: schema, MaxBatch: 9}).CatchUpTo(ctx, head(t, store)); err != nil {
+		t.Fatal(err)
+	}
+	mustEqualRebuild(t, store, schema)
+	var active int
+	if err := pool.QueryRow(ctx, "SELECT active_count FROM "+schema+".queue_stats WHERE action = 't.noop'").Scan(&active); err != nil || active != 1 {
+		t.Fatalf("queue_stats t.noop active_count %d (%v), want 1: the grant without its handoff holds its slot", active, err)
+	}
 }

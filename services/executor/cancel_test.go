@@ -49,152 +49,154 @@ func checkCancelled(t *testing.T, h *harness, id string, owner domain.Owner, wri
 // state before its end, each time by the owner the handoff rule names, and is
 // a typed no-op afterwards.
 func TestCancelInEveryState(t *testing.T) {
-	t.Run("waiting", func(t *testing.T) {
-		h := newHarness(t, harnessConfig{})
-		g := newGate()
-		h.addWorker("w1", 4, time.Hour, map[string]runner.Runner{"test.job": g})
-		h.define(domain.Policy{Ref: "c.wait", Runner: "test.job", MaxConcurrent: 1})
-		first := h.request("c.wait", "")
-		waiter := h.request("c.wait", "")
-		h.waitFor("the first to run", func() bool { return g.Waiting() == 1 })
-		h.settle()
-		h.cancel(waiter)
-		checkCancelled(t, h, waiter, domain.OwnerExecutor, "")
-		if got := types(h.stream(domain.ExecutionStream(waiter))); !slices.Equal(got, []string{"requested", "cancel_requested", "cancelled"}) {
-			t.Fatalf("waiter %v", got)
-		}
-		h.settle()
-		h.exec.Inspect(func(st *projections.State) {
-			if q := st.Queues.Get("c.wait"); q.Waiting() != 0 || q.Active() != 1 {
-				t.Errorf("queue: %d waiting %d active, want the waiter gone", q.Waiting(), q.Active())
+	bothLogs(t, func(t *testing.T, single bool) {
+		t.Run("waiting", func(t *testing.T) {
+			h := newHarness(t, harnessConfig{single: single})
+			g := newGate()
+			h.addWorker("w1", 4, time.Hour, map[string]runner.Runner{"test.job": g})
+			h.define(domain.Policy{Ref: "c.wait", Runner: "test.job", MaxConcurrent: 1})
+			first := h.request("c.wait", "")
+			waiter := h.request("c.wait", "")
+			h.waitFor("the first to run", func() bool { return g.Waiting() == 1 })
+			h.settle()
+			h.cancel(waiter)
+			checkCancelled(t, h, waiter, domain.OwnerExecutor, "")
+			if got := types(h.stream(domain.ExecutionStream(waiter))); !slices.Equal(got, []string{"requested", "cancel_requested", "cancelled"}) {
+				t.Fatalf("waiter %v", got)
 			}
+			h.settle()
+			h.exec.Inspect(func(st *projections.State) {
+				if q := st.Queues.Get("c.wait"); q.Waiting() != 0 || q.Active() != 1 {
+					t.Errorf("queue: %d waiting %d active, want the waiter gone", q.Waiting(), q.Active())
+				}
+			})
+			g.ReleaseAll()
+			h.waitStatus(first, domain.StatusCompleted)
+			h.auditClean()
 		})
-		g.ReleaseAll()
-		h.waitStatus(first, domain.StatusCompleted)
-		h.auditClean()
-	})
 
-	t.Run("scheduling", func(t *testing.T) {
-		// Its worker is lost and no other can take it: it is back with the
-		// executor, holding its slot.
-		h := newHarness(t, harnessConfig{lease: 10 * time.Second})
-		g := newGate()
-		h.addWorker("w1", 4, time.Hour, map[string]runner.Runner{"test.job": g})
-		h.define(domain.Policy{Ref: "c.sched", Runner: "test.job", MaxConcurrent: 1})
-		id := h.request("c.sched", "")
-		h.waitStatus(id, domain.StatusRunning)
-		h.advance(11 * time.Second)
-		h.waitStatus(id, domain.StatusScheduling)
-		h.cancel(id)
-		checkCancelled(t, h, id, domain.OwnerExecutor, "")
-		h.settle()
-		h.exec.Inspect(func(st *projections.State) {
-			if q := st.Queues.Get("c.sched"); q.Active() != 0 {
-				t.Errorf("queue: %d active, want the slot released", q.Active())
+		t.Run("scheduling", func(t *testing.T) {
+			// Its worker is lost and no other can take it: it is back with the
+			// executor, holding its slot.
+			h := newHarness(t, harnessConfig{single: single, lease: 10 * time.Second})
+			g := newGate()
+			h.addWorker("w1", 4, time.Hour, map[string]runner.Runner{"test.job": g})
+			h.define(domain.Policy{Ref: "c.sched", Runner: "test.job", MaxConcurrent: 1})
+			id := h.request("c.sched", "")
+			h.waitStatus(id, domain.StatusRunning)
+			h.advance(11 * time.Second)
+			h.waitStatus(id, domain.StatusScheduling)
+			h.cancel(id)
+			checkCancelled(t, h, id, domain.OwnerExecutor, "")
+			h.settle()
+			h.exec.Inspect(func(st *projections.State) {
+				if q := st.Queues.Get("c.sched"); q.Active() != 0 {
+					t.Errorf("queue: %d active, want the slot released", q.Active())
+				}
+			})
+			g.ReleaseAll() // the lost worker's result is refused
+			h.waitFor("w1 to give up", func() bool { return len(h.logs.find("result refused", "execution", id)) > 0 })
+			h.auditClean()
+		})
+
+		t.Run("scheduled", func(t *testing.T) {
+			// Handed to w1, which has not heard of it yet: the request goes to
+			// the worker, which cancels instead of starting.
+			h := newHarness(t, harnessConfig{single: single, noForwarder: true})
+			h.addWorker("w1", 4, time.Hour, nil)
+			h.define(domain.Policy{Ref: "c.handed", Runner: "core.noop"})
+			id := h.request("c.handed", "")
+			h.waitStatus(id, domain.StatusScheduled)
+			h.cancel(id)
+			h.quiesce()
+			if got := h.loaded(id).Status(); got != domain.StatusScheduled {
+				t.Fatalf("status %s before the worker heard of it: after the handoff only the worker ends it", got)
 			}
+			h.startForwarder()
+			checkCancelled(t, h, id, domain.OwnerWorker, "w1")
+			if got := types(h.stream(domain.ExecutionStream(id))); !slices.Equal(got, []string{"requested", "scheduling", "scheduled", "cancel_requested", "cancelled"}) {
+				t.Fatalf("stream %v", got)
+			}
+			h.auditClean()
 		})
-		g.ReleaseAll() // the lost worker's result is refused
-		h.waitFor("w1 to give up", func() bool { return len(h.logs.find("result refused", "execution", id)) > 0 })
-		h.auditClean()
-	})
 
-	t.Run("scheduled", func(t *testing.T) {
-		// Handed to w1, which has not heard of it yet: the request goes to
-		// the worker, which cancels instead of starting.
-		h := newHarness(t, harnessConfig{noForwarder: true})
-		h.addWorker("w1", 4, time.Hour, nil)
-		h.define(domain.Policy{Ref: "c.handed", Runner: "core.noop"})
-		id := h.request("c.handed", "")
-		h.waitStatus(id, domain.StatusScheduled)
-		h.cancel(id)
-		h.quiesce()
-		if got := h.loaded(id).Status(); got != domain.StatusScheduled {
-			t.Fatalf("status %s before the worker heard of it: after the handoff only the worker ends it", got)
-		}
-		h.startForwarder()
-		checkCancelled(t, h, id, domain.OwnerWorker, "w1")
-		if got := types(h.stream(domain.ExecutionStream(id))); !slices.Equal(got, []string{"requested", "scheduling", "scheduled", "cancel_requested", "cancelled"}) {
-			t.Fatalf("stream %v", got)
-		}
-		h.auditClean()
-	})
+		t.Run("running core.sleep", func(t *testing.T) {
+			h := newHarness(t, harnessConfig{single: single})
+			h.addWorker("w1", 4, time.Hour, nil)
+			h.define(domain.Policy{Ref: "c.sleep", Runner: runner.NameSleep})
+			id := h.request("c.sleep", `{"seconds":3600}`)
+			h.waitStatus(id, domain.StatusRunning)
+			h.cancel(id)
+			checkCancelled(t, h, id, domain.OwnerWorker, "w1") // the sleep woke up
+			h.auditClean()
+		})
 
-	t.Run("running core.sleep", func(t *testing.T) {
-		h := newHarness(t, harnessConfig{})
-		h.addWorker("w1", 4, time.Hour, nil)
-		h.define(domain.Policy{Ref: "c.sleep", Runner: runner.NameSleep})
-		id := h.request("c.sleep", `{"seconds":3600}`)
-		h.waitStatus(id, domain.StatusRunning)
-		h.cancel(id)
-		checkCancelled(t, h, id, domain.OwnerWorker, "w1") // the sleep woke up
-		h.auditClean()
-	})
+		t.Run("running core.shell", func(t *testing.T) {
+			if runtime.GOOS != "linux" {
+				t.Skip("core.shell's process-group signals are tested on linux")
+			}
+			h := newHarness(t, harnessConfig{single: single})
+			h.addWorker("w1", 4, time.Hour, nil) // core.shell kill grace 300ms
+			h.define(domain.Policy{Ref: "c.shell", Runner: runner.NameShell, MaxConcurrent: 2})
+			ready := filepath.Join(t.TempDir(), "ready")
+			polite := h.request("c.shell", `{"command":"sleep","args":["3600"]}`)
+			stubborn := h.request("c.shell", `{"command":"sh","args":["-c","trap '' INT; touch `+ready+`; sleep 3600"]}`)
+			h.waitStatus(polite, domain.StatusRunning)
+			h.waitFor("the stubborn shell to ignore SIGINT", func() bool { _, err := os.Stat(ready); return err == nil })
+			h.cancel(polite)
+			h.cancel(stubborn)
+			for id, signal := range map[string]string{polite: "SIGINT", stubborn: "SIGKILL"} {
+				c := checkCancelled(t, h, id, domain.OwnerWorker, "w1")
+				var res struct {
+					Signal string `json:"signal"`
+				}
+				if err := json.Unmarshal(c.Result, &res); err != nil || res.Signal != signal {
+					t.Errorf("cancelled with result %s, want the partial result of a process ended by %s", c.Result, signal)
+				}
+			}
+			h.auditClean()
+		})
 
-	t.Run("running core.shell", func(t *testing.T) {
-		if runtime.GOOS != "linux" {
-			t.Skip("core.shell's process-group signals are tested on linux")
-		}
-		h := newHarness(t, harnessConfig{})
-		h.addWorker("w1", 4, time.Hour, nil) // core.shell kill grace 300ms
-		h.define(domain.Policy{Ref: "c.shell", Runner: runner.NameShell, MaxConcurrent: 2})
-		ready := filepath.Join(t.TempDir(), "ready")
-		polite := h.request("c.shell", `{"command":"sleep","args":["3600"]}`)
-		stubborn := h.request("c.shell", `{"command":"sh","args":["-c","trap '' INT; touch `+ready+`; sleep 3600"]}`)
-		h.waitStatus(polite, domain.StatusRunning)
-		h.waitFor("the stubborn shell to ignore SIGINT", func() bool { _, err := os.Stat(ready); return err == nil })
-		h.cancel(polite)
-		h.cancel(stubborn)
-		for id, signal := range map[string]string{polite: "SIGINT", stubborn: "SIGKILL"} {
-			c := checkCancelled(t, h, id, domain.OwnerWorker, "w1")
+		t.Run("timed out keeps the partial result", func(t *testing.T) {
+			if runtime.GOOS != "linux" {
+				t.Skip("core.shell's process-group signals are tested on linux")
+			}
+			h := newHarness(t, harnessConfig{single: single})
+			h.addWorker("w1", 4, time.Hour, nil)
+			h.define(domain.Policy{Ref: "c.timeout", Runner: runner.NameShell, TimeoutSeconds: 0.2})
+			id := h.request("c.timeout", `{"command":"sleep","args":["3600"]}`)
+			x := h.waitStatus(id, domain.StatusTimedOut).State()
 			var res struct {
 				Signal string `json:"signal"`
 			}
-			if err := json.Unmarshal(c.Result, &res); err != nil || res.Signal != signal {
-				t.Errorf("cancelled with result %s, want the partial result of a process ended by %s", c.Result, signal)
+			if err := json.Unmarshal(x.Result, &res); err != nil || res.Signal != "SIGINT" {
+				t.Fatalf("timed out with result %s, want the partial result", x.Result)
 			}
-		}
-		h.auditClean()
-	})
+			h.auditClean()
+		})
 
-	t.Run("timed out keeps the partial result", func(t *testing.T) {
-		if runtime.GOOS != "linux" {
-			t.Skip("core.shell's process-group signals are tested on linux")
-		}
-		h := newHarness(t, harnessConfig{})
-		h.addWorker("w1", 4, time.Hour, nil)
-		h.define(domain.Policy{Ref: "c.timeout", Runner: runner.NameShell, TimeoutSeconds: 0.2})
-		id := h.request("c.timeout", `{"command":"sleep","args":["3600"]}`)
-		x := h.waitStatus(id, domain.StatusTimedOut).State()
-		var res struct {
-			Signal string `json:"signal"`
-		}
-		if err := json.Unmarshal(x.Result, &res); err != nil || res.Signal != "SIGINT" {
-			t.Fatalf("timed out with result %s, want the partial result", x.Result)
-		}
-		h.auditClean()
-	})
-
-	t.Run("ended", func(t *testing.T) {
-		h := newHarness(t, harnessConfig{})
-		h.addWorker("w1", 4, time.Hour, nil)
-		h.define(domain.Policy{Ref: "c.done", Runner: "core.noop"})
-		id := h.request("c.done", "")
-		h.waitStatus(id, domain.StatusCompleted)
-		before := len(h.stream(domain.ExecutionStream(id)))
-		err := h.cmds.RequestCancel(context.Background(), id, "too late")
-		var re *domain.RuleError
-		if !errors.Is(err, executor.ErrAlreadyEnded) || !errors.As(err, &re) || re.Rule != domain.RuleTerminal {
-			t.Fatalf("RequestCancel of an ended execution = %v, want ErrAlreadyEnded and a RuleError", err)
-		}
-		if !strings.Contains(err.Error(), "completed") {
-			t.Errorf("error %q does not say how it ended", err)
-		}
-		if after := len(h.stream(domain.ExecutionStream(id))); after != before {
-			t.Fatalf("%d events after the refused cancel, %d before", after, before)
-		}
-		if err := h.cmds.RequestCancel(context.Background(), "no-such-id", ""); !errors.Is(err, executor.ErrUnknownExecution) || !errors.Is(err, domain.ErrNotFound) {
-			t.Fatalf("RequestCancel of an unknown id = %v, want ErrUnknownExecution", err)
-		}
+		t.Run("ended", func(t *testing.T) {
+			h := newHarness(t, harnessConfig{single: single})
+			h.addWorker("w1", 4, time.Hour, nil)
+			h.define(domain.Policy{Ref: "c.done", Runner: "core.noop"})
+			id := h.request("c.done", "")
+			h.waitStatus(id, domain.StatusCompleted)
+			before := len(h.stream(domain.ExecutionStream(id)))
+			err := h.cmds.RequestCancel(context.Background(), id, "too late")
+			var re *domain.RuleError
+			if !errors.Is(err, executor.ErrAlreadyEnded) || !errors.As(err, &re) || re.Rule != domain.RuleTerminal {
+				t.Fatalf("RequestCancel of an ended execution = %v, want ErrAlreadyEnded and a RuleError", err)
+			}
+			if !strings.Contains(err.Error(), "completed") {
+				t.Errorf("error %q does not say how it ended", err)
+			}
+			if after := len(h.stream(domain.ExecutionStream(id))); after != before {
+				t.Fatalf("%d events after the refused cancel, %d before", after, before)
+			}
+			if err := h.cmds.RequestCancel(context.Background(), "no-such-id", ""); !errors.Is(err, executor.ErrUnknownExecution) || !errors.Is(err, domain.ErrNotFound) {
+				t.Fatalf("RequestCancel of an unknown id = %v, want ErrUnknownExecution", err)
+			}
+		})
 	})
 }
 
@@ -202,30 +204,32 @@ func TestCancelInEveryState(t *testing.T) {
 // of its request against the executor's clock) is cancelled with code
 // queue_timeout; the running execution is untouched.
 func TestQueueTimeout(t *testing.T) {
-	h := newHarness(t, harnessConfig{})
-	g := newGate()
-	h.addWorker("w1", 4, time.Hour, map[string]runner.Runner{"test.job": g})
-	h.define(domain.Policy{Ref: "qt", Runner: "test.job", MaxConcurrent: 1, QueueTimeoutSeconds: 5})
-	running := h.request("qt", "")
-	h.waitFor("the first to run", func() bool { return g.Waiting() == 1 })
-	h.advance(3 * time.Second)
-	waiter := h.request("qt", "") // requested 3s later
-	h.advance(4 * time.Second)    // the first has been in for 7s, but it is not waiting; the waiter 4s
-	if got := h.loaded(waiter).Status(); got != domain.StatusRequested {
-		t.Fatalf("waiter %s after 4s of a 5s queue timeout", got)
-	}
-	h.advance(2 * time.Second)
-	h.waitStatus(waiter, domain.StatusCancelled)
-	last := h.lastEvent(waiter)
-	if c := last.ev.(domain.ExecutionCancelled); c.Code != domain.CancelQueueTimeout || !strings.HasPrefix(c.Reason, "queue_timeout") || last.env.Owner != domain.OwnerExecutor {
-		t.Fatalf("cancelled %+v by %s", c, last.env.Owner)
-	}
-	if got := h.loaded(running).Status(); got != domain.StatusRunning {
-		t.Fatalf("the running execution is %s", got)
-	}
-	g.ReleaseAll()
-	h.waitStatus(running, domain.StatusCompleted)
-	h.auditClean()
+	bothLogs(t, func(t *testing.T, single bool) {
+		h := newHarness(t, harnessConfig{single: single})
+		g := newGate()
+		h.addWorker("w1", 4, time.Hour, map[string]runner.Runner{"test.job": g})
+		h.define(domain.Policy{Ref: "qt", Runner: "test.job", MaxConcurrent: 1, QueueTimeoutSeconds: 5})
+		running := h.request("qt", "")
+		h.waitFor("the first to run", func() bool { return g.Waiting() == 1 })
+		h.advance(3 * time.Second)
+		waiter := h.request("qt", "") // requested 3s later
+		h.advance(4 * time.Second)    // the first has been in for 7s, but it is not waiting; the waiter 4s
+		if got := h.loaded(waiter).Status(); got != domain.StatusRequested {
+			t.Fatalf("waiter %s after 4s of a 5s queue timeout", got)
+		}
+		h.advance(2 * time.Second)
+		h.waitStatus(waiter, domain.StatusCancelled)
+		last := h.lastEvent(waiter)
+		if c := last.ev.(domain.ExecutionCancelled); c.Code != domain.CancelQueueTimeout || !strings.HasPrefix(c.Reason, "queue_timeout") || last.env.Owner != domain.OwnerExecutor {
+			t.Fatalf("cancelled %+v by %s", c, last.env.Owner)
+		}
+		if got := h.loaded(running).Status(); got != domain.StatusRunning {
+			t.Fatalf("the running execution is %s", got)
+		}
+		g.ReleaseAll()
+		h.waitStatus(running, domain.StatusCompleted)
+		h.auditClean()
+	})
 }
 
 // TestDrainWithWorkInFlight: w1 drains with two runs in flight. It records
@@ -235,59 +239,61 @@ func TestQueueTimeout(t *testing.T) {
 // recorded as failed with code drain and its partial result, and
 // worker.stopped closes the incarnation.
 func TestDrainWithWorkInFlight(t *testing.T) {
-	h := newHarness(t, harnessConfig{})
-	ga, gb := newGate(), newGate()
-	w1 := h.addWorker("w1", 4, time.Hour, map[string]runner.Runner{"test.a": ga, "test.b": gb})
-	h.define(domain.Policy{Ref: "drain.a", Runner: "test.a", MaxConcurrent: 4})
-	h.define(domain.Policy{Ref: "drain.b", Runner: "test.b", MaxConcurrent: 4})
-	a := h.request("drain.a", "")
-	b := h.request("drain.b", "")
-	h.waitFor("both running on w1", func() bool { return ga.Waiting() == 1 && gb.Waiting() == 1 })
+	bothLogs(t, func(t *testing.T, single bool) {
+		h := newHarness(t, harnessConfig{single: single})
+		ga, gb := newGate(), newGate()
+		w1 := h.addWorker("w1", 4, time.Hour, map[string]runner.Runner{"test.a": ga, "test.b": gb})
+		h.define(domain.Policy{Ref: "drain.a", Runner: "test.a", MaxConcurrent: 4})
+		h.define(domain.Policy{Ref: "drain.b", Runner: "test.b", MaxConcurrent: 4})
+		a := h.request("drain.a", "")
+		b := h.request("drain.b", "")
+		h.waitFor("both running on w1", func() bool { return ga.Waiting() == 1 && gb.Waiting() == 1 })
 
-	ctx, cut := context.WithCancel(context.Background())
-	defer cut()
-	done := make(chan error, 1)
-	go func() { done <- w1.Drain(ctx, time.Hour) }()
-	h.waitEvent(domain.WorkerStream("w1"), domain.TypeWorkerDraining)
-	h.settle()
+		ctx, cut := context.WithCancel(context.Background())
+		defer cut()
+		done := make(chan error, 1)
+		go func() { done <- w1.Drain(ctx, time.Hour) }()
+		h.waitEvent(domain.WorkerStream("w1"), domain.TypeWorkerDraining)
+		h.settle()
 
-	quick := runner.Func(func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })
-	h.addWorker("w2", 4, time.Hour, map[string]runner.Runner{"test.a": quick, "test.b": quick})
-	c := h.request("drain.a", "")
-	h.waitStatus(c, domain.StatusCompleted)
-	if s := h.stream(domain.ExecutionStream(c))[2].ev.(domain.ExecutionScheduled); s.Worker != "w2" {
-		t.Fatalf("a request after the draining was handed to %s", s.Worker)
-	}
-
-	ga.ReleaseAll() // a finishes within the grace period
-	h.waitStatus(a, domain.StatusCompleted)
-	cut() // the grace period ends now: b is still running
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
+		quick := runner.Func(func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })
+		h.addWorker("w2", 4, time.Hour, map[string]runner.Runner{"test.a": quick, "test.b": quick})
+		c := h.request("drain.a", "")
+		h.waitStatus(c, domain.StatusCompleted)
+		if s := h.stream(domain.ExecutionStream(c))[2].ev.(domain.ExecutionScheduled); s.Worker != "w2" {
+			t.Fatalf("a request after the draining was handed to %s", s.Worker)
 		}
-	case <-time.After(waitLimit):
-		t.Fatal("Drain did not return")
-	}
 
-	x := h.waitStatus(b, domain.StatusFailed).State()
-	if x.Code != domain.FailDrain || !strings.Contains(x.Error, "grace") || string(x.Result) != `{"partial":true}` {
-		t.Fatalf("b failed with code %q error %q result %s", x.Code, x.Error, x.Result)
-	}
-	ws := h.stream(domain.WorkerStream("w1"))
-	if got := types(ws); !slices.Equal(got, []string{"worker.registered", "worker.draining", "worker.stopped"}) {
-		t.Fatalf("worker-w1 %v", got)
-	}
-	drainAt := ws[1].env.Position
-	if ae := h.lastEvent(a); ae.env.Position < drainAt || ae.env.Writer != "w1" {
-		t.Fatalf("a completed at %d by %s, the draining is at %d", ae.env.Position, ae.env.Writer, drainAt)
-	}
-	if ws[2].env.Position < h.lastEvent(b).env.Position {
-		t.Fatal("worker.stopped before the drained run was recorded")
-	}
-	for _, r := range h.logs.errorsLogged() {
-		t.Errorf("a drain logged at error level: %s %v", r.msg, r.attrs)
-	}
-	h.auditClean()
+		ga.ReleaseAll() // a finishes within the grace period
+		h.waitStatus(a, domain.StatusCompleted)
+		cut() // the grace period ends now: b is still running
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(waitLimit):
+			t.Fatal("Drain did not return")
+		}
+
+		x := h.waitStatus(b, domain.StatusFailed).State()
+		if x.Code != domain.FailDrain || !strings.Contains(x.Error, "grace") || string(x.Result) != `{"partial":true}` {
+			t.Fatalf("b failed with code %q error %q result %s", x.Code, x.Error, x.Result)
+		}
+		ws := h.stream(domain.WorkerStream("w1"))
+		if got := types(ws); !slices.Equal(got, []string{"worker.registered", "worker.draining", "worker.stopped"}) {
+			t.Fatalf("worker-w1 %v", got)
+		}
+		drainAt := ws[1].env.Position
+		if ae := h.lastEvent(a); ae.env.Position < drainAt || ae.env.Writer != "w1" {
+			t.Fatalf("a completed at %d by %s, the draining is at %d", ae.env.Position, ae.env.Writer, drainAt)
+		}
+		if ws[2].env.Position < h.lastEvent(b).env.Position {
+			t.Fatal("worker.stopped before the drained run was recorded")
+		}
+		for _, r := range h.logs.errorsLogged() {
+			t.Errorf("a drain logged at error level: %s %v", r.msg, r.attrs)
+		}
+		h.auditClean()
+	})
 }

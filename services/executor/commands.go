@@ -237,6 +237,16 @@ func (c *Commands) LoadAction(ctx context.Context, ref string) (*domain.Action, 
 // same atomic append: that moves the fence of grants, so a grant decided on
 // the old policy or pause state fails and the change applies from the very
 // next grant in the log.
+//
+// On a store without atomic multi-stream appends the queue.action_changed
+// comes first, alone, and announces the change (it carries the action
+// event); the action event follows at the action's expected version. The
+// announcement moves the fence before the change exists, and the executor
+// grants nothing from the queue while an announced change is missing from
+// the action stream, so a grant is never decided on a policy older than the
+// one in force at its position. If this process stops between the two
+// appends, the executor appends the announced event itself (the same
+// envelope: a late append of ours is then an idempotent replay).
 func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *domain.Action) (domain.Event, error)) (bool, error) {
 	if err := domain.ValidateRef(ref); err != nil {
 		return false, err
@@ -265,13 +275,26 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 			return false, err
 		}
 		fence := domain.QueueActionChanged{ActionVersion: uint64(v), Change: ev.EventType()}
+		single := !eventstore.AtomicMultiStream(c.Store)
+		if single {
+			if fence.Event, err = json.Marshal(env); err != nil {
+				return false, err
+			}
+		}
 		fenv, err := domain.Catalogue.Encode(c.freshID(), fence, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return false, err
 		}
-		_, err = c.Store.AppendMulti(ctx,
-			eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(a.Version()), Events: []domain.Envelope{env}},
-			eventstore.StreamAppend{Stream: qstream, Expected: eventstore.Any, Events: []domain.Envelope{fenv}})
+		change := eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(a.Version()), Events: []domain.Envelope{env}}
+		if single {
+			if _, err := c.Store.Append(ctx, qstream, eventstore.Any, fenv); err != nil {
+				return false, fmt.Errorf("announce %s on %s: %w", ev.EventType(), qstream, err)
+			}
+			_, err = c.Store.Append(ctx, change.Stream, change.Expected, change.Events...)
+		} else {
+			_, err = c.Store.AppendMulti(ctx, change,
+				eventstore.StreamAppend{Stream: qstream, Expected: eventstore.Any, Events: []domain.Envelope{fenv}})
+		}
 		if err == nil {
 			return true, nil
 		}

@@ -1,17 +1,3 @@
-// Package executor runs the executor: it folds the log into queues, live
-// executions and workers, and appends its decisions (rejections, slot grants
-// and handoffs, expiries, abandonments, lost-worker verdicts, pre-handoff
-// cancellations, queue timeouts, with_items fan-out) with expected versions,
-// so a replaced executor that still runs fails to write instead of
-// over-granting, and a race with a worker is decided by the log: exactly one
-// side's append wins, the other gives up and says so in its log. Commands
-// holds the command side the API uses.
-//
-// Time-based rules compare the executor's clock (Config.Clock) with the log
-// times of events (a handoff's, a worker's last event, a waiter's request,
-// recent grants), never with a worker's clock. The rate limit is judged on
-// log times too: the executor's clock must not run ahead of the store's
-// commit clock (it does not when both are the same machine's clock).
 package executor
 
 import (
@@ -24,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
@@ -113,6 +101,18 @@ type Executor struct {
 	// awaiting holds, per stream, the version this executor wrote and has
 	// not yet seen in its fold; no decision touches such a stream meanwhile.
 	awaiting map[string]uint64
+	// single is set when the store cannot append to several streams
+	// atomically: each op is then written one stream at a time (see the
+	// package documentation).
+	single bool
+
+	// pending remembers, for each partial write the fold shows (a grant
+	// without its handoff, announced children or action changes not yet
+	// written), since which timed cycle it has been seen; sweep is the
+	// current decision's generation, and timedSweeps counts the timed ones.
+	pending     map[string]*seen
+	sweep       int64
+	timedSweeps int64
 
 	// handing holds, per execution stream, a handoff this executor wrote
 	// (or tried to: the outcome may be unknown) and has not yet seen in its
@@ -150,6 +150,10 @@ type Stats struct {
 	// Undecodable counts the events the fold passed over because they did
 	// not decode (logged one by one; the audit reports them).
 	Undecodable atomic.Int64
+	// Repairs counts the single-stream writes this executor completed from
+	// the log: handoffs of grants, children of announced fan-outs and
+	// announced action changes whose writer stopped before writing them.
+	Repairs atomic.Int64
 	// TimedCycles counts the cycles that checked the time-based rules, each
 	// counted once its decisions have been appended (or refused).
 	TimedCycles atomic.Int64
@@ -162,7 +166,8 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	e := &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
-		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]handoff{}, wakeup: make(chan struct{}, 1)}
+		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]handoff{}, wakeup: make(chan struct{}, 1),
+		single: !eventstore.AtomicMultiStream(cfg.Store), pending: map[string]*seen{}}
 	e.active.Store(!cfg.Standby)
 	return e, nil
 }
@@ -468,7 +473,9 @@ type handoff struct {
 	version uint64
 }
 
-// op is one atomic append the executor decided.
+// op is one decision of the executor: one atomic append, or, on a store
+// without atomic multi-stream appends, appends to one stream at a time in
+// the order given, the first being the fence (see seqKind).
 type op struct {
 	what     string
 	appends  []eventstore.StreamAppend
@@ -476,6 +483,78 @@ type op struct {
 	n        int  // how many decisions count adds (0 means 1)
 	takeBack bool // it takes executions back from a worker (or declares one lost)
 	grants   bool // it grants slots or hands executions to workers
+	seq      seqKind
+	key      int // index of the append whose landing makes the decision count
+}
+
+// seqKind says how an op's appends are written one stream at a time. The
+// first append is always the fence: if it fails, nothing else is written.
+type seqKind uint8
+
+const (
+	// seqChain: in order, stopping at the first failure.
+	seqChain seqKind = iota
+	// seqEach: after the fence, every append whatever the others did (they
+	// are independent: each grant's handoff).
+	seqEach
+	// seqChainPastRaces: in order, going on past an append that lost a race
+	// (its stream was written by someone else: a child another executor
+	// requested) and stopping at any other failure.
+	seqChainPastRaces
+)
+
+// written is the outcome of an op's appends: each one's error (nil: it
+// landed; errNotTried: it was not attempted, the chain having stopped
+// before it), and the first error.
+type written struct {
+	errs []error
+	err  error
+}
+
+// errNotTried marks an append of a single-stream op that was not attempted.
+var errNotTried = errors.New("not attempted: an earlier append of the op failed")
+
+// write appends o: atomically when the store can, else one stream at a
+// time as o.seq says.
+func (e *Executor) write(ctx context.Context, o *op) written {
+	w := written{errs: make([]error, len(o.appends))}
+	all := func(err error) written {
+		for i := range w.errs {
+			w.errs[i] = err
+		}
+		w.err = err
+		return w
+	}
+	switch {
+	case len(o.appends) == 1:
+		a := &o.appends[0]
+		_, err := e.cfg.Store.Append(ctx, a.Stream, a.Expected, a.Events...)
+		return all(err)
+	case !e.single:
+		_, err := e.cfg.Store.AppendMulti(ctx, o.appends...)
+		return all(err)
+	}
+	for i := range o.appends {
+		a := &o.appends[i]
+		_, err := e.cfg.Store.Append(ctx, a.Stream, a.Expected, a.Events...)
+		if err == nil {
+			continue
+		}
+		w.errs[i] = err
+		if w.err == nil {
+			w.err = err
+		}
+		switch {
+		case i > 0 && o.seq == seqEach:
+		case i > 0 && o.seq == seqChainPastRaces && aggregate.LostRace(err):
+		default:
+			for j := i + 1; j < len(o.appends); j++ {
+				w.errs[j] = errNotTried
+			}
+			return w
+		}
+	}
+	return w
 }
 
 func (e *Executor) busy(stream string) bool {
@@ -483,8 +562,9 @@ func (e *Executor) busy(stream string) bool {
 	return ok
 }
 
-// Decision is one atomic append the executor decided on its fold. Commit
-// appends it.
+// Decision is one decision the executor took on its fold: one atomic
+// append, or on a store without atomic multi-stream appends, its appends
+// one stream at a time, the fence first. Commit appends it.
 type Decision struct{ o op }
 
 // What describes the decision, such as "grant demo.sleep" or "expire <id>".
@@ -508,7 +588,12 @@ func (e *Executor) Decide(timed bool) []Decision {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.cfg.Clock.Now()
+	e.sweep++
+	if timed {
+		e.timedSweeps++
+	}
 	var ops []op
+	ops = e.decideAnnounced(ops)
 	ops = e.decideRejections(ops)
 	if timed {
 		ops = e.decideLeases(ops, now)
@@ -521,6 +606,11 @@ func (e *Executor) Decide(timed bool) []Decision {
 		ops = e.decideParents(ops, attention)
 	}
 	ops = e.decideGrants(ops, now)
+	for k, p := range e.pending { // forget partial writes the fold no longer shows
+		if p.touched != e.sweep {
+			delete(e.pending, k)
+		}
+	}
 	return wrap(ops)
 }
 
@@ -534,32 +624,37 @@ func wrap(ops []op) []Decision {
 
 // Commit appends one decision and records the outcome: the decision's count
 // on success; on failure, its streams are free for the next decisions. It
-// returns the store's error. A lost race (aggregate.LostRace) is expected
-// and harmless: the fold shows the winner's events and the next cycle
-// decides again. So is any other failure: the ids of a decision's events are
-// derived from what it decides, so deciding it again on a fold that already
-// shows it writes nothing twice.
+// returns the store's error (on a store without atomic multi-stream appends,
+// the first of its appends' errors: the appends before it, the fence first,
+// may have landed, and the fold shows what is missing). A lost race
+// (aggregate.LostRace) is expected and harmless: the fold shows the winner's
+// events and the next cycle decides again. So is any other failure: the ids
+// of a decision's events are derived from what it decides, so deciding it
+// again on a fold that already shows it writes nothing twice.
 func (e *Executor) Commit(ctx context.Context, d Decision) error {
 	if e.beforeAppend != nil {
 		e.beforeAppend(d.o.what)
 	}
-	_, err := e.cfg.Store.AppendMulti(ctx, d.o.appends...)
-	landed := e.landed(ctx, &d.o, err)
+	w := e.write(ctx, &d.o)
+	landed := e.landed(ctx, &d.o, w)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.settle(ctx, &d.o, err, landed)
-	return err
+	e.settle(ctx, &d.o, w, landed)
+	return w.err
 }
 
-// landed, after an append failed with an unknown outcome, reads whether the
-// handoffs it holds landed: per stream, false when they did not, absent when
-// that is still unknown.
-func (e *Executor) landed(ctx context.Context, o *op, err error) map[string]bool {
-	if err == nil || aggregate.LostRace(err) || ctx.Err() != nil {
+// landed, after appends failed with an unknown outcome, reads whether the
+// handoffs among them landed: per stream, false when they did not, absent
+// when that is still unknown.
+func (e *Executor) landed(ctx context.Context, o *op, w written) map[string]bool {
+	if w.err == nil || ctx.Err() != nil {
 		return nil
 	}
 	var out map[string]bool
-	for _, a := range o.appends {
+	for i, a := range o.appends {
+		if err := w.errs[i]; err == nil || errors.Is(err, errNotTried) || aggregate.LostRace(err) {
+			continue // landed, or known not to have landed
+		}
 		e.mu.Lock()
 		h, ok := e.handing[a.Stream]
 		e.mu.Unlock()
@@ -583,7 +678,7 @@ func (e *Executor) run(ctx context.Context, ds []Decision) {
 	if len(ds) == 0 {
 		return
 	}
-	errs := make([]error, len(ds))
+	res := make([]written, len(ds))
 	var wg sync.WaitGroup
 	for i := range ds {
 		wg.Add(1)
@@ -592,40 +687,56 @@ func (e *Executor) run(ctx context.Context, ds []Decision) {
 			if e.beforeAppend != nil {
 				e.beforeAppend(ds[i].o.what)
 			}
-			_, errs[i] = e.cfg.Store.AppendMulti(ctx, ds[i].o.appends...)
-			if errs[i] == nil {
+			res[i] = e.write(ctx, &ds[i].o)
+			if res[i].err == nil {
 				crashAfter(&ds[i].o)
 			}
 		}(i)
 	}
 	wg.Wait()
 	landed := make([]map[string]bool, len(ds))
-	for i, err := range errs {
-		landed[i] = e.landed(ctx, &ds[i].o, err)
+	for i, w := range res {
+		landed[i] = e.landed(ctx, &ds[i].o, w)
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for i, err := range errs {
-		e.settle(ctx, &ds[i].o, err, landed[i])
+	for i, w := range res {
+		e.settle(ctx, &ds[i].o, w, landed[i])
 	}
 }
 
-// settle records the outcome of one op's append; landed says, after a
+// settle records the outcome of one op's appends; landed says, after a
 // failure, which of its handoffs are known to have landed or not. e.mu must
 // be held.
-func (e *Executor) settle(ctx context.Context, o *op, err error, landed map[string]bool) {
-	if err == nil {
-		if o.count != nil {
-			o.count.Add(int64(max(o.n, 1)))
-		}
+func (e *Executor) settle(ctx context.Context, o *op, w written, landed map[string]bool) {
+	if w.errs[o.key] == nil && o.count != nil {
+		o.count.Add(int64(max(o.n, 1)))
+	}
+	if w.err == nil {
 		return
 	}
-	for _, a := range o.appends { // it will not show up in the fold: stop waiting for it
-		delete(e.awaiting, a.Stream)
-		if in, known := landed[a.Stream]; aggregate.LostRace(err) || (known && !in) {
+	for i, a := range o.appends {
+		err := w.errs[i]
+		if err == nil {
+			continue // it will show up in the fold
+		}
+		delete(e.awaiting, a.Stream) // it will not: stop waiting for it
+		if in, known := landed[a.Stream]; errors.Is(err, errNotTried) || aggregate.LostRace(err) || (known && !in) {
 			delete(e.handing, a.Stream) // it did not land
 		}
 	}
+	if w.errs[0] == nil {
+		// A single-stream op cut short after its fence: the fold shows what
+		// is missing, and the next cycles complete it.
+		if aggregate.LostRace(w.err) {
+			e.Stats.Conflicts.Add(1)
+		}
+		if ctx.Err() == nil {
+			e.log.Info("an op's appends after its fence did not all land; the log says what is missing", "op", o.what, "err", w.err)
+		}
+		return
+	}
+	err := w.err
 	if aggregate.LostRace(err) {
 		e.Stats.Conflicts.Add(1)
 		if o.takeBack {
@@ -654,11 +765,30 @@ func crashAfter(o *op) {
 }
 
 // stage builds one stream's part of an op and marks the stream awaited.
+// Its events' ids derive from this executor, the stream and the version.
 func (e *Executor) stage(stream string, version int64, events ...domain.Event) eventstore.StreamAppend {
+	return e.stageIDs(stream, version, func(i int, typ string) uuid.UUID {
+		return aggregate.EventID(e.cfg.Name, stream, version+1+int64(i), typ)
+	}, events...)
+}
+
+// stageAfter is stage for an append that follows the fence event fence:
+// its ids derive from fence's id, so whoever completes it from the log
+// (this executor after a restart, or another) writes the same ids.
+func (e *Executor) stageAfter(fence uuid.UUID, stream string, version int64, events ...domain.Event) eventstore.StreamAppend {
+	return e.stageIDs(stream, version, func(i int, typ string) uuid.UUID { return followID(fence, stream, i, typ) }, events...)
+}
+
+// followID is the id of the i-th event of type typ that an op writes to
+// stream after its fence event fence.
+func followID(fence uuid.UUID, stream string, i int, typ string) uuid.UUID {
+	return uuid.NewSHA1(fence, fmt.Appendf(nil, "%s/%d/%s", stream, i, typ))
+}
+
+func (e *Executor) stageIDs(stream string, version int64, id func(i int, typ string) uuid.UUID, events ...domain.Event) eventstore.StreamAppend {
 	a := eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(version)}
 	for i, ev := range events {
-		v := version + 1 + int64(i)
-		env, err := domain.Catalogue.Encode(aggregate.EventID(e.cfg.Name, stream, v, ev.EventType()), ev, domain.OwnerExecutor, e.cfg.Name)
+		env, err := domain.Catalogue.Encode(id(i, ev.EventType()), ev, domain.OwnerExecutor, e.cfg.Name)
 		if err != nil {
 			panic(fmt.Sprintf("executor: encode %s: %v", ev.EventType(), err)) // our own events always encode
 		}
@@ -698,12 +828,16 @@ const rateMargin = time.Millisecond
 
 // decideGrants grants the heads of the queues, oldest request first across
 // all queues, while workers have free slots, each with its handoff in the
-// same atomic append as the grant.
+// same atomic append as the grant (on a store without atomic multi-stream
+// appends: after it, see seqEach). First it completes the handoffs of grants
+// the log shows without one. A queue with an announced action change not yet
+// in the action stream grants nothing.
 func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	workers := e.freeWorkers()
 	if len(workers) == 0 {
 		return ops
 	}
+	ops = e.decideUnscheduled(ops, workers)
 	free := 0
 	for _, w := range workers {
 		free += w.free
@@ -715,7 +849,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	var cands []cand
 	for _, ref := range e.state.Queues.Refs() {
 		q := e.state.Queues.Get(ref)
-		if q.Waiting() == 0 || e.busy(domain.QueueStream(ref)) {
+		if _, announced := e.state.Announced[ref]; announced || q.Waiting() == 0 || e.busy(domain.QueueStream(ref)) {
 			continue
 		}
 		for _, w := range q.Grantable(free, now.Add(-rateMargin)) {
@@ -726,10 +860,11 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	perQueue := map[string]*op{}
 	var order []string
 	qVersion := map[string]int64{}
-	// A waiter that cannot be granted now (say, its queue timeout or
-	// cancellation is being written in this very cycle) blocks the waiters
-	// behind it in its key: granting them would break FIFO order if its own
-	// write failed, or landed after their grant.
+	// A waiter that cannot be granted now (its stream awaits one of our
+	// writes, such as its queue timeout or cancellation in this very cycle,
+	// or no worker runs its action) holds back everyone behind it in its
+	// key's queue: granting past it could commit before it leaves the queue
+	// (or if its own write failed), out of FIFO order.
 	blocked := map[[2]string]bool{}
 	for _, c := range cands {
 		if free == 0 || len(ops)+len(perQueue) >= e.cfg.MaxBatch {
@@ -765,13 +900,13 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		blocked[qk] = false
 		o := perQueue[c.q.Ref]
 		if o == nil {
-			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants, grants: true}
+			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants, grants: true, seq: seqEach}
 			perQueue[c.q.Ref] = o
 			order = append(order, c.q.Ref)
 			qVersion[c.q.Ref] = c.q.Version()
 		}
-		e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key})
-		o.appends = append(o.appends, e.stage(xs, x.Version(), grant, sched))
+		fence := e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key})
+		o.appends = append(o.appends, e.stageAfter(fence, xs, x.Version(), grant, sched))
 		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
 		o.n++
 		wk.free--
@@ -785,8 +920,9 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 }
 
 // queueGrant adds a queue.granted event to the op's queue-stream append,
-// creating it (fenced on the queue's version) on first use.
-func (e *Executor) queueGrant(o *op, ref string, qVersion map[string]int64, g domain.QueueGranted) {
+// creating it (fenced on the queue's version) on first use, and returns the
+// event's id.
+func (e *Executor) queueGrant(o *op, ref string, qVersion map[string]int64, g domain.QueueGranted) uuid.UUID {
 	qs := domain.QueueStream(ref)
 	for i := range o.appends {
 		if o.appends[i].Stream == qs {
@@ -795,11 +931,102 @@ func (e *Executor) queueGrant(o *op, ref string, qVersion map[string]int64, g do
 			env, _ := domain.Catalogue.Encode(aggregate.EventID(e.cfg.Name, qs, v, g.EventType()), g, domain.OwnerExecutor, e.cfg.Name)
 			a.Events = append(a.Events, env)
 			e.awaiting[qs] = uint64(v)
-			return
+			return env.ID
 		}
 	}
 	a := e.stage(qs, qVersion[ref], g)
 	o.appends = append([]eventstore.StreamAppend{a}, o.appends...)
+	return a.Events[0].ID
+}
+
+// seen is how long a partial write has been in the fold.
+type seen struct {
+	since   int64 // timedSweeps when first seen
+	touched int64 // the decision generation that last saw it
+}
+
+// ripe reports whether the partial write key has been in the fold for two
+// timed cycles, so that its writer (another executor, or the API, still at
+// work) had time to finish it before this executor completes it.
+func (e *Executor) ripe(key string) bool {
+	now := e.timedSweeps
+	p := e.pending[key]
+	if p == nil {
+		p = &seen{since: now}
+		e.pending[key] = p
+	}
+	p.touched = e.sweep
+	return now >= p.since+2
+}
+
+// decideUnscheduled completes grants whose handoff the log does not show
+// (a single-stream grant cut short after its queue.granted): the
+// execution's execution.scheduling and execution.scheduled, at its current
+// version, with ids derived from the grant's. An execution asked to cancel
+// is left to decideAttention, which ends it and frees the slot.
+func (e *Executor) decideUnscheduled(ops []op, workers []*freeWorker) []op {
+	for _, id := range sortedKeys(e.state.Unscheduled) {
+		if len(ops) >= e.cfg.MaxBatch {
+			break
+		}
+		x := e.state.Live[id]
+		xs := domain.ExecutionStream(id)
+		if x == nil || x.CancelRequested() || e.busy(xs) || !e.ripe("grant "+id) {
+			continue
+		}
+		ref, key, _, ok := e.state.Queues.Locate(id)
+		q := e.state.Queues.Get(ref)
+		if !ok || q == nil {
+			continue
+		}
+		p := q.Policy()
+		wk := pickWorker(workers, p.Runner)
+		if wk == nil {
+			continue
+		}
+		grant, err := x.Grant(key)
+		if err != nil {
+			continue
+		}
+		next := *x
+		next.Apply(grant, uint64(x.Version()+1), time.Time{})
+		sched, err := next.Schedule(wk.id, wk.incarnation, p)
+		if err != nil {
+			continue
+		}
+		wk.free--
+		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
+		ops = append(ops, op{what: "hand over " + id, count: &e.Stats.Repairs,
+			appends: []eventstore.StreamAppend{e.stageAfter(e.state.Unscheduled[id], xs, x.Version(), grant, sched)}})
+	}
+	return ops
+}
+
+// decideAnnounced completes action changes announced on their queue stream
+// (by Commands on a store without atomic multi-stream appends) whose action
+// event is not in the log: it appends the announced event as it was
+// prepared (same id, same writer), so if its writer's own append lands too,
+// one of them is an idempotent replay of the other.
+func (e *Executor) decideAnnounced(ops []op) []op {
+	for _, ref := range sortedKeys(e.state.Announced) {
+		an := e.state.Announced[ref]
+		as := domain.ActionStream(ref)
+		if e.busy(as) || !e.ripe("action "+ref) {
+			continue
+		}
+		if spec, ok := domain.Catalogue.Spec(an.Event.Type); !ok || spec.Stream != domain.StreamAction ||
+			an.Event.ID == (uuid.UUID{}) || an.Event.Owner != domain.OwnerAPI {
+			e.log.Error("cannot complete an announced action change: the announcement does not carry a usable event",
+				"action", ref, "position", an.Position)
+			continue
+		}
+		env := an.Event
+		env.Stream, env.Version, env.Position, env.Time = "", 0, 0, time.Time{}
+		e.awaiting[as] = an.ActionVersion
+		ops = append(ops, op{what: "complete action change " + ref, count: &e.Stats.Repairs,
+			appends: []eventstore.StreamAppend{{Stream: as, Expected: aggregate.Expected(int64(an.ActionVersion) - 1), Events: []domain.Envelope{env}}}})
+	}
+	return ops
 }
 
 type freeWorker struct {
@@ -973,6 +1200,12 @@ func (e *Executor) decideRunningParent(ops []op, id string, x *domain.Execution)
 	// The parent's own stream says how many children it requested; children
 	// whose events the fold has not reached yet count as in flight.
 	asked := x.ChildrenRequested()
+	if f.Requested < asked {
+		// Children announced and not (yet) in the log: nothing else is
+		// decided for this parent until they are; if they stay missing, its
+		// fan-out was cut short after the announcement, so complete it.
+		return e.requestChildren(ops, id, x, f.Requested, asked-f.Requested, f.Announce, true)
+	}
 	if x.CancelRequested() {
 		for _, cid := range sortedKeys(f.Live) {
 			c := e.state.Live[cid]
@@ -1020,30 +1253,52 @@ func (e *Executor) decideRunningParent(ops []op, id string, x *domain.Execution)
 	if room <= 0 {
 		return ops
 	}
-	announce, err := x.RequestChildren(room)
-	if err != nil {
-		return ops
+	return e.requestChildren(ops, id, x, asked, room, uuid.UUID{}, false)
+}
+
+// requestChildren requests items first..first+n-1 of parent id: with
+// repair unset, as a fan-out op led by the parent's
+// execution.children_requested (the fence); with repair set, only the
+// children, which the fold shows announced by the parent's event announce
+// and missing (once ripe). Children's event ids derive from the
+// announcement's, so every executor completing a fan-out writes the same ones.
+func (e *Executor) requestChildren(ops []op, id string, x *domain.Execution, first, n int, announce uuid.UUID, repair bool) []op {
+	o := op{what: "fan out " + id, count: &e.Stats.Children, seq: seqChainPastRaces}
+	if repair {
+		if !e.ripe("children " + id) {
+			return ops
+		}
+		o.what, o.count = "request announced children of "+id, &e.Stats.Repairs
+	} else {
+		ev, err := x.RequestChildren(n)
+		if err != nil {
+			return ops
+		}
+		a := e.stage(domain.ExecutionStream(id), x.Version(), ev)
+		announce = a.Events[0].ID
+		o.appends = append(o.appends, a)
 	}
-	o := op{what: "fan out " + id, count: &e.Stats.Children, appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), announce)}}
-	for i := asked; i < asked+room; i++ {
-		cid := domain.ChildID(id, i)
+	for i := first; i < first+n; i++ {
+		cs := domain.ExecutionStream(domain.ChildID(id, i))
+		if e.busy(cs) {
+			break // a request for it is in flight; decide again once it is folded
+		}
 		in, err := domain.ChildInput(x.Input(), x.Item(i))
 		if err != nil {
 			e.log.Error("cannot build a child's input", "parent", id, "item", i, "err", err)
 			break // the request was validated: this does not happen
 		}
-		ev, err := domain.NewExecution(cid).Request(domain.ExecutionRequested{Action: x.Action(), Input: in, Parent: id, ItemIndex: i})
+		ev, err := domain.NewExecution(domain.ChildID(id, i)).Request(domain.ExecutionRequested{Action: x.Action(), Input: in, Parent: id, ItemIndex: i})
 		if err != nil {
 			e.log.Error("cannot request a child", "parent", id, "item", i, "err", err)
 			break
 		}
-		o.appends = append(o.appends, e.stage(domain.ExecutionStream(cid), -1, ev))
+		o.appends = append(o.appends, e.stageAfter(announce, cs, -1, ev))
 		o.n++
 	}
-	if o.n != room {
-		delete(e.awaiting, xs)
-		for i := asked; i < asked+o.n; i++ {
-			delete(e.awaiting, domain.ExecutionStream(domain.ChildID(id, i)))
+	if o.n != n && (!repair || o.n == 0) {
+		for _, a := range o.appends {
+			delete(e.awaiting, a.Stream)
 		}
 		return ops
 	}
@@ -1145,8 +1400,8 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 			return ops // decide once our own write to it is folded
 		}
 	}
-	o := op{what: "lose worker " + id, count: &e.Stats.LostWorkers, takeBack: true,
-		appends: []eventstore.StreamAppend{e.stage(ws, w.Version(), verdict)}}
+	va := e.stage(ws, w.Version(), verdict)
+	o := op{what: "lose worker " + id, count: &e.Stats.LostWorkers, takeBack: true, seq: seqChain, appends: []eventstore.StreamAppend{va}}
 	for _, xid := range held {
 		x := e.state.Live[xid]
 		if x == nil {
@@ -1156,7 +1411,19 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 		if err != nil {
 			continue
 		}
-		o.appends = append(o.appends, e.stage(domain.ExecutionStream(xid), x.Version(), ev))
+		o.appends = append(o.appends, e.stageAfter(va.Events[0].ID, domain.ExecutionStream(xid), x.Version(), ev))
+	}
+	if e.single && len(o.appends) > 1 {
+		// One stream at a time: every abandonment first, each fenced by its
+		// execution's version against the worker's own writes, then the
+		// verdict, fenced by the worker stream's version against its
+		// heartbeats. If the worker wrote to one of them meanwhile, it is
+		// alive: the chain stops before the verdict (the abandonments that
+		// landed stand, like handoff expiries). Once the verdict lands,
+		// every execution it held is already taken back, so no write of the
+		// lost incarnation can pass the handoff rule after it.
+		o.appends = append(o.appends[1:], va)
+		o.key = len(o.appends) - 1
 	}
 	return append(ops, o)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/clock"
@@ -180,16 +181,44 @@ func (g *gate) ReleaseAll() {
 	g.mu.Unlock()
 }
 
+// bothLogs runs test on a log with atomic multi-stream appends and on one
+// without them (storetest.SingleStream, as on KurrentDB), where the
+// executor takes its single-stream path.
+func bothLogs(t *testing.T, test func(t *testing.T, single bool)) {
+	t.Helper()
+	for _, single := range []bool{false, true} {
+		name := "multi-stream"
+		if single {
+			name = "single-stream"
+		}
+		t.Run(name, func(t *testing.T) { test(t, single) })
+	}
+}
+
+// newStore returns an empty memstore, without atomic multi-stream appends
+// if single.
+func newStore(single bool) eventstore.Store {
+	s := memstore.New(memstore.Options{})
+	if single {
+		return storetest.SingleStream(s)
+	}
+	return s
+}
+
 // ---- the harness: the real services on one store, a manual clock ----
 
 type harnessConfig struct {
 	embedded     bool          // the embedded store in a temp dir (default memstore)
+	single       bool          // the store without atomic multi-stream appends (storetest.SingleStream)
 	lease        time.Duration // executor's WorkerLease (default 1h: no worker is lost unless a test means it)
 	noForwarder  bool          // start the forwarder later, with startForwarder
 	noExecutor   bool          // start the executor later, with startExecutor
 	beforeAppend func(what string)
 	loseAtStart  bool
 	executors    int // executors deciding at once on the same log (default 1); h.exec is the first
+	// execStore, if set, is the store the executors use, made from the
+	// harness's (which the workers and commands use).
+	execStore func(eventstore.Store) eventstore.Store
 }
 
 type harness struct {
@@ -221,6 +250,9 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 	} else {
 		h.store = memstore.New(memstore.Options{Clock: h.clock.Now})
 	}
+	if cfg.single {
+		h.store = storetest.SingleStream(h.store)
+	}
 	h.bus = bus.NewInProcess(h.log)
 	h.cmds = &executor.Commands{Store: h.store, Writer: "test-api"}
 	t.Cleanup(h.stop)
@@ -239,8 +271,12 @@ func (h *harness) startExecutor() {
 	if lease == 0 {
 		lease = time.Hour
 	}
+	store := h.store
+	if h.cfg.execStore != nil {
+		store = h.cfg.execStore(store)
+	}
 	for i := range max(h.cfg.executors, 1) {
-		e, err := executor.New(executor.Config{Store: h.store, Clock: h.clock, Logger: h.log, Name: fmt.Sprintf("exec-%d", i+1),
+		e, err := executor.New(executor.Config{Store: store, Clock: h.clock, Logger: h.log, Name: fmt.Sprintf("exec-%d", i+1),
 			Tick: 5 * time.Millisecond, WorkerLease: lease, LoseWorkersAtStart: h.cfg.loseAtStart})
 		if err != nil {
 			h.t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/services/executor"
 )
 
@@ -14,7 +14,11 @@ import (
 // writes nothing; once the active one stops and the standby is made active,
 // it decides on the fold it kept and the rest of the work gets done.
 func TestStandbyFoldsThenTakesOver(t *testing.T) {
-	store := memstore.New(memstore.Options{})
+	bothLogs(t, testStandbyFoldsThenTakesOver)
+}
+
+func testStandbyFoldsThenTakesOver(t *testing.T, single bool) {
+	store := newStore(single)
 	defer func() { _ = store.Close() }()
 	s := startSystem(t, store, 1, 2, 4)
 	log := quietLogger()
@@ -68,7 +72,7 @@ func TestStandbyFoldsThenTakesOver(t *testing.T) {
 }
 
 // writtenBy counts the events executor writer wrote.
-func writtenBy(t *testing.T, store *memstore.Store, writer string) int {
+func writtenBy(t *testing.T, store eventstore.Store, writer string) int {
 	t.Helper()
 	evs, err := store.ReadAll(context.Background(), 0, 10_000_000)
 	if err != nil {

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/clock"
 	"github.com/turnstile/turnstile/services/executor"
@@ -22,9 +24,13 @@ import (
 // while the first still waits, out of FIFO order. Found by the simulation
 // (services/sim).
 func TestNoGrantPastAWaiterBeingCancelled(t *testing.T) {
+	bothLogs(t, testNoGrantPastAWaiterBeingCancelled)
+}
+
+func testNoGrantPastAWaiterBeingCancelled(t *testing.T, single bool) {
 	ctx := context.Background()
 	clk := clock.NewManual(t0)
-	store := memstore.New(memstore.Options{Clock: clk.Now})
+	store := clockedStore(clk, single)
 	cmds := &executor.Commands{Store: store, Writer: "test"}
 	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "q", Runner: "core.noop", MaxConcurrent: 2, QueueTimeoutSeconds: 60}); err != nil {
 		t.Fatal(err)
@@ -74,6 +80,16 @@ func TestNoGrantPastAWaiterBeingCancelled(t *testing.T) {
 	}
 }
 
+// clockedStore is an empty memstore on clk, without atomic multi-stream
+// appends if single.
+func clockedStore(clk *clock.Manual, single bool) eventstore.Store {
+	var s eventstore.Store = memstore.New(memstore.Options{Clock: clk.Now})
+	if single {
+		s = storetest.SingleStream(s)
+	}
+	return s
+}
+
 func requestOne(t *testing.T, cmds *executor.Commands, action string) string {
 	t.Helper()
 	id, _, err := cmds.Request(context.Background(), executor.Request{Action: action})
@@ -98,11 +114,15 @@ func whats(ds []executor.Decision) []string {
 // yet in the fold. Otherwise a live but stalled worker could start a run
 // handed to its lost incarnation. Found by the simulation (services/sim).
 func TestLostVerdictCoversEveryHandoff(t *testing.T) {
+	bothLogs(t, testLostVerdictCoversEveryHandoff)
+}
+
+func testLostVerdictCoversEveryHandoff(t *testing.T, single bool) {
 	ctx := context.Background()
 	quiet := slog.New(slog.DiscardHandler)
 	for _, unfolded := range []bool{false, true} {
 		clk := clock.NewManual(t0)
-		store := memstore.New(memstore.Options{Clock: clk.Now})
+		store := clockedStore(clk, single)
 		cmds := &executor.Commands{Store: store, Writer: "test"}
 		if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "q", Runner: "core.noop", MaxConcurrent: 2}); err != nil {
 			t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/faulty"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/node"
@@ -42,12 +43,15 @@ func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 // of subscription batches) timed out. The client retries its requests with
 // idempotency keys, as the API tells clients to. Every execution must end,
 // exactly once, and the log must pass the audit: no event written twice
-// under another id, no grant beyond a limit, no write out of turn.
+// under another id, no grant beyond a limit, no write out of turn. On
+// "memstore-single-stream" the node writes to that store without atomic
+// multi-stream appends (storetest.SingleStream, as on KurrentDB), so the
+// faults also cut the executor's and the commands' chains of appends short.
 func TestLifecycleUnderStoreFaults(t *testing.T) {
-	for _, backend := range []string{"memstore", "embedded"} {
+	for _, backend := range []string{"memstore", "embedded", "memstore-single-stream"} {
 		t.Run(backend, func(t *testing.T) {
 			var inner eventstore.Store
-			if backend == "memstore" {
+			if backend != "embedded" {
 				inner = memstore.New(memstore.Options{})
 			} else {
 				s, err := embedded.Open(filepath.Join(t.TempDir(), "log"), embedded.Options{})
@@ -60,7 +64,7 @@ func TestLifecycleUnderStoreFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runUnderFaults(t, store)
+			runUnderFaults(t, store, backend == "memstore-single-stream")
 		})
 	}
 }
@@ -81,12 +85,16 @@ func retry(t *testing.T, what string, fn func() error) {
 	}
 }
 
-func runUnderFaults(t *testing.T, store *faulty.Store) {
+func runUnderFaults(t *testing.T, store *faulty.Store, single bool) {
 	ctx := context.Background()
+	var writeTo eventstore.Store = store
+	if single {
+		writeTo = storetest.SingleStream(store)
+	}
 	var n *node.Node
 	retry(t, "start the node", func() error {
 		var err error
-		n, err = node.Start(ctx, store, node.Config{Workers: 3, Slots: 4, StopGrace: 5 * time.Second, Logger: quiet()})
+		n, err = node.Start(ctx, writeTo, node.Config{Workers: 3, Slots: 4, StopGrace: 5 * time.Second, Logger: quiet()})
 		return err
 	})
 	t.Cleanup(func() { n.Stop(); _ = store.Close() })

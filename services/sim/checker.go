@@ -26,6 +26,7 @@ type checker struct {
 	actions map[string]*actionModel
 	place   map[string]*placement // queued executions (waiting or active) → where
 	open    int                   // executions requested and not ended
+	void    int                   // void grants: of executions that had ended (single-stream path)
 }
 
 type actionModel struct {
@@ -106,6 +107,14 @@ func (c *checker) check(env *domain.Envelope) *violation {
 	}
 	switch e := ev.(type) {
 	case domain.QueueGranted:
+		if x := c.execs[e.Execution]; x != nil && x.Status().Terminal() && !c.granted[e.Execution] {
+			// A void grant: on a log without atomic multi-stream appends a
+			// grant decided on a stale fold can land after the execution
+			// ended (the queue stream does not fence its stream). It takes
+			// no slot.
+			c.void++
+			break
+		}
 		q := c.queues.Get(id)
 		if q == nil {
 			return bad("grant", "grant of %s: action %q has no queue", e.Execution, id)
@@ -114,6 +123,9 @@ func (c *checker) check(env *domain.Envelope) *violation {
 			return bad("grant", "%v", err)
 		}
 		c.granted[e.Execution] = true
+		if v := c.modelGrant(e, bad); v != nil {
+			return v
+		}
 	case domain.WorkerLost:
 		if c.lost[id] == nil {
 			c.lost[id] = map[string]bool{}
@@ -196,28 +208,10 @@ func (c *checker) model(env *domain.Envelope, id string, x *domain.Execution, ev
 		a.stats.TotalEnqueued++
 		c.place[id] = &placement{action: e.Action, key: k}
 	case domain.ExecutionScheduling:
-		p := c.place[id]
-		if p == nil || p.active {
-			return bad("model", "execution %s takes a slot but is not waiting", id)
+		if p := c.place[id]; p == nil || !p.active || e.ConcurrencyKey != p.key {
+			return bad("model", "execution %s takes a slot but was not granted one (in key %q)", id, e.ConcurrencyKey)
 		}
-		a := c.actions[p.action]
-		km := a.keys[p.key]
-		switch {
-		case e.ConcurrencyKey != p.key:
-			return bad("model", "execution %s is granted in key %q; its input gives %q", id, e.ConcurrencyKey, p.key)
-		case km.waiting[0] != id:
-			return bad("model", "FIFO: %s is granted while %s, requested before it, waits in %q key %q", id, km.waiting[0], p.action, p.key)
-		case len(km.active) >= a.policy.MaxConcurrent:
-			return bad("model", "limit: %s is granted with %d active in %q key %q, max_concurrent %d", id, len(km.active), p.action, p.key, a.policy.MaxConcurrent)
-		case a.paused:
-			return bad("model", "%s is granted while %q is paused", id, p.action)
-		}
-		km.waiting = km.waiting[1:]
-		km.active[id] = true
-		p.active = true
-		a.waiting--
-		a.active++
-		a.stats.TotalGranted++
+		c.actions[x.Action()].stats.TotalGranted++
 	case domain.ExecutionCompleted, domain.ExecutionFailed, domain.ExecutionTimedOut, domain.ExecutionCancelled, domain.ExecutionRejected:
 		a := c.actions[x.Action()]
 		if a == nil {
@@ -249,6 +243,36 @@ func (c *checker) model(env *domain.Envelope, id string, x *domain.Execution, ev
 			a.waiting--
 		}
 	}
+	return nil
+}
+
+// modelGrant applies a grant to the checker's own queue model and checks it
+// there: the grant is what takes the slot (its execution.scheduling follows,
+// in the same append, or on a log without atomic multi-stream appends,
+// later), so FIFO order, the limit and the pause are judged at its position.
+func (c *checker) modelGrant(e domain.QueueGranted, bad func(rule, format string, args ...any) *violation) *violation {
+	id := e.Execution
+	p := c.place[id]
+	if p == nil || p.active {
+		return bad("model", "execution %s is granted but is not waiting", id)
+	}
+	a := c.actions[p.action]
+	km := a.keys[p.key]
+	switch {
+	case e.ConcurrencyKey != p.key:
+		return bad("model", "execution %s is granted in key %q; its input gives %q", id, e.ConcurrencyKey, p.key)
+	case km.waiting[0] != id:
+		return bad("model", "FIFO: %s is granted while %s, requested before it, waits in %q key %q", id, km.waiting[0], p.action, p.key)
+	case len(km.active) >= a.policy.MaxConcurrent:
+		return bad("model", "limit: %s is granted with %d active in %q key %q, max_concurrent %d", id, len(km.active), p.action, p.key, a.policy.MaxConcurrent)
+	case a.paused:
+		return bad("model", "%s is granted while %q is paused", id, p.action)
+	}
+	km.waiting = km.waiting[1:]
+	km.active[id] = true
+	p.active = true
+	a.waiting--
+	a.active++
 	return nil
 }
 

@@ -51,6 +51,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/faulty"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/runner"
@@ -75,6 +76,12 @@ type Config struct {
 	// executor, and two at once can break the lease rule (see the package
 	// documentation).
 	SplitBrain bool
+	// SingleStream runs the executor, the workers and the command side on a
+	// log without atomic multi-stream appends (storetest.SingleStream, as
+	// on KurrentDB), so the executor takes its single-stream path: fence
+	// first, the rest after it, partial writes (cut short by the log's
+	// faults) completed from the log.
+	SingleStream bool
 	// Bug injects a deliberate bug, to show that the checker finds it.
 	Bug Bug
 	// Trace, if set, gets one line per step.
@@ -119,6 +126,10 @@ type Result struct {
 	ByStatus            map[string]int
 	DecisionsCommitted  int
 	WorkerWritesRetried int
+	// With SingleStream: partial writes the executors completed from the
+	// log (Stats.Repairs), and grants void because their execution had
+	// ended (the audit's VoidGrants).
+	Repairs, VoidGrants int
 }
 
 // Failure is a broken invariant: the seed and step that reproduce it.
@@ -127,10 +138,16 @@ type Failure struct {
 	Steps int // the Config.Steps of the run
 	Step  int // the step after which it was found
 	Err   error
+	// SingleStream is the run's Config.SingleStream.
+	SingleStream bool
 }
 
 func (f *Failure) Error() string {
-	return fmt.Sprintf("simulation seed %d failed at step %d: %v (replay: make simulate SEED=%d STEPS=%d)", f.Seed, f.Step, f.Err, f.Seed, f.Steps)
+	single := ""
+	if f.SingleStream {
+		single = " SINGLE=1"
+	}
+	return fmt.Sprintf("simulation seed %d failed at step %d: %v (replay: make simulate SEED=%d STEPS=%d%s)", f.Seed, f.Step, f.Err, f.Seed, f.Steps, single)
 }
 
 func (f *Failure) Unwrap() error { return f.Err }
@@ -153,13 +170,15 @@ type world struct {
 	now time.Time
 	res *Result
 
-	mem   *memstore.Store
-	store *faulty.Store
-	cmds  *executor.Commands
-	runrs *runner.Registry
-	log   *slog.Logger
+	mem     *memstore.Store
+	store   *faulty.Store
+	writeTo eventstore.Store // what executors, workers and commands write to: store, or store without atomic multi-stream appends
+	cmds    *executor.Commands
+	runrs   *runner.Registry
+	log     *slog.Logger
 
 	execs    []*simExec
+	started  []*executor.Executor // every executor ever started
 	zombies  []zombie
 	execSeq  int
 	execDown time.Time // when a crashed executor restarts (no executor: it restarts then)
@@ -245,7 +264,11 @@ func Run(cfg Config) (*Result, error) {
 	if w.store, err = faulty.New(inner, rates, cfg.Seed^0xfa17); err != nil {
 		return nil, err
 	}
-	w.cmds = &executor.Commands{Store: w.store, Writer: "api", NewID: w.newID}
+	w.writeTo = w.store
+	if cfg.SingleStream {
+		w.writeTo = storetest.SingleStream(w.store)
+	}
+	w.cmds = &executor.Commands{Store: w.writeTo, Writer: "api", NewID: w.newID}
 	w.runrs = runner.Builtins(runner.Config{})
 	for i := range cfg.Workers {
 		sw := &simWorker{id: fmt.Sprintf("w%d", i+1), slots: 1 + w.rng.IntN(3)}
@@ -272,7 +295,7 @@ func Run(cfg Config) (*Result, error) {
 }
 
 func (w *world) fail(err error) error {
-	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err}
+	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err, SingleStream: w.cfg.SingleStream}
 }
 
 // newID draws a UUID (version 4 layout) from the simulation's generator.
@@ -648,12 +671,13 @@ func (w *world) startExecutor(newName bool) {
 			name = fmt.Sprintf("exec-%d", w.execSeq)
 		}
 	}
-	e, err := executor.New(executor.Config{Store: w.store, Clock: clockFunc(func() time.Time { return w.now }), Logger: w.log,
+	e, err := executor.New(executor.Config{Store: w.writeTo, Clock: clockFunc(func() time.Time { return w.now }), Logger: w.log,
 		Name: name, WorkerLease: workerLease})
 	if err != nil {
 		panic(err) // the configuration is ours
 	}
 	w.execs = append(w.execs, &simExec{e: e, name: name})
+	w.started = append(w.started, e)
 	w.tracef("executor %s starts", name)
 }
 
@@ -811,7 +835,7 @@ func (w *world) workerRestart() {
 		return
 	}
 	sw := c[w.rng.IntN(len(c))]
-	ww, err := worker.New(worker.Config{ID: sw.id, Slots: sw.slots, Store: w.store, Runners: w.runrs, Logger: w.log,
+	ww, err := worker.New(worker.Config{ID: sw.id, Slots: sw.slots, Store: w.writeTo, Runners: w.runrs, Logger: w.log,
 		Host: "sim", PID: 1, NewIncarnation: func() string { w.incSeq++; return fmt.Sprintf("inc-%d", w.incSeq) }})
 	if err != nil {
 		panic(err)
@@ -994,6 +1018,20 @@ func (w *world) heal() error {
 		if err := w.once(); err != nil {
 			return err
 		}
+		if w.cfg.SingleStream {
+			// A pause announced before the faults stopped, whose writer got
+			// an error, may still be completed by an executor after the
+			// resume above (an error means an unknown outcome; see the
+			// executor's package documentation): resume it again.
+			for _, ref := range w.refs {
+				if a := w.checker.actions[ref]; a != nil && a.paused {
+					if _, err := w.cmds.Resume(w.ctx, ref); err != nil {
+						return err
+					}
+					w.tracef("resume %s again: a pause announced before the faults stopped was completed", ref)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -1040,6 +1078,10 @@ func (w *world) finish() error {
 	r.Steps, r.Events, r.Log, r.Digest = w.step-1, uint64(len(evs)), buf.Bytes(), hex.EncodeToString(sum[:])
 	r.Executions, r.Ended, r.ByStatus = rep.Executions, rep.Ended, rep.ByStatus
 	r.Faults, r.SimulatedTime = w.store.Counts(), w.now.Sub(t0)
+	r.VoidGrants = rep.VoidGrants
+	for _, e := range w.started {
+		r.Repairs += int(e.Stats.Repairs.Load())
+	}
 	return nil
 }
 
