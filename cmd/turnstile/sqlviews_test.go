@@ -134,8 +134,11 @@ func TestServeKeepsSQLViews(t *testing.T) {
 	if code, out := runCmd(t, "rebuild", "--store", storeURL, "--sql-views"); code != 0 || !strings.Contains(out, fmt.Sprintf("%d executions", n)) {
 		t.Fatalf("rebuild --sql-views: exit %d\n%s", code, out)
 	}
-	// Reset under the running server: its projector folds them again.
-	if code, out := runCmd(t, "rebuild", "--store", storeURL, "--sql-views-reset"); code != 0 || !strings.Contains(out, "running projector") {
+	// Reset under the running server: its projector folds them again, or,
+	// if the reset made it let go of its lock for a moment (it notices the
+	// reset within a tick and starts over), the command folds them itself.
+	if code, out := runCmd(t, "rebuild", "--store", storeURL, "--sql-views-reset"); code != 0 ||
+		!strings.Contains(out, "running projector") && !strings.Contains(out, "reset and rebuilt") {
 		t.Fatalf("rebuild --sql-views-reset: exit %d\n%s", code, out)
 	}
 	waitUntil("the tables to be folded again", func() bool {
