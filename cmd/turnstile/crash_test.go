@@ -425,19 +425,7 @@ func checkCrashRun(ctx context.Context, t *testing.T, bin string, st crashStore,
 		t.Fatal(err)
 	}
 	defer store.Close()
-	rep, err := projections.Audit(ctx, store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range rep.Violations {
-		if i == 20 {
-			break
-		}
-		t.Errorf("audit: position %d %s %s [%s] %s", v.Position, v.Stream, v.Type, v.Rule, v.Detail)
-	}
-	if len(rep.Open) != 0 {
-		t.Errorf("%d executions never ended, e.g. %v", len(rep.Open), rep.Open[:min(5, len(rep.Open))])
-	}
+	rep := auditLog(ctx, t, store)
 	sum := checkLifecycles(ctx, t, store, ids, actions)
 	checkStatsMatchLog(ctx, t, store, stats.QueueStats)
 	if rep.Executions != len(ids)+sum.children {

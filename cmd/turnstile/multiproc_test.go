@@ -327,19 +327,7 @@ func TestProcessesOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	rep, err := projections.Audit(ctx, store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, v := range rep.Violations {
-		if i == 20 {
-			break
-		}
-		t.Errorf("audit: position %d %s %s [%s] %s", v.Position, v.Stream, v.Type, v.Rule, v.Detail)
-	}
-	if len(rep.Open) != 0 {
-		t.Errorf("%d executions never ended, e.g. %v", len(rep.Open), rep.Open[:min(5, len(rep.Open))])
-	}
+	rep := auditLog(ctx, t, store)
 	if rep.Executions != executions || rep.Ended != executions {
 		t.Errorf("the log holds %d executions, %d ended, want %d", rep.Executions, rep.Ended, executions)
 	}

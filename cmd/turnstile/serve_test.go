@@ -17,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
 )
 
 var (
@@ -206,4 +209,21 @@ func TestServeOnKurrentDB(t *testing.T) {
 	if code != 3 || !strings.Contains(out, "single-stream path") || !strings.Contains(out, "cannot reach the server") {
 		t.Fatalf("serve on an unreachable KurrentDB: exit %d, stderr:\n%s", code, out)
 	}
+}
+
+// auditLog audits the whole log and reports each violation (the first 20)
+// and any execution that never ended as a test error.
+func auditLog(ctx context.Context, t *testing.T, store eventstore.Store) *projections.AuditReport {
+	t.Helper()
+	rep, err := projections.Audit(ctx, store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range rep.Violations[:min(len(rep.Violations), 20)] {
+		t.Errorf("audit: position %d %s %s [%s] %s", v.Position, v.Stream, v.Type, v.Rule, v.Detail)
+	}
+	if len(rep.Open) != 0 {
+		t.Errorf("%d executions never ended, e.g. %v", len(rep.Open), rep.Open[:min(5, len(rep.Open))])
+	}
+	return rep
 }

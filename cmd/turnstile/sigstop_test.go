@@ -124,13 +124,7 @@ func TestWorkerStoppedPastItsLease(t *testing.T) {
 	if lostAt < 0 {
 		t.Errorf("no execution.abandoned in the stream: %v", types(evs))
 	}
-	rep, err := projections.Audit(ctx, store, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(rep.Violations) != 0 || rep.Ended != rep.Executions {
-		t.Errorf("audit: %+v", rep.Violations)
-	}
+	auditLog(ctx, t, store)
 	w1, err := store.ReadStream(ctx, domain.WorkerStream("w1"), 0, 1000)
 	if err != nil {
 		t.Fatal(err)
