@@ -34,6 +34,9 @@ type Store struct {
 	closed  chan struct{} // closed by Close
 	wake    waker         // woken when events may have committed
 	groups  atomic.Int64  // group commit transactions run (for benchmarks)
+	slow    atomic.Int64  // of which decided the careful way (stage)
+	turn    chan struct{} // the committers' token: who decides and sends the next group
+	heads   headCache
 
 	ctx        context.Context // the listener's; cancelled by Close
 	cancel     context.CancelFunc
@@ -63,10 +66,14 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 		sql:    newStatements(opts.Schema),
 		kick:   make(chan struct{}, 1),
 		closed: make(chan struct{}),
+		turn:   make(chan struct{}, 1),
 	}
 	s.wake.ch = make(chan struct{})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.wg.Go(s.commitLoop)
+	s.turn <- struct{}{}
+	for range numCommitters {
+		s.wg.Go(s.commitLoop)
+	}
 	return s, nil
 }
 
@@ -140,6 +147,7 @@ type statements struct {
 	readStream   string
 	streamExists string
 	readPage     string
+	fastAppend   string
 }
 
 // Plans. A prepared statement's generic plan is made for the table as it is
@@ -180,12 +188,14 @@ func newStatements(schema string) statements {
 		// statement_timestamp(): one commit time for the whole group, taken
 		// after the log_head lock, so it never goes back along positions
 		// (unless the server's clock does).
-		insert: `INSERT INTO ` + events + ` (` + columns + `)
+		insert: `WITH ins AS (INSERT INTO ` + events + ` (` + columns + `)
 			SELECT e.position, e.stream, e.version, e.id, e.type, e.schema_version, statement_timestamp(),
 				e.owner, e.correlation_id, e.causation_id, e.writer, e.data, e.metadata
 			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
 				$7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[])
-				AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata)`,
+				AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata))
+			SELECT statement_timestamp()`,
+		fastAppend:   fastAppendSQL(events, head),
 		readAll:      `SELECT ` + columns + ` FROM ` + events + ` WHERE position >= $1 ORDER BY position LIMIT $2`,
 		readStream:   `SELECT ` + columns + ` FROM ` + events + ` WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
 		streamExists: `SELECT EXISTS (SELECT 1 FROM ` + events + ` WHERE stream = $1)`,
