@@ -210,20 +210,35 @@ func (s *Store) commit(c *committer, group []*request) {
 	s.answer(group, p, err)
 }
 
-// attempt is one group commit transaction of a group.
+// attempt is one group commit transaction's part in the feed: the group
+// claims its positions once it holds the lock, and publishes its events
+// once committed (or drops the claim).
 type attempt struct {
 	s       *Store
 	release func() // passes the committers' turn on (idempotent)
+	claim   uint64
 }
 
 // locked is called once the transaction holds the log_head lock and knows
 // that its n events go to positions from first on (n 0: it failed before).
 func (a *attempt) locked(first uint64, n int) {
 	a.release()
+	if n > 0 {
+		a.claim = a.s.feed.claim(first)
+	}
 }
 
-// end is called when the transaction has ended.
-func (a *attempt) end(p plan, err error) {}
+// end publishes what the transaction committed, or drops its claim.
+func (a *attempt) end(p plan, err error) {
+	switch {
+	case err == nil && len(p.rows) > 0:
+		a.s.feed.publish(a.claim, p.rows[0].Position, p.rows)
+	case a.claim != 0:
+		a.s.feed.unclaim(a.claim)
+		a.s.wake.wake()
+	}
+	a.claim = 0
+}
 
 // commitCareful commits group the careful way (stage) on c; see commit.
 func (s *Store) commitCareful(ctx context.Context, c *committer, group []*request, retry bool, a *attempt) {

@@ -37,6 +37,7 @@ type Store struct {
 	slow    atomic.Int64  // of which decided the careful way (stage)
 	turn    chan struct{} // the committers' token: who decides and sends the next group
 	heads   headCache
+	feed    feed
 
 	ctx        context.Context // the listener's; cancelled by Close
 	cancel     context.CancelFunc
@@ -199,11 +200,19 @@ func newStatements(schema string) statements {
 		readAll:      `SELECT ` + columns + ` FROM ` + events + ` WHERE position >= $1 ORDER BY position LIMIT $2`,
 		readStream:   `SELECT ` + columns + ` FROM ` + events + ` WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
 		streamExists: `SELECT EXISTS (SELECT 1 FROM ` + events + ` WHERE stream = $1)`,
-		readPage: `SELECT ` + columns + ` FROM ` + events + `
-			WHERE position >= $1 AND position < $2
-			AND (cardinality($3::text[]) = 0 OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(prefix) WHERE starts_with(stream, p.prefix)))
-			AND (cardinality($4::text[]) = 0 OR type = ANY($4::text[]))
-			ORDER BY position LIMIT $5`,
+		// One row per event, each also carrying the head, or, if no event
+		// matches, one row with the head and position -1.
+		readPage: `SELECT h.next, coalesce(e.position, -1), coalesce(e.stream, ''), coalesce(e.version, 0),
+				coalesce(e.id, '00000000-0000-0000-0000-000000000000'), coalesce(e.type, ''), coalesce(e.schema_version, 0),
+				coalesce(e.committed_at, 'epoch'), coalesce(e.owner, ''), coalesce(e.correlation_id, ''),
+				coalesce(e.causation_id, ''), coalesce(e.writer, ''), e.data, e.metadata
+			FROM (SELECT next FROM ` + head + `) AS h LEFT JOIN LATERAL (
+				SELECT ` + columns + ` FROM ` + events + `
+				WHERE position >= $1 AND position < $2
+				AND (cardinality($3::text[]) = 0 OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(prefix) WHERE starts_with(stream, p.prefix)))
+				AND (cardinality($4::text[]) = 0 OR type = ANY($4::text[]))
+				ORDER BY position LIMIT $5) AS e ON true
+			ORDER BY e.position`,
 	}
 }
 

@@ -378,7 +378,8 @@ func TestTrapManyWriters(t *testing.T) {
 	pool := testPool(t)
 	w := startWatcher(ctx, sub)
 	defer w.cancel()
-	// A second subscription on a Store that writes too.
+	// A second subscription on a Store that writes too: it takes that
+	// Store's own commits from memory and the rest from the database.
 	w2 := startWatcher(ctx, stores[0])
 	defer w2.cancel()
 
