@@ -112,4 +112,9 @@ func TestFeedBounded(t *testing.T) {
 	if string(evs[0].Data) != want {
 		t.Fatalf("the feed's event changed with the appender's buffer: %q, want %q", evs[0].Data, want)
 	}
+	mine := copyEvents(evs)
+	mine[0].Data[0] ^= 0xff
+	if evs, _, _ = f.read(first-per, eventstore.Filter{}, 1); string(evs[0].Data) != want {
+		t.Fatalf("the feed's event changed with a copy handed out: %q, want %q", evs[0].Data, want)
+	}
 }

@@ -77,7 +77,7 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 		case what == feedServe:
 			next = upto
 			if len(evs) > 0 {
-				if err := handle(evs); err != nil {
+				if err := handle(copyEvents(evs)); err != nil { // bytes of its own, as read from the database
 					return err
 				}
 			}
