@@ -87,14 +87,19 @@ func newRequest(appends []eventstore.StreamAppend) (*request, error) {
 		return nil, err
 	}
 	r := &request{appends: appends, done: make(chan struct{})}
-	ids := make(map[uuid.UUID]struct{})
+	var ids map[uuid.UUID]struct{}
+	if len(appends) > 1 || len(appends[0].Events) > 1 {
+		ids = make(map[uuid.UUID]struct{})
+	}
 	for _, a := range appends {
 		for i := range a.Events {
 			e := &a.Events[i]
 			if _, dup := ids[e.ID]; dup {
 				return nil, fmt.Errorf("%w: event id %s twice in one append", eventstore.ErrInvalidEvent, e.ID)
 			}
-			ids[e.ID] = struct{}{}
+			if ids != nil {
+				ids[e.ID] = struct{}{}
+			}
 			if !textOK(e.Type) || !textOK(e.CorrelationID) || !textOK(e.CausationID) || !textOK(e.Writer) {
 				return nil, fmt.Errorf("%w: event %s: type, correlation, causation and writer must be UTF-8 without NUL bytes", eventstore.ErrInvalidEvent, e.ID)
 			}

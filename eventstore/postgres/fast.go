@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -230,12 +231,10 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 		locked(0, 0)
 		return plan{}, true, err
 	}
-	args := append([]any{streams, lasts}, fastInsertArgs(p.rows)...)
-	args = append(args, int64(len(p.rows)), s.sql.channel)
-	params, err := encodeParams(c.conn.TypeMap(), c.append.ParamOIDs, args)
-	if err != nil {
+	params := fastParams(streams, lasts, p.rows, s.sql.channel)
+	if len(params) != len(c.append.ParamOIDs) {
 		locked(0, 0)
-		return plan{}, true, err
+		return plan{}, true, fmt.Errorf("postgres: the append statement has %d parameters, want %d", len(c.append.ParamOIDs), len(params))
 	}
 	binary := []int16{pgtype.BinaryFormatCode}
 	pl := c.conn.PgConn().StartPipeline(ctx)
@@ -327,26 +326,82 @@ func readRow(m *pgtype.Map, pl *pgconn.Pipeline, dst ...any) error {
 	return scanErr
 }
 
-// encodeParams encodes args in binary for a prepared statement's parameters.
-func encodeParams(m *pgtype.Map, oids []uint32, args []any) ([][]byte, error) {
-	if len(oids) != len(args) {
-		return nil, fmt.Errorf("postgres: %d arguments for %d parameters", len(args), len(oids))
+// PostgreSQL type OIDs of the append statement's parameters.
+const (
+	oidBytea = 17
+	oidInt8  = 20
+	oidText  = 25
+	oidUUID  = 2950
+)
+
+// fastParams encodes the append statement's parameters in binary: the
+// assumed heads, the rows' columns (all but position and time) as arrays,
+// the number of rows and the channel.
+func fastParams(streams []string, lasts []int64, rows []domain.Envelope, channel string) [][]byte {
+	n := len(rows)
+	str := func(f func(e *domain.Envelope) string) []byte {
+		return binaryArray(oidText, n, func(b []byte, i int) ([]byte, bool) { return append(b, f(&rows[i])...), true })
 	}
-	out := make([][]byte, len(args))
-	for i, a := range args {
-		b, err := m.Encode(oids[i], pgtype.BinaryFormatCode, a, nil)
-		if err != nil {
-			return nil, fmt.Errorf("postgres: encoding parameter %d: %w", i+1, err)
-		}
-		out[i] = b
+	i64 := func(f func(e *domain.Envelope) int64) []byte {
+		return binaryArray(oidInt8, n, func(b []byte, i int) ([]byte, bool) {
+			return binary.BigEndian.AppendUint64(b, uint64(f(&rows[i]))), true
+		})
 	}
-	return out, nil
+	bytea := func(f func(e *domain.Envelope) []byte) []byte {
+		return binaryArray(oidBytea, n, func(b []byte, i int) ([]byte, bool) {
+			v := f(&rows[i])
+			return append(b, v...), v != nil
+		})
+	}
+	return [][]byte{
+		binaryArray(oidText, len(streams), func(b []byte, i int) ([]byte, bool) { return append(b, streams[i]...), true }),
+		binaryArray(oidInt8, len(lasts), func(b []byte, i int) ([]byte, bool) { return binary.BigEndian.AppendUint64(b, uint64(lasts[i])), true }),
+		str(func(e *domain.Envelope) string { return e.Stream }),
+		i64(func(e *domain.Envelope) int64 { return int64(e.Version) }),
+		binaryArray(oidUUID, n, func(b []byte, i int) ([]byte, bool) { return append(b, rows[i].ID[:]...), true }),
+		str(func(e *domain.Envelope) string { return e.Type }),
+		i64(func(e *domain.Envelope) int64 { return int64(e.SchemaVersion) }),
+		str(func(e *domain.Envelope) string { return string(e.Owner) }),
+		str(func(e *domain.Envelope) string { return e.CorrelationID }),
+		str(func(e *domain.Envelope) string { return e.CausationID }),
+		str(func(e *domain.Envelope) string { return e.Writer }),
+		bytea(func(e *domain.Envelope) []byte { return e.Data }),
+		bytea(func(e *domain.Envelope) []byte { return e.Metadata }),
+		binary.BigEndian.AppendUint64(nil, uint64(n)),
+		[]byte(channel),
+	}
 }
 
-// fastInsertArgs turns rows into the column arrays of the append statement
-// (insertArgs without the positions, which the statement counts itself).
-func fastInsertArgs(rows []domain.Envelope) []any {
-	return insertArgs(rows)[1:]
+// binaryArray encodes a one-dimensional array of n elements of type oid in
+// PostgreSQL's binary format; elem appends element i's binary form to b and
+// says whether it is not NULL.
+func binaryArray(oid uint32, n int, elem func(b []byte, i int) ([]byte, bool)) []byte {
+	if n == 0 {
+		b := binary.BigEndian.AppendUint32(nil, 0) // no dimensions
+		b = binary.BigEndian.AppendUint32(b, 0)
+		return binary.BigEndian.AppendUint32(b, oid)
+	}
+	b := make([]byte, 20, 20+n*24)
+	binary.BigEndian.PutUint32(b[0:], 1) // dimensions
+	binary.BigEndian.PutUint32(b[8:], oid)
+	binary.BigEndian.PutUint32(b[12:], uint32(n))
+	binary.BigEndian.PutUint32(b[16:], 1) // lower bound
+	hasNull := false
+	for i := range n {
+		at := len(b)
+		b = append(b, 0, 0, 0, 0)
+		var ok bool
+		if b, ok = elem(b, i); ok {
+			binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
+		} else {
+			binary.BigEndian.PutUint32(b[at:], 0xffffffff) // -1: NULL
+			hasNull = true
+		}
+	}
+	if hasNull {
+		binary.BigEndian.PutUint32(b[4:], 1)
+	}
+	return b
 }
 
 // fastAppendSQL is the append statement of the one-round-trip commit. $1,
