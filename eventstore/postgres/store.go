@@ -201,18 +201,20 @@ func newStatements(schema string) statements {
 		readStream:   `SELECT ` + columns + ` FROM ` + events + ` WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
 		streamExists: `SELECT EXISTS (SELECT 1 FROM ` + events + ` WHERE stream = $1)`,
 		// One row per event, each also carrying the head, or, if no event
-		// matches, one row with the head and position -1.
-		readPage: `SELECT h.next, coalesce(e.position, -1), coalesce(e.stream, ''), coalesce(e.version, 0),
+		// matches, one row with the head and position -1. The head is a
+		// scalar subquery (evaluated once): log_head is never analyzed, and
+		// joined as a table its row estimate would make the plan look
+		// costly enough for JIT compilation.
+		readPage: `SELECT (SELECT next FROM ` + head + `), coalesce(e.position, -1), coalesce(e.stream, ''), coalesce(e.version, 0),
 				coalesce(e.id, '00000000-0000-0000-0000-000000000000'), coalesce(e.type, ''), coalesce(e.schema_version, 0),
 				coalesce(e.committed_at, 'epoch'), coalesce(e.owner, ''), coalesce(e.correlation_id, ''),
 				coalesce(e.causation_id, ''), coalesce(e.writer, ''), e.data, e.metadata
-			FROM (SELECT next FROM ` + head + `) AS h LEFT JOIN LATERAL (
+			FROM (SELECT) AS one LEFT JOIN LATERAL (
 				SELECT ` + columns + ` FROM ` + events + `
 				WHERE position >= $1 AND position < $2
 				AND (cardinality($3::text[]) = 0 OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(prefix) WHERE starts_with(stream, p.prefix)))
 				AND (cardinality($4::text[]) = 0 OR type = ANY($4::text[]))
-				ORDER BY position LIMIT $5) AS e ON true
-			ORDER BY e.position`,
+				ORDER BY position LIMIT $5) AS e ON true`, // in position order: page checks
 	}
 }
 

@@ -1,10 +1,12 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -169,8 +171,15 @@ func (s *Store) page(ctx context.Context, from uint64, prefixes, types []string)
 	if err := rows.Err(); err != nil {
 		return nil, 0, err
 	}
+	// The join hands the lateral page on in its order; should a plan ever
+	// not, order it here rather than in the query (a sort of wide rows).
+	if !slices.IsSortedFunc(evs, byPosition) {
+		slices.SortFunc(evs, byPosition)
+	}
 	return evs, uint64(head), nil
 }
+
+func byPosition(a, b domain.Envelope) int { return cmp.Compare(a.Position, b.Position) }
 
 // sqlFilter returns the filter's prefixes and types as query parameters, and
 // whether the query can apply them: a value PostgreSQL text cannot hold
