@@ -2,9 +2,11 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -85,14 +87,19 @@ func newRequest(appends []eventstore.StreamAppend) (*request, error) {
 		return nil, err
 	}
 	r := &request{appends: appends, done: make(chan struct{})}
-	ids := make(map[uuid.UUID]struct{})
+	var ids map[uuid.UUID]struct{}
+	if len(appends) > 1 || len(appends[0].Events) > 1 {
+		ids = make(map[uuid.UUID]struct{})
+	}
 	for _, a := range appends {
 		for i := range a.Events {
 			e := &a.Events[i]
 			if _, dup := ids[e.ID]; dup {
 				return nil, fmt.Errorf("%w: event id %s twice in one append", eventstore.ErrInvalidEvent, e.ID)
 			}
-			ids[e.ID] = struct{}{}
+			if ids != nil {
+				ids[e.ID] = struct{}{}
+			}
 			if !textOK(e.Type) || !textOK(e.CorrelationID) || !textOK(e.CausationID) || !textOK(e.Writer) {
 				return nil, fmt.Errorf("%w: event %s: type, correlation, causation and writer must be UTF-8 without NUL bytes", eventstore.ErrInvalidEvent, e.ID)
 			}
@@ -111,15 +118,22 @@ func (s *Store) poke() {
 	}
 }
 
-// commitLoop is the committer: it commits groups of queued appends, one
-// transaction at a time, until the store is closed and the queue is empty.
+// commitLoop is one committer: it commits groups of queued appends until
+// the store is closed and the queue is empty. The committers take turns
+// (s.turn): the one holding the turn takes the next group and passes the
+// turn on once that group holds the log_head lock, so that the next group
+// is decided and sent while this one commits.
 func (s *Store) commitLoop() {
+	c := &committer{}
+	defer c.close()
 	for {
+		<-s.turn
 		group, ok := s.nextGroup()
 		if !ok {
+			s.turn <- struct{}{} // the other committer sees the close too
 			return
 		}
-		s.commit(group, true)
+		s.commit(c, group)
 	}
 }
 
@@ -161,25 +175,102 @@ func (s *Store) nextGroup() ([]*request, bool) {
 	}
 }
 
-// commit runs one group commit and answers its requests. If PostgreSQL's
-// UNIQUE constraints refuse the group, another writer wrote the log without
-// the log_head lock (the store's own writers never do); retry says to run
-// each request again alone, so that the others do not fail with it and its
-// decision sees that writer's rows.
-func (s *Store) commit(group []*request, retry bool) {
+// commit runs one group, holding the committers' turn until the group holds
+// the log_head lock, and answers its requests. It tries the one-round-trip
+// commit first (fastCommit) and decides the group again the careful way
+// (stage) when the heads it assumed were stale or a stored event id made the
+// insert fail. If PostgreSQL's UNIQUE constraints refuse a group decided
+// under the lock, another writer wrote the log without the log_head lock
+// (the store's own writers never do): each request is run again alone, so
+// that the others do not fail with it and its decision sees that writer's
+// rows; a second refusal is final.
+func (s *Store) commit(c *committer, group []*request) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.opts.CommitTimeout)
 	defer cancel()
-	p, err := s.commitGroup(ctx, group)
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			s.turn <- struct{}{}
+		}
+	}
+	defer release()
+	a := &attempt{s: s, release: release}
+	p, tried, err := s.fastCommit(ctx, c, group, a.locked)
+	if tried {
+		s.groups.Add(1)
+		a.end(p, err)
+	}
+	retry := true
+	if pgErr, ok := uniqueViolation(err); ok && pgErr.ConstraintName != "events_id_key" {
+		// The assumed heads were checked under the lock: the (stream,
+		// version) taken is an outside writer's, as in a refused careful
+		// attempt.
+		retry = false
+	}
+	if !tried || errors.Is(err, errStale) || isUniqueViolation(err) {
+		s.commitCareful(ctx, c, group, retry, a)
+		return
+	}
+	s.answer(group, p, err)
+}
+
+// attempt is one group commit transaction's part in the feed: the group
+// claims its positions once it holds the lock, and publishes its events
+// once committed (or drops the claim).
+type attempt struct {
+	s       *Store
+	release func() // passes the committers' turn on (idempotent)
+	claim   uint64
+}
+
+// locked is called once the transaction holds the log_head lock and knows
+// that its n events go to positions from first on (n 0: it failed before).
+func (a *attempt) locked(first uint64, n int) {
+	a.release()
+	if n > 0 {
+		a.claim = a.s.feed.claim(first)
+	}
+}
+
+// end publishes what the transaction committed, or drops its claim.
+func (a *attempt) end(p plan, err error) {
+	switch {
+	case err == nil && len(p.rows) > 0:
+		a.s.feed.publish(a.claim, p.rows[0].Position, p.rows)
+	case a.claim != 0:
+		a.s.feed.unclaim(a.claim)
+		a.s.wake.wake()
+	}
+	a.claim = 0
+}
+
+// commitCareful commits group the careful way (stage) on c; see commit.
+func (s *Store) commitCareful(ctx context.Context, c *committer, group []*request, retry bool, a *attempt) {
+	if !retry && len(group) > 1 {
+		for _, r := range group {
+			s.commitCareful(ctx, c, []*request{r}, false, a)
+		}
+		return
+	}
+	p, err := s.commitGroup(ctx, c, group, a.locked)
+	a.end(p, err)
 	s.groups.Add(1)
+	s.slow.Add(1)
 	if pgErr, ok := uniqueViolation(err); ok {
 		if retry {
 			for _, r := range group {
-				s.commit([]*request{r}, false)
+				s.commitCareful(ctx, c, []*request{r}, false, a)
 			}
 			return
 		}
 		err = s.conflict(ctx, group[0], pgErr)
 	}
+	s.answer(group, p, err)
+}
+
+// answer gives each request of group its outcome in p, or err.
+func (s *Store) answer(group []*request, p plan, err error) {
 	for i, r := range group {
 		if err != nil {
 			r.err = err
@@ -193,17 +284,20 @@ func (s *Store) commit(group []*request, retry bool) {
 	}
 }
 
-// commitGroup runs one group in a transaction of its own.
-func (s *Store) commitGroup(ctx context.Context, group []*request) (plan, error) {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
+// commitGroup runs one group the careful way in a transaction of its own on
+// c's connection; see stage for locked.
+func (s *Store) commitGroup(ctx context.Context, c *committer, group []*request, locked func(uint64, int)) (p plan, err error) {
+	if err := s.connect(ctx, c); err != nil {
+		locked(0, 0)
 		return plan{}, fmt.Errorf("postgres: append: %w", err)
 	}
-	defer conn.Release() // destroys the connection if a transaction is still open
-	p, err := s.stage(ctx, conn.Conn(), group, true)
+	seq := s.heads.begin()
+	defer func() { s.heads.done(seq, p.heads, err == nil) }()
+	p, err = s.stage(ctx, c.conn, group, true, locked)
 	if err != nil {
-		if conn.Conn().PgConn().TxStatus() != 'I' {
-			_, _ = conn.Exec(ctx, "ROLLBACK")
+		if c.conn.PgConn().IsClosed() || c.conn.PgConn().TxStatus() != 'I' {
+			c.close()
+			s.heads.forget()
 		}
 		return plan{}, fmt.Errorf("postgres: append: %w", err)
 	}
@@ -216,8 +310,10 @@ func (s *Store) commitGroup(ctx context.Context, group []*request) (plan, error)
 // the group's ids), decides in Go, and inserts the events of the requests
 // that pass, advances log_head and notifies listeners. That is two round
 // trips: the first ends holding the lock, the second carries the inserts
-// and, if own, the commit.
-func (s *Store) stage(ctx context.Context, conn *pgx.Conn, group []*request, own bool) (plan, error) {
+// and, if own, the commit. If locked is not nil it is called once, between
+// the two: with the group's first position and number of events to write,
+// or with 0, 0 if the first failed.
+func (s *Store) stage(ctx context.Context, conn *pgx.Conn, group []*request, own bool, locked func(first uint64, n int)) (plan, error) {
 	var streams []string
 	var ids [][16]byte
 	seen := make(map[string]struct{})
@@ -247,10 +343,16 @@ func (s *Store) stage(ctx context.Context, conn *pgx.Conn, group []*request, own
 		err = cerr
 	}
 	if err != nil {
+		if locked != nil {
+			locked(0, 0)
+		}
 		return plan{}, err
 	}
 
 	p := decide(next, heads, stored, group)
+	if locked != nil {
+		locked(next, len(p.rows))
+	}
 
 	b = &pgx.Batch{}
 	if len(p.rows) > 0 {
@@ -265,8 +367,18 @@ func (s *Store) stage(ctx context.Context, conn *pgx.Conn, group []*request, own
 		return p, nil
 	}
 	br = conn.SendBatch(ctx, b)
-	for range b.Len() {
+	for i := range b.Len() {
 		var tag pgconn.CommandTag
+		if i == 0 && len(p.rows) > 0 { // the insert: the commit time it wrote
+			var ts time.Time
+			if err = br.QueryRow().Scan(&ts); err != nil {
+				break
+			}
+			for j := range p.rows {
+				p.rows[j].Time = ts.UTC()
+			}
+			continue
+		}
 		if tag, err = br.Exec(); err != nil {
 			break
 		}

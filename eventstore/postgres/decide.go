@@ -18,6 +18,7 @@ type plan struct {
 	next     uint64            // log_head.next after the group
 	rows     []domain.Envelope // to insert, in position order, Stream, Version and Position set
 	outcomes []outcome         // one per request, in group order
+	heads    map[string]int64  // the last version of the group's streams after it (streams with no events left out)
 }
 
 // decide applies a group's requests to the state of the log, one after
@@ -53,7 +54,7 @@ func decide(next uint64, heads map[string]int64, stored map[uuid.UUID]*domain.En
 		e := &p.rows[len(p.rows)-1]
 		p.outcomes[i].res = eventstore.AppendResult{Version: e.Version, Position: e.Position}
 	}
-	p.next = next
+	p.next, p.heads = next, heads
 	return p
 }
 

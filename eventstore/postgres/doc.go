@@ -10,7 +10,9 @@
 // the schema is created and upgraded only by Migrate (MigrateURL), which is
 // what `turnstile migrate` runs. Open fails with ErrSchemaNotReady, saying to
 // run turnstile migrate, if the schema is missing or behind this build, and
-// with ErrSchemaTooNew if a newer build migrated it.
+// with ErrSchemaTooNew if a newer build migrated it. Besides the pool, a
+// Store keeps up to three connections of its own: one per committer (opened
+// on the first append) and one that LISTENs (opened on the first Subscribe).
 //
 // # Guarantees
 //
@@ -31,18 +33,25 @@
 //     append once on its own.
 //   - Group commit: concurrent appends of one Store are queued and written
 //     together, in queue order, in one transaction of at most
-//     Options.MaxBatch events, by one committer goroutine: while it commits
-//     one group the next one queues. Each append is decided as if it were
-//     alone: one whose expected version fails gets its WrongVersionError and
-//     the others commit.
+//     Options.MaxBatch events, by one of two committer goroutines, each
+//     with a connection of its own: while one group commits, the next one
+//     is decided, sent, and waits for the log_head lock. Each append is
+//     decided as if it were alone: one whose expected version fails gets
+//     its WrongVersionError and the others commit.
 //   - Time is the server's statement_timestamp() of the insert, taken under
 //     the lock: one value per transaction, never decreasing along positions
 //     unless the server's clock steps back. Stored with microseconds, in UTC.
 //   - Subscribe reads committed pages of at most 512 events with the filter
-//     applied in the query, and waits for the NOTIFY every appending
-//     transaction sends on the channel "<schema>.log" (payload: the new
-//     Head); polling every Options.PollInterval is only the fallback for a
-//     lost notification or a broken listening connection, which it reopens.
+//     applied in the query (the head and the page in one statement), and
+//     waits for the NOTIFY every appending transaction sends on the channel
+//     "<schema>.log" (payload: the new Head); polling every
+//     Options.PollInterval is only the fallback for a lost notification or
+//     a broken listening connection, which it reopens. The events the
+//     Store's own appends committed lately (up to 16,384) it takes from
+//     memory instead: exactly the rows committed, with the positions and
+//     commit time the database gave them, published only once the commit
+//     succeeded, in one run of consecutive positions; a subscription reads
+//     the database for anything outside that run.
 //
 // # Why positions are serialised
 //
@@ -63,14 +72,28 @@
 // a prefix of the log. Readers need nothing but the primary key, positions
 // are dense, and a checkpoint is one number. The price is one appending
 // transaction at a time per schema, across all processes; group commit makes
-// each one carry many appends, so the lock is held for about one round trip
-// plus the WAL flush per group, not per append (BENCHMARKS.md has figures).
+// each one carry many appends, so the lock is held for one statement (the
+// checks and the insert) plus the WAL flush per group, not per append, and
+// the next group already waits at the lock (BENCHMARKS.md has figures).
 //
-// An append is two round trips: BEGIN and the lock request, with the reads
-// its decisions need (the streams' last versions, stored events with its ids)
-// queued behind it in one pipeline; then the insert (one statement, arrays of
-// columns), the log_head update, pg_notify and COMMIT in another. Only the
-// second is spent holding the lock, with the tail of the first.
+// An append is one round trip when the Store can assume the heads of the
+// streams it writes: the caller's expected version (Exact, NoStream), the
+// head the group before it will leave, or, for Any and StreamExists, the
+// head its own last commit left. The committer decides the group on those
+// heads and sends, in one pipeline, the lock request, a flush request (its
+// answer tells the committer that the group holds the lock, so the next
+// group may be sent), and one statement that checks every assumed head
+// against the table, inserts the rows at positions counted from
+// log_head.next, advances log_head and notifies, then Sync, which commits.
+// If an assumed head is wrong the statement writes nothing, and if an event
+// id is already stored the insert fails (UNIQUE (id)); either way the group
+// is decided again the careful way, in two round trips: BEGIN and the lock
+// request, with the reads its decisions need (the streams' last versions,
+// stored events with its ids) queued behind it in one pipeline; then the
+// insert, the log_head update, pg_notify and COMMIT in another. The check
+// runs in a statement after the lock request, so its snapshot sees every
+// transaction that held the lock before. The committers' connections plan
+// with seq scans and JIT off (see Plans in store.go).
 //
 // # Schema
 //

@@ -34,6 +34,10 @@ type Store struct {
 	closed  chan struct{} // closed by Close
 	wake    waker         // woken when events may have committed
 	groups  atomic.Int64  // group commit transactions run (for benchmarks)
+	slow    atomic.Int64  // of which decided the careful way (stage)
+	turn    chan struct{} // the committers' token: who decides and sends the next group
+	heads   headCache
+	feed    feed
 
 	ctx        context.Context // the listener's; cancelled by Close
 	cancel     context.CancelFunc
@@ -63,10 +67,14 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 		sql:    newStatements(opts.Schema),
 		kick:   make(chan struct{}, 1),
 		closed: make(chan struct{}),
+		turn:   make(chan struct{}, 1),
 	}
 	s.wake.ch = make(chan struct{})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.wg.Go(s.commitLoop)
+	s.turn <- struct{}{}
+	for range numCommitters {
+		s.wg.Go(s.commitLoop)
+	}
 	return s, nil
 }
 
@@ -140,6 +148,7 @@ type statements struct {
 	readStream   string
 	streamExists string
 	readPage     string
+	fastAppend   string
 }
 
 // Plans. A prepared statement's generic plan is made for the table as it is
@@ -180,20 +189,32 @@ func newStatements(schema string) statements {
 		// statement_timestamp(): one commit time for the whole group, taken
 		// after the log_head lock, so it never goes back along positions
 		// (unless the server's clock does).
-		insert: `INSERT INTO ` + events + ` (` + columns + `)
+		insert: `WITH ins AS (INSERT INTO ` + events + ` (` + columns + `)
 			SELECT e.position, e.stream, e.version, e.id, e.type, e.schema_version, statement_timestamp(),
 				e.owner, e.correlation_id, e.causation_id, e.writer, e.data, e.metadata
 			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
 				$7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[])
-				AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata)`,
+				AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata))
+			SELECT statement_timestamp()`,
+		fastAppend:   fastAppendSQL(events, head),
 		readAll:      `SELECT ` + columns + ` FROM ` + events + ` WHERE position >= $1 ORDER BY position LIMIT $2`,
 		readStream:   `SELECT ` + columns + ` FROM ` + events + ` WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
 		streamExists: `SELECT EXISTS (SELECT 1 FROM ` + events + ` WHERE stream = $1)`,
-		readPage: `SELECT ` + columns + ` FROM ` + events + `
-			WHERE position >= $1 AND position < $2
-			AND (cardinality($3::text[]) = 0 OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(prefix) WHERE starts_with(stream, p.prefix)))
-			AND (cardinality($4::text[]) = 0 OR type = ANY($4::text[]))
-			ORDER BY position LIMIT $5`,
+		// One row per event, each also carrying the head, or, if no event
+		// matches, one row with the head and position -1. The head is a
+		// scalar subquery (evaluated once): log_head is never analyzed, and
+		// joined as a table its row estimate would make the plan look
+		// costly enough for JIT compilation.
+		readPage: `SELECT (SELECT next FROM ` + head + `), coalesce(e.position, -1), coalesce(e.stream, ''), coalesce(e.version, 0),
+				coalesce(e.id, '00000000-0000-0000-0000-000000000000'), coalesce(e.type, ''), coalesce(e.schema_version, 0),
+				coalesce(e.committed_at, 'epoch'), coalesce(e.owner, ''), coalesce(e.correlation_id, ''),
+				coalesce(e.causation_id, ''), coalesce(e.writer, ''), e.data, e.metadata
+			FROM (SELECT) AS one LEFT JOIN LATERAL (
+				SELECT ` + columns + ` FROM ` + events + `
+				WHERE position >= $1 AND position < $2
+				AND (cardinality($3::text[]) = 0 OR EXISTS (SELECT 1 FROM unnest($3::text[]) AS p(prefix) WHERE starts_with(stream, p.prefix)))
+				AND (cardinality($4::text[]) = 0 OR type = ANY($4::text[]))
+				ORDER BY position LIMIT $5) AS e ON true`, // in position order: page checks
 	}
 }
 

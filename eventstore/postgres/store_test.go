@@ -393,3 +393,57 @@ func TestAppendCancelled(t *testing.T) {
 		t.Fatalf("Head = %d, %v; want 0", h, err)
 	}
 }
+
+// TestFastCommitStaleHeads: a Store decides a group on the heads it assumes
+// (the caller's expected version, or what its own commits left), and the
+// append statement checks them under the lock. When another Store on the
+// same schema (another process) moved a stream meanwhile, the assumption is
+// stale: nothing is written and the group is decided again under the lock,
+// so every caller gets what a lone append would have got.
+func TestFastCommitStaleHeads(t *testing.T) {
+	t.Parallel()
+	schema := freshSchema(t)
+	a, b := newStore(t, Options{Schema: schema}), newStore(t, Options{Schema: schema})
+	ctx := ctxT(t)
+	e0, e1 := storetest.NewEvent("test.a0", nil), storetest.NewEvent("test.b1", nil)
+	mustAppendT(t, a, "execution-s", eventstore.NoStream, e0) // a remembers version 0
+	r1 := mustAppendT(t, b, "execution-s", eventstore.Exact(0), e1)
+
+	slow := a.slow.Load()
+	// Any: a assumes version 0 (its own last commit); the log is at 1.
+	res, err := a.Append(ctx, "execution-s", eventstore.Any, storetest.NewEvent("test.a2", nil))
+	if err != nil || res.Version != 2 {
+		t.Fatalf("Any after another store's append: %+v, %v; want version 2", res, err)
+	}
+	if a.slow.Load() == slow {
+		t.Fatal("the stale assumption was not caught: no careful commit")
+	}
+	// A stale caller: Exact(1) fails with the log's version, not a's guess.
+	var wv *eventstore.WrongVersionError
+	if _, err := a.Append(ctx, "execution-s", eventstore.Exact(1), storetest.NewEvent("test.a3", nil)); !errors.As(err, &wv) || wv.Actual != 2 {
+		t.Fatalf("Exact(1) at version 2: %v, want a WrongVersionError at 2", err)
+	}
+	// A re-append of b's event through a: the original result.
+	if res, err := a.Append(ctx, "execution-s", eventstore.Exact(0), e1); err != nil || res != r1 {
+		t.Fatalf("re-append of another store's event: %+v, %v; want %+v", res, err, r1)
+	}
+	// And a's next appends are decided in one round trip again.
+	slow = a.slow.Load()
+	for i := range 5 {
+		if _, err := a.Append(ctx, "execution-s", eventstore.Exact(uint64(2+i)), storetest.NewEvent("test.a", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := a.slow.Load() - slow; n != 0 {
+		t.Fatalf("%d careful commits for appends whose expected versions held", n)
+	}
+	evs, err := b.ReadStream(ctx, "execution-s", 0, 100)
+	if err != nil || len(evs) != 8 {
+		t.Fatalf("stream holds %d events (%v), want 8", len(evs), err)
+	}
+	for i, e := range evs {
+		if e.Version != uint64(i) {
+			t.Fatalf("event %d at version %d", i, e.Version)
+		}
+	}
+}

@@ -1,10 +1,13 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -48,8 +51,10 @@ func (w *waker) wake() {
 // (filtered in the query), hands each to handle with no connection or lock
 // held, and, once caught up, waits for a notification of a commit by any
 // writer of the schema (LISTEN on one connection per Store, opened on the
-// first Subscribe) or for Options.PollInterval, whichever comes first. A
-// failing query ends it with that error.
+// first Subscribe) or for Options.PollInterval, whichever comes first. The
+// events this Store's own appends committed lately it takes from memory
+// (see feed) instead of reading them back. A failing query ends it with
+// that error.
 func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Filter, handle func([]domain.Envelope) error) error {
 	s.mu.Lock()
 	if s.closing {
@@ -60,6 +65,7 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 	s.mu.Unlock()
 	prefixes, types, inSQL := sqlFilter(filter)
 	next := from
+	poll := true // read the database first, and whenever the poll interval passes
 	for {
 		if s.isClosed() {
 			return eventstore.ErrClosed
@@ -67,35 +73,51 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		wake := s.wake.wait() // before reading, so no commit after the read is missed
-		evs, head, err := s.page(ctx, next, prefixes, types)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return fmt.Errorf("postgres: subscribe: %w", err)
-		}
-		// Unless it is full, the page holds every match below the end of its
-		// window and below head: the events below head were all visible to
-		// the query.
-		scanned := min(windowEnd(next), head)
-		if len(evs) > 0 {
-			next = evs[len(evs)-1].Position + 1
-		}
-		if len(evs) < pageSize {
-			next = max(next, scanned)
-		}
-		if !inSQL {
-			evs = matching(evs, filter)
-		}
-		if len(evs) > 0 {
-			if err := handle(evs); err != nil {
-				return err
+		wake := s.wake.wait() // before looking, so no commit after the look is missed
+		evs, upto, what := s.feed.read(next, filter, pageSize)
+		switch {
+		case what == feedServe:
+			next = upto
+			if len(evs) > 0 {
+				if err := handle(copyEvents(evs)); err != nil { // bytes of its own, as read from the database
+					return err
+				}
 			}
 			continue
-		}
-		if next < head {
-			continue // a window with no match; more is stored
+		case what == feedRead || poll:
+			poll = false
+			var head uint64
+			var err error
+			evs, head, err = s.page(ctx, next, prefixes, types)
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				return fmt.Errorf("postgres: subscribe: %w", err)
+			}
+			s.feed.heard(head)
+			// Unless it is full, the page holds every match below the end
+			// of its window and below head: the events below head were all
+			// visible to the query.
+			scanned := min(windowEnd(next), head)
+			if len(evs) > 0 {
+				next = evs[len(evs)-1].Position + 1
+			}
+			if len(evs) < pageSize {
+				next = max(next, scanned)
+			}
+			if !inSQL {
+				evs = matching(evs, filter)
+			}
+			if len(evs) > 0 {
+				if err := handle(evs); err != nil {
+					return err
+				}
+				continue
+			}
+			if next < head {
+				continue // a window with no match; more is stored
+			}
 		}
 		timer := time.NewTimer(s.opts.PollInterval)
 		select {
@@ -107,6 +129,7 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			return eventstore.ErrClosed
 		case <-wake:
 		case <-timer.C:
+			poll = true
 		}
 		timer.Stop()
 	}
@@ -120,21 +143,43 @@ func windowEnd(from uint64) uint64 {
 	return from + scanWindow
 }
 
-// page reads the log's head, then up to pageSize events at positions from
-// from to windowEnd(from) that pass the filter. The events query runs second,
-// so it sees every event below head.
+// page reads, in one statement (one snapshot), the log's head and up to
+// pageSize events at positions from from to windowEnd(from) that pass the
+// filter: every event below head is visible to it.
 func (s *Store) page(ctx context.Context, from uint64, prefixes, types []string) ([]domain.Envelope, uint64, error) {
-	head, err := s.head(ctx)
-	if err != nil {
-		return nil, 0, err
-	}
 	rows, err := s.pool.Query(ctx, s.sql.readPage, describe, clamp(from), int64(windowEnd(from)), prefixes, types, pageSize)
 	if err != nil {
 		return nil, 0, err
 	}
-	evs, err := collectEvents(rows)
-	return evs, head, err
+	defer rows.Close()
+	evs := []domain.Envelope{}
+	var head int64
+	for rows.Next() {
+		var e domain.Envelope
+		var pos, version int64
+		err := rows.Scan(&head, &pos, &e.Stream, &version, (*[16]byte)(&e.ID), &e.Type, &e.SchemaVersion, &e.Time,
+			(*string)(&e.Owner), &e.CorrelationID, &e.CausationID, &e.Writer, (*[]byte)(&e.Data), (*[]byte)(&e.Metadata))
+		if err != nil {
+			return nil, 0, err
+		}
+		if pos < 0 { // the row that only carries the head: no event matched
+			continue
+		}
+		e.Position, e.Version, e.Time = uint64(pos), uint64(version), e.Time.UTC()
+		evs = append(evs, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, err
+	}
+	// The join hands the lateral page on in its order; should a plan ever
+	// not, order it here rather than in the query (a sort of wide rows).
+	if !slices.IsSortedFunc(evs, byPosition) {
+		slices.SortFunc(evs, byPosition)
+	}
+	return evs, uint64(head), nil
 }
+
+func byPosition(a, b domain.Envelope) int { return cmp.Compare(a.Position, b.Position) }
 
 // sqlFilter returns the filter's prefixes and types as query parameters, and
 // whether the query can apply them: a value PostgreSQL text cannot hold
@@ -199,11 +244,21 @@ func (s *Store) listenOnceConnected(cfg *pgx.ConnConfig) error {
 	}
 	s.wake.wake()
 	for {
-		if _, err := conn.WaitForNotification(s.ctx); err != nil {
+		n, err := conn.WaitForNotification(s.ctx)
+		if err != nil {
 			if errors.Is(err, context.Canceled) {
 				return nil
 			}
 			return err
+		}
+		// The payload is the new head. A commit of this Store's own that
+		// the feed already holds needs no wake-up.
+		head, err := strconv.ParseUint(n.Payload, 10, 64)
+		if err == nil {
+			s.feed.heard(head)
+			if s.feed.covers(head) {
+				continue
+			}
 		}
 		s.wake.wake()
 	}

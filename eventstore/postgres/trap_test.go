@@ -8,6 +8,7 @@ package postgres
 // show that the checks would catch it with positions from a sequence.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -182,7 +183,7 @@ func (x *rawTx) stage(ctx context.Context, s *Store, appends ...eventstore.Strea
 	if err != nil {
 		return plan{}, err
 	}
-	p, err := s.stage(ctx, x.conn.Conn(), []*request{r}, false)
+	p, err := s.stage(ctx, x.conn.Conn(), []*request{r}, false, nil)
 	if err == nil {
 		err = p.outcomes[0].err
 	}
@@ -377,6 +378,10 @@ func TestTrapManyWriters(t *testing.T) {
 	pool := testPool(t)
 	w := startWatcher(ctx, sub)
 	defer w.cancel()
+	// A second subscription on a Store that writes too: it takes that
+	// Store's own commits from memory and the rest from the database.
+	w2 := startWatcher(ctx, stores[0])
+	defer w2.cancel()
 
 	type result struct {
 		ids []uuid.UUID
@@ -427,11 +432,13 @@ func TestTrapManyWriters(t *testing.T) {
 				}
 				name := fmt.Sprintf("w%d-%d", wr, k)
 				w.hold(name, p.rows[0].Position)
+				w2.hold(name, p.rows[0].Position)
 				if rng.IntN(5) == 0 {
 					time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
 				}
 				commit := rng.IntN(100) != 0
 				w.release(name)
+				w2.release(name)
 				if err := x.end(ctx, commit); err != nil {
 					errs[wr] = err
 					return
@@ -457,9 +464,14 @@ func TestTrapManyWriters(t *testing.T) {
 		n += len(c.ids)
 	}
 	w.waitFor(t, n)
+	w2.waitFor(t, n)
 	got := w.stop(t)
 	if len(got) != n {
 		t.Fatalf("delivered %d events, %d were committed", len(got), n)
+	}
+	got2 := w2.stop(t)
+	if len(got2) != n {
+		t.Fatalf("the writing store's subscription delivered %d events, %d were committed", len(got2), n)
 	}
 	if len(rolledBack) == 0 {
 		t.Fatal("no transaction rolled back; the test did not test that")
@@ -498,6 +510,25 @@ func TestTrapManyWriters(t *testing.T) {
 		if all[i].ID != got[i].ID {
 			t.Fatalf("position %d: the log holds %s, the subscription delivered %s", i, all[i].ID, got[i].ID)
 		}
+		if err := sameEnvelope(&all[i], &got2[i]); err != nil {
+			t.Fatalf("position %d: the writing store's subscription: %v", i, err)
+		}
 	}
 	t.Logf("%d events committed by %d writers, %d rolled back", n, writers, len(rolledBack))
+}
+
+// sameEnvelope reports how got differs from want, in any field.
+func sameEnvelope(want, got *domain.Envelope) error {
+	switch {
+	case got.ID != want.ID || got.Position != want.Position || got.Stream != want.Stream || got.Version != want.Version:
+		return fmt.Errorf("delivered %s at %d (%s@%d), stored %s at %d (%s@%d)", got.ID, got.Position, got.Stream, got.Version, want.ID, want.Position, want.Stream, want.Version)
+	case !got.Time.Equal(want.Time) || got.Time.Location() != want.Time.Location():
+		return fmt.Errorf("event %s: time %v, stored %v", want.ID, got.Time, want.Time)
+	case got.Type != want.Type || got.SchemaVersion != want.SchemaVersion || got.Owner != want.Owner ||
+		got.CorrelationID != want.CorrelationID || got.CausationID != want.CausationID || got.Writer != want.Writer:
+		return fmt.Errorf("event %s: delivered %+v, stored %+v", want.ID, got, want)
+	case !bytes.Equal(got.Data, want.Data) || !bytes.Equal(got.Metadata, want.Metadata):
+		return fmt.Errorf("event %s: data %q / %q, stored %q / %q", want.ID, got.Data, got.Metadata, want.Data, want.Metadata)
+	}
+	return nil
 }
