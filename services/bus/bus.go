@@ -167,10 +167,15 @@ func EncodeEvent(env *domain.Envelope) (*message.Message, error) {
 	return m, nil
 }
 
-// DecodeEvent reads back a message made by EncodeEvent.
+// DecodeEvent reads back a message made by EncodeEvent or EncodeEventCompact.
 func DecodeEvent(m *message.Message) (domain.Envelope, error) {
 	var env domain.Envelope
-	if err := json.Unmarshal(m.Payload, &env); err != nil {
+	if len(m.Payload) > 0 && m.Payload[0] == compactTag {
+		var err error
+		if env, err = decodeCompact(m.Payload); err != nil {
+			return domain.Envelope{}, fmt.Errorf("bus: message %s is not an event: %w", m.UUID, err)
+		}
+	} else if err := json.Unmarshal(m.Payload, &env); err != nil {
 		return env, fmt.Errorf("bus: message %s is not an event: %w", m.UUID, err)
 	}
 	if env.Type == "" || env.Stream == "" {
@@ -282,10 +287,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 }
 
 func (f *Forwarder) publish(env *domain.Envelope) error {
-	msg, err := EncodeEvent(env)
-	if err != nil {
-		return err
-	}
+	msg := EncodeEventCompact(env)
 	topic := TopicCancel
 	if env.Type == domain.TypeExecutionScheduled {
 		ev, err := domain.Catalogue.Decode(env)
