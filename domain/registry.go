@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -28,6 +31,10 @@ type EventSpec struct {
 	Owners        []Owner // who may write it
 	Stream        string  // stream category it lives in: "execution", "queue", "action" or "worker"
 	payloadType   reflect.Type
+	// plain: every field is an exported string, bool or integer that JSON
+	// carries as it is, so decoding what Encode wrote gives back the very
+	// value it was given (its strings being valid UTF-8).
+	plain bool
 }
 
 // Registry maps stable event names to payload types, schema versions, owners
@@ -35,6 +42,7 @@ type EventSpec struct {
 type Registry struct {
 	specs     map[string]*EventSpec
 	upcasters map[upcastKey]Upcaster
+	memo      memo
 }
 
 type upcastKey struct {
@@ -75,9 +83,10 @@ func (r *Registry) Register(example Event, schemaVersion int, stream string, own
 	if rt.Kind() != reflect.Struct {
 		return fmt.Errorf("register %q: payload %T must be a struct value", typ, example)
 	}
+	r.memo.forget()
 	r.specs[typ] = &EventSpec{
 		Type: typ, SchemaVersion: schemaVersion, Owners: owners, Stream: stream,
-		payloadType: rt,
+		payloadType: rt, plain: plainStruct(rt),
 	}
 	return nil
 }
@@ -96,6 +105,7 @@ func (r *Registry) RegisterUpcaster(typ string, from int, up Upcaster) error {
 	if _, dup := r.upcasters[k]; dup {
 		return fmt.Errorf("upcaster for %q from version %d: already registered", typ, from)
 	}
+	r.memo.forget()
 	r.upcasters[k] = up
 	return nil
 }
@@ -130,7 +140,56 @@ func (r *Registry) Encode(id uuid.UUID, ev Event, owner Owner, writer string) (E
 	if err != nil {
 		return Envelope{}, fmt.Errorf("encode %q: %w", spec.Type, err)
 	}
-	return Envelope{ID: id, Type: spec.Type, SchemaVersion: spec.SchemaVersion, Owner: owner, Writer: writer, Data: data}, nil
+	env := Envelope{ID: id, Type: spec.Type, SchemaVersion: spec.SchemaVersion, Owner: owner, Writer: writer, Data: data}
+	if spec.plain && validStrings(reflect.ValueOf(ev)) {
+		r.memo.put(&env, ev) // what Decode would give: nothing to decode (see EventSpec.plain)
+	}
+	return env, nil
+}
+
+// plainStruct reports whether every field of struct type t is exported,
+// named in JSON (not "-"), not embedded, and a string, bool or integer.
+func plainStruct(t reflect.Type) bool {
+	names := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		if !f.IsExported() || f.Anonymous || f.Tag.Get("json") == "-" || names[strings.ToLower(name)] {
+			return false // a duplicate name (JSON drops both, and matches keys without case)
+		}
+		names[strings.ToLower(name)] = true
+		switch f.Type.Kind() {
+		case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validStrings reports whether every string field of the struct v is valid
+// UTF-8 (JSON would replace the bytes that are not).
+func validStrings(v reflect.Value) bool {
+	for i := 0; i < v.NumField(); i++ {
+		if f := v.Field(i); f.Kind() == reflect.String && !utf8.ValidString(f.String()) {
+			return false
+		}
+	}
+	return true
+}
+
+// Remember decodes env as Decode does and keeps the result for the readers
+// of this process (see Decode): a writer calls it for the events it is
+// about to append, so that its own goroutine pays for the decoding, not
+// the folds that read the log one event after another. It returns Decode's
+// error.
+func (r *Registry) Remember(env *Envelope) error {
+	_, err := r.Decode(env)
+	return err
 }
 
 // Upcast returns env's data at the registered schema version, applying the
@@ -161,7 +220,17 @@ func (r *Registry) Upcast(env *Envelope) (json.RawMessage, error) {
 // Decode returns env's payload as its registered Go type, upcast to the
 // current schema version. Unknown fields in stored data are refused, so an
 // event that does not match its schema is reported, not half-read.
+//
+// Decode remembers what it decoded recently, by event id: an event that
+// several folds of one process read (the executor's, the read model's, the
+// forwarder's, a worker's), or that Encode prepared, is decoded once. A
+// remembered event is returned only for the same type, schema version and
+// data, byte for byte, so the result is the same as decoding again. The
+// returned event is shared: callers must not modify what its fields refer to.
 func (r *Registry) Decode(env *Envelope) (Event, error) {
+	if ev, ok := r.memo.get(env); ok {
+		return ev, nil
+	}
 	data, err := r.Upcast(env)
 	if err != nil {
 		return nil, err
@@ -170,7 +239,64 @@ func (r *Registry) Decode(env *Envelope) (Event, error) {
 	if err := strictUnmarshal(data, p.Interface()); err != nil {
 		return nil, fmt.Errorf("decode %q at %s@%d: %w: %w", env.Type, env.Stream, env.Version, ErrDecode, err)
 	}
-	return p.Elem().Interface().(Event), nil
+	ev := p.Elem().Interface().(Event)
+	r.memo.put(env, ev)
+	return ev, nil
+}
+
+// memoSize is how many decoded events a Registry remembers at least (and
+// at most twice as many): enough for the folds of one process to read an
+// event within a few hundred thousand events of each other.
+const memoSize = 1 << 14
+
+// memo remembers recently decoded events by id, in two generations: when
+// the newer one is full, it becomes the older and the older is dropped.
+type memo struct {
+	mu       sync.Mutex
+	cur, old map[uuid.UUID]*memoEntry
+}
+
+type memoEntry struct {
+	typ    string
+	schema int
+	data   []byte
+	ev     Event
+}
+
+func (m *memo) get(env *Envelope) (Event, bool) {
+	if env.ID == (uuid.UUID{}) {
+		return nil, false
+	}
+	m.mu.Lock()
+	e, ok := m.cur[env.ID]
+	if !ok {
+		e, ok = m.old[env.ID]
+	}
+	m.mu.Unlock()
+	if !ok || e.typ != env.Type || e.schema != env.SchemaVersion || !bytes.Equal(e.data, env.Data) {
+		return nil, false
+	}
+	return e.ev, true
+}
+
+func (m *memo) put(env *Envelope, ev Event) {
+	if env.ID == (uuid.UUID{}) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.cur) >= memoSize || m.cur == nil {
+		m.old, m.cur = m.cur, make(map[uuid.UUID]*memoEntry, memoSize)
+	}
+	// A copy: the caller may reuse its buffer.
+	m.cur[env.ID] = &memoEntry{typ: env.Type, schema: env.SchemaVersion, data: bytes.Clone(env.Data), ev: ev}
+}
+
+// forget drops everything remembered (the registry changed).
+func (m *memo) forget() {
+	m.mu.Lock()
+	m.cur, m.old = nil, nil
+	m.mu.Unlock()
 }
 
 func strictUnmarshal(data []byte, v any) error {

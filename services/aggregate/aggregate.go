@@ -140,6 +140,7 @@ func UpdateExecution(ctx context.Context, store eventstore.Store, id string, own
 		if err != nil {
 			return x, err
 		}
+		_ = domain.Catalogue.Remember(&env) // for this process's folds (it encodes, so it decodes)
 		res, err := store.Append(ctx, stream, Expected(x.Version()), env)
 		if err == nil {
 			x.Apply(ev, res.Version, time.Time{}) // the commit time is not read back: callers use the state for versions only
@@ -183,6 +184,7 @@ func UpdateWorker(ctx context.Context, store eventstore.Store, id string, owner 
 		if err != nil {
 			return w, err
 		}
+		_ = domain.Catalogue.Remember(&env)
 		res, err := store.Append(ctx, stream, Expected(w.Version()), env)
 		if err == nil {
 			w.Apply(ev, res.Version, time.Time{})

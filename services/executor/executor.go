@@ -618,6 +618,11 @@ var errNotTried = errors.New("not attempted: an earlier append of the op failed"
 // write appends o: atomically when the store can, else one stream at a
 // time as o.seq says.
 func (e *Executor) write(ctx context.Context, o *op) written {
+	for i := range o.appends { // decoded here, off the loop, for the folds of this process
+		for j := range o.appends[i].Events {
+			_ = domain.Catalogue.Remember(&o.appends[i].Events[j])
+		}
+	}
 	w := written{errs: make([]error, len(o.appends))}
 	all := func(err error) written {
 		for i := range w.errs {
