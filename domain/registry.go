@@ -2,10 +2,12 @@ package domain
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,10 +33,9 @@ type EventSpec struct {
 	Owners        []Owner // who may write it
 	Stream        string  // stream category it lives in: "execution", "queue", "action" or "worker"
 	payloadType   reflect.Type
-	// plain: every field is an exported string, bool or integer that JSON
-	// carries as it is, so decoding what Encode wrote gives back the very
-	// value it was given (its strings being valid UTF-8).
-	plain bool
+	// plan, if not nil, says how to tell that decoding what Encode wrote
+	// for a value gives back that very value (see plan.exact).
+	plan plan
 }
 
 // Registry maps stable event names to payload types, schema versions, owners
@@ -86,7 +87,7 @@ func (r *Registry) Register(example Event, schemaVersion int, stream string, own
 	r.memo.forget()
 	r.specs[typ] = &EventSpec{
 		Type: typ, SchemaVersion: schemaVersion, Owners: owners, Stream: stream,
-		payloadType: rt, plain: plainStruct(rt),
+		payloadType: rt, plan: planOf(rt),
 	}
 	return nil
 }
@@ -141,45 +142,142 @@ func (r *Registry) Encode(id uuid.UUID, ev Event, owner Owner, writer string) (E
 		return Envelope{}, fmt.Errorf("encode %q: %w", spec.Type, err)
 	}
 	env := Envelope{ID: id, Type: spec.Type, SchemaVersion: spec.SchemaVersion, Owner: owner, Writer: writer, Data: data}
-	if spec.plain && validStrings(reflect.ValueOf(ev)) {
-		r.memo.put(&env, ev) // what Decode would give: nothing to decode (see EventSpec.plain)
+	if spec.plan != nil && spec.plan.exact(reflect.ValueOf(ev)) {
+		r.memo.put(&env, ev) // what Decode would give: nothing to decode
 	}
 	return env, nil
 }
 
-// plainStruct reports whether every field of struct type t is exported,
-// named in JSON (not "-"), not embedded, and a string, bool or integer.
-func plainStruct(t reflect.Type) bool {
+// A plan lists the fields of an event type whose JSON round trip can be
+// exact: nil when some field's cannot (see plan.exact).
+type plan []planField
+
+type planField struct {
+	index     int
+	kind      fieldKind
+	omitEmpty bool
+}
+
+type fieldKind uint8
+
+const (
+	fieldScalar   fieldKind = iota // a bool or an integer
+	fieldString                    // exact when valid UTF-8
+	fieldRaw                       // json.RawMessage: exact when canonical (see canonicalJSON)
+	fieldRawSlice                  // []json.RawMessage: exact when each element is
+)
+
+var (
+	rawType      = reflect.TypeFor[json.RawMessage]()
+	rawSliceType = reflect.TypeFor[[]json.RawMessage]()
+)
+
+// planOf returns the plan of struct type t, or nil when a field is of
+// another kind, unexported, embedded, left out of JSON ("-"), or shares its
+// JSON name with another (JSON drops both, and matches names without case).
+func planOf(t reflect.Type) plan {
+	if customJSON(t) {
+		return nil
+	}
 	names := map[string]bool{}
+	p := plan{}
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
 		if name == "" {
 			name = f.Name
 		}
-		if !f.IsExported() || f.Anonymous || f.Tag.Get("json") == "-" || names[strings.ToLower(name)] {
-			return false // a duplicate name (JSON drops both, and matches keys without case)
+		if !f.IsExported() || f.Anonymous || tag == "-" || names[strings.ToLower(name)] ||
+			slices.Contains(strings.Split(opts, ","), "string") || (f.Type != rawType && customJSON(f.Type)) {
+			return nil
 		}
 		names[strings.ToLower(name)] = true
-		switch f.Type.Kind() {
-		case reflect.String, reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		pf := planField{index: i, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty")}
+		switch {
+		case f.Type == rawType:
+			pf.kind = fieldRaw
+		case f.Type == rawSliceType:
+			pf.kind = fieldRawSlice
+		case f.Type.Kind() == reflect.String:
+			pf.kind = fieldString
+		case f.Type.Kind() == reflect.Bool, f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Uint64:
+			pf.kind = fieldScalar
 		default:
-			return false
+			return nil
+		}
+		p = append(p, pf)
+	}
+	return p
+}
+
+// exact reports whether decoding the JSON that Encode writes for the struct
+// v gives back v itself: strings that are valid UTF-8 (JSON would replace
+// other bytes), raw JSON already in the form Encode writes it (compact,
+// HTML characters escaped), and no empty raw JSON or list of it that JSON
+// would leave out or write as null.
+func (p plan) exact(v reflect.Value) bool {
+	for _, f := range p {
+		fv := v.Field(f.index)
+		switch f.kind {
+		case fieldString:
+			if !utf8.ValidString(fv.String()) {
+				return false
+			}
+		case fieldRaw:
+			if !exactRaw(fv.Bytes(), fv.IsNil(), f.omitEmpty) {
+				return false
+			}
+		case fieldRawSlice:
+			if fv.Len() == 0 {
+				if !fv.IsNil() || !f.omitEmpty {
+					return false
+				}
+				continue
+			}
+			for i := 0; i < fv.Len(); i++ {
+				if e := fv.Index(i); e.Len() == 0 || !canonicalJSON(e.Bytes()) {
+					return false
+				}
+			}
 		}
 	}
 	return true
 }
 
-// validStrings reports whether every string field of the struct v is valid
-// UTF-8 (JSON would replace the bytes that are not).
-func validStrings(v reflect.Value) bool {
-	for i := 0; i < v.NumField(); i++ {
-		if f := v.Field(i); f.Kind() == reflect.String && !utf8.ValidString(f.String()) {
-			return false
+// customJSON reports whether t (or *t) has JSON or text methods of its own.
+func customJSON(t reflect.Type) bool {
+	for _, i := range []reflect.Type{
+		reflect.TypeFor[json.Marshaler](), reflect.TypeFor[json.Unmarshaler](),
+		reflect.TypeFor[encoding.TextMarshaler](), reflect.TypeFor[encoding.TextUnmarshaler](),
+	} {
+		if t.Implements(i) || reflect.PointerTo(t).Implements(i) {
+			return true
 		}
 	}
-	return true
+	return false
+}
+
+func exactRaw(b []byte, isNil, omitEmpty bool) bool {
+	if len(b) == 0 {
+		return isNil && omitEmpty
+	}
+	return canonicalJSON(b)
+}
+
+var compactBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// canonicalJSON reports whether b is valid JSON exactly as json.Marshal
+// writes a json.RawMessage: compact, with no '<', '>', '&', U+2028 or
+// U+2029 (which it escapes).
+func canonicalJSON(b []byte) bool {
+	if bytes.ContainsAny(b, "<>&\u2028\u2029") {
+		return false
+	}
+	buf := compactBufs.Get().(*bytes.Buffer)
+	defer compactBufs.Put(buf)
+	buf.Reset()
+	return json.Compact(buf, b) == nil && bytes.Equal(buf.Bytes(), b)
 }
 
 // Remember decodes env as Decode does and keeps the result for the readers

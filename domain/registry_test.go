@@ -637,14 +637,21 @@ func TestEncodeRemembersExactly(t *testing.T) {
 	t.Parallel()
 	strs := []string{"", "plain", `<a href="x">&amp;</a>`, "line\u2028sep\u2029", "\x00\x1f\"\\", "caf\xe9", "\xff\xfe", "日本語"}
 	ints := []int64{0, 1, -1, 1<<53 + 1, -1 << 63, 1<<63 - 1}
+	raws := []json.RawMessage{nil, {}, json.RawMessage(`null`), json.RawMessage(`{"a":1,"b":[true,null]}`),
+		json.RawMessage(`{ "a" : 1 }`), json.RawMessage(`"<b>&"`), json.RawMessage("\"\u2028\""), json.RawMessage(`1e3`), json.RawMessage(`"\u00e9"`)}
+	lists := [][]json.RawMessage{nil, {}, {json.RawMessage(`1`), json.RawMessage(`{"x":"y"}`)}, {nil}, {json.RawMessage(` 2`)}, {json.RawMessage(`"&"`)}}
 	for i, typ := range domain.Catalogue.Types() {
-		for round := 0; round < len(strs); round++ {
+		for round := 0; round < 3*len(raws); round++ {
 			ev := fillEvent(t, typ, func(k reflect.Kind, field int) any {
 				switch k {
 				case reflect.String:
 					return strs[(round+field)%len(strs)]
 				case reflect.Bool:
 					return (round+field)%2 == 0
+				case reflect.Slice:
+					return raws[(round+field)%len(raws)]
+				case reflect.Array:
+					return lists[(round+field)%len(lists)]
 				default:
 					return ints[(round+field+i)%len(ints)]
 				}
@@ -664,8 +671,9 @@ func TestEncodeRemembersExactly(t *testing.T) {
 	}
 }
 
-// fillEvent returns a value of event type typ whose string, bool and
-// integer fields (not those of nested values) come from pick.
+// fillEvent returns a value of event type typ whose string, bool, integer,
+// raw JSON (reflect.Slice) and list of raw JSON (reflect.Array) fields (not
+// those of nested values) come from pick.
 func fillEvent(t *testing.T, typ string, pick func(k reflect.Kind, field int) any) domain.Event {
 	t.Helper()
 	env := domain.Envelope{Type: typ, SchemaVersion: mustSpec(t, typ).SchemaVersion, Data: []byte(`{}`)}
@@ -696,6 +704,13 @@ func fillEvent(t *testing.T, typ string, pick func(k reflect.Kind, field int) an
 				n = 7
 			}
 			fv.SetUint(uint64(n))
+		case reflect.Slice:
+			switch fv.Type() {
+			case reflect.TypeFor[json.RawMessage]():
+				fv.Set(reflect.ValueOf(pick(reflect.Slice, f)))
+			case reflect.TypeFor[[]json.RawMessage]():
+				fv.Set(reflect.ValueOf(pick(reflect.Array, f)))
+			}
 		}
 	}
 	return v.Interface().(domain.Event)
