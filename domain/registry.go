@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -137,12 +138,19 @@ func (r *Registry) Encode(id uuid.UUID, ev Event, owner Owner, writer string) (E
 	if !ok {
 		return Envelope{}, fmt.Errorf("encode %q: %w", ev.EventType(), ErrUnknownEventType)
 	}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return Envelope{}, fmt.Errorf("encode %q: %w", spec.Type, err)
+	var data []byte
+	exact := false
+	if spec.plan != nil {
+		data, exact = spec.plan.appendJSON(make([]byte, 0, 256), reflect.ValueOf(ev))
+	}
+	if !exact {
+		var err error
+		if data, err = json.Marshal(ev); err != nil {
+			return Envelope{}, fmt.Errorf("encode %q: %w", spec.Type, err)
+		}
 	}
 	env := Envelope{ID: id, Type: spec.Type, SchemaVersion: spec.SchemaVersion, Owner: owner, Writer: writer, Data: data}
-	if spec.plan != nil && spec.plan.exact(reflect.ValueOf(ev)) {
+	if exact {
 		r.memo.put(&env, ev) // what Decode would give: nothing to decode
 	}
 	return env, nil
@@ -156,6 +164,7 @@ type planField struct {
 	index     int
 	kind      fieldKind
 	omitEmpty bool
+	key       []byte // `"name":`
 }
 
 type fieldKind uint8
@@ -193,7 +202,11 @@ func planOf(t reflect.Type) plan {
 			return nil
 		}
 		names[strings.ToLower(name)] = true
-		pf := planField{index: i, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty")}
+		key, err := json.Marshal(name)
+		if err != nil {
+			return nil
+		}
+		pf := planField{index: i, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty"), key: append(key, ':')}
 		switch {
 		case f.Type == rawType:
 			pf.kind = fieldRaw
@@ -256,6 +269,125 @@ func customJSON(t reflect.Type) bool {
 		}
 	}
 	return false
+}
+
+// appendJSON appends to dst the JSON that json.Marshal writes for the
+// struct v, byte for byte, and reports true, when p.exact(v); otherwise it
+// reports false (and what it appended is to be dropped). It writes without
+// reflection on the encoder's side, so it costs a fraction of json.Marshal.
+func (p plan) appendJSON(dst []byte, v reflect.Value) ([]byte, bool) {
+	dst = append(dst, '{')
+	first := true
+	for _, f := range p {
+		fv := v.Field(f.index)
+		if f.omitEmpty && fv.IsZero() && f.kind != fieldRaw && f.kind != fieldRawSlice {
+			continue
+		}
+		start := len(dst)
+		if !first {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, f.key...)
+		switch f.kind {
+		case fieldString:
+			var ok bool
+			if dst, ok = appendJSONString(dst, fv.String()); !ok {
+				return dst, false
+			}
+		case fieldScalar:
+			switch k := fv.Kind(); {
+			case k == reflect.Bool:
+				dst = strconv.AppendBool(dst, fv.Bool())
+			case k >= reflect.Int && k <= reflect.Int64:
+				dst = strconv.AppendInt(dst, fv.Int(), 10)
+			default:
+				dst = strconv.AppendUint(dst, fv.Uint(), 10)
+			}
+		case fieldRaw:
+			b := fv.Bytes()
+			if !exactRaw(b, fv.IsNil(), f.omitEmpty) {
+				return dst, false
+			}
+			if len(b) == 0 {
+				dst = dst[:start] // left out (omitempty)
+				continue
+			}
+			dst = append(dst, b...)
+		case fieldRawSlice:
+			if fv.Len() == 0 {
+				if !fv.IsNil() || !f.omitEmpty {
+					return dst, false
+				}
+				dst = dst[:start]
+				continue
+			}
+			dst = append(dst, '[')
+			for i := 0; i < fv.Len(); i++ {
+				e := fv.Index(i).Bytes()
+				if len(e) == 0 || !canonicalJSON(e) {
+					return dst, false
+				}
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, e...)
+			}
+			dst = append(dst, ']')
+		}
+		first = false
+	}
+	return append(dst, '}'), true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as encoding/json writes a string (HTML
+// characters, control characters, U+2028 and U+2029 escaped); false if s is
+// not valid UTF-8 (which encoding/json would change).
+func appendJSONString(dst []byte, s string) ([]byte, bool) {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			return dst, false
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			start = i + size
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"'), true
 }
 
 func exactRaw(b []byte, isNil, omitEmpty bool) bool {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,7 +24,11 @@ var namespace = uuid.MustParse("6a0b5a8e-2f4e-4b7e-9a53-3c1f3f1f7a11")
 // write to stream at version, of type typ. Two writers racing for the same
 // version get different ids, so the loser sees a wrong-version error.
 func EventID(writer, stream string, version int64, typ string) uuid.UUID {
-	return uuid.NewSHA1(namespace, fmt.Appendf(nil, "%s/%s/%d/%s", writer, stream, version, typ))
+	// The bytes of fmt's "%s/%s/%d/%s", without fmt: ids must never change.
+	b := make([]byte, 0, len(writer)+len(stream)+len(typ)+24)
+	b = append(append(append(b, writer...), '/'), stream...)
+	b = strconv.AppendInt(append(b, '/'), version, 10)
+	return uuid.NewSHA1(namespace, append(append(b, '/'), typ...))
 }
 
 // LostRace reports whether an append error means another writer got to the

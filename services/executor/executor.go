@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -893,7 +894,10 @@ func (e *Executor) stageAfter(fence uuid.UUID, stream string, version int64, eve
 // followID is the id of the i-th event of type typ that an op writes to
 // stream after its fence event fence.
 func followID(fence uuid.UUID, stream string, i int, typ string) uuid.UUID {
-	return uuid.NewSHA1(fence, fmt.Appendf(nil, "%s/%d/%s", stream, i, typ))
+	// The bytes of fmt's "%s/%d/%s", without fmt: ids must never change.
+	b := make([]byte, 0, len(stream)+len(typ)+24)
+	b = strconv.AppendInt(append(append(b, stream...), '/'), int64(i), 10)
+	return uuid.NewSHA1(fence, append(append(b, '/'), typ...))
 }
 
 func (e *Executor) stageIDs(stream string, version int64, id func(i int, typ string) uuid.UUID, events ...domain.Event) eventstore.StreamAppend {
