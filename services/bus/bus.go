@@ -81,6 +81,28 @@ func (q quietStop) Error(msg string, err error, fields watermill.LogFields) {
 	q.LoggerAdapter.Error(msg, err, fields)
 }
 
+// Trace, Debug and Info return at once when their level (as NewLogger maps
+// it) is off: watermill logs every message it passes on at trace level, and
+// building those records only to drop them costs more than a handoff's
+// encoding.
+func (q quietStop) Trace(msg string, fields watermill.LogFields) {
+	if q.slog.Enabled(context.Background(), watermill.LevelTrace) {
+		q.LoggerAdapter.Trace(msg, fields)
+	}
+}
+
+func (q quietStop) Debug(msg string, fields watermill.LogFields) {
+	if q.slog.Enabled(context.Background(), watermill.LevelTrace) {
+		q.LoggerAdapter.Debug(msg, fields)
+	}
+}
+
+func (q quietStop) Info(msg string, fields watermill.LogFields) {
+	if q.slog.Enabled(context.Background(), slog.LevelDebug) {
+		q.LoggerAdapter.Info(msg, fields)
+	}
+}
+
 func (q quietStop) With(fields watermill.LogFields) watermill.LoggerAdapter {
 	args := make([]any, 0, 2*len(fields))
 	for k, v := range fields {
