@@ -52,6 +52,9 @@ func (f *storeFailure) Unwrap() error { return f.err }
 // event ids are derived from the writer, stream, version and type, so the
 // store treats a write that did land as an idempotent re-append.
 func Unavailable(err error) bool {
+	if err == nil {
+		return false // the common case, without errors.As's allocation
+	}
 	var f *storeFailure
 	if !errors.As(err, &f) || LostRace(err) {
 		return false

@@ -662,8 +662,8 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 	timeout := time.Duration(r.sched.TimeoutMillis) * time.Millisecond
 	var failure *runner.Failure
 	var partial json.RawMessage
-	if intr := (*runner.Interrupted)(nil); errors.As(runErr, &intr) {
-		partial = intr.Result
+	if runErr != nil {
+		partial = interrupted(runErr)
 	}
 	var drained drainError
 	x, err := aggregate.UpdateExecution(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.under(func(x *domain.Execution) (domain.Event, error) {
@@ -698,6 +698,15 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		w.refused("result refused: the execution is no longer ours", id, r.key.attempt, r.inc, err)
 	}
 	r.x = x
+	return nil
+}
+
+// interrupted returns the partial result a runner reported with err, if any.
+func interrupted(err error) json.RawMessage {
+	var intr *runner.Interrupted
+	if errors.As(err, &intr) {
+		return intr.Result
+	}
 	return nil
 }
 
