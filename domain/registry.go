@@ -34,8 +34,8 @@ type EventSpec struct {
 	Owners        []Owner // who may write it
 	Stream        string  // stream category it lives in: "execution", "queue", "action" or "worker"
 	payloadType   reflect.Type
-	// plan, if not nil, says how to tell that decoding what Encode wrote
-	// for a value gives back that very value (see plan.exact).
+	// plan, if not nil, writes the JSON of a value and tells whether
+	// decoding it gives back that very value (see plan.appendJSON).
 	plan plan
 }
 
@@ -157,7 +157,7 @@ func (r *Registry) Encode(id uuid.UUID, ev Event, owner Owner, writer string) (E
 }
 
 // A plan lists the fields of an event type whose JSON round trip can be
-// exact: nil when some field's cannot (see plan.exact).
+// exact: nil when some field's cannot (see plan.appendJSON).
 type plan []planField
 
 type planField struct {
@@ -224,40 +224,6 @@ func planOf(t reflect.Type) plan {
 	return p
 }
 
-// exact reports whether decoding the JSON that Encode writes for the struct
-// v gives back v itself: strings that are valid UTF-8 (JSON would replace
-// other bytes), raw JSON already in the form Encode writes it (compact,
-// HTML characters escaped), and no empty raw JSON or list of it that JSON
-// would leave out or write as null.
-func (p plan) exact(v reflect.Value) bool {
-	for _, f := range p {
-		fv := v.Field(f.index)
-		switch f.kind {
-		case fieldString:
-			if !utf8.ValidString(fv.String()) {
-				return false
-			}
-		case fieldRaw:
-			if !exactRaw(fv.Bytes(), fv.IsNil(), f.omitEmpty) {
-				return false
-			}
-		case fieldRawSlice:
-			if fv.Len() == 0 {
-				if !fv.IsNil() || !f.omitEmpty {
-					return false
-				}
-				continue
-			}
-			for i := 0; i < fv.Len(); i++ {
-				if e := fv.Index(i); e.Len() == 0 || !canonicalJSON(e.Bytes()) {
-					return false
-				}
-			}
-		}
-	}
-	return true
-}
-
 // customJSON reports whether t (or *t) has JSON or text methods of its own.
 func customJSON(t reflect.Type) bool {
 	for _, i := range []reflect.Type{
@@ -272,9 +238,13 @@ func customJSON(t reflect.Type) bool {
 }
 
 // appendJSON appends to dst the JSON that json.Marshal writes for the
-// struct v, byte for byte, and reports true, when p.exact(v); otherwise it
-// reports false (and what it appended is to be dropped). It writes without
-// reflection on the encoder's side, so it costs a fraction of json.Marshal.
+// struct v, byte for byte, and reports true, when decoding that JSON gives
+// back v itself: its strings are valid UTF-8 (JSON would replace other
+// bytes), its raw JSON is already in the form json.Marshal writes it
+// (compact, HTML characters escaped), and no raw JSON or list of it is empty
+// but for a nil one that JSON leaves out (omitempty). Otherwise it reports
+// false, and what it appended is to be dropped. It costs a fraction of
+// json.Marshal.
 func (p plan) appendJSON(dst []byte, v reflect.Value) ([]byte, bool) {
 	dst = append(dst, '{')
 	first := true
