@@ -141,7 +141,14 @@ func (r *Registry) Encode(id uuid.UUID, ev Event, owner Owner, writer string) (E
 	var data []byte
 	exact := false
 	if spec.plan != nil {
-		data, exact = spec.plan.appendJSON(make([]byte, 0, 256), reflect.ValueOf(ev))
+		bp := scratch.Get().(*[]byte)
+		*bp, exact = spec.plan.appendJSON((*bp)[:0], reflect.ValueOf(ev))
+		if exact {
+			data = bytes.Clone(*bp) // at its size
+		}
+		if cap(*bp) <= 64<<10 {
+			scratch.Put(bp)
+		}
 	}
 	if !exact {
 		var err error
@@ -366,6 +373,8 @@ func exactRaw(b []byte, isNil, omitEmpty bool) bool {
 	}
 	return canonicalJSON(b)
 }
+
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
 
 var compactBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 

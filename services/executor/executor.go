@@ -249,11 +249,9 @@ func (e *Executor) follow(ctx context.Context, from uint64, batches chan<- []dom
 	next, pause := from, retryPause[0]
 	for {
 		err := e.cfg.Store.Subscribe(ctx, next, eventstore.Filter{}, func(b []domain.Envelope) error {
-			cp := make([]domain.Envelope, len(b))
-			copy(cp, b)
 			select {
-			case batches <- cp:
-				next, pause = cp[len(cp)-1].Position+1, retryPause[0]
+			case batches <- b: // the handler's to keep (eventstore.Store)
+				next, pause = b[len(b)-1].Position+1, retryPause[0]
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
