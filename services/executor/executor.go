@@ -156,7 +156,8 @@ type Stats struct {
 	// announced action changes whose writer stopped before writing them.
 	Repairs atomic.Int64
 	// TimedCycles counts the cycles that checked the time-based rules, each
-	// counted once its decisions have been appended (or refused).
+	// counted once its decisions, and those of every earlier cycle, have
+	// been appended (or refused).
 	TimedCycles atomic.Int64
 }
 
