@@ -2,11 +2,17 @@ package domain
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -28,6 +34,9 @@ type EventSpec struct {
 	Owners        []Owner // who may write it
 	Stream        string  // stream category it lives in: "execution", "queue", "action" or "worker"
 	payloadType   reflect.Type
+	// plan, if not nil, writes the JSON of a value and tells whether
+	// decoding it gives back that very value (see plan.appendJSON).
+	plan plan
 }
 
 // Registry maps stable event names to payload types, schema versions, owners
@@ -35,6 +44,7 @@ type EventSpec struct {
 type Registry struct {
 	specs     map[string]*EventSpec
 	upcasters map[upcastKey]Upcaster
+	memo      memo
 }
 
 type upcastKey struct {
@@ -75,9 +85,10 @@ func (r *Registry) Register(example Event, schemaVersion int, stream string, own
 	if rt.Kind() != reflect.Struct {
 		return fmt.Errorf("register %q: payload %T must be a struct value", typ, example)
 	}
+	r.memo.forget()
 	r.specs[typ] = &EventSpec{
 		Type: typ, SchemaVersion: schemaVersion, Owners: owners, Stream: stream,
-		payloadType: rt,
+		payloadType: rt, plan: planOf(rt),
 	}
 	return nil
 }
@@ -96,6 +107,7 @@ func (r *Registry) RegisterUpcaster(typ string, from int, up Upcaster) error {
 	if _, dup := r.upcasters[k]; dup {
 		return fmt.Errorf("upcaster for %q from version %d: already registered", typ, from)
 	}
+	r.memo.forget()
 	r.upcasters[k] = up
 	return nil
 }
@@ -126,11 +138,267 @@ func (r *Registry) Encode(id uuid.UUID, ev Event, owner Owner, writer string) (E
 	if !ok {
 		return Envelope{}, fmt.Errorf("encode %q: %w", ev.EventType(), ErrUnknownEventType)
 	}
-	data, err := json.Marshal(ev)
-	if err != nil {
-		return Envelope{}, fmt.Errorf("encode %q: %w", spec.Type, err)
+	var data []byte
+	exact := false
+	if spec.plan != nil {
+		bp := scratch.Get().(*[]byte)
+		*bp, exact = spec.plan.appendJSON((*bp)[:0], reflect.ValueOf(ev))
+		if exact {
+			data = bytes.Clone(*bp) // at its size
+		}
+		if cap(*bp) <= 64<<10 {
+			scratch.Put(bp)
+		}
 	}
-	return Envelope{ID: id, Type: spec.Type, SchemaVersion: spec.SchemaVersion, Owner: owner, Writer: writer, Data: data}, nil
+	if !exact {
+		var err error
+		if data, err = json.Marshal(ev); err != nil {
+			return Envelope{}, fmt.Errorf("encode %q: %w", spec.Type, err)
+		}
+	}
+	env := Envelope{ID: id, Type: spec.Type, SchemaVersion: spec.SchemaVersion, Owner: owner, Writer: writer, Data: data}
+	if exact {
+		r.memo.put(&env, ev) // what Decode would give: nothing to decode
+	}
+	return env, nil
+}
+
+// A plan lists the fields of an event type whose JSON round trip can be
+// exact: nil when some field's cannot (see plan.appendJSON).
+type plan []planField
+
+type planField struct {
+	index     int
+	kind      fieldKind
+	omitEmpty bool
+	key       []byte // `"name":`
+}
+
+type fieldKind uint8
+
+const (
+	fieldScalar   fieldKind = iota // a bool or an integer
+	fieldString                    // exact when valid UTF-8
+	fieldRaw                       // json.RawMessage: exact when canonical (see canonicalJSON)
+	fieldRawSlice                  // []json.RawMessage: exact when each element is
+)
+
+var (
+	rawType      = reflect.TypeFor[json.RawMessage]()
+	rawSliceType = reflect.TypeFor[[]json.RawMessage]()
+)
+
+// planOf returns the plan of struct type t, or nil when a field is of
+// another kind, unexported, embedded, left out of JSON ("-"), or shares its
+// JSON name with another (JSON drops both, and matches names without case).
+func planOf(t reflect.Type) plan {
+	if customJSON(t) {
+		return nil
+	}
+	names := map[string]bool{}
+	p := plan{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "" {
+			name = f.Name
+		}
+		if !f.IsExported() || f.Anonymous || tag == "-" || names[strings.ToLower(name)] ||
+			slices.Contains(strings.Split(opts, ","), "string") || (f.Type != rawType && customJSON(f.Type)) {
+			return nil
+		}
+		names[strings.ToLower(name)] = true
+		key, err := json.Marshal(name)
+		if err != nil {
+			return nil
+		}
+		pf := planField{index: i, omitEmpty: slices.Contains(strings.Split(opts, ","), "omitempty"), key: append(key, ':')}
+		switch {
+		case f.Type == rawType:
+			pf.kind = fieldRaw
+		case f.Type == rawSliceType:
+			pf.kind = fieldRawSlice
+		case f.Type.Kind() == reflect.String:
+			pf.kind = fieldString
+		case f.Type.Kind() == reflect.Bool, f.Type.Kind() >= reflect.Int && f.Type.Kind() <= reflect.Uint64:
+			pf.kind = fieldScalar
+		default:
+			return nil
+		}
+		p = append(p, pf)
+	}
+	return p
+}
+
+// customJSON reports whether t (or *t) has JSON or text methods of its own.
+func customJSON(t reflect.Type) bool {
+	for _, i := range []reflect.Type{
+		reflect.TypeFor[json.Marshaler](), reflect.TypeFor[json.Unmarshaler](),
+		reflect.TypeFor[encoding.TextMarshaler](), reflect.TypeFor[encoding.TextUnmarshaler](),
+	} {
+		if t.Implements(i) || reflect.PointerTo(t).Implements(i) {
+			return true
+		}
+	}
+	return false
+}
+
+// appendJSON appends to dst the JSON that json.Marshal writes for the
+// struct v, byte for byte, and reports true, when decoding that JSON gives
+// back v itself: its strings are valid UTF-8 (JSON would replace other
+// bytes), its raw JSON is already in the form json.Marshal writes it
+// (compact, HTML characters escaped), and no raw JSON or list of it is empty
+// but for a nil one that JSON leaves out (omitempty). Otherwise it reports
+// false, and what it appended is to be dropped. It costs a fraction of
+// json.Marshal.
+func (p plan) appendJSON(dst []byte, v reflect.Value) ([]byte, bool) {
+	dst = append(dst, '{')
+	first := true
+	for _, f := range p {
+		fv := v.Field(f.index)
+		if f.omitEmpty && fv.IsZero() && f.kind != fieldRaw && f.kind != fieldRawSlice {
+			continue
+		}
+		start := len(dst)
+		if !first {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, f.key...)
+		switch f.kind {
+		case fieldString:
+			var ok bool
+			if dst, ok = appendJSONString(dst, fv.String()); !ok {
+				return dst, false
+			}
+		case fieldScalar:
+			switch k := fv.Kind(); {
+			case k == reflect.Bool:
+				dst = strconv.AppendBool(dst, fv.Bool())
+			case k >= reflect.Int && k <= reflect.Int64:
+				dst = strconv.AppendInt(dst, fv.Int(), 10)
+			default:
+				dst = strconv.AppendUint(dst, fv.Uint(), 10)
+			}
+		case fieldRaw:
+			b := fv.Bytes()
+			if !exactRaw(b, fv.IsNil(), f.omitEmpty) {
+				return dst, false
+			}
+			if len(b) == 0 {
+				dst = dst[:start] // left out (omitempty)
+				continue
+			}
+			dst = append(dst, b...)
+		case fieldRawSlice:
+			if fv.Len() == 0 {
+				if !fv.IsNil() || !f.omitEmpty {
+					return dst, false
+				}
+				dst = dst[:start]
+				continue
+			}
+			dst = append(dst, '[')
+			for i := 0; i < fv.Len(); i++ {
+				e := fv.Index(i).Bytes()
+				if len(e) == 0 || !canonicalJSON(e) {
+					return dst, false
+				}
+				if i > 0 {
+					dst = append(dst, ',')
+				}
+				dst = append(dst, e...)
+			}
+			dst = append(dst, ']')
+		}
+		first = false
+	}
+	return append(dst, '}'), true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendJSONString appends s as encoding/json writes a string (HTML
+// characters, control characters, U+2028 and U+2029 escaped); false if s is
+// not valid UTF-8 (which encoding/json would change).
+func appendJSONString(dst []byte, s string) ([]byte, bool) {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		b := s[i]
+		if b < utf8.RuneSelf {
+			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
+				i++
+				continue
+			}
+			dst = append(dst, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				dst = append(dst, '\\', b)
+			case '\b':
+				dst = append(dst, '\\', 'b')
+			case '\f':
+				dst = append(dst, '\\', 'f')
+			case '\n':
+				dst = append(dst, '\\', 'n')
+			case '\r':
+				dst = append(dst, '\\', 'r')
+			case '\t':
+				dst = append(dst, '\\', 't')
+			default:
+				dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		c, size := utf8.DecodeRuneInString(s[i:])
+		if c == utf8.RuneError && size == 1 {
+			return dst, false
+		}
+		if c == '\u2028' || c == '\u2029' {
+			dst = append(dst, s[start:i]...)
+			dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[c&0xF])
+			start = i + size
+		}
+		i += size
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"'), true
+}
+
+func exactRaw(b []byte, isNil, omitEmpty bool) bool {
+	if len(b) == 0 {
+		return isNil && omitEmpty
+	}
+	return canonicalJSON(b)
+}
+
+var scratch = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+var compactBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// canonicalJSON reports whether b is valid JSON exactly as json.Marshal
+// writes a json.RawMessage: compact, with no '<', '>', '&', U+2028 or
+// U+2029 (which it escapes).
+func canonicalJSON(b []byte) bool {
+	if bytes.ContainsAny(b, "<>&\u2028\u2029") {
+		return false
+	}
+	buf := compactBufs.Get().(*bytes.Buffer)
+	defer compactBufs.Put(buf)
+	buf.Reset()
+	return json.Compact(buf, b) == nil && bytes.Equal(buf.Bytes(), b)
+}
+
+// Remember decodes env as Decode does and keeps the result for the readers
+// of this process (see Decode): a writer calls it for the events it is
+// about to append, so that its own goroutine pays for the decoding, not
+// the folds that read the log one event after another. It returns Decode's
+// error.
+func (r *Registry) Remember(env *Envelope) error {
+	_, err := r.Decode(env)
+	return err
 }
 
 // Upcast returns env's data at the registered schema version, applying the
@@ -161,7 +429,17 @@ func (r *Registry) Upcast(env *Envelope) (json.RawMessage, error) {
 // Decode returns env's payload as its registered Go type, upcast to the
 // current schema version. Unknown fields in stored data are refused, so an
 // event that does not match its schema is reported, not half-read.
+//
+// Decode remembers what it decoded recently, by event id: an event that
+// several folds of one process read (the executor's, the read model's, the
+// forwarder's, a worker's), or that Encode prepared, is decoded once. A
+// remembered event is returned only for the same type, schema version and
+// data, byte for byte, so the result is the same as decoding again. The
+// returned event is shared: callers must not modify what its fields refer to.
 func (r *Registry) Decode(env *Envelope) (Event, error) {
+	if ev, ok := r.memo.get(env); ok {
+		return ev, nil
+	}
 	data, err := r.Upcast(env)
 	if err != nil {
 		return nil, err
@@ -170,7 +448,64 @@ func (r *Registry) Decode(env *Envelope) (Event, error) {
 	if err := strictUnmarshal(data, p.Interface()); err != nil {
 		return nil, fmt.Errorf("decode %q at %s@%d: %w: %w", env.Type, env.Stream, env.Version, ErrDecode, err)
 	}
-	return p.Elem().Interface().(Event), nil
+	ev := p.Elem().Interface().(Event)
+	r.memo.put(env, ev)
+	return ev, nil
+}
+
+// memoSize is how many decoded events a Registry remembers at least (and
+// at most twice as many): enough for the folds of one process to read an
+// event within a few hundred thousand events of each other.
+const memoSize = 1 << 14
+
+// memo remembers recently decoded events by id, in two generations: when
+// the newer one is full, it becomes the older and the older is dropped.
+type memo struct {
+	mu       sync.Mutex
+	cur, old map[uuid.UUID]*memoEntry
+}
+
+type memoEntry struct {
+	typ    string
+	schema int
+	data   []byte
+	ev     Event
+}
+
+func (m *memo) get(env *Envelope) (Event, bool) {
+	if env.ID == (uuid.UUID{}) {
+		return nil, false
+	}
+	m.mu.Lock()
+	e, ok := m.cur[env.ID]
+	if !ok {
+		e, ok = m.old[env.ID]
+	}
+	m.mu.Unlock()
+	if !ok || e.typ != env.Type || e.schema != env.SchemaVersion || !bytes.Equal(e.data, env.Data) {
+		return nil, false
+	}
+	return e.ev, true
+}
+
+func (m *memo) put(env *Envelope, ev Event) {
+	if env.ID == (uuid.UUID{}) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.cur) >= memoSize || m.cur == nil {
+		m.old, m.cur = m.cur, make(map[uuid.UUID]*memoEntry, memoSize)
+	}
+	// A copy: the caller may reuse its buffer.
+	m.cur[env.ID] = &memoEntry{typ: env.Type, schema: env.SchemaVersion, data: bytes.Clone(env.Data), ev: ev}
+}
+
+// forget drops everything remembered (the registry changed).
+func (m *memo) forget() {
+	m.mu.Lock()
+	m.cur, m.old = nil, nil
+	m.mu.Unlock()
 }
 
 func strictUnmarshal(data []byte, v any) error {

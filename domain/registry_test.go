@@ -567,3 +567,197 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeRemembers: Decode gives what decoding the envelope gives,
+// whatever it remembers: an event id seen before with other data, another
+// type or another schema version is decoded afresh, and a caller reusing
+// its data buffer after Remember does not change what is remembered.
+func TestDecodeRemembers(t *testing.T) {
+	t.Parallel()
+	r := personRegistry(t)
+	id := uuid.New()
+	ada := domain.Envelope{ID: id, Stream: "test-1", Type: "test.person", SchemaVersion: 3, Data: []byte(`{"given_name":"Ada","family_name":"Lovelace","age":36}`)}
+	if err := r.Remember(&ada); err != nil {
+		t.Fatal(err)
+	}
+	want := personV3{GivenName: "Ada", FamilyName: "Lovelace", Age: 36}
+	if ev, err := r.Decode(&ada); err != nil || ev != want {
+		t.Fatalf("Decode after Remember = %#v, %v", ev, err)
+	}
+	// The same id with other data, or read at another version: decoded afresh.
+	other := ada
+	other.Data = []byte(`{"given_name":"Grace","family_name":"Hopper","age":85}`)
+	if ev, err := r.Decode(&other); err != nil || ev != (personV3{GivenName: "Grace", FamilyName: "Hopper", Age: 85}) {
+		t.Fatalf("Decode of the same id with other data = %#v, %v", ev, err)
+	}
+	v1 := ada
+	v1.SchemaVersion, v1.Data = 1, []byte(`{"name":"Ada Lovelace","age":36}`)
+	if ev, err := r.Decode(&v1); err != nil || ev != want {
+		t.Fatalf("Decode v1 = %#v, %v", ev, err)
+	}
+	bad := ada
+	bad.Data = []byte(`{"given_name":"Ada","family_name":"Lovelace","age":36,"extra":1}`)
+	if _, err := r.Decode(&bad); !errors.Is(err, domain.ErrDecode) {
+		t.Fatalf("Decode of the same id with an unknown field = %v, want ErrDecode", err)
+	}
+	wrongType := ada
+	wrongType.Type = "test.other"
+	wrongType.SchemaVersion = 2
+	if _, err := r.Decode(&wrongType); !errors.Is(err, domain.ErrDecode) {
+		t.Fatalf("Decode of the same id as another type = %v, want ErrDecode", err)
+	}
+	// A writer that reuses its buffer: the memo kept its own copy.
+	buf := []byte(`{"given_name":"Alan","family_name":"Turing","age":41}`)
+	alan := domain.Envelope{ID: uuid.New(), Type: "test.person", SchemaVersion: 3, Data: buf}
+	if err := r.Remember(&alan); err != nil {
+		t.Fatal(err)
+	}
+	copy(buf, `{"given_name":"Anne","family_name":"Turing","age":41}`)
+	if ev, err := r.Decode(&alan); err != nil || ev != (personV3{GivenName: "Anne", FamilyName: "Turing", Age: 41}) {
+		t.Fatalf("Decode after the buffer changed = %#v, %v", ev, err)
+	}
+	// Many more events than it keeps: still right, old or new.
+	for i := 0; i < 40_000; i++ {
+		env := domain.Envelope{ID: uuid.New(), Type: "test.person", SchemaVersion: 3, Data: fmt.Appendf(nil, `{"given_name":"n%d","age":%d}`, i, i)}
+		if ev, err := r.Decode(&env); err != nil || ev != (personV3{GivenName: fmt.Sprintf("n%d", i), Age: i}) {
+			t.Fatalf("Decode #%d = %#v, %v", i, ev, err)
+		}
+	}
+	if ev, err := r.Decode(&ada); err != nil || ev != want {
+		t.Fatalf("Decode of a forgotten event = %#v, %v", ev, err)
+	}
+}
+
+// TestEncodeRemembersExactly: for every event type of the catalogue, Encode
+// writes what json.Marshal writes, byte for byte, and what Decode gives for
+// an event Encode prepared (remembered, for the types
+// whose JSON round trip is exact) equals decoding its data afresh, for
+// values with awkward strings (HTML characters, line separators, bytes that
+// are not UTF-8) and extreme integers.
+func TestEncodeRemembersExactly(t *testing.T) {
+	t.Parallel()
+	strs := []string{"", "plain", `<a href="x">&amp;</a>`, "line\u2028sep\u2029", "\x00\x1f\"\\", "caf\xe9", "\xff\xfe", "日本語"}
+	ints := []int64{0, 1, -1, 1<<53 + 1, -1 << 63, 1<<63 - 1}
+	raws := []json.RawMessage{nil, {}, json.RawMessage(`null`), json.RawMessage(`{"a":1,"b":[true,null]}`),
+		json.RawMessage(`{ "a" : 1 }`), json.RawMessage(`"<b>&"`), json.RawMessage("\"\u2028\""), json.RawMessage(`1e3`), json.RawMessage(`"\u00e9"`)}
+	lists := [][]json.RawMessage{nil, {}, {json.RawMessage(`1`), json.RawMessage(`{"x":"y"}`)}, {nil}, {json.RawMessage(` 2`)}, {json.RawMessage(`"&"`)}}
+	for i, typ := range domain.Catalogue.Types() {
+		for round := 0; round < 3*len(raws); round++ {
+			ev := fillEvent(t, typ, func(k reflect.Kind, field int) any {
+				switch k {
+				case reflect.String:
+					return strs[(round+field)%len(strs)]
+				case reflect.Bool:
+					return (round+field)%2 == 0
+				case reflect.Slice:
+					return raws[(round+field)%len(raws)]
+				case reflect.Array:
+					return lists[(round+field)%len(lists)]
+				default:
+					return ints[(round+field+i)%len(ints)]
+				}
+			})
+			env, err := domain.Catalogue.Encode(uuid.New(), ev, oExec, "w")
+			if err != nil {
+				continue // refused to encode: nothing remembered either
+			}
+			if want, err := json.Marshal(ev); err != nil || !bytes.Equal(env.Data, want) {
+				t.Fatalf("%s round %d: Encode wrote %s, json.Marshal %s (%v)", typ, round, env.Data, want, err)
+			}
+			got, err := domain.Catalogue.Decode(&env)
+			fresh := env
+			fresh.ID = uuid.New()
+			want, werr := domain.Catalogue.Decode(&fresh)
+			if (err == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s round %d: Decode of the encoded event = %#v, %v; decoded afresh %#v, %v", typ, round, got, err, want, werr)
+			}
+		}
+	}
+}
+
+// fillEvent returns a value of event type typ whose string, bool, integer,
+// raw JSON (reflect.Slice) and list of raw JSON (reflect.Array) fields (not
+// those of nested values) come from pick.
+func fillEvent(t *testing.T, typ string, pick func(k reflect.Kind, field int) any) domain.Event {
+	t.Helper()
+	env := domain.Envelope{Type: typ, SchemaVersion: mustSpec(t, typ).SchemaVersion, Data: []byte(`{}`)}
+	zero, err := domain.Catalogue.Decode(&env)
+	if err != nil {
+		t.Fatalf("%s: a zero value does not decode: %v", typ, err)
+	}
+	v := reflect.New(reflect.TypeOf(zero)).Elem()
+	for f := 0; f < v.NumField(); f++ {
+		fv := v.Field(f)
+		if !fv.CanSet() {
+			continue
+		}
+		switch k := fv.Kind(); k {
+		case reflect.String:
+			fv.SetString(pick(k, f).(string))
+		case reflect.Bool:
+			fv.SetBool(pick(k, f).(bool))
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+			n := pick(k, f).(int64)
+			if fv.OverflowInt(n) {
+				n = 7
+			}
+			fv.SetInt(n)
+		case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			n := pick(k, f).(int64)
+			if n < 0 || fv.OverflowUint(uint64(n)) {
+				n = 7
+			}
+			fv.SetUint(uint64(n))
+		case reflect.Slice:
+			switch fv.Type() {
+			case reflect.TypeFor[json.RawMessage]():
+				fv.Set(reflect.ValueOf(pick(reflect.Slice, f)))
+			case reflect.TypeFor[[]json.RawMessage]():
+				fv.Set(reflect.ValueOf(pick(reflect.Array, f)))
+			}
+		}
+	}
+	return v.Interface().(domain.Event)
+}
+
+func mustSpec(t *testing.T, typ string) domain.EventSpec {
+	t.Helper()
+	s, ok := domain.Catalogue.Spec(typ)
+	if !ok {
+		t.Fatalf("no spec for %s", typ)
+	}
+	return s
+}
+
+// FuzzEncode: Encode writes what json.Marshal writes for any strings and raw
+// JSON, and decoding it (remembered or not) gives what decoding afresh does.
+func FuzzEncode(f *testing.F) {
+	f.Add("w1", "inc", `{"a":[1,"<&>"]}`, int64(3))
+	f.Add("caf\xe9", "\u2028\x7f\x00", ` {"a" : 1}`, int64(-1))
+	f.Add("", "", "", int64(0))
+	f.Fuzz(func(t *testing.T, a, b, raw string, n int64) {
+		evs := []domain.Event{
+			domain.ExecutionScheduled{Worker: a, Incarnation: b, Attempt: int(n), Action: b + a, Runner: a, Input: json.RawMessage(raw), TimeoutMillis: n},
+			domain.QueueGranted{Execution: a, ConcurrencyKey: b},
+			domain.ExecutionRequested{Action: a, Input: json.RawMessage(raw), WithItems: []json.RawMessage{json.RawMessage(raw), json.RawMessage(b)}, RequestHash: b},
+			domain.ExecutionCompleted{Result: json.RawMessage(raw)},
+		}
+		for _, ev := range evs {
+			want, merr := json.Marshal(ev)
+			env, err := domain.Catalogue.Encode(uuid.New(), ev, oExec, "w")
+			if (err == nil) != (merr == nil) || (err == nil && !bytes.Equal(env.Data, want)) {
+				t.Fatalf("%T: Encode wrote %q (%v), json.Marshal %q (%v)", ev, env.Data, err, want, merr)
+			}
+			if err != nil {
+				continue
+			}
+			got, gerr := domain.Catalogue.Decode(&env)
+			fresh := env
+			fresh.ID = uuid.New()
+			again, aerr := domain.Catalogue.Decode(&fresh)
+			if (gerr == nil) != (aerr == nil) || !reflect.DeepEqual(got, again) {
+				t.Fatalf("%T: Decode after Encode = %#v (%v), afresh %#v (%v)", ev, got, gerr, again, aerr)
+			}
+		}
+	})
+}

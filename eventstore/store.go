@@ -41,8 +41,11 @@ type Store interface {
 	// Subscribe delivers every event at position >= from that passes filter to
 	// handle, in position order, first the stored ones (catch-up) and then new
 	// ones as they commit (live): never a gap, never a duplicate, never out of
-	// order. Events arrive in batches of at least one. It returns when ctx ends
-	// (with ctx.Err()) or when handle returns an error (with that error).
+	// order. Events arrive in batches of at least one; a batch is the
+	// handler's to keep (the store does not touch it after handle returns),
+	// but not to modify: the events' Data and Metadata may be shared. It
+	// returns when ctx ends (with ctx.Err()) or when handle returns an error
+	// (with that error).
 	Subscribe(ctx context.Context, from uint64, filter Filter, handle func([]domain.Envelope) error) error
 
 	// Head returns the position the next committed event will have at least

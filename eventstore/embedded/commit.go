@@ -306,6 +306,10 @@ func (s *Store) flush() {
 	defer func() {
 		clear(g.reqs)
 		g.reqs, g.events = g.reqs[:0], 0
+		clear(s.fresh)
+		if s.fresh = s.fresh[:0]; cap(s.fresh) > 2*tailSize {
+			s.fresh = nil
+		}
 		if s.buf = s.buf[:0]; cap(s.buf) > 4<<20 {
 			s.buf = nil // do not keep a big append's buffer for ever
 		}
@@ -349,6 +353,17 @@ func (s *Store) publish() {
 	s.mu.Lock()
 	for _, st := range s.touched {
 		st.committed = len(st.positions)
+	}
+	if len(s.fresh) > 0 {
+		if s.tail == nil {
+			s.tail, s.tailFrom = make([]domain.Envelope, tailSize), s.fresh[0].Position
+		}
+		for i := range s.fresh {
+			s.tail[s.fresh[i].Position%tailSize] = s.fresh[i]
+		}
+		if s.next-s.tailFrom > tailSize {
+			s.tailFrom = s.next - tailSize
+		}
 	}
 	s.end = s.wend
 	s.nstreams = len(s.streamList)
@@ -412,6 +427,7 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 			commit := i == len(r.appends)-1 && j == len(a.Events)-1
 			n := len(buf)
 			buf = appendRecord(buf, st.name, e, pos, version, micros, uint32(pos-startPos), commit)
+			s.fresh = append(s.fresh, committed(st.name, e, pos, version, micros))
 			s.offsets = append(s.offsets, s.wend)
 			s.posStream = append(s.posStream, st.num)
 			s.posID = append(s.posID, e.ID)
@@ -514,4 +530,27 @@ func (s *Store) preallocate() {
 	}
 	startWriteback(s.f, off, int64(n))
 	s.alloc = off + int64(n)
+}
+
+// tailSize is how many of the last committed events the store keeps for
+// subscriptions (see Store.tail).
+const tailSize = 1 << 14
+
+// committed returns event e, staged at pos and version of stream with
+// commit time micros, as a subscription reading its record would receive
+// it: the same fields, its payload in one allocation of the store's own.
+func committed(stream string, e *domain.Envelope, pos, version uint64, micros int64) domain.Envelope {
+	out := domain.Envelope{Stream: stream, Version: version, Position: pos, ID: e.ID, Type: e.Type,
+		SchemaVersion: e.SchemaVersion, Time: timeOf(micros), CorrelationID: e.CorrelationID, CausationID: e.CausationID, Writer: e.Writer}
+	out.Owner, _ = ownerOf(ownerCode(e.Owner))
+	payload := make([]byte, len(e.Data)+len(e.Metadata))
+	copy(payload, e.Data)
+	copy(payload[len(e.Data):], e.Metadata)
+	if e.Data != nil {
+		out.Data = payload[:len(e.Data):len(e.Data)]
+	}
+	if e.Metadata != nil {
+		out.Metadata = payload[len(e.Data):]
+	}
+	return out
 }

@@ -169,11 +169,15 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			continue
 		}
 		to := min(v.head, pos+subBatch)
-		bp := readBufs.Get().(*[]byte)
-		batch, next, err := s.readRange(&v, pos, to, bp, filter, nil)
-		readBufs.Put(bp)
-		if err != nil {
-			return s.readErr(err)
+		batch, next, ok := s.fromTail(pos, to, filter)
+		if !ok {
+			bp := readBufs.Get().(*[]byte)
+			var err error
+			batch, next, err = s.readRange(&v, pos, to, bp, filter, nil)
+			readBufs.Put(bp)
+			if err != nil {
+				return s.readErr(err)
+			}
 		}
 		pos = next
 		if len(batch) > 0 {
@@ -182,6 +186,28 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			}
 		}
 	}
+}
+
+// fromTail returns the events of positions [from, to) (to at most the
+// head) that pass filter, from the committed events the store keeps in
+// memory, and to; false when they are not all there any more.
+func (s *Store) fromTail(from, to uint64, filter eventstore.Filter) ([]domain.Envelope, uint64, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.tail == nil || from < s.tailFrom {
+		return nil, from, false
+	}
+	match := len(filter.StreamPrefixes) > 0 || len(filter.Types) > 0
+	var out []domain.Envelope
+	if !match {
+		out = make([]domain.Envelope, 0, to-from)
+	}
+	for p := from; p < to; p++ {
+		if e := &s.tail[p%tailSize]; !match || filter.Match(e) {
+			out = append(out, *e)
+		}
+	}
+	return out, to, true
 }
 
 func (s *Store) readable(ctx context.Context) error {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 )
 
@@ -54,6 +55,15 @@ type Store struct {
 
 	// notify is closed and replaced each time events are committed.
 	notify atomic.Pointer[chan struct{}]
+
+	// tail holds the last tailSize committed events as subscriptions
+	// receive them (position p at tail[p%tailSize]), so that a subscription
+	// that keeps up takes them from memory instead of reading and checking
+	// their records in the file: positions tailFrom up to head are there.
+	// Guarded by mu; allocated at the first commit.
+	tail     []domain.Envelope
+	tailFrom uint64
+	fresh    []domain.Envelope // committer only: the chunk being staged, for tail
 
 	// Owned by the committer goroutine (and by Open before it starts).
 	ids        map[uuid.UUID]uint64 // event id → position, committed and staged

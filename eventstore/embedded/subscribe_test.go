@@ -2,8 +2,10 @@ package embedded
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -269,5 +271,108 @@ func TestSubscribeEnds(t *testing.T) {
 	}
 	if err := s.Subscribe(ctxT(t), 0, eventstore.Filter{}, nop); !errors.Is(err, eventstore.ErrClosed) || !strings.Contains(err.Error(), "closed") {
 		t.Fatalf("Subscribe after Close = %v, want ErrClosed", err)
+	}
+}
+
+// TestSubscribeFromMemory: a subscription that keeps up takes new events
+// from the store's memory; they are exactly what reading the log file gives
+// (every field, nil and empty payloads apart), in order, with filters too.
+func TestSubscribeFromMemory(t *testing.T) {
+	t.Parallel()
+	s := openT(t, t.TempDir(), Options{})
+	const n = 400
+	total := n + 2
+	all := startSub(s, 0, eventstore.Filter{}, total)
+	some := startSub(s, 1, eventstore.Filter{Types: []string{"test.rich1"}, StreamPrefixes: []string{"execution-"}}, 1<<30)
+	writeMixed(t, s, n)
+	noData, emptyData := ev("test.nil", 1), ev("test.empty", 2)
+	noData.Data, emptyData.Data = nil, json.RawMessage{}
+	mustAppend(t, s, "execution-3", eventstore.Any, noData, emptyData)
+	log := readAllT(t, s)
+	if len(log) != total {
+		t.Fatalf("log holds %d events, want %d", len(log), total)
+	}
+	all.check(t, "all", log)
+	if !reflect.DeepEqual(all.got, log) {
+		for i := range log {
+			if !reflect.DeepEqual(all.got[i], log[i]) {
+				t.Fatalf("event %d from the subscription:\n%#v\nfrom the log file:\n%#v", i, all.got[i], log[i])
+			}
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // let the filtered one deliver everything
+	some.cancel()
+	<-some.done
+	var want []domain.Envelope
+	for i := range log {
+		if log[i].Position >= 1 && some.filter.Match(&log[i]) {
+			want = append(want, log[i])
+		}
+	}
+	if len(want) == 0 || !reflect.DeepEqual(some.got, want) {
+		t.Fatalf("filtered subscription got %d events, want %d equal to the log's", len(some.got), len(want))
+	}
+	s.mu.RLock()
+	used := s.tail != nil && s.tailFrom == 0
+	s.mu.RUnlock()
+	if !used {
+		t.Fatal("the store kept no committed events in memory")
+	}
+}
+
+// TestSubscribeFallsBehindMemory: a subscription held up while more events
+// commit than the store keeps in memory goes on from the log file, with no
+// gap, and back to memory once it has caught up.
+func TestSubscribeFallsBehindMemory(t *testing.T) {
+	t.Parallel()
+	s := openT(t, t.TempDir(), Options{})
+	mustAppend(t, s, "execution-0", eventstore.NoStream, ev("test.first", 0))
+	release := make(chan struct{})
+	var got []domain.Envelope
+	const bulk = (tailSize/1000 + 3) * 1000
+	total := 1 + bulk + 10
+	done := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		done <- s.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
+			if len(got) == 0 {
+				<-release // held up in its first batch
+			}
+			got = append(got, b...)
+			if len(got) >= total {
+				cancel()
+			}
+			return nil
+		})
+	}()
+	for i := 0; i < bulk; i += 1000 {
+		evs := make([]domain.Envelope, 1000)
+		for j := range evs {
+			evs[j] = richEvent(i + j)
+		}
+		mustAppend(t, s, fmt.Sprintf("execution-bulk-%d", i), eventstore.NoStream, evs...)
+	}
+	s.mu.RLock()
+	behind := s.tailFrom > 1
+	s.mu.RUnlock()
+	if !behind {
+		t.Fatal("the store still keeps the held-up subscription's next event in memory: the test proves nothing")
+	}
+	close(release)
+	for i := 0; i < 10; i++ { // live again, from memory
+		mustAppend(t, s, "execution-live", eventstore.Any, richEvent(i))
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Subscribe: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the subscription did not catch up")
+	}
+	log := readAllT(t, s)
+	if len(log) != total || !reflect.DeepEqual(got, log) {
+		t.Fatalf("subscription got %d events, the log holds %d; equal: %v", len(got), len(log), reflect.DeepEqual(got, log))
 	}
 }

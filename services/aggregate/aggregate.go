@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -23,7 +24,11 @@ var namespace = uuid.MustParse("6a0b5a8e-2f4e-4b7e-9a53-3c1f3f1f7a11")
 // write to stream at version, of type typ. Two writers racing for the same
 // version get different ids, so the loser sees a wrong-version error.
 func EventID(writer, stream string, version int64, typ string) uuid.UUID {
-	return uuid.NewSHA1(namespace, fmt.Appendf(nil, "%s/%s/%d/%s", writer, stream, version, typ))
+	// The bytes of fmt's "%s/%s/%d/%s", without fmt: ids must never change.
+	b := make([]byte, 0, len(writer)+len(stream)+len(typ)+24)
+	b = append(append(append(b, writer...), '/'), stream...)
+	b = strconv.AppendInt(append(b, '/'), version, 10)
+	return uuid.NewSHA1(namespace, append(append(b, '/'), typ...))
 }
 
 // LostRace reports whether an append error means another writer got to the
@@ -47,6 +52,9 @@ func (f *storeFailure) Unwrap() error { return f.err }
 // event ids are derived from the writer, stream, version and type, so the
 // store treats a write that did land as an idempotent re-append.
 func Unavailable(err error) bool {
+	if err == nil {
+		return false // the common case, without errors.As's allocation
+	}
 	var f *storeFailure
 	if !errors.As(err, &f) || LostRace(err) {
 		return false
@@ -140,6 +148,7 @@ func UpdateExecution(ctx context.Context, store eventstore.Store, id string, own
 		if err != nil {
 			return x, err
 		}
+		_ = domain.Catalogue.Remember(&env) // for this process's folds (it encodes, so it decodes)
 		res, err := store.Append(ctx, stream, Expected(x.Version()), env)
 		if err == nil {
 			x.Apply(ev, res.Version, time.Time{}) // the commit time is not read back: callers use the state for versions only
@@ -183,6 +192,7 @@ func UpdateWorker(ctx context.Context, store eventstore.Store, id string, owner 
 		if err != nil {
 			return w, err
 		}
+		_ = domain.Catalogue.Remember(&env)
 		res, err := store.Append(ctx, stream, Expected(w.Version()), env)
 		if err == nil {
 			w.Apply(ev, res.Version, time.Time{})

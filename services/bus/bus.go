@@ -81,6 +81,28 @@ func (q quietStop) Error(msg string, err error, fields watermill.LogFields) {
 	q.LoggerAdapter.Error(msg, err, fields)
 }
 
+// Trace, Debug and Info return at once when their level (as NewLogger maps
+// it) is off: watermill logs every message it passes on at trace level, and
+// building those records only to drop them costs more than a handoff's
+// encoding.
+func (q quietStop) Trace(msg string, fields watermill.LogFields) {
+	if q.slog.Enabled(context.Background(), watermill.LevelTrace) {
+		q.LoggerAdapter.Trace(msg, fields)
+	}
+}
+
+func (q quietStop) Debug(msg string, fields watermill.LogFields) {
+	if q.slog.Enabled(context.Background(), watermill.LevelTrace) {
+		q.LoggerAdapter.Debug(msg, fields)
+	}
+}
+
+func (q quietStop) Info(msg string, fields watermill.LogFields) {
+	if q.slog.Enabled(context.Background(), slog.LevelDebug) {
+		q.LoggerAdapter.Info(msg, fields)
+	}
+}
+
 func (q quietStop) With(fields watermill.LogFields) watermill.LoggerAdapter {
 	args := make([]any, 0, 2*len(fields))
 	for k, v := range fields {
@@ -167,10 +189,15 @@ func EncodeEvent(env *domain.Envelope) (*message.Message, error) {
 	return m, nil
 }
 
-// DecodeEvent reads back a message made by EncodeEvent.
+// DecodeEvent reads back a message made by EncodeEvent or EncodeEventCompact.
 func DecodeEvent(m *message.Message) (domain.Envelope, error) {
 	var env domain.Envelope
-	if err := json.Unmarshal(m.Payload, &env); err != nil {
+	if len(m.Payload) > 0 && m.Payload[0] == compactTag {
+		var err error
+		if env, err = decodeCompact(m.Payload); err != nil {
+			return domain.Envelope{}, fmt.Errorf("bus: message %s is not an event: %w", m.UUID, err)
+		}
+	} else if err := json.Unmarshal(m.Payload, &env); err != nil {
 		return env, fmt.Errorf("bus: message %s is not an event: %w", m.UUID, err)
 	}
 	if env.Type == "" || env.Stream == "" {
@@ -282,10 +309,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 }
 
 func (f *Forwarder) publish(env *domain.Envelope) error {
-	msg, err := EncodeEvent(env)
-	if err != nil {
-		return err
-	}
+	msg := EncodeEventCompact(env)
 	topic := TopicCancel
 	if env.Type == domain.TypeExecutionScheduled {
 		ev, err := domain.Catalogue.Decode(env)

@@ -1,12 +1,16 @@
 package bus_test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"go.uber.org/goleak"
 
@@ -79,5 +83,35 @@ func TestStopLogsNoError(t *testing.T) {
 	}
 	if lvl, ok := logs.levelOf("Starting handler"); !ok || lvl != slog.LevelDebug {
 		t.Errorf("watermill's info logged at %v (found %v), want debug", lvl, ok)
+	}
+}
+
+// TestLoggerLevels: watermill's levels map to slog's as NewLogger says
+// (info → debug, debug and trace → trace), and a level that is off writes
+// nothing while one that is on writes, through With too.
+func TestLoggerLevels(t *testing.T) {
+	for _, c := range []struct {
+		level                      slog.Level
+		wantTrace, wantDebug, info bool
+	}{
+		{slog.LevelInfo, false, false, false},
+		{slog.LevelDebug, false, false, true},
+		{watermill.LevelTrace, true, true, true},
+	} {
+		var buf bytes.Buffer
+		l := bus.NewLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: c.level}))).With(watermill.LogFields{"k": "v"})
+		l.Trace("a trace", watermill.LogFields{"n": 1})
+		l.Debug("a debug", nil)
+		l.Info("an info", nil)
+		l.Error("an error", errors.New("boom"), nil)
+		out := buf.String()
+		for msg, want := range map[string]bool{"a trace": c.wantTrace, "a debug": c.wantDebug, "an info": c.info, "an error": true} {
+			if got := strings.Contains(out, msg); got != want {
+				t.Errorf("level %v: %q written: %v, want %v\n%s", c.level, msg, got, want, out)
+			}
+		}
+		if !strings.Contains(out, "k=v") {
+			t.Errorf("level %v: the With field is missing:\n%s", c.level, out)
+		}
 	}
 }

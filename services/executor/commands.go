@@ -136,6 +136,7 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 	if err != nil {
 		return "", false, err
 	}
+	_ = domain.Catalogue.Remember(&env) // for this process's folds
 	_, err = c.Store.Append(ctx, stream, eventstore.NoStream, env)
 	switch {
 	case err == nil:

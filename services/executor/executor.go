@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -155,7 +156,8 @@ type Stats struct {
 	// announced action changes whose writer stopped before writing them.
 	Repairs atomic.Int64
 	// TimedCycles counts the cycles that checked the time-based rules, each
-	// counted once its decisions have been appended (or refused).
+	// counted once its decisions, and those of every earlier cycle, have
+	// been appended (or refused).
 	TimedCycles atomic.Int64
 }
 
@@ -248,11 +250,9 @@ func (e *Executor) follow(ctx context.Context, from uint64, batches chan<- []dom
 	next, pause := from, retryPause[0]
 	for {
 		err := e.cfg.Store.Subscribe(ctx, next, eventstore.Filter{}, func(b []domain.Envelope) error {
-			cp := make([]domain.Envelope, len(b))
-			copy(cp, b)
 			select {
-			case batches <- cp:
-				next, pause = cp[len(cp)-1].Position+1, retryPause[0]
+			case batches <- b: // the handler's to keep (eventstore.Store)
+				next, pause = b[len(b)-1].Position+1, retryPause[0]
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
@@ -372,6 +372,11 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 	}
 	tick := time.NewTicker(e.cfg.Tick)
 	defer tick.Stop()
+	// Decisions are appended in the background while the loop goes on
+	// folding and deciding (see runAsync); before it returns, the loop waits
+	// for the appends under way and records their outcomes.
+	fl := &flight{results: make(chan opResult, 64)}
+	defer e.land(ctx, fl)
 	if head == 0 {
 		e.ready.Store(true) // an empty log: no worker of a previous run to lose
 	} else if e.active.Load() && e.state.Next >= head && e.becomeReady(ctx, head) { // a snapshot at the log's end
@@ -387,6 +392,10 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 				e.log.Error("log subscription ended", "err", err)
 			}
 			return
+		case r := <-fl.results:
+			if !e.settled(ctx, fl, r) {
+				continue // it landed: the fold shows it, and the next batch decides
+			}
 		case b := <-batches:
 			e.apply(b)
 		drain:
@@ -416,10 +425,102 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 		if !e.ready.Load() && !e.becomeReady(ctx, head) {
 			continue
 		}
-		e.run(ctx, e.Decide(timed))
-		if timed {
+		if len(fl.cycles) >= maxCyclesInFlight {
+			if timed {
+				fl.timedWaiting = true // decide it once a cycle has landed
+			}
+			continue
+		}
+		timed = timed || fl.timedWaiting
+		fl.timedWaiting = false
+		e.runAsync(ctx, fl, e.Decide(timed), timed)
+	}
+}
+
+// maxCyclesInFlight bounds the decision cycles whose appends are under way
+// at once; at the bound the loop folds without deciding until one lands.
+const maxCyclesInFlight = 8
+
+// flight is the loop's record of the decision cycles whose appends are
+// under way, oldest first.
+type flight struct {
+	cycles       []*cycle
+	results      chan opResult
+	timedWaiting bool // a timed cycle is owed (it was due at the bound)
+}
+
+// cycle is one Decide's decisions, appended in the background.
+type cycle struct {
+	timed bool
+	left  int // appends not yet settled
+}
+
+// opResult is the outcome of one decision's appends.
+type opResult struct {
+	c      *cycle
+	d      *Decision
+	w      written
+	landed map[string]bool
+}
+
+// runAsync appends a cycle's decisions concurrently in the background (the
+// store commits them together); each outcome comes back to the loop on
+// fl.results. The streams they write stay awaited meanwhile, so the loop's
+// later decisions leave them alone: decisions of successive cycles are as
+// independent as those of one cycle, which Decide already allows to commit
+// in any order.
+func (e *Executor) runAsync(ctx context.Context, fl *flight, ds []Decision, timed bool) {
+	if len(ds) == 0 && !timed {
+		return
+	}
+	c := &cycle{timed: timed, left: len(ds)}
+	fl.cycles = append(fl.cycles, c)
+	if len(ds) == 0 {
+		e.retire(fl)
+		return
+	}
+	for i := range ds {
+		go func(d *Decision) {
+			if e.beforeAppend != nil {
+				e.beforeAppend(d.o.what)
+			}
+			w := e.write(ctx, &d.o)
+			if w.err == nil {
+				crashAfter(&d.o)
+			}
+			fl.results <- opResult{c: c, d: d, w: w, landed: e.landed(ctx, &d.o, w)}
+		}(&ds[i])
+	}
+}
+
+// settled records one decision's outcome and reports whether it failed
+// (its streams are free again, so deciding again may help).
+func (e *Executor) settled(ctx context.Context, fl *flight, r opResult) bool {
+	e.mu.Lock()
+	e.settle(ctx, &r.d.o, r.w, r.landed)
+	e.mu.Unlock()
+	r.c.left--
+	e.retire(fl)
+	return r.w.err != nil
+}
+
+// retire drops the cycles at the front of fl that have landed, counting the
+// timed ones: a timed cycle counts once it and every cycle before it have
+// been appended (or refused).
+func (e *Executor) retire(fl *flight) {
+	for len(fl.cycles) > 0 && fl.cycles[0].left == 0 {
+		if fl.cycles[0].timed {
 			e.Stats.TimedCycles.Add(1)
 		}
+		fl.cycles[0] = nil
+		fl.cycles = fl.cycles[1:]
+	}
+}
+
+// land waits for every append under way and records its outcome.
+func (e *Executor) land(ctx context.Context, fl *flight) {
+	for len(fl.cycles) > 0 {
+		e.settled(ctx, fl, <-fl.results)
 	}
 }
 
@@ -517,6 +618,11 @@ var errNotTried = errors.New("not attempted: an earlier append of the op failed"
 // write appends o: atomically when the store can, else one stream at a
 // time as o.seq says.
 func (e *Executor) write(ctx context.Context, o *op) written {
+	for i := range o.appends { // decoded here, off the loop, for the folds of this process
+		for j := range o.appends[i].Events {
+			_ = domain.Catalogue.Remember(&o.appends[i].Events[j])
+		}
+	}
 	w := written{errs: make([]error, len(o.appends))}
 	all := func(err error) written {
 		for i := range w.errs {
@@ -643,9 +749,10 @@ func (e *Executor) Commit(ctx context.Context, d Decision) error {
 	return w.err
 }
 
-// landed, after appends failed with an unknown outcome, reads whether the
-// handoffs among them landed: per stream, false when they did not, absent
-// when that is still unknown.
+// landed, after appends failed with an unknown outcome, reads whether they
+// landed: per stream, false when the stream has no event at the version the
+// append would have reached, true when it has one (ours, or a winner's: the
+// fold will show it either way), absent when that is still unknown.
 func (e *Executor) landed(ctx context.Context, o *op, w written) map[string]bool {
 	if w.err == nil || ctx.Err() != nil {
 		return nil
@@ -656,12 +763,12 @@ func (e *Executor) landed(ctx context.Context, o *op, w written) map[string]bool
 			continue // landed, or known not to have landed
 		}
 		e.mu.Lock()
-		h, ok := e.handing[a.Stream]
+		v, ok := e.awaiting[a.Stream]
 		e.mu.Unlock()
 		if !ok {
-			continue
+			continue // the fold has shown it meanwhile
 		}
-		evs, rerr := e.cfg.Store.ReadStream(ctx, a.Stream, h.version, 1)
+		evs, rerr := e.cfg.Store.ReadStream(ctx, a.Stream, v, 1)
 		if rerr == nil || errors.Is(rerr, eventstore.ErrStreamNotFound) {
 			if out == nil {
 				out = map[string]bool{}
@@ -717,11 +824,15 @@ func (e *Executor) settle(ctx context.Context, o *op, w written, landed map[stri
 	}
 	for i, a := range o.appends {
 		err := w.errs[i]
-		if err == nil {
+		in, known := landed[a.Stream]
+		if err == nil || (known && in) {
 			continue // it will show up in the fold
 		}
-		delete(e.awaiting, a.Stream) // it will not: stop waiting for it
-		if in, known := landed[a.Stream]; errors.Is(err, errNotTried) || aggregate.LostRace(err) || (known && !in) {
+		// It will not (or whether it will is unknown: then, as after a lost
+		// race, the decision is taken again on the fold, and its ids make a
+		// landed twin an idempotent replay).
+		delete(e.awaiting, a.Stream)
+		if errors.Is(err, errNotTried) || aggregate.LostRace(err) || known {
 			delete(e.handing, a.Stream) // it did not land
 		}
 	}
@@ -782,7 +893,10 @@ func (e *Executor) stageAfter(fence uuid.UUID, stream string, version int64, eve
 // followID is the id of the i-th event of type typ that an op writes to
 // stream after its fence event fence.
 func followID(fence uuid.UUID, stream string, i int, typ string) uuid.UUID {
-	return uuid.NewSHA1(fence, fmt.Appendf(nil, "%s/%d/%s", stream, i, typ))
+	// The bytes of fmt's "%s/%d/%s", without fmt: ids must never change.
+	b := make([]byte, 0, len(stream)+len(typ)+24)
+	b = strconv.AppendInt(append(append(b, stream...), '/'), int64(i), 10)
+	return uuid.NewSHA1(fence, append(append(b, '/'), typ...))
 }
 
 func (e *Executor) stageIDs(stream string, version int64, id func(i int, typ string) uuid.UUID, events ...domain.Event) eventstore.StreamAppend {
@@ -1035,14 +1149,29 @@ type freeWorker struct {
 	runners         map[string]bool // nil: runs everything
 }
 
+// freeWorkers returns the workers with free slots: those the fold shows,
+// less the handoffs to them that this executor has written (or is writing)
+// and the fold does not show yet.
 func (e *Executor) freeWorkers() []*freeWorker {
+	var inHand map[string]int
+	for xs, h := range e.handing {
+		_, xid := domain.SplitStream(xs)
+		if w := e.state.Workers[h.worker]; w != nil && e.state.Live[xid] != nil {
+			if _, folded := w.InFlight[xid]; !folded {
+				if inHand == nil {
+					inHand = map[string]int{}
+				}
+				inHand[h.worker]++
+			}
+		}
+	}
 	var out []*freeWorker
 	for _, id := range e.state.WorkerIDs() {
 		w := e.state.Workers[id]
 		if e.busy(domain.WorkerStream(id)) {
 			continue // its lost verdict is being written
 		}
-		if n := w.Free(); n > 0 {
+		if n := w.Free() - inHand[id]; n > 0 {
 			fw := &freeWorker{id: id, incarnation: w.Incarnation(), free: n}
 			if rs := w.Runners(); len(rs) > 0 {
 				fw.runners = map[string]bool{}

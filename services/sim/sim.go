@@ -407,6 +407,14 @@ func (w *world) weights(out *[numSteps]float64) {
 		switch {
 		case len(x.pending) > 0:
 			out[stepExecCommit] = 15
+			// As Start's loop does: fold and decide again while earlier
+			// decisions are still being appended.
+			if x.ready && x.e.Position() < w.checker.next {
+				out[stepExecFold] = 4
+			}
+			if x.ready {
+				out[stepExecDecide] = 2
+			}
 		case !x.started || x.e.Position() < w.checker.next:
 			out[stepExecFold] = 12
 			if x.ready {
@@ -699,7 +707,9 @@ func (w *world) pickExec(ok func(*simExec) bool) *simExec {
 }
 
 func (w *world) execFold() {
-	x := w.pickExec(func(x *simExec) bool { return len(x.pending) == 0 && (!x.started || x.e.Position() < w.checker.next) })
+	x := w.pickExec(func(x *simExec) bool {
+		return (len(x.pending) == 0 || x.ready) && (!x.started || x.e.Position() < w.checker.next)
+	})
 	if x == nil {
 		return
 	}
@@ -723,7 +733,7 @@ func (w *world) execFold() {
 
 func (w *world) execDecide() {
 	x := w.pickExec(func(x *simExec) bool {
-		return len(x.pending) == 0 && x.started && (x.ready || x.e.Position() >= x.head)
+		return (len(x.pending) == 0 || x.ready) && x.started && (x.ready || x.e.Position() >= x.head)
 	})
 	if x == nil {
 		return
@@ -733,9 +743,10 @@ func (w *world) execDecide() {
 		x.ready = true
 		return
 	}
-	x.pending = x.e.Decide(w.chance(0.3))
-	if len(x.pending) > 0 {
-		w.tracef("executor %s decides %d", x.name, len(x.pending))
+	ds := x.e.Decide(w.chance(0.3))
+	x.pending = append(x.pending, ds...)
+	if len(ds) > 0 {
+		w.tracef("executor %s decides %d (%d pending)", x.name, len(ds), len(x.pending))
 	}
 }
 

@@ -94,6 +94,8 @@ type Worker struct {
 
 	regMu sync.Mutex // serialises re-registrations
 
+	idle chan *Run // run goroutines waiting for the next run (see spawn)
+
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the heartbeat loop has returned
 }
@@ -156,7 +158,8 @@ func New(cfg Config) (*Worker, error) {
 	}
 	inc := cfg.NewIncarnation()
 	return &Worker{cfg: cfg, log: cfg.Logger.With("component", "worker", "worker", cfg.ID), ctx: context.Background(),
-		incarnation: inc, mine: map[string]bool{inc: true}, running: map[runKey]*runEntry{}, superseded: make(chan struct{})}, nil
+		incarnation: inc, mine: map[string]bool{inc: true}, running: map[runKey]*runEntry{}, superseded: make(chan struct{}),
+		idle: make(chan *Run)}, nil
 }
 
 // Superseded is closed when the log shows that another process registered
@@ -417,12 +420,42 @@ func (w *Worker) onAssign(msg *message.Message) error {
 	if err != nil || r == nil {
 		return err
 	}
-	go func() {
-		defer r.Close()
-		w.drive(r)
-	}()
+	w.spawn(r)
 	return nil
 }
+
+// spawn drives r on a goroutine of its own: one that has finished a run
+// and waits for the next, if any, else a new one. Reusing them spares each
+// run a fresh goroutine's stack growing again.
+func (w *Worker) spawn(r *Run) {
+	select {
+	case w.idle <- r:
+	default:
+		go w.runner(r)
+	}
+}
+
+// runner drives r, then the runs spawn hands it, until the worker's
+// context ends or none comes for idleRunner.
+func (w *Worker) runner(r *Run) {
+	t := time.NewTimer(idleRunner)
+	defer t.Stop()
+	for {
+		w.drive(r)
+		r.Close()
+		t.Reset(idleRunner)
+		select {
+		case r = <-w.idle:
+		case <-t.C:
+			return
+		case <-w.ctx.Done():
+			return
+		}
+	}
+}
+
+// idleRunner is how long a run goroutine waits for the next run.
+const idleRunner = 10 * time.Second
 
 func (w *Worker) onCancel(msg *message.Message) error {
 	env, err := bus.DecodeEvent(msg)
@@ -629,8 +662,8 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 	timeout := time.Duration(r.sched.TimeoutMillis) * time.Millisecond
 	var failure *runner.Failure
 	var partial json.RawMessage
-	if intr := (*runner.Interrupted)(nil); errors.As(runErr, &intr) {
-		partial = intr.Result
+	if runErr != nil {
+		partial = interrupted(runErr)
 	}
 	var drained drainError
 	x, err := aggregate.UpdateExecution(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.under(func(x *domain.Execution) (domain.Event, error) {
@@ -665,6 +698,15 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		w.refused("result refused: the execution is no longer ours", id, r.key.attempt, r.inc, err)
 	}
 	r.x = x
+	return nil
+}
+
+// interrupted returns the partial result a runner reported with err, if any.
+func interrupted(err error) json.RawMessage {
+	var intr *runner.Interrupted
+	if errors.As(err, &intr) {
+		return intr.Result
+	}
 	return nil
 }
 
