@@ -378,6 +378,8 @@ func TestAnnouncedChangeHoldsGrants(t *testing.T) {
 	if _, err := h.store.Append(context.Background(), domain.QueueStream("ann"), eventstore.Any, env); err != nil {
 		t.Fatal(err)
 	}
+	// running is written before the run reaches the gate: release it once it waits there.
+	h.waitFor("a's run to wait at the gate", func() bool { return g.Waiting() == 1 })
 	g.ReleaseAll()
 	h.waitStatus(a, domain.StatusCompleted)
 	h.settle()
@@ -394,6 +396,7 @@ func TestAnnouncedChangeHoldsGrants(t *testing.T) {
 		t.Fatalf("ChangePolicy: %v %v", changed, err)
 	}
 	h.waitStatus(b, domain.StatusRunning)
+	h.waitFor("b's run to wait at the gate", func() bool { return g.Waiting() == 1 })
 	g.ReleaseAll()
 	h.waitStatus(b, domain.StatusCompleted)
 	h.auditClean()
