@@ -51,15 +51,11 @@ const migrateLockKey = 0x7475726e // "turn"
 // serialises them, and every caller after the first finds nothing to do. A
 // schema migrated by a newer build is refused with ErrSchemaTooNew.
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]Migration, error) {
-	c, err := pool.Acquire(ctx)
+	schema, err := migrationSchema(schema)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: migrate: %w", err)
+		return nil, err
 	}
-	// A connection of its own, closed at the end: the session-level lock
-	// goes with it, whatever happens.
-	conn := c.Hijack()
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	return migrate(ctx, conn, schema)
+	return migrations.ApplyPool(ctx, pool, schema)
 }
 
 // MigrateURL is Migrate on a database named by a postgres:// URL (see
@@ -79,13 +75,19 @@ func MigrateURL(ctx context.Context, url, schema string) ([]Migration, error) {
 
 // migrate runs Migrate on conn, which the caller closes afterwards.
 func migrate(ctx context.Context, conn *pgx.Conn, schema string) ([]Migration, error) {
-	if schema == "" {
-		schema = DefaultSchema
-	}
-	if err := (Options{Schema: schema}).Validate(); err != nil {
+	schema, err := migrationSchema(schema)
+	if err != nil {
 		return nil, err
 	}
 	return migrations.Apply(ctx, conn, schema)
+}
+
+// migrationSchema is schema, or DefaultSchema for "", if it is a valid name.
+func migrationSchema(schema string) (string, error) {
+	if schema == "" {
+		schema = DefaultSchema
+	}
+	return schema, (Options{Schema: schema}).Validate()
 }
 
 // checkSchema fails unless schema is at exactly SchemaVersion.

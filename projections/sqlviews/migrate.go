@@ -4,9 +4,7 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/turnstile/turnstile/eventstore/postgres/pgmigrate"
 )
@@ -50,24 +48,13 @@ const migrateLockKey = 0x7476_6d67 // "tvmg"
 // it applied. They run in one transaction: a failure changes nothing. Safe
 // to call from several processes at once (an advisory lock serialises them).
 func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]Migration, error) {
-	c, err := pool.Acquire(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("sqlviews: migrate: %w", err)
-	}
-	// Closed at the end, so the session's advisory lock goes with it.
-	conn := c.Hijack()
-	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
-	return migrate(ctx, conn, schema)
-}
-
-func migrate(ctx context.Context, conn *pgx.Conn, schema string) ([]Migration, error) {
 	if schema == "" {
 		schema = DefaultSchema
 	}
 	if err := validSchema(schema); err != nil {
 		return nil, err
 	}
-	return migrations.Apply(ctx, conn, schema)
+	return migrations.ApplyPool(ctx, pool, schema)
 }
 
 // checkSchema fails unless the tables in schema are at SchemaVersion.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Migration is one versioned change.
@@ -124,6 +125,19 @@ func (s Set) Apply(ctx context.Context, conn *pgx.Conn, schema string) (applied 
 		return fail("commit: %w", err)
 	}
 	return applied, nil
+}
+
+// ApplyPool is Apply on a connection of its own taken from pool and closed
+// at the end, so that the session's advisory lock goes with it, whatever
+// happens.
+func (s Set) ApplyPool(ctx context.Context, pool *pgxpool.Pool, schema string) ([]Migration, error) {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: migrate: %w", s.Who, err)
+	}
+	conn := c.Hijack()
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
+	return s.Apply(ctx, conn, schema)
 }
 
 // Querier is what Check reads with: a pool, a connection or a transaction.
