@@ -1,11 +1,11 @@
 package projections
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"maps"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -221,12 +221,21 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 	}
 	// The retained ended executions, oldest end first: an ended record's
 	// position is its terminal event's.
-	for _, id := range v.order {
-		if v.execs[id].x == nil {
-			v.ended = append(v.ended, id)
+	type endedAt struct {
+		pos uint64
+		id  string
+	}
+	var ended []endedAt
+	for i, r := range sn.Executions {
+		if r.Final != nil {
+			ended = append(ended, endedAt{r.Position, v.order[i]})
 		}
 	}
-	sort.SliceStable(v.ended, func(i, j int) bool { return v.execs[v.ended[i]].pos < v.execs[v.ended[j]].pos })
+	slices.SortStableFunc(ended, func(a, b endedAt) int { return cmp.Compare(a.pos, b.pos) })
+	v.ended = make([]string, len(ended))
+	for i, e := range ended {
+		v.ended[i] = e.id
+	}
 	v.st = restoreState(&sn.State, live)
 	v.changes.floor = v.st.Next
 	for _, s := range sn.Stats {
