@@ -128,17 +128,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		})
 	}()
 
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	start := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -444,17 +438,11 @@ func cmdBenchRestart(ctx context.Context, args []string, stdout, stderr io.Write
 			_ = pprof.WriteHeapProfile(f)
 		}
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stopProfile, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
+	defer stopProfile()
 	r, err := benchRestart(ctx, *storeURL, *ref, *n, whenReady)
 	if err != nil {
 		return err
@@ -527,4 +515,24 @@ func storeURLWithSchema(server, schema string) string {
 	q.Set("schema", schema)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// startCPUProfile starts writing a CPU profile to path ("" profiles
+// nothing) and returns the function that stops and closes it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
