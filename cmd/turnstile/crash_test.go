@@ -101,8 +101,9 @@ func TestCrashMatrix(t *testing.T) {
 			// lease lapses (nobody knows they died with the process): a
 			// short lease makes the take-back crash point come within its
 			// 15 s window. Snapshots go to a directory of their own.
-			args: []string{"--store", dbURL, "--migrate", "--snapshot-every", "300", "--snapshots", t.TempDir(), "--worker-lease", "4s"},
-			env:  []string{"TURNSTILE_PG_SCHEMA=" + schema},
+			args:    []string{"--store", dbURL, "--migrate", "--snapshot-every", "300", "--snapshots", t.TempDir(), "--worker-lease", "4s"},
+			env:     []string{"TURNSTILE_PG_SCHEMA=" + schema},
+			mayMiss: map[string]bool{crashpoint.ExecutorTakenBack: true},
 			open: func(ctx context.Context) (eventstore.Store, error) {
 				return postgres.OpenURL(ctx, dbURL, postgres.Options{Schema: schema})
 			},
@@ -132,6 +133,10 @@ type crashStore struct {
 	env  []string // serve's and the CLI's environment
 	open func(context.Context) (eventstore.Store, error)
 	cli  []string // the store flags of `turnstile audit`
+	// mayMiss names crash points this store may never reach: on a shared
+	// log a restarted serve takes work back only if the killed one had
+	// executions in flight (nothing declares its workers lost at start).
+	mayMiss map[string]bool
 }
 
 // crashStep is one crash of the plan: a random SIGKILL, or a crash point.
@@ -373,7 +378,11 @@ func runCrashMatrix(t *testing.T, bin string, cfg crashConfig, st crashStore) {
 		t.Fatalf("%d executions accepted, want %d", len(ids), want)
 	}
 	for _, p := range crashpoint.Names() {
-		if reached[p] == 0 {
+		switch {
+		case reached[p] > 0:
+		case st.mayMiss[p]:
+			t.Logf("crash point %s was never reached (allowed on this store)", p)
+		default:
 			t.Errorf("crash point %s was never reached", p)
 		}
 	}
