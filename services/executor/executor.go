@@ -122,6 +122,14 @@ type Executor struct {
 	// the fold does not show this one yet.
 	handing map[string]handoff
 
+	// doubted holds, per worker stream, the version a lost verdict of this
+	// executor would have reached when its append failed with an unknown
+	// outcome (such as a timeout after the store executed it). Until the
+	// fold shows that version, written by the verdict or by the worker, the
+	// worker gets no handoff: one decided on a fold that lacks a verdict
+	// already in the log would hand work to a lost incarnation.
+	doubted map[string]uint64
+
 	// beforeAppend, if set (tests only), is called before each op is appended.
 	beforeAppend func(what string)
 
@@ -168,7 +176,7 @@ func New(cfg Config) (*Executor, error) {
 		return nil, err
 	}
 	e := &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
-		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]handoff{}, wakeup: make(chan struct{}, 1),
+		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]handoff{}, doubted: map[string]uint64{}, wakeup: make(chan struct{}, 1),
 		single: !eventstore.AtomicMultiStream(cfg.Store), pending: map[string]*seen{}}
 	e.active.Store(!cfg.Standby)
 	return e, nil
@@ -561,6 +569,9 @@ func (e *Executor) apply(batch []domain.Envelope) {
 		if h, ok := e.handing[env.Stream]; ok && env.Version >= h.version {
 			delete(e.handing, env.Stream)
 		}
+		if v, ok := e.doubted[env.Stream]; ok && env.Version >= v {
+			delete(e.doubted, env.Stream)
+		}
 	}
 	if n := len(batch); n > 0 && batch[n-1].Position+1 == e.state.Next {
 		e.lastID = batch[n-1].ID.String()
@@ -831,8 +842,12 @@ func (e *Executor) settle(ctx context.Context, o *op, w written, landed map[stri
 		// It will not (or whether it will is unknown: then, as after a lost
 		// race, the decision is taken again on the fold, and its ids make a
 		// landed twin an idempotent replay).
+		notLanded := errors.Is(err, errNotTried) || aggregate.LostRace(err) || known
+		if cat, _ := domain.SplitStream(a.Stream); o.takeBack && !notLanded && cat == domain.StreamWorker {
+			e.doubted[a.Stream] = e.awaiting[a.Stream] // a lost verdict that may have landed
+		}
 		delete(e.awaiting, a.Stream)
-		if errors.Is(err, errNotTried) || aggregate.LostRace(err) || known {
+		if notLanded {
 			delete(e.handing, a.Stream) // it did not land
 		}
 	}
@@ -1168,8 +1183,10 @@ func (e *Executor) freeWorkers() []*freeWorker {
 	var out []*freeWorker
 	for _, id := range e.state.WorkerIDs() {
 		w := e.state.Workers[id]
-		if e.busy(domain.WorkerStream(id)) {
+		if ws := domain.WorkerStream(id); e.busy(ws) {
 			continue // its lost verdict is being written
+		} else if _, ok := e.doubted[ws]; ok {
+			continue // its lost verdict may be in the log
 		}
 		if n := w.Free() - inHand[id]; n > 0 {
 			fw := &freeWorker{id: id, incarnation: w.Incarnation(), free: n}

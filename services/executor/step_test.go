@@ -2,8 +2,10 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -186,4 +188,116 @@ func testLostVerdictCoversEveryHandoff(t *testing.T, single bool) {
 			t.Fatalf("unfolded=%v: execution is %s, want %s (abandoned with the verdict)", unfolded, x.Status(), want)
 		}
 	}
+}
+
+// TestVerdictOfUnknownOutcomeHoldsHandoffs: when a lost verdict's append
+// fails with an unknown outcome (the store executed it, then timed out) and
+// reading the worker's stream back fails too, the executor must not hand
+// that worker anything until its fold shows the stream at the verdict's
+// version: the verdict may be in the log, and a handoff decided on a fold
+// without it would go to a lost incarnation. When the worker writes (the
+// verdict did not land), or when the verdict is decided again, the doubt
+// ends. Found by the simulation (services/sim).
+func TestVerdictOfUnknownOutcomeHoldsHandoffs(t *testing.T) {
+	bothLogs(t, func(t *testing.T, single bool) {
+		for _, executed := range []bool{true, false} {
+			testVerdictOfUnknownOutcome(t, single, executed)
+		}
+	})
+}
+
+func testVerdictOfUnknownOutcome(t *testing.T, single, executed bool) {
+	ctx := context.Background()
+	quiet := slog.New(slog.DiscardHandler)
+	clk := clock.NewManual(t0)
+	store := &doubtfulStore{Store: clockedStore(clk, single), stream: domain.WorkerStream("w1"), executed: executed}
+	cmds := &executor.Commands{Store: store, Writer: "test"}
+	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "q", Runner: "core.noop", MaxConcurrent: 2}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(worker.Config{ID: "w1", Store: store, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e, err := executor.New(executor.Config{Store: store, Clock: clk, Logger: quiet, WorkerLease: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := uint64(0)
+	fold := func() {
+		evs, err := store.ReadAll(ctx, pos, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Fold(evs)
+		pos = e.Position()
+	}
+	id := requestOne(t, cmds, "q")
+	clk.Advance(20 * time.Second)
+	fold()
+	ds := e.Decide(true)
+	if len(ds) != 1 || ds[0].What() != "lose worker w1" {
+		t.Fatalf("decisions %v, want the lost verdict alone", whats(ds))
+	}
+	store.armed.Store(true)
+	if err := e.Commit(ctx, ds[0]); err == nil {
+		t.Fatal("the verdict's append reported success; the test wants an unknown outcome")
+	}
+	store.armed.Store(false)
+	// The fold is as before the verdict, whether or not it landed.
+	if ds := e.Decide(false); len(ds) != 0 {
+		t.Fatalf("executed=%v: decisions %v while the verdict's outcome is unknown, want none", executed, whats(ds))
+	}
+	if executed {
+		fold() // the verdict: w1 is lost, and nothing is handed to it
+		if ds := e.Decide(false); len(ds) != 0 {
+			t.Fatalf("after the verdict: decisions %v, want none", whats(ds))
+		}
+		return
+	}
+	// The verdict did not land, and the worker writes: it is alive, and
+	// the doubt ends.
+	if err := w.Heartbeat(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fold()
+	ds = e.Decide(false)
+	if len(ds) != 1 || ds[0].What() != "grant q" {
+		t.Fatalf("after the worker's heartbeat: decisions %v, want the grant of %s", whats(ds), id)
+	}
+}
+
+// doubtfulStore, when armed, makes appends to stream fail with a timeout,
+// after executing them if executed, and fails reads of stream.
+type doubtfulStore struct {
+	eventstore.Store
+	stream   string
+	executed bool
+	armed    atomic.Bool
+}
+
+var errInjectedTimeout = errors.New("injected: timed out")
+
+func (s *doubtfulStore) AtomicMultiStream() bool { return eventstore.AtomicMultiStream(s.Store) }
+
+func (s *doubtfulStore) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events ...domain.Envelope) (eventstore.AppendResult, error) {
+	if !s.armed.Load() || stream != s.stream {
+		return s.Store.Append(ctx, stream, expected, events...)
+	}
+	if s.executed {
+		if _, err := s.Store.Append(ctx, stream, expected, events...); err != nil {
+			return eventstore.AppendResult{}, err
+		}
+	}
+	return eventstore.AppendResult{}, errInjectedTimeout
+}
+
+func (s *doubtfulStore) ReadStream(ctx context.Context, stream string, from uint64, limit int) ([]domain.Envelope, error) {
+	if s.armed.Load() && stream == s.stream {
+		return nil, errInjectedTimeout
+	}
+	return s.Store.ReadStream(ctx, stream, from, limit)
 }
