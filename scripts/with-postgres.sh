@@ -17,6 +17,8 @@
 # Examples:
 #   scripts/with-postgres.sh go test -race -count=1 ./eventstore/...
 #   TURNSTILE_POSTGRES_URL=postgres://me:secret@db:5432/turnstile scripts/with-postgres.sh go test ./eventstore/postgres/
+#   TURNSTILE_PG_EXTRA_CONF="shared_preload_libraries = 'pg_stat_statements'" scripts/with-postgres.sh …
+#     (lines appended to the throwaway cluster's postgresql.conf)
 set -euo pipefail
 
 prog=$(basename "$0")
@@ -156,6 +158,11 @@ full_page_writes = on
 log_min_messages = warning
 log_min_duration_statement = -1
 CONF
+if [[ -n "${TURNSTILE_PG_EXTRA_CONF:-}" ]]; then
+	# Extra settings for a measurement, e.g.
+	# TURNSTILE_PG_EXTRA_CONF="shared_preload_libraries = 'pg_stat_statements'"
+	printf '%s\n' "$TURNSTILE_PG_EXTRA_CONF" | pg sh -c "cat >>'$tmp/data/postgresql.conf'"
+fi
 
 free_port() {
 	local port

@@ -42,6 +42,7 @@ type benchResult struct {
 	PeakRSSBytes   int64   `json:"peak_rss_bytes"`
 	Events         uint64  `json:"events"`
 	Store          string  `json:"store"`
+	Rate           float64 `json:"rate,omitempty"` // requests per second asked for (0: unpaced)
 	// Subscription lag: commit time of each terminal event to its delivery
 	// to a subscription of the benchmark's own.
 	LagP50Millis float64 `json:"subscription_lag_p50_ms"`
@@ -64,15 +65,20 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	actions := fs.Int("actions", 100, "actions (each with its own FIFO queue)")
 	maxConc := fs.Int("max-concurrent", 10, "max_concurrent of every action")
 	submitters := fs.Int("submitters", 64, "goroutines requesting executions one by one")
+	rate := fs.Float64("rate", 0, "requests per second, paced evenly (0: as fast as the submitters go); below the system's throughput, request → running measures a free slot's latency")
 	workers := fs.Int("workers", 4, "in-process workers")
 	slots := fs.Int("slots", 0, "slots per worker (default: enough for every action's limit)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON line last")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of the run to this file (go tool pprof -sample_index=alloc_space)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
 	if *n < 1 || *actions < 1 || *maxConc < 1 || *submitters < 1 || *workers < 1 {
 		return usageError{errors.New("--executions, --actions, --max-concurrent, --submitters and --workers must be >= 1")}
+	}
+	if *rate < 0 {
+		return usageError{errors.New("--rate must be >= 0")}
 	}
 	if *slots == 0 {
 		*slots = (*actions**maxConc + *workers - 1) / *workers
@@ -146,6 +152,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				if i >= int64(*n) {
 					return
 				}
+				if *rate > 0 { // request i is due at start + i/rate
+					if d := time.Until(start.Add(time.Duration(float64(i) / *rate * float64(time.Second)))); d > 0 {
+						time.Sleep(d)
+					}
+				}
 				r := executor.Request{Action: fmt.Sprintf("bench.%d", i%int64(*actions))}
 				if _, _, err := nd.Commands.Request(ctx, r); err != nil {
 					errs <- err
@@ -165,6 +176,12 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return ctx.Err()
 	}
 	elapsed := time.Since(start)
+	stopProfile()
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			return err
+		}
+	}
 
 	p50, p99, events, err := requestToRunning(ctx, store, startHead)
 	if err != nil {
@@ -175,7 +192,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	res := benchResult{
 		LagP50Millis: round(lagQ(0.50), 3), LagP99Millis: round(lagQ(0.99), 3),
 		Executions: *n, Seconds: round(elapsed.Seconds(), 3), ExecutionsPerS: round(float64(*n)/elapsed.Seconds(), 1),
-		P50Millis: round(p50, 3), P99Millis: round(p99, 3), PeakRSSBytes: peakRSS(), Events: events, Store: strings.SplitN(where, ":", 2)[0],
+		P50Millis: round(p50, 3), P99Millis: round(p99, 3), PeakRSSBytes: peakRSS(), Events: events, Store: strings.SplitN(where, ":", 2)[0], Rate: *rate,
 	}
 	if *asJSON {
 		b, _ := json.Marshal(res)
@@ -428,14 +445,9 @@ func cmdBenchRestart(ctx context.Context, args []string, stdout, stderr io.Write
 	var whenReady func()
 	if *memProfile != "" {
 		whenReady = func() {
-			f, err := os.Create(*memProfile)
-			if err != nil {
+			if err := writeHeapProfile(*memProfile); err != nil {
 				fmt.Fprintln(stderr, "memprofile:", err)
-				return
 			}
-			defer f.Close()
-			runtime.GC()
-			_ = pprof.WriteHeapProfile(f)
 		}
 	}
 	stopProfile, err := startCPUProfile(*cpuProfile)
@@ -517,8 +529,24 @@ func storeURLWithSchema(server, schema string) string {
 	return u.String()
 }
 
+// writeHeapProfile writes a heap profile (live and allocated since start)
+// to path, after a garbage collection.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
 // startCPUProfile starts writing a CPU profile to path ("" profiles
-// nothing) and returns the function that stops and closes it.
+// nothing) and returns the function that stops and closes it (once: later
+// calls do nothing).
 func startCPUProfile(path string) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
@@ -531,8 +559,11 @@ func startCPUProfile(path string) (stop func(), err error) {
 		_ = f.Close()
 		return nil, err
 	}
+	var once sync.Once
 	return func() {
-		pprof.StopCPUProfile()
-		_ = f.Close()
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			_ = f.Close()
+		})
 	}, nil
 }
