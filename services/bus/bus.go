@@ -1,8 +1,9 @@
 // Package bus carries what one process must tell another, over watermill:
 // handoffs to workers and cancellation requests. The log is the truth; the
 // Forwarder derives every message from it and checkpoints its position, so a
-// lost message is sent again and handlers are idempotent by event id (the
-// message UUID is the event id).
+// lost message is sent again, and handlers are idempotent by event id: a
+// message carries one event (its UUID is the event id) or a batch of events
+// for one topic (its UUID derives from theirs; see EncodeEvents).
 package bus
 
 import (
@@ -219,8 +220,9 @@ type ForwarderConfig struct {
 	From uint64
 }
 
-// Forwarder publishes the log's handoffs and cancel requests to the bus.
-// Delivery is at least once: after a crash it resumes from its checkpoint,
+// Forwarder publishes the log's handoffs and cancel requests to the bus,
+// the events of one read of the log that go to one topic in one message
+// (EncodeEvents). Delivery is at least once: after a crash it resumes from its checkpoint,
 // and after a failed read of the log from the first event it has not
 // published, either of which may send a message again.
 type Forwarder struct {
@@ -265,14 +267,10 @@ func (f *Forwarder) Start(ctx context.Context) error {
 		var err error
 		for {
 			err = f.cfg.Store.Subscribe(ctx, next, filter, func(batch []domain.Envelope) error {
-				for i := range batch {
-					env := &batch[i]
-					crashpoint.Hit(crashpoint.ForwarderBeforePublish)
-					if err := f.publish(env); err != nil {
-						return err
-					}
-					next = env.Position + 1
+				if err := f.publish(batch); err != nil {
+					return err
 				}
+				next = batch[len(batch)-1].Position + 1
 				pause = 10 * time.Millisecond
 				if time.Since(lastSave) >= f.cfg.SaveEvery {
 					lastSave = time.Now()
@@ -308,19 +306,37 @@ func (f *Forwarder) Start(ctx context.Context) error {
 	return nil
 }
 
-func (f *Forwarder) publish(env *domain.Envelope) error {
-	msg := EncodeEventCompact(env)
-	topic := TopicCancel
-	if env.Type == domain.TypeExecutionScheduled {
-		ev, err := domain.Catalogue.Decode(env)
-		if err != nil {
-			f.log.Error("cannot read handoff, not forwarded", "position", env.Position, "err", err)
-			return nil
+// publish sends batch's events, in log order per topic: one message per
+// topic and up to MaxBatch events.
+func (f *Forwarder) publish(batch []domain.Envelope) error {
+	var order []string
+	groups := map[string][]*domain.Envelope{}
+	for i := range batch {
+		env := &batch[i]
+		topic := TopicCancel
+		if env.Type == domain.TypeExecutionScheduled {
+			ev, err := domain.Catalogue.Decode(env)
+			if err != nil {
+				f.log.Error("cannot read handoff, not forwarded", "position", env.Position, "err", err)
+				continue
+			}
+			topic = AssignTopic(ev.(domain.ExecutionScheduled).Worker)
 		}
-		topic = AssignTopic(ev.(domain.ExecutionScheduled).Worker)
+		g, ok := groups[topic]
+		if !ok {
+			order = append(order, topic)
+		}
+		groups[topic] = append(g, env)
 	}
-	if err := f.cfg.Publisher.Publish(topic, msg); err != nil {
-		return fmt.Errorf("bus: publish %s: %w", topic, err)
+	for _, topic := range order {
+		for g := groups[topic]; len(g) > 0; {
+			n := min(len(g), MaxBatch)
+			crashpoint.Hit(crashpoint.ForwarderBeforePublish)
+			if err := f.cfg.Publisher.Publish(topic, EncodeEvents(g[:n])); err != nil {
+				return fmt.Errorf("bus: publish %s: %w", topic, err)
+			}
+			g = g[n:]
+		}
 	}
 	return nil
 }

@@ -3,10 +3,13 @@ package bus
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+
 	"github.com/turnstile/turnstile/domain"
 )
 
@@ -29,9 +32,21 @@ const (
 // uses it for the topics only turnstile's own handlers read; feeds for
 // others stay JSON.
 func EncodeEventCompact(env *domain.Envelope) *message.Message {
-	n := 1 + 1 + 16 + 6*binary.MaxVarintLen64 + 8*binary.MaxVarintLen32 +
+	m := message.NewMessage(env.ID.String(), appendCompact(make([]byte, 0, compactSize(env)), env))
+	m.Metadata.Set(MetaType, env.Type)
+	m.Metadata.Set(MetaStream, env.Stream)
+	m.Metadata.Set(MetaPosition, strconv.FormatUint(env.Position, 10))
+	return m
+}
+
+// compactSize bounds the length of env's compact form.
+func compactSize(env *domain.Envelope) int {
+	return 1 + 1 + 16 + 6*binary.MaxVarintLen64 + 8*binary.MaxVarintLen32 +
 		len(env.Stream) + len(env.Type) + len(env.Owner) + len(env.CorrelationID) + len(env.CausationID) + len(env.Writer) + len(env.Data) + len(env.Metadata)
-	b := make([]byte, 0, n)
+}
+
+// appendCompact appends env's compact form to b.
+func appendCompact(b []byte, env *domain.Envelope) []byte {
 	var flags byte
 	if !env.Time.IsZero() {
 		flags |= compactTimeSet
@@ -59,11 +74,92 @@ func EncodeEventCompact(env *domain.Envelope) *message.Message {
 		b = binary.AppendUvarint(b, uint64(len(p)))
 		b = append(b, p...)
 	}
-	m := message.NewMessage(env.ID.String(), b)
-	m.Metadata.Set(MetaType, env.Type)
-	m.Metadata.Set(MetaStream, env.Stream)
-	m.Metadata.Set(MetaPosition, strconv.FormatUint(env.Position, 10))
+	return b
+}
+
+// batchTag starts a payload made by EncodeEvents for several events.
+const batchTag = 0x02
+
+// MetaCount is the metadata key of the number of events in a message made
+// by EncodeEvents (absent: one).
+const MetaCount = "count"
+
+// MaxBatch is the most events EncodeEvents puts in one message.
+const MaxBatch = 512
+
+// EncodeEvents puts events (1 to MaxBatch) in one message, so that a burst
+// of handoffs to one worker costs one message. For one event it is
+// EncodeEventCompact's message. For several, the payload is their compact
+// forms, each after its length; the message UUID derives from all their ids
+// (the same events give the same UUID), and the metadata describe the first
+// event and give the count. Handlers stay idempotent by event id: a message
+// delivered again hands over each of its events again.
+func EncodeEvents(envs []*domain.Envelope) *message.Message {
+	if len(envs) == 1 {
+		return EncodeEventCompact(envs[0])
+	}
+	if len(envs) == 0 || len(envs) > MaxBatch {
+		panic(fmt.Sprintf("bus: EncodeEvents of %d events (want 1 to %d)", len(envs), MaxBatch))
+	}
+	n := 1 + binary.MaxVarintLen64
+	ids := make([]byte, 0, 16*len(envs))
+	for _, env := range envs {
+		n += binary.MaxVarintLen64 + compactSize(env)
+		ids = append(ids, env.ID[:]...)
+	}
+	b := binary.AppendUvarint(append(make([]byte, 0, n), batchTag), uint64(len(envs)))
+	var one []byte
+	for _, env := range envs {
+		one = appendCompact(one[:0], env)
+		b = binary.AppendUvarint(b, uint64(len(one)))
+		b = append(b, one...)
+	}
+	m := message.NewMessage(uuid.NewSHA1(envs[0].ID, ids).String(), b)
+	m.Metadata.Set(MetaType, envs[0].Type)
+	m.Metadata.Set(MetaStream, envs[0].Stream)
+	m.Metadata.Set(MetaPosition, strconv.FormatUint(envs[0].Position, 10))
+	m.Metadata.Set(MetaCount, strconv.Itoa(len(envs)))
 	return m
+}
+
+// DecodeEvents reads back the events of a message made by EncodeEvents,
+// EncodeEventCompact or EncodeEvent, in order. A malformed payload is an
+// error, whatever part of it is sound.
+func DecodeEvents(m *message.Message) ([]domain.Envelope, error) {
+	p := m.Payload
+	if len(p) == 0 || p[0] != batchTag {
+		env, err := DecodeEvent(m)
+		if err != nil {
+			return nil, err
+		}
+		return []domain.Envelope{env}, nil
+	}
+	bad := func(why string) error { return fmt.Errorf("bus: message %s is not a batch of events: %s", m.UUID, why) }
+	count, k := binary.Uvarint(p[1:])
+	if k <= 0 || count < 2 || count > MaxBatch {
+		return nil, bad("bad count")
+	}
+	p = p[1+k:]
+	out := make([]domain.Envelope, 0, count)
+	for range count {
+		l, k := binary.Uvarint(p)
+		if k <= 0 || l > uint64(len(p)-k) {
+			return nil, bad("bad length")
+		}
+		env, err := decodeCompact(p[k : k+int(l)])
+		if err != nil {
+			return nil, bad(err.Error())
+		}
+		if env.Type == "" || env.Stream == "" {
+			return nil, bad("an event with no type or stream")
+		}
+		out = append(out, env)
+		p = p[k+int(l):]
+	}
+	if len(p) != 0 {
+		return nil, bad("trailing bytes")
+	}
+	return out, nil
 }
 
 var errCompact = errors.New("malformed compact event")

@@ -16,6 +16,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -409,19 +410,29 @@ func (w *Worker) checkReplaced(inc string) {
 	w.replaced(ctx, inc)
 }
 
-// onAssign takes a handoff. It returns at once (the run goes on in its own
-// goroutine) so one slow action never holds up the topic.
+// onAssign takes the handoffs of a message. It returns at once (each run
+// goes on in its own goroutine) so one slow action never holds up the
+// topic. A handoff it cannot take (an undecodable event) fails the message,
+// after the others were taken: it is retried, then set aside as poison;
+// handing over the others again does nothing (Take is idempotent, and the
+// log refuses a second start).
 func (w *Worker) onAssign(msg *message.Message) error {
-	env, err := bus.DecodeEvent(msg)
+	envs, err := bus.DecodeEvents(msg)
 	if err != nil {
 		return err // poison after retries
 	}
-	r, err := w.Take(env)
-	if err != nil || r == nil {
-		return err
+	var first error
+	for _, env := range envs {
+		r, err := w.Take(env)
+		if err != nil {
+			first = cmp.Or(first, err)
+			continue
+		}
+		if r != nil {
+			w.spawn(r)
+		}
 	}
-	w.spawn(r)
-	return nil
+	return first
 }
 
 // spawn drives r on a goroutine of its own: one that has finished a run
@@ -458,11 +469,13 @@ func (w *Worker) runner(r *Run) {
 const idleRunner = 10 * time.Second
 
 func (w *Worker) onCancel(msg *message.Message) error {
-	env, err := bus.DecodeEvent(msg)
+	envs, err := bus.DecodeEvents(msg)
 	if err != nil {
 		return err
 	}
-	w.Cancel(env)
+	for _, env := range envs {
+		w.Cancel(env)
+	}
 	return nil
 }
 
