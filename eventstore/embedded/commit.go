@@ -382,7 +382,7 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 	found := 0
 	for i := range r.appends {
 		for j := range r.appends[i].Events {
-			if _, ok := s.ids[r.appends[i].Events[j].ID]; ok {
+			if _, ok := s.ids.get(r.appends[i].Events[j].ID, s.posID); ok {
 				found++
 			}
 		}
@@ -432,7 +432,10 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 			s.posStream = append(s.posStream, st.num)
 			s.posID = append(s.posID, e.ID)
 			st.positions = append(st.positions, pos)
-			s.ids[e.ID] = pos
+			if !s.ids.put(pos, s.posID) {
+				// Not found above, and ValidateAppends lets no request name an id twice.
+				panic(fmt.Sprintf("embedded: event id %s staged twice", e.ID))
+			}
 			s.wend += int64(len(buf) - n)
 			s.next++
 			r.res = eventstore.AppendResult{Version: version, Position: pos}
@@ -458,7 +461,7 @@ func (s *Store) replay(r *request, found int) (eventstore.AppendResult, error) {
 		st := s.streams[a.Stream]
 		for j := range a.Events {
 			id := a.Events[j].ID
-			pos := s.ids[id]
+			pos, _ := s.ids.get(id, s.posID)
 			version, ok := st.versionOf(pos)
 			if !ok {
 				return conflict("event %s is stored in another stream than %q", id, a.Stream)
@@ -482,7 +485,7 @@ func (s *Store) checkReplayedContent(r *request) error {
 		for j := range r.appends[i].Events {
 			e := &r.appends[i].Events[j]
 			s.mu.RLock()
-			pos := s.ids[e.ID]
+			pos, _ := s.ids.get(e.ID, s.posID)
 			s.mu.RUnlock()
 			stored, err := s.ReadAll(context.Background(), pos, 1)
 			if err != nil {

@@ -37,8 +37,9 @@
 //	*.tmp      a log or index being written (replaced atomically by rename)
 //
 // The log is a single file; it is not segmented. Its size is bounded only by
-// the file system, but the in-memory indexes cost about 70 to 100 bytes per
-// event (offset, stream number, id, the id map and per-stream version lists),
+// the file system, but the in-memory indexes cost about 45 to 60 bytes per
+// event (offset, stream number, id, a slot of the id table, the position in
+// its stream's list) plus about 150 bytes per stream (its record and name),
 // so a store is meant for up to some tens of millions of events.
 //
 // A directory that holds other files but no log, or a log without the header,

@@ -253,14 +253,13 @@ func (s *Store) parseIndex(data []byte, size int64) error {
 		}
 		st.positions = make([]uint64, 0, counts[i])
 	}
-	s.ids = make(map[uuid.UUID]uint64, n+n/4)
+	s.ids = newIDIndex(n)
 	for p := range n {
 		st := s.streamList[s.posStream[p]]
 		st.positions = append(st.positions, uint64(p))
-		s.ids[s.posID[p]] = uint64(p)
-	}
-	if len(s.ids) != n {
-		return bad("repeated event ids")
+		if !s.ids.put(uint64(p), s.posID) {
+			return bad("event id %s listed twice", s.posID[p])
+		}
 	}
 	s.wend = end
 	// The last covered record must be in the log, where the index says.

@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/google/uuid"
-
 	"github.com/turnstile/turnstile/eventstore"
 )
 
@@ -108,7 +106,7 @@ func (s *Store) recover() error {
 		return fmt.Errorf("embedded: opening log: %w", err)
 	}
 	size := fi.Size()
-	s.ids = make(map[uuid.UUID]uint64)
+	s.ids = newIDIndex(0)
 	start := int64(headerSize)
 	if n, end, ok := s.loadIndex(size); ok {
 		if !s.opts.TrustIndex {
@@ -183,7 +181,7 @@ func (s *Store) allZero(from, to int64) (bool, error) {
 func (s *Store) resetIndexes() {
 	s.offsets, s.posStream, s.posID, s.streamList = nil, nil, nil, nil
 	s.streams = make(map[string]*stream)
-	s.ids = make(map[uuid.UUID]uint64)
+	s.ids = newIDIndex(0)
 	s.ckptCount.Store(0)
 }
 
@@ -288,14 +286,14 @@ func (s *Store) addScanned(r *rec, off int64) error {
 	if r.version != uint64(len(st.positions)) {
 		return corruptError(logName, off, fmt.Sprintf("record holds version %d of %q where %d was expected", r.version, st.name, len(st.positions)))
 	}
-	if _, dup := s.ids[r.id]; dup {
+	if _, dup := s.ids.get(r.id, s.posID); dup {
 		return corruptError(logName, off, fmt.Sprintf("event id %s is stored twice", r.id))
 	}
 	s.offsets = append(s.offsets, off)
 	s.posStream = append(s.posStream, st.num)
 	s.posID = append(s.posID, r.id)
 	st.positions = append(st.positions, pos)
-	s.ids[r.id] = pos
+	s.ids.put(pos, s.posID)
 	return nil
 }
 
@@ -309,7 +307,7 @@ func (s *Store) rollback(m scanMark) {
 	for p := len(s.offsets) - 1; p >= m.events; p-- {
 		st := s.streamList[s.posStream[p]]
 		st.positions = st.positions[:len(st.positions)-1]
-		delete(s.ids, s.posID[p])
+		s.ids.del(s.posID[p], s.posID)
 	}
 	for _, st := range s.streamList[m.streams:] {
 		delete(s.streams, st.name)

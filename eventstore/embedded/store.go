@@ -66,19 +66,19 @@ type Store struct {
 	fresh    []domain.Envelope // committer only: the chunk being staged, for tail
 
 	// Owned by the committer goroutine (and by Open before it starts).
-	ids        map[uuid.UUID]uint64 // event id → position, committed and staged
-	next       uint64               // position of the next staged event
-	wend       int64                // file offset past the last staged record
-	alloc      int64                // file offset up to which the file is written (zeros past wend)
-	buf        []byte               // write buffer of the chunk being staged
-	group      group                // the group commit under way
-	seq        uint64               // group commit counter
-	touched    []*stream            // streams staged in the current group commit
-	failed     error                // sticky: a write or fsync failed
-	noAlloc    bool                 // preallocation failed once; do not retry
-	lastGroup  int                  // requests in the last group commit
-	lingerSkip int                  // group commits to go without lingering
-	lastSync   time.Duration        // how long the last fsync took
+	ids        *idIndex      // event id → position, committed and staged
+	next       uint64        // position of the next staged event
+	wend       int64         // file offset past the last staged record
+	alloc      int64         // file offset up to which the file is written (zeros past wend)
+	buf        []byte        // write buffer of the chunk being staged
+	group      group         // the group commit under way
+	seq        uint64        // group commit counter
+	touched    []*stream     // streams staged in the current group commit
+	failed     error         // sticky: a write or fsync failed
+	noAlloc    bool          // preallocation failed once; do not retry
+	lastGroup  int           // requests in the last group commit
+	lingerSkip int           // group commits to go without lingering
+	lastSync   time.Duration // how long the last fsync took
 
 	qmu     sync.Mutex
 	queue   []*request
