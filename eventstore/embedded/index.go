@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -209,17 +210,38 @@ func (s *Store) parseIndex(data []byte, size int64) error {
 		return bad("counts %d events, %d streams in %d bytes", n64, m64, len(rest))
 	}
 	n, m := int(n64), int(m64)
-	s.streamList = make([]*stream, 0, m)
-	for range m {
-		if len(rest) < 1 || len(rest) < 1+int(rest[0]) {
+	// A large log has hundreds of thousands of streams: their names go into
+	// one string and their records into one slice.
+	lens := make([]int, m)
+	total := 0
+	for i, r := 0, rest; i < m; i++ {
+		if len(r) < 1 || len(r) < 1+int(r[0]) {
 			return bad("stream names cut short")
 		}
-		name := string(rest[1 : 1+int(rest[0])])
-		rest = rest[1+len(name):]
+		lens[i] = int(r[0])
+		total += lens[i]
+		r = r[1+lens[i]:]
+	}
+	var names strings.Builder
+	names.Grow(total)
+	for _, l := range lens {
+		names.Write(rest[1 : 1+l])
+		rest = rest[1+l:]
+	}
+	all := names.String()
+	slab := make([]stream, m)
+	s.streamList = make([]*stream, 0, m)
+	if len(s.streams) == 0 {
+		s.streams = make(map[string]*stream, m)
+	}
+	for i, off := 0, 0; i < m; i++ {
+		name := all[off : off+lens[i]]
+		off += lens[i]
 		if s.streams[name] != nil || eventstore.ValidateStream(name) != nil {
 			return bad("bad or repeated stream name %q", name)
 		}
-		st := &stream{name: name, num: uint32(len(s.streamList))}
+		st := &slab[i]
+		st.name, st.num = name, uint32(i)
 		s.streams[name] = st
 		s.streamList = append(s.streamList, st)
 	}
@@ -247,11 +269,12 @@ func (s *Store) parseIndex(data []byte, size int64) error {
 	if off != end {
 		return bad("record sizes add up to %d, not %d", off, end)
 	}
+	backing := make([]uint64, n) // every stream's positions, one after the other
 	for i, st := range s.streamList {
 		if counts[i] == 0 {
 			return bad("stream %q has no event", st.name)
 		}
-		st.positions = make([]uint64, 0, counts[i])
+		st.positions, backing = backing[:0:counts[i]], backing[counts[i]:]
 	}
 	s.ids = newIDIndex(n)
 	for p := range n {
