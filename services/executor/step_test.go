@@ -109,6 +109,38 @@ func whats(ds []executor.Decision) []string {
 	return out
 }
 
+// oneWorkerSteps sets up a step-driven executor (15 s worker lease) on
+// store, with action "q" (core.noop, limit 2) and worker w1 registered;
+// fold folds what the log holds beyond what the executor has folded.
+func oneWorkerSteps(t *testing.T, clk *clock.Manual, store eventstore.Store) (cmds *executor.Commands, w *worker.Worker, e *executor.Executor, fold func()) {
+	t.Helper()
+	ctx := context.Background()
+	quiet := slog.New(slog.DiscardHandler)
+	cmds = &executor.Commands{Store: store, Writer: "test"}
+	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "q", Runner: "core.noop", MaxConcurrent: 2}); err != nil {
+		t.Fatal(err)
+	}
+	w, err := worker.New(worker.Config{ID: "w1", Store: store, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e, err = executor.New(executor.Config{Store: store, Clock: clk, Logger: quiet, WorkerLease: 15 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fold = func() {
+		evs, err := store.ReadAll(ctx, e.Position(), 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Fold(evs)
+	}
+	return cmds, w, e, fold
+}
+
 // TestLostVerdictCoversEveryHandoff: the lost verdict of a worker and, in
 // the same append, the abandonment of everything it holds, must cover every
 // handoff to it: so no handoff to a worker is decided in the cycle that
@@ -121,34 +153,10 @@ func TestLostVerdictCoversEveryHandoff(t *testing.T) {
 
 func testLostVerdictCoversEveryHandoff(t *testing.T, single bool) {
 	ctx := context.Background()
-	quiet := slog.New(slog.DiscardHandler)
 	for _, unfolded := range []bool{false, true} {
 		clk := clock.NewManual(t0)
 		store := clockedStore(clk, single)
-		cmds := &executor.Commands{Store: store, Writer: "test"}
-		if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "q", Runner: "core.noop", MaxConcurrent: 2}); err != nil {
-			t.Fatal(err)
-		}
-		w, err := worker.New(worker.Config{ID: "w1", Store: store, Logger: quiet})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Register(ctx); err != nil {
-			t.Fatal(err)
-		}
-		e, err := executor.New(executor.Config{Store: store, Clock: clk, Logger: quiet, WorkerLease: 15 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pos := uint64(0)
-		fold := func() {
-			evs, err := store.ReadAll(ctx, pos, 1000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.Fold(evs)
-			pos = e.Position()
-		}
+		cmds, _, e, fold := oneWorkerSteps(t, clk, store)
 		id := requestOne(t, cmds, "q")
 		if unfolded {
 			fold()
@@ -208,33 +216,9 @@ func TestVerdictOfUnknownOutcomeHoldsHandoffs(t *testing.T) {
 
 func testVerdictOfUnknownOutcome(t *testing.T, single, executed bool) {
 	ctx := context.Background()
-	quiet := slog.New(slog.DiscardHandler)
 	clk := clock.NewManual(t0)
 	store := &doubtfulStore{Store: clockedStore(clk, single), stream: domain.WorkerStream("w1"), executed: executed}
-	cmds := &executor.Commands{Store: store, Writer: "test"}
-	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "q", Runner: "core.noop", MaxConcurrent: 2}); err != nil {
-		t.Fatal(err)
-	}
-	w, err := worker.New(worker.Config{ID: "w1", Store: store, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Register(ctx); err != nil {
-		t.Fatal(err)
-	}
-	e, err := executor.New(executor.Config{Store: store, Clock: clk, Logger: quiet, WorkerLease: 15 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pos := uint64(0)
-	fold := func() {
-		evs, err := store.ReadAll(ctx, pos, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.Fold(evs)
-		pos = e.Position()
-	}
+	cmds, w, e, fold := oneWorkerSteps(t, clk, store)
 	id := requestOne(t, cmds, "q")
 	clk.Advance(20 * time.Second)
 	fold()
