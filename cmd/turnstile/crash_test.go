@@ -699,35 +699,28 @@ func checkStatsMatchLog(ctx context.Context, t *testing.T, store eventstore.Stor
 		counts[ref][what]++
 	}
 	parents := map[string]bool{}
-	for from := uint64(0); ; {
-		batch, err := store.ReadAll(ctx, from, 4096)
-		if err != nil {
-			t.Fatal(err)
+	err := eachEvent(ctx, store, 0, func(env *domain.Envelope) error {
+		cat, id := domain.SplitStream(env.Stream)
+		if cat != domain.StreamExecution {
+			return nil
 		}
-		if len(batch) == 0 {
-			break
+		if env.Type == domain.TypeExecutionRequested {
+			ev, err := domain.Catalogue.Decode(env)
+			if err != nil {
+				return err
+			}
+			req := ev.(domain.ExecutionRequested)
+			action[id] = req.Action
+			parents[id] = len(req.WithItems) > 0 || req.Items > 0
+			return nil
 		}
-		for i := range batch {
-			env := &batch[i]
-			from = env.Position + 1
-			cat, id := domain.SplitStream(env.Stream)
-			if cat != domain.StreamExecution {
-				continue
-			}
-			if env.Type == domain.TypeExecutionRequested {
-				ev, err := domain.Catalogue.Decode(env)
-				if err != nil {
-					t.Fatal(err)
-				}
-				req := ev.(domain.ExecutionRequested)
-				action[id] = req.Action
-				parents[id] = len(req.WithItems) > 0 || req.Items > 0
-				continue
-			}
-			if !parents[id] { // a with_items parent never queues: the stats count its children
-				count(action[id], env.Type)
-			}
+		if !parents[id] { // a with_items parent never queues: the stats count its children
+			count(action[id], env.Type)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, s := range stats {
 		c := counts[s.Action]
