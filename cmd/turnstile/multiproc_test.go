@@ -359,33 +359,26 @@ func TestProcessesOnPostgres(t *testing.T) {
 	// The takeover, as the log tells it.
 	var lastA, firstB uint64
 	var byA, byB, lostW2 int
-	for from := uint64(0); ; {
-		batch, err := store.ReadAll(ctx, from, 4096)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(batch) == 0 {
-			break
-		}
-		for i := range batch {
-			env := &batch[i]
-			from = env.Position + 1
-			switch {
-			case env.Owner == domain.OwnerExecutor && env.Writer == "exec-a":
-				byA++
-				lastA = env.Position
-			case env.Owner == domain.OwnerExecutor && env.Writer == "exec-b":
-				if byB == 0 {
-					firstB = env.Position
-				}
-				byB++
-			case env.Owner == domain.OwnerExecutor && env.Writer != "api": // "api": the API's commands (requests, actions)
-				t.Errorf("position %d: an executor event by %q", env.Position, env.Writer)
+	err = eachEvent(ctx, store, 0, func(env *domain.Envelope) error {
+		switch {
+		case env.Owner == domain.OwnerExecutor && env.Writer == "exec-a":
+			byA++
+			lastA = env.Position
+		case env.Owner == domain.OwnerExecutor && env.Writer == "exec-b":
+			if byB == 0 {
+				firstB = env.Position
 			}
-			if env.Type == domain.TypeWorkerLost && env.Stream == domain.WorkerStream("w2") {
-				lostW2++
-			}
+			byB++
+		case env.Owner == domain.OwnerExecutor && env.Writer != "api": // "api": the API's commands (requests, actions)
+			t.Errorf("position %d: an executor event by %q", env.Position, env.Writer)
 		}
+		if env.Type == domain.TypeWorkerLost && env.Stream == domain.WorkerStream("w2") {
+			lostW2++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	if byA == 0 || byB == 0 {
 		t.Errorf("exec-a wrote %d executor events and exec-b %d: both should have decided (before and after the kill)", byA, byB)

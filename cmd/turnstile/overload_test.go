@@ -183,31 +183,25 @@ func TestOverloadThroughHTTP(t *testing.T) {
 	logged := map[string]int{}
 	waiting, maxWaiting := 0, 0
 	views := projections.NewViews()
-	for from := uint64(0); ; {
-		batch, err := store.ReadAll(ctx, from, 1024)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(batch) == 0 {
-			break
-		}
-		for i := range batch {
-			from = batch[i].Position + 1
-			if batch[i].Type == domain.TypeExecutionRequested {
-				ev, err := domain.Catalogue.Decode(&batch[i])
-				if err != nil {
-					t.Fatal(err)
-				}
-				logged[ev.(domain.ExecutionRequested).Action]++
+	err = eachEvent(ctx, store, 0, func(env *domain.Envelope) error {
+		if env.Type == domain.TypeExecutionRequested {
+			ev, err := domain.Catalogue.Decode(env)
+			if err != nil {
+				return err
 			}
-			if err := views.Apply(batch[i : i+1]); err != nil {
-				t.Fatal(err)
-			}
-			if st, ok := views.Stats("flood.capped"); ok {
-				waiting = st.QueueLength
-				maxWaiting = max(maxWaiting, waiting)
-			}
+			logged[ev.(domain.ExecutionRequested).Action]++
 		}
+		if err := views.Apply([]domain.Envelope{*env}); err != nil {
+			return err
+		}
+		if st, ok := views.Stats("flood.capped"); ok {
+			waiting = st.QueueLength
+			maxWaiting = max(maxWaiting, waiting)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, ref := range []string{"flood.capped", "flood.metered"} {
 		if logged[ref] != accepted[ref] {

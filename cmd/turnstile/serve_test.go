@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
 )
@@ -213,6 +214,23 @@ func TestServeOnKurrentDB(t *testing.T) {
 
 // auditLog audits the whole log and reports each violation (the first 20)
 // and any execution that never ended as a test error.
+// eachEvent calls fn with every event of the log from position from to
+// its end, in order, and returns the first error of the store or of fn.
+func eachEvent(ctx context.Context, store eventstore.Store, from uint64, fn func(env *domain.Envelope) error) error {
+	for {
+		batch, err := store.ReadAll(ctx, from, 4096)
+		if err != nil || len(batch) == 0 {
+			return err
+		}
+		for i := range batch {
+			if err := fn(&batch[i]); err != nil {
+				return err
+			}
+		}
+		from = batch[len(batch)-1].Position + 1
+	}
+}
+
 func auditLog(ctx context.Context, t *testing.T, store eventstore.Store) *projections.AuditReport {
 	t.Helper()
 	rep, err := projections.Audit(ctx, store, nil)

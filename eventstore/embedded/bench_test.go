@@ -2,41 +2,17 @@ package embedded
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
 )
-
-// benchData is a ~200-byte JSON payload.
-var benchData = json.RawMessage(`{"action":"demo.sleep","execution":"6f1c2a9e-4b7d-4c1e-9f0a-2d3e4f5a6b7c","client":"bench","queue":"queue-demo.sleep","params":{"seconds":1,"note":"` + strings.Repeat("x", 40) + `"},"attempt":1}`)
-
-// benchEvent makes an event with a cheap unique id (writer, sequence).
-func benchEvent(writer, seq uint64) domain.Envelope {
-	var id uuid.UUID
-	binary.LittleEndian.PutUint64(id[0:], writer+1)
-	binary.LittleEndian.PutUint64(id[8:], seq+1)
-	return domain.Envelope{
-		ID:            id,
-		Type:          "execution.scheduled",
-		SchemaVersion: 1,
-		Owner:         domain.OwnerExecutor,
-		CorrelationID: "corr-6f1c2a9e",
-		Data:          benchData,
-	}
-}
 
 // BenchmarkAppendConcurrent64: 64 goroutines each append single ~200-byte
 // events (durable, group commit) to their own stream.
@@ -46,36 +22,11 @@ func BenchmarkAppendConcurrent64(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	ctx := context.Background()
-	const writers = 64
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	writes0, sync0 := s.writes.Load(), s.syncTime.Load()
-	b.ResetTimer()
-	start := time.Now()
-	for w := range writers {
-		wg.Go(func() {
-			stream := fmt.Sprintf("execution-%d", w)
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(b.N) {
-					return
-				}
-				if _, err := s.Append(ctx, stream, eventstore.Any, benchEvent(uint64(w), uint64(i))); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	el := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/el.Seconds(), "events/s")
+	storetest.BenchAppendConcurrent(b, s, 64, 0)
 	writes := float64(max(1, s.writes.Load()-writes0))
 	b.ReportMetric(float64(b.N)/writes, "events/fsync")
 	b.ReportMetric(float64(s.syncTime.Load()-sync0)/writes/1e3, "fsync-µs")
-
 }
 
 // BenchmarkAppendSingleWriter: one goroutine appends single ~200-byte events,
@@ -86,21 +37,7 @@ func BenchmarkAppendSingleWriter(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = s.Close() }()
-	ctx := context.Background()
-	lat := make([]time.Duration, b.N)
-	b.ResetTimer()
-	for i := range b.N {
-		t0 := time.Now()
-		if _, err := s.Append(ctx, "execution-single", eventstore.Any, benchEvent(0, uint64(i))); err != nil {
-			b.Fatal(err)
-		}
-		lat[i] = time.Since(t0)
-	}
-	b.StopTimer()
-	slices.Sort(lat)
-	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	b.ReportMetric(us(lat[len(lat)/2]), "p50-µs")
-	b.ReportMetric(us(lat[len(lat)*99/100]), "p99-µs")
+	storetest.BenchAppendSingleWriter(b, s, 0)
 }
 
 // benchLogs holds the logs built once for the read and open benchmarks.
@@ -141,7 +78,7 @@ func benchLog(b *testing.B, n int) string {
 	for i := 0; i < n; i += per {
 		k := min(per, n-i)
 		for j := range k {
-			evs[j] = benchEvent(7, uint64(i+j))
+			evs[j] = storetest.BenchEvent(0, 7, uint64(i+j))
 		}
 		if _, err := s.Append(ctx, fmt.Sprintf("execution-%d", (i/per)%1000), eventstore.Any, evs[:k]...); err != nil {
 			b.Fatal(err)

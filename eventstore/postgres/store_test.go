@@ -13,15 +13,15 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
-
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
+	"github.com/turnstile/turnstile/internal/pgtest"
 )
 
 // TestConformance runs the shared conformance suite, every store on a fresh
 // schema of the test database.
 func TestConformance(t *testing.T) {
-	testURL(t)
+	pgtest.URL(t)
 	storetest.Run(t, func(t *testing.T) eventstore.Store {
 		return newStore(t, Options{})
 	}, storetest.Capabilities{DensePositions: true, AtomicMultiStream: true})
@@ -66,8 +66,8 @@ func TestLoadMigrations(t *testing.T) {
 // the migrations; Open refuses a schema that is missing, behind or ahead.
 func TestMigrate(t *testing.T) {
 	t.Parallel()
-	pool := testPool(t)
-	ctx := ctxT(t)
+	pool := sharedPool.Get(t)
+	ctx := pgtest.Context(t)
 	schema := "test_migrate_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	t.Cleanup(func() { dropSchema(t, schema) })
 
@@ -128,7 +128,7 @@ func TestMigrate(t *testing.T) {
 // withQuery returns the test database URL with a query parameter set.
 func withQuery(t *testing.T, key, value string) string {
 	t.Helper()
-	u, err := url.Parse(testURL(t))
+	u, err := url.Parse(pgtest.URL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func withQuery(t *testing.T, key, value string) string {
 // a store that owns its pool.
 func TestOpenURL(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	schema := "test_url_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	t.Cleanup(func() { dropSchema(t, schema) })
 	raw := withQuery(t, "schema", schema)
@@ -199,7 +199,7 @@ func TestOpenURL(t *testing.T) {
 func TestOutsideWriterUniqueViolation(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, Options{})
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	type row struct {
 		stream  string
 		version int
@@ -269,7 +269,7 @@ func TestOutsideWriterUniqueViolation(t *testing.T) {
 			// Wait until the store's insert waits for this outsider.
 			for {
 				var n int
-				if err := testPool(t).QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND transactionid::text = $1 AND NOT granted", o.xid).Scan(&n); err != nil {
+				if err := sharedPool.Get(t).QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND transactionid::text = $1 AND NOT granted", o.xid).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
 				if n > 0 {
@@ -288,7 +288,7 @@ func TestOutsideWriterUniqueViolation(t *testing.T) {
 
 func mustAppendT(t *testing.T, s eventstore.Store, stream string, expected eventstore.ExpectedVersion, evs ...domain.Envelope) eventstore.AppendResult {
 	t.Helper()
-	res, err := s.Append(ctxT(t), stream, expected, evs...)
+	res, err := s.Append(pgtest.Context(t), stream, expected, evs...)
 	if err != nil {
 		t.Fatalf("Append(%q): %v", stream, err)
 	}
@@ -305,7 +305,7 @@ func TestNotifyAcrossStores(t *testing.T) {
 	schema := freshSchema(t)
 	reader := newStore(t, Options{Schema: schema, PollInterval: time.Minute})
 	writer := newStore(t, Options{Schema: schema})
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	got := make(chan domain.Envelope, 10)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -320,7 +320,7 @@ func TestNotifyAcrossStores(t *testing.T) {
 	listening := func() int {
 		var pid int
 		for range 500 {
-			err := testPool(t).QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE query = $1", reader.sql.listen).Scan(&pid)
+			err := sharedPool.Get(t).QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE query = $1", reader.sql.listen).Scan(&pid)
 			if err == nil {
 				return pid
 			}
@@ -345,7 +345,7 @@ func TestNotifyAcrossStores(t *testing.T) {
 	pid := listening()
 	expect("first append")
 	var ok bool
-	if err := testPool(t).QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
+	if err := sharedPool.Get(t).QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
 		t.Fatalf("pg_terminate_backend(%d): %v, %v", pid, ok, err)
 	}
 	for listening() == pid {
@@ -358,7 +358,7 @@ func TestNotifyAcrossStores(t *testing.T) {
 func TestGroupCommit(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, Options{})
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	const writers, each = 16, 20
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -384,12 +384,12 @@ func TestGroupCommit(t *testing.T) {
 func TestAppendCancelled(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, Options{})
-	ctx, cancel := context.WithCancel(ctxT(t))
+	ctx, cancel := context.WithCancel(pgtest.Context(t))
 	cancel()
 	if _, err := s.Append(ctx, "execution-c", eventstore.Any, storetest.NewEvent("test.c", nil)); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Append with a cancelled context: %v", err)
 	}
-	if h, err := s.Head(ctxT(t)); err != nil || h != 0 {
+	if h, err := s.Head(pgtest.Context(t)); err != nil || h != 0 {
 		t.Fatalf("Head = %d, %v; want 0", h, err)
 	}
 }
@@ -404,7 +404,7 @@ func TestFastCommitStaleHeads(t *testing.T) {
 	t.Parallel()
 	schema := freshSchema(t)
 	a, b := newStore(t, Options{Schema: schema}), newStore(t, Options{Schema: schema})
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	e0, e1 := storetest.NewEvent("test.a0", nil), storetest.NewEvent("test.b1", nil)
 	mustAppendT(t, a, "execution-s", eventstore.NoStream, e0) // a remembers version 0
 	r1 := mustAppendT(t, b, "execution-s", eventstore.Exact(0), e1)

@@ -23,6 +23,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
+	"github.com/turnstile/turnstile/internal/pgtest"
 )
 
 // watcher subscribes to a whole log from position 0 and checks every
@@ -150,7 +151,7 @@ type rawTx struct {
 // the schema for dropping).
 func beginRawT(t *testing.T, ctx context.Context) *rawTx {
 	t.Helper()
-	x, err := beginRaw(ctx, testPool(t))
+	x, err := beginRaw(ctx, sharedPool.Get(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +208,7 @@ func (x *rawTx) waitBlocked(t *testing.T, ctx context.Context) {
 	pid := x.conn.Conn().PgConn().PID()
 	for start := time.Now(); time.Since(start) < 10*time.Second; {
 		var waiting bool
-		err := testPool(t).QueryRow(ctx, "SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&waiting)
+		err := sharedPool.Get(t).QueryRow(ctx, "SELECT coalesce(wait_event_type = 'Lock', false) FROM pg_stat_activity WHERE pid = $1", pid).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,7 +229,7 @@ func (x *rawTx) waitBlocked(t *testing.T, ctx context.Context) {
 func TestTrapReverseCommitOrder(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, Options{})
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	w := startWatcher(ctx, s)
 	defer w.cancel()
 
@@ -317,9 +318,9 @@ func TestTrapReverseCommitOrder(t *testing.T) {
 func TestTrapCheckerCatchesSequencePositions(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, Options{PollInterval: 10 * time.Millisecond}) // no NOTIFY from these writers
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	seq := s.opts.Schema + ".naive_position"
-	if _, err := testPool(t).Exec(ctx, "CREATE SEQUENCE "+seq+" MINVALUE 0 START 0"); err != nil {
+	if _, err := sharedPool.Get(t).Exec(ctx, "CREATE SEQUENCE "+seq+" MINVALUE 0 START 0"); err != nil {
 		t.Fatal(err)
 	}
 	w := startWatcher(ctx, s)
@@ -374,8 +375,8 @@ func TestTrapManyWriters(t *testing.T) {
 	schema := freshSchema(t)
 	sub := newStore(t, Options{Schema: schema})
 	stores := []*Store{newStore(t, Options{Schema: schema}), newStore(t, Options{Schema: schema})}
-	ctx := ctxT(t)
-	pool := testPool(t)
+	ctx := pgtest.Context(t)
+	pool := sharedPool.Get(t)
 	w := startWatcher(ctx, sub)
 	defer w.cancel()
 	// A second subscription on a Store that writes too: it takes that

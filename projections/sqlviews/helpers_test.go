@@ -2,8 +2,6 @@ package sqlviews_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,14 +17,12 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/postgres"
+	"github.com/turnstile/turnstile/internal/pgtest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/projections/sqlviews"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/node"
 )
-
-// urlEnv names the database; scripts/with-postgres.sh sets it.
-const urlEnv = "TURNSTILE_POSTGRES_URL"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
@@ -37,8 +33,9 @@ func TestMain(m *testing.M) {
 		_ = shared.log.Close()
 		dropSchema(shared.logSchema)
 	}
-	if shared.pool != nil {
-		shared.pool.Close()
+	if err := sharedPool.Close(time.Minute); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
 	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -49,11 +46,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-type sharedState struct {
-	poolOnce sync.Once
-	pool     *pgxpool.Pool
-	poolErr  error
+// sharedPool is the pool every test uses, opened on first use and closed
+// by TestMain.
+var sharedPool = pgtest.Pool{MaxConns: 20}
 
+type sharedState struct {
 	logOnce   sync.Once
 	log       *postgres.Store
 	logSchema string
@@ -62,60 +59,18 @@ type sharedState struct {
 
 var shared sharedState
 
-func testURL(t testing.TB) string {
-	t.Helper()
-	u := os.Getenv(urlEnv)
-	if u == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not set and CI=true: run the tests through scripts/with-postgres.sh", urlEnv)
-		}
-		t.Skipf("%s not set: run `scripts/with-postgres.sh go test ./projections/sqlviews/`", urlEnv)
-	}
-	return u
-}
-
-func testPool(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	u := testURL(t)
-	shared.poolOnce.Do(func() {
-		cfg, err := pgxpool.ParseConfig(u)
-		if err != nil {
-			shared.poolErr = err
-			return
-		}
-		cfg.MaxConns = 20
-		shared.pool, shared.poolErr = pgxpool.NewWithConfig(context.Background(), cfg)
-	})
-	if shared.poolErr != nil {
-		t.Fatal(shared.poolErr)
-	}
-	return shared.pool
-}
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-func randomName(prefix string) string {
-	b := make([]byte, 5)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
 func dropSchema(schema string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, _ = shared.pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	_, _ = sharedPool.Opened().Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
 }
 
 // viewsSchema returns a new schema with the read model tables, dropped when
 // the test ends.
 func viewsSchema(t testing.TB) string {
 	t.Helper()
-	schema := randomName("views_")
-	if _, err := sqlviews.Migrate(ctxT(t), testPool(t), schema); err != nil {
+	schema := pgtest.Name("views_", 5)
+	if _, err := sqlviews.Migrate(pgtest.Context(t), sharedPool.Get(t), schema); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dropSchema(schema) })
@@ -126,12 +81,12 @@ func viewsSchema(t testing.TB) string {
 // test ends.
 func logStore(t testing.TB) (*postgres.Store, string) {
 	t.Helper()
-	pool := testPool(t)
-	schema := randomName("log_")
-	if _, err := postgres.Migrate(ctxT(t), pool, schema); err != nil {
+	pool := sharedPool.Get(t)
+	schema := pgtest.Name("log_", 5)
+	if _, err := postgres.Migrate(pgtest.Context(t), pool, schema); err != nil {
 		t.Fatal(err)
 	}
-	s, err := postgres.Open(ctxT(t), pool, postgres.Options{Schema: schema, PollInterval: 50 * time.Millisecond})
+	s, err := postgres.Open(pgtest.Context(t), pool, postgres.Options{Schema: schema, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,9 +105,9 @@ func logStore(t testing.TB) (*postgres.Store, string) {
 // read it.
 func lifecycleLog(t testing.TB) (*postgres.Store, string) {
 	t.Helper()
-	pool := testPool(t)
+	pool := sharedPool.Get(t)
 	shared.logOnce.Do(func() {
-		shared.logSchema = randomName("lifecycle_")
+		shared.logSchema = pgtest.Name("lifecycle_", 5)
 		shared.log, shared.logErr = makeLifecycleLog(pool, shared.logSchema)
 	})
 	if shared.logErr != nil {

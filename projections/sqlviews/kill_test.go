@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/eventstore/postgres"
+	"github.com/turnstile/turnstile/internal/pgtest"
 	"github.com/turnstile/turnstile/projections/sqlviews"
 )
 
@@ -68,7 +69,7 @@ func childMain() int {
 func TestKillProjectorProcessMidBatch(t *testing.T) {
 	store, logSchema := lifecycleLog(t)
 	schema := viewsSchema(t)
-	ctx, pool := ctxT(t), testPool(t)
+	ctx, pool := pgtest.Context(t), sharedPool.Get(t)
 	opts := sqlviews.Options{Schema: schema}
 	h := head(t, store)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 7))
@@ -79,7 +80,7 @@ func TestKillProjectorProcessMidBatch(t *testing.T) {
 	var last uint64
 	for round := range kills {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), childEnv+"="+testURL(t)+"|"+logSchema+"|"+schema)
+		cmd.Env = append(os.Environ(), childEnv+"="+pgtest.URL(t)+"|"+logSchema+"|"+schema)
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {

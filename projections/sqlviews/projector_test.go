@@ -17,6 +17,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
+	"github.com/turnstile/turnstile/internal/pgtest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/projections/sqlviews"
 	"github.com/turnstile/turnstile/services/executor"
@@ -45,7 +46,7 @@ func runProjector(t *testing.T, p *sqlviews.Projector) (stop func() error) {
 
 func newProjector(t *testing.T, store eventstore.Store, opts sqlviews.Options) *sqlviews.Projector {
 	t.Helper()
-	p, err := sqlviews.New(ctxT(t), testPool(t), store, opts)
+	p, err := sqlviews.New(pgtest.Context(t), sharedPool.Get(t), store, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func newProjector(t *testing.T, store eventstore.Store, opts sqlviews.Options) *
 
 func head(t *testing.T, store eventstore.Store) uint64 {
 	t.Helper()
-	h, err := store.Head(ctxT(t))
+	h, err := store.Head(pgtest.Context(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +66,7 @@ func head(t *testing.T, store eventstore.Store) uint64 {
 // returns the report.
 func mustEqualRebuild(t *testing.T, store eventstore.Store, schema string) sqlviews.Report {
 	t.Helper()
-	rep, err := sqlviews.Check(ctxT(t), testPool(t), store, sqlviews.Options{Schema: schema}, 10)
+	rep, err := sqlviews.Check(pgtest.Context(t), sharedPool.Get(t), store, sqlviews.Options{Schema: schema}, 10)
 	if err != nil {
 		t.Fatalf("Check: %v", err)
 	}
@@ -76,8 +77,8 @@ func mustEqualRebuild(t *testing.T, store eventstore.Store, schema string) sqlvi
 }
 
 func TestMigrations(t *testing.T) {
-	ctx, pool := ctxT(t), testPool(t)
-	schema := randomName("views_")
+	ctx, pool := pgtest.Context(t), sharedPool.Get(t)
+	schema := pgtest.Name("views_", 5)
 	t.Cleanup(func() { dropSchema(schema) })
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
@@ -114,7 +115,7 @@ func TestMigrations(t *testing.T) {
 func TestLiveEqualsRebuild(t *testing.T) {
 	store, _ := lifecycleLog(t)
 	schema := viewsSchema(t)
-	ctx, pool := ctxT(t), testPool(t)
+	ctx, pool := pgtest.Context(t), sharedPool.Get(t)
 	p := newProjector(t, store, sqlviews.Options{Schema: schema, MaxBatch: 7, Logger: quietLogger()})
 	stop := runProjector(t, p)
 	h := head(t, store)
@@ -192,7 +193,7 @@ func TestRowsEqualTheAPI(t *testing.T) {
 func rowsEqualTheAPI(t *testing.T, store eventstore.Store) {
 	t.Helper()
 	schema := viewsSchema(t)
-	ctx, pool := ctxT(t), testPool(t)
+	ctx, pool := pgtest.Context(t), sharedPool.Get(t)
 	h := head(t, store)
 	if err := newProjector(t, store, sqlviews.Options{Schema: schema, MaxBatch: 100}).CatchUpTo(ctx, h); err != nil {
 		t.Fatal(err)
@@ -334,7 +335,7 @@ func sameJSON(a, b json.RawMessage) bool {
 func TestFailureBeforeCommitLosesNothing(t *testing.T) {
 	store, _ := lifecycleLog(t)
 	schema := viewsSchema(t)
-	ctx, pool := ctxT(t), testPool(t)
+	ctx, pool := pgtest.Context(t), sharedPool.Get(t)
 	opts := sqlviews.Options{Schema: schema, MaxBatch: 25, Logger: quietLogger()}
 	h := head(t, store)
 
@@ -402,7 +403,7 @@ func smallLog(t *testing.T) (eventstore.Store, *executor.Commands) {
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { _ = store.Close() })
 	c := &executor.Commands{Store: store, Writer: "test"}
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	for _, ref := range []string{"a", "b"} {
 		if _, err := c.DefineAction(ctx, domain.Policy{Ref: ref, Runner: "core.noop", MaxConcurrent: 2}); err != nil {
 			t.Fatal(err)
@@ -423,7 +424,7 @@ func smallLog(t *testing.T) (eventstore.Store, *executor.Commands) {
 func TestResetFencesAndStandby(t *testing.T) {
 	store, c := smallLog(t)
 	schema := viewsSchema(t)
-	ctx, pool := ctxT(t), testPool(t)
+	ctx, pool := pgtest.Context(t), sharedPool.Get(t)
 	opts := sqlviews.Options{Schema: schema, Logger: quietLogger()}
 
 	first := newProjector(t, store, opts)
@@ -487,7 +488,7 @@ func TestResetFencesAndStandby(t *testing.T) {
 func TestAheadOfTheLog(t *testing.T) {
 	store, _ := smallLog(t)
 	schema := viewsSchema(t)
-	ctx := ctxT(t)
+	ctx := pgtest.Context(t)
 	if err := newProjector(t, store, sqlviews.Options{Schema: schema}).CatchUpTo(ctx, head(t, store)); err != nil {
 		t.Fatal(err)
 	}
@@ -505,7 +506,7 @@ func TestAheadOfTheLog(t *testing.T) {
 func TestValuesPostgreSQLCannotHold(t *testing.T) {
 	store, c := smallLog(t)
 	schema := viewsSchema(t)
-	ctx, pool := ctxT(t), testPool(t)
+	ctx, pool := pgtest.Context(t), sharedPool.Get(t)
 	id, _, err := c.Request(ctx, executor.Request{Action: "b",
 		Input: json.RawMessage(`{"nul":"a\u0000b","big":1e999999,"long":` + strings.Repeat("9", 1500) + `,"ok":1.5e3,"esc":"tab\there \u00e9 \ud83d\ude00"}`)})
 	if err != nil {
@@ -534,7 +535,7 @@ func TestValuesPostgreSQLCannotHold(t *testing.T) {
 // void grant of an execution that had ended, and an action change announced
 // on its queue stream without its action event.
 func TestSingleStreamLog(t *testing.T) {
-	ctx, pool := ctxT(t), testPool(t)
+	ctx, pool := pgtest.Context(t), sharedPool.Get(t)
 	pg, _ := logStore(t)
 	store := storetest.SingleStream(pg)
 	if err := runLifecycle(ctx, store); err != nil {
