@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -244,4 +246,42 @@ func auditLog(ctx context.Context, t *testing.T, store eventstore.Store) *projec
 		t.Errorf("%d executions never ended, e.g. %v", len(rep.Open), rep.Open[:min(5, len(rep.Open))])
 	}
 	return rep
+}
+
+// TestServeWorkerPrefix: --worker-prefix names the in-process workers (so
+// that serves sharing a log do not take each other's workers over), and a
+// prefix that makes no valid worker id is a usage error.
+func TestServeWorkerPrefix(t *testing.T) {
+	bin := turnstileBinary(t)
+	out, err := exec.Command(bin, "serve", "--data", t.TempDir(), "--worker-prefix", "two words").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "--worker-prefix") {
+		t.Fatalf("serve --worker-prefix 'two words': %v, output:\n%s", err, out)
+	}
+	p := startServe(t, bin, t.TempDir(), "--worker-prefix", "node7")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		var got struct {
+			Workers []struct {
+				ID string `json:"id"`
+			} `json:"workers"`
+		}
+		if _, err := call(ctx, "GET", p.url+"/api/v1/workers", nil, nil, &got); err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, w := range got.Workers {
+			ids = append(ids, w.ID)
+		}
+		sort.Strings(ids)
+		if strings.Join(ids, ",") == "node7-1,node7-2" {
+			break
+		}
+		if len(ids) >= 2 || ctx.Err() != nil {
+			t.Fatalf("workers %v, want node7-1 and node7-2", ids)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	p.stop(t)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile/turnstile/api"
+	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/kurrentdb"
@@ -128,6 +129,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	data := fs.String("data", "./data", "data directory of the embedded store")
 	storeURL := fs.String("store", "", "store URL (default: the embedded store in --data)")
 	workers := fs.Int("workers", 2, "in-process workers")
+	workerPrefix := fs.String("worker-prefix", "local", "the in-process workers are PREFIX-1 … PREFIX-N; on a shared log each serve needs its own prefix, the same at every restart")
 	runExecutor := fs.Bool("executor", true, "run an executor in this process (on PostgreSQL it contends for the lease with every other executor; false: API and workers only)")
 	executorName := fs.String("executor-name", "", "the in-process executor's writer name in the log (default \"executor\"; on PostgreSQL executor@host:pid)")
 	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker may go without an event in the log before the executor declares it lost")
@@ -145,6 +147,14 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	if *workers < 0 || *slots < 1 || *workerLease < 10*time.Millisecond {
 		return usageError{errors.New("--workers must be >= 0, --slots >= 1 and --worker-lease >= 10ms")}
+	}
+	var workerIDs []string
+	for i := range *workers {
+		id := fmt.Sprintf("%s-%d", *workerPrefix, i+1)
+		if *workerPrefix == "" || eventstore.ValidateStream(domain.WorkerStream(id)) != nil {
+			return usageError{fmt.Errorf("--worker-prefix %q does not make a valid worker id", *workerPrefix)}
+		}
+		workerIDs = append(workerIDs, id)
 	}
 	if env := os.Getenv("TURNSTILE_TOKENS"); env != "" {
 		tokens = append(tokens, strings.Split(env, ",")...)
@@ -220,7 +230,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	// One process owns an embedded log, so at start every worker it names
 	// died with the previous run; a shared PostgreSQL or KurrentDB log has
 	// other processes' workers, which only their leases can judge.
-	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, Slots: *slots, LoseWorkers: !shared,
+	n, err := node.Start(context.WithoutCancel(ctx), store, node.Config{Workers: *workers, WorkerIDs: workerIDs, Slots: *slots, LoseWorkers: !shared,
 		CheckpointDir: checkpointDir(storeKind, where), SnapshotDir: snaps.Dir, SnapshotEvery: *snapEvery, Logger: log, StopGrace: *grace,
 		NoExecutor: !*runExecutor, Standby: execLease != nil, ExecutorName: *executorName, WorkerLease: *workerLease, ForwardFromHead: shared})
 	if err != nil {
