@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -17,37 +18,99 @@ type Waiter struct {
 }
 
 // fifo is a queue of waiters that supports removal from the middle in O(1)
-// (tombstones, compacted as the head advances).
+// (tombstones, compacted as the head advances). A waiter's place in items is
+// kept in the Queues' where map, which the fifo's methods are given.
 type fifo struct {
-	items []Waiter // items[head:] are live or tombstoned ("" Execution)
+	items []slot // items[head:] are live or tombstoned ("" id)
 	head  int
 	live  int
-	index map[string]int // execution → absolute index in items
 }
 
-func (f *fifo) push(w Waiter) {
-	if f.index == nil {
-		f.index = map[string]int{}
+// slot is one waiter, laid out small: a million of them wait in the bench.
+// Its key is its KeyQueue's. It carries what its execution.requested event
+// says beyond the action (the queue's ref), so that the execution can be
+// rebuilt as that event left it (Queues.Waiting) and a fold need not keep a
+// whole aggregate per waiter.
+type slot struct {
+	id  string
+	pos uint64
+	at  int64    // the request's log time in Unix nanoseconds, when it is UTC and req.at is unset
+	req *request // nil when the request says nothing more (no input, not a child) and its time is UTC
+}
+
+// request is what a waiter's execution.requested carries besides its action
+// and time, when there is any.
+type request struct {
+	input       []byte
+	parent      string
+	itemIndex   int
+	items       int // a with_items parent is never queued; a log may still say otherwise
+	concurrency int
+	withItems   []json.RawMessage
+	version     uint64    // of the requested event in its stream (0 on any log the executor wrote)
+	at          time.Time // the log time, when it is not UTC (or has a monotonic reading)
+	hasAt       bool
+}
+
+// newSlot lays out the waiter of execution id requested by e at env.
+func newSlot(id string, env *Envelope, e ExecutionRequested) slot {
+	s := slot{id: id, pos: env.Position}
+	var r request
+	if t := env.Time; t == time.Unix(0, t.UnixNano()).UTC() {
+		s.at = t.UnixNano()
+	} else {
+		r.at, r.hasAt = t, true
 	}
-	f.index[w.Execution] = len(f.items)
-	f.items = append(f.items, w)
+	r.input, r.parent, r.itemIndex, r.items, r.concurrency, r.withItems, r.version =
+		e.Input, e.Parent, e.ItemIndex, e.Items, e.Concurrency, e.WithItems, env.Version
+	if r.input != nil || r.parent != "" || r.itemIndex != 0 || r.items != 0 || r.concurrency != 0 ||
+		r.withItems != nil || r.version != 0 || r.hasAt {
+		s.req = &r
+	}
+	return s
+}
+
+// time returns the waiter's log time of request.
+func (s *slot) time() time.Time {
+	if s.req != nil && s.req.hasAt {
+		return s.req.at
+	}
+	return time.Unix(0, s.at).UTC()
+}
+
+func (s *slot) waiter(key string) Waiter {
+	return Waiter{Execution: s.id, Key: key, Position: s.pos, EnqueuedAt: s.time()}
+}
+
+// execution rebuilds the waiter's execution as its requested event left it.
+func (s *slot) execution(ref string) *Execution {
+	x := NewExecution(s.id)
+	e := ExecutionRequested{Action: ref}
+	var version uint64
+	if r := s.req; r != nil {
+		e.Input, e.Parent, e.ItemIndex, e.Items, e.Concurrency, e.WithItems =
+			r.input, r.parent, r.itemIndex, r.items, r.concurrency, r.withItems
+		version = r.version
+	}
+	x.Apply(e, version, s.time())
+	return x
+}
+
+func (f *fifo) push(kq *KeyQueue, s slot, where map[string]placement) {
+	where[s.id] = placement{kq: kq, i: len(f.items)}
+	f.items = append(f.items, s)
 	f.live++
 }
 
-func (f *fifo) remove(id string) bool {
-	i, ok := f.index[id]
-	if !ok {
-		return false
-	}
-	delete(f.index, id)
-	f.items[i] = Waiter{}
+// remove drops the waiter at items[i]; the caller updates where.
+func (f *fifo) remove(kq *KeyQueue, i int, where map[string]placement) {
+	f.items[i] = slot{}
 	f.live--
-	f.skip()
-	return true
+	f.skip(kq, where)
 }
 
-func (f *fifo) skip() {
-	for f.head < len(f.items) && f.items[f.head].Execution == "" {
+func (f *fifo) skip(kq *KeyQueue, where map[string]placement) {
+	for f.head < len(f.items) && f.items[f.head].id == "" {
 		f.head++
 	}
 	if f.head > 1024 && f.head*2 > len(f.items) {
@@ -55,9 +118,9 @@ func (f *fifo) skip() {
 		clear(f.items[n:])
 		f.items = f.items[:n]
 		f.head = 0
-		for i, w := range f.items {
-			if w.Execution != "" {
-				f.index[w.Execution] = i
+		for i, s := range f.items {
+			if s.id != "" {
+				where[s.id] = placement{kq: kq, i: i}
 			}
 		}
 	}
@@ -66,16 +129,16 @@ func (f *fifo) skip() {
 	}
 }
 
-func (f *fifo) peek() (Waiter, bool) {
+func (f *fifo) peek() (*slot, bool) {
 	if f.live == 0 {
-		return Waiter{}, false
+		return nil, false
 	}
-	return f.items[f.head], true
+	return &f.items[f.head], true
 }
 
-func (f *fifo) each(fn func(Waiter) bool) {
-	for _, w := range f.items[f.head:] {
-		if w.Execution != "" && !fn(w) {
+func (f *fifo) each(fn func(*slot) bool) {
+	for i := f.head; i < len(f.items); i++ {
+		if s := &f.items[i]; s.id != "" && !fn(s) {
 			return
 		}
 	}
@@ -84,6 +147,7 @@ func (f *fifo) each(fn func(Waiter) bool) {
 // KeyQueue is the FIFO queue and active set of one concurrency-key value.
 type KeyQueue struct {
 	Key     string
+	ref     string // of its action
 	waiting fifo
 	active  map[string]struct{}
 }
@@ -95,10 +159,18 @@ func (k *KeyQueue) Waiting() int { return k.waiting.live }
 func (k *KeyQueue) Active() int { return len(k.active) }
 
 // Head returns the oldest waiter.
-func (k *KeyQueue) Head() (Waiter, bool) { return k.waiting.peek() }
+func (k *KeyQueue) Head() (Waiter, bool) {
+	s, ok := k.waiting.peek()
+	if !ok {
+		return Waiter{}, false
+	}
+	return s.waiter(k.Key), true
+}
 
 // EachWaiting calls fn for each waiter in FIFO order until fn returns false.
-func (k *KeyQueue) EachWaiting(fn func(Waiter) bool) { k.waiting.each(fn) }
+func (k *KeyQueue) EachWaiting(fn func(Waiter) bool) {
+	k.waiting.each(func(s *slot) bool { return fn(s.waiter(k.Key)) })
+}
 
 // ActiveIDs returns the executions holding a slot, sorted.
 func (k *KeyQueue) ActiveIDs() []string {
@@ -120,6 +192,7 @@ type Queue struct {
 	paused  bool
 	version int64 // last version of queue-<ref>, -1 when empty
 	keys    map[string]*KeyQueue
+	where   map[string]placement // the Queues' (shared by every Queue)
 
 	// Log times of recent grants (grants[gHead:]), oldest first, for the
 	// rate limit. They are kept from the first policy with a rate limit on,
@@ -219,7 +292,7 @@ func (q *Queue) Active() (n int) {
 func (q *Queue) key(k string) *KeyQueue {
 	kq := q.keys[k]
 	if kq == nil {
-		kq = &KeyQueue{Key: k, active: map[string]struct{}{}}
+		kq = &KeyQueue{Key: k, ref: q.Ref, active: map[string]struct{}{}}
 		q.keys[k] = kq
 	}
 	return kq
@@ -242,11 +315,11 @@ func (q *Queue) Grantable(max int, now time.Time) []Waiter {
 		// Up to max from every key, then the oldest max overall: stopping at
 		// max across keys would let map order pick which keys are served.
 		free := min(q.policy.MaxConcurrent-len(kq.active), max)
-		kq.waiting.each(func(w Waiter) bool {
+		kq.waiting.each(func(s *slot) bool {
 			if free <= 0 {
 				return false
 			}
-			out = append(out, w)
+			out = append(out, s.waiter(kq.Key))
 			free--
 			return true
 		})
@@ -261,12 +334,8 @@ func (q *Queue) Grantable(max int, now time.Time) []Waiter {
 // IsWaiting reports whether execution id waits in the queue of key key: a
 // grant of anything else is void (see Queues.Apply).
 func (q *Queue) IsWaiting(id, key string) bool {
-	kq := q.keys[key]
-	if kq == nil {
-		return false
-	}
-	_, ok := kq.waiting.index[id]
-	return ok
+	p, ok := q.where[id]
+	return ok && p.i >= 0 && p.kq.ref == q.Ref && p.kq.Key == key
 }
 
 // CheckGrant reports whether granting execution id at log time at keeps FIFO
@@ -284,11 +353,11 @@ func (q *Queue) CheckGrant(id, key string, at time.Time) error {
 		return fmt.Errorf("grant of %s: not waiting in %q key %q", id, q.Ref, key)
 	}
 	head, ok := kq.waiting.peek()
-	if !ok || head.Execution != id {
-		if _, waiting := kq.waiting.index[id]; !waiting {
+	if !ok || head.id != id {
+		if !q.IsWaiting(id, key) {
 			return fmt.Errorf("grant of %s: not waiting in %q key %q", id, q.Ref, key)
 		}
-		return fmt.Errorf("grant of %s out of FIFO order: %s (requested at position %d) is ahead of it", id, head.Execution, head.Position)
+		return fmt.Errorf("grant of %s out of FIFO order: %s (requested at position %d) is ahead of it", id, head.id, head.pos)
 	}
 	if len(kq.active) >= q.policy.MaxConcurrent {
 		return fmt.Errorf("grant of %s exceeds max_concurrent %d of %q key %q", id, q.policy.MaxConcurrent, q.Ref, key)
@@ -310,7 +379,8 @@ func (q *Queue) TimedOut(now time.Time, max int) []Waiter {
 	var out []Waiter
 	for _, kq := range q.keys {
 		n := 0 // up to max from every key, then the oldest max overall
-		kq.waiting.each(func(w Waiter) bool {
+		kq.waiting.each(func(s *slot) bool {
+			w := s.waiter(kq.Key)
 			if now.Sub(w.EnqueuedAt) < t || n >= max {
 				return false
 			}
@@ -344,9 +414,11 @@ const (
 	RejectRateLimited   = "rate_limited"
 )
 
+// placement is where a live execution is: its key queue, and its index in
+// that queue's waiting items, or -1 once it is granted.
 type placement struct {
-	ref, key string
-	granted  bool
+	kq *KeyQueue
+	i  int
 }
 
 // Queues is the fold of every action's queue from the whole log. It decides
@@ -383,7 +455,30 @@ func (qs *Queues) Refs() []string {
 // Locate returns the queue and key of a live (waiting or active) execution.
 func (qs *Queues) Locate(id string) (ref, key string, granted, ok bool) {
 	p, ok := qs.where[id]
-	return p.ref, p.key, p.granted, ok
+	if !ok {
+		return "", "", false, false
+	}
+	return p.kq.ref, p.kq.Key, p.i < 0, true
+}
+
+// Waiting returns execution id as its execution.requested event left it, if
+// it waits in a queue (granted executions are not waiting). It is a new
+// aggregate each time: the queue keeps only what the request said, which is
+// the whole state of an execution that has no other event yet. An execution
+// that has had more events must be found elsewhere first (the caller's
+// fold); this answer ignores them.
+func (qs *Queues) Waiting(id string) (*Execution, bool) {
+	p, ok := qs.where[id]
+	if !ok || p.i < 0 {
+		return nil, false
+	}
+	return p.kq.waiting.items[p.i].execution(p.kq.ref), true
+}
+
+// IsWaiting reports whether execution id waits in a queue.
+func (qs *Queues) IsWaiting(id string) bool {
+	p, ok := qs.where[id]
+	return ok && p.i >= 0
 }
 
 // PendingRejections returns requests the fold refused that have no
@@ -411,7 +506,7 @@ func (qs *Queues) TakeChanged() []string {
 func (qs *Queues) queue(ref string) *Queue {
 	q := qs.byRef[ref]
 	if q == nil {
-		q = &Queue{Ref: ref, version: -1, keys: map[string]*KeyQueue{}}
+		q = &Queue{Ref: ref, version: -1, keys: map[string]*KeyQueue{}, where: qs.where}
 		qs.byRef[ref] = q
 	}
 	qs.changed[ref] = struct{}{}
@@ -440,16 +535,18 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 		_, ref := SplitStream(env.Stream)
 		q := qs.queue(ref)
 		q.version = int64(env.Version)
-		kq := q.keys[e.ConcurrencyKey]
-		if kq == nil || !kq.waiting.remove(e.Execution) {
+		p, ok := qs.where[e.Execution]
+		if !ok || p.i < 0 || p.kq != q.keys[e.ConcurrencyKey] {
 			// A void grant: the execution is not waiting (it ended before
 			// the grant, which on a store without atomic multi-stream
 			// appends the queue stream does not fence). It takes no slot.
 			return
 		}
+		kq := p.kq
+		kq.waiting.remove(kq, p.i, qs.where)
 		q.recordGrant(env.Time)
 		kq.active[e.Execution] = struct{}{}
-		qs.where[e.Execution] = placement{ref: ref, key: e.ConcurrencyKey, granted: true}
+		qs.where[e.Execution] = placement{kq: kq, i: -1}
 	case QueueActionChanged:
 		_, ref := SplitStream(env.Stream)
 		qs.queue(ref).version = int64(env.Version)
@@ -461,15 +558,15 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 			return
 		}
 		delete(qs.where, id)
-		q := qs.queue(p.ref)
-		kq := q.key(p.key)
-		if p.granted {
+		q := qs.queue(p.kq.ref)
+		kq := p.kq
+		if p.i < 0 {
 			delete(kq.active, id)
 		} else {
-			kq.waiting.remove(id)
+			kq.waiting.remove(kq, p.i, qs.where)
 		}
 		if kq.Waiting() == 0 && kq.Active() == 0 && len(q.keys) > 1 {
-			delete(q.keys, p.key) // drop idle per-key queues; the default key stays
+			delete(q.keys, kq.Key) // drop idle per-key queues; the default key stays
 		}
 	}
 }
@@ -540,6 +637,6 @@ func (qs *Queues) admit(id string, env *Envelope, e ExecutionRequested) {
 		refuse(code, reason)
 		return
 	}
-	q.key(key).waiting.push(Waiter{Execution: id, Key: key, Position: env.Position, EnqueuedAt: env.Time})
-	qs.where[id] = placement{ref: e.Action, key: key}
+	kq := q.key(key)
+	kq.waiting.push(kq, newSlot(id, env, e), qs.where)
 }

@@ -22,7 +22,6 @@ type ExecutionSnapshot struct {
 	WithItems                 []json.RawMessage
 	Asked                     int
 	Input                     json.RawMessage
-	IdemKey, RequestHash      string
 
 	Status                                                  Status
 	Worker, Incarnation                                     string
@@ -42,7 +41,7 @@ func (x *Execution) Snapshot() ExecutionSnapshot {
 	return ExecutionSnapshot{
 		ID: x.id, Action: x.action, Key: x.key, ParentID: x.parentID, ItemIndex: x.itemIndex,
 		Parent: x.parent, Items: x.items, Concurrency: x.concurrency, WithItems: x.withItems,
-		Asked: x.asked, Input: x.input, IdemKey: x.idemKey, RequestHash: x.requestHash,
+		Asked: x.asked, Input: x.input,
 		Status: x.status, Worker: x.worker, Incarnation: x.incarnation, Attempt: x.attempt,
 		CancelRequested: x.cancelRequested, CancelReason: x.cancelReason, TakenBack: x.takenBack,
 		Version: x.version, RequestedAt: x.requestedAt, GrantedAt: x.grantedAt,
@@ -56,7 +55,7 @@ func RestoreExecution(s ExecutionSnapshot) *Execution {
 	return &Execution{
 		id: s.ID, action: s.Action, key: s.Key, parentID: s.ParentID, itemIndex: s.ItemIndex,
 		parent: s.Parent, items: s.Items, concurrency: s.Concurrency, withItems: s.WithItems,
-		asked: s.Asked, input: s.Input, idemKey: s.IdemKey, requestHash: s.RequestHash,
+		asked: s.Asked, input: s.Input,
 		status: s.Status, worker: s.Worker, incarnation: s.Incarnation, attempt: s.Attempt,
 		cancelRequested: s.CancelRequested, cancelReason: s.CancelReason, takenBack: s.TakenBack,
 		version: s.Version, requestedAt: s.RequestedAt, grantedAt: s.GrantedAt,
@@ -132,8 +131,41 @@ type QueueSnapshot struct {
 // KeyQueueSnapshot is the queue of one concurrency-key value.
 type KeyQueueSnapshot struct {
 	Key     string
-	Waiting []Waiter // FIFO order
+	Waiting Waiters  // FIFO order
 	Active  []string // sorted
+}
+
+// WaiterSnapshot is a waiter and what its execution.requested event said
+// besides its action (the queue's) and its time (EnqueuedAt): Version is the
+// event's stream version, the other fields are the event's.
+type WaiterSnapshot struct {
+	Execution                     string
+	Position                      uint64
+	EnqueuedAt                    time.Time
+	Version                       uint64
+	Input                         json.RawMessage
+	Parent                        string
+	ItemIndex, Items, Concurrency int
+	WithItems                     []json.RawMessage
+}
+
+// Waiters is a queue's waiters, in FIFO order. It encodes itself in a
+// compact binary layout (see MarshalBinary): a queue may hold millions.
+type Waiters []WaiterSnapshot
+
+func (s *slot) snapshot() WaiterSnapshot {
+	w := WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time()}
+	if r := s.req; r != nil {
+		w.Version, w.Input, w.Parent, w.ItemIndex, w.Items, w.Concurrency, w.WithItems =
+			r.version, r.input, r.parent, r.itemIndex, r.items, r.concurrency, r.withItems
+	}
+	return w
+}
+
+func (w *WaiterSnapshot) slot() slot {
+	return newSlot(w.Execution, &Envelope{Position: w.Position, Version: w.Version, Time: w.EnqueuedAt},
+		ExecutionRequested{Input: w.Input, Parent: w.Parent, ItemIndex: w.ItemIndex, Items: w.Items,
+			Concurrency: w.Concurrency, WithItems: w.WithItems})
 }
 
 // Snapshot returns the queues' state.
@@ -146,8 +178,8 @@ func (qs *Queues) Snapshot() QueuesSnapshot {
 			RateSpan: q.rateSpan, RateMax: q.rateMax}
 		for _, k := range q.Keys() {
 			kq := q.keys[k]
-			ks := KeyQueueSnapshot{Key: k, Waiting: make([]Waiter, 0, kq.Waiting()), Active: kq.ActiveIDs()}
-			kq.waiting.each(func(w Waiter) bool { ks.Waiting = append(ks.Waiting, w); return true })
+			ks := KeyQueueSnapshot{Key: k, Waiting: make(Waiters, 0, kq.Waiting()), Active: kq.ActiveIDs()}
+			kq.waiting.each(func(s *slot) bool { ks.Waiting = append(ks.Waiting, s.snapshot()); return true })
 			qsn.Keys = append(qsn.Keys, ks)
 		}
 		s.Queues = append(s.Queues, qsn)
@@ -173,18 +205,16 @@ func RestoreQueues(s QueuesSnapshot) *Queues {
 	}
 	for _, qsn := range s.Queues {
 		q := &Queue{Ref: qsn.Ref, policy: qsn.Policy, defined: qsn.Defined, paused: qsn.Paused,
-			version: qsn.Version, keys: map[string]*KeyQueue{}, grants: qsn.Grants,
+			version: qsn.Version, keys: map[string]*KeyQueue{}, where: qs.where, grants: qsn.Grants,
 			rateSpan: qsn.RateSpan, rateMax: qsn.RateMax}
 		for _, ks := range qsn.Keys {
-			kq := &KeyQueue{Key: ks.Key, active: setOf(ks.Active)}
-			kq.waiting.items = make([]Waiter, 0, len(ks.Waiting))
-			kq.waiting.index = make(map[string]int, len(ks.Waiting))
-			for _, w := range ks.Waiting {
-				kq.waiting.push(w)
-				qs.where[w.Execution] = placement{ref: qsn.Ref, key: ks.Key}
+			kq := &KeyQueue{Key: ks.Key, ref: qsn.Ref, active: setOf(ks.Active)}
+			kq.waiting.items = make([]slot, 0, len(ks.Waiting))
+			for i := range ks.Waiting {
+				kq.waiting.push(kq, ks.Waiting[i].slot(), qs.where)
 			}
 			for _, id := range ks.Active {
-				qs.where[id] = placement{ref: qsn.Ref, key: ks.Key, granted: true}
+				qs.where[id] = placement{kq: kq, i: -1}
 			}
 			q.keys[ks.Key] = kq
 		}
