@@ -114,15 +114,17 @@ func (f *fifo) skip(kq *KeyQueue, where map[string]placement) {
 		f.head++
 	}
 	if f.head > 1024 && f.head*2 > len(f.items) {
+		for i := f.head; i < len(f.items); i++ {
+			if id := f.items[i].id; id != "" {
+				if p, ok := where[id]; ok && p.kq == kq && p.i == i {
+					where[id] = placement{kq: kq, i: i - f.head}
+				}
+			}
+		}
 		n := copy(f.items, f.items[f.head:])
 		clear(f.items[n:])
 		f.items = f.items[:n]
 		f.head = 0
-		for i, s := range f.items {
-			if s.id != "" {
-				where[s.id] = placement{kq: kq, i: i}
-			}
-		}
 	}
 	if f.live == 0 {
 		f.items, f.head = f.items[:0], 0

@@ -82,7 +82,7 @@ func (v *Views) ExecutionsSince(from uint64, action string, max int) ([]Executio
 	var out []ExecutionView
 	next := v.sinceLocked(from, kindExecution, max, func(key string, pos uint64) {
 		if rec := v.execs[key]; rec != nil && rec.pos == pos && match(rec) {
-			out = append(out, v.viewLocked(rec))
+			out = append(out, v.viewLocked(key, rec))
 		}
 	}, func() []keyPos {
 		var all []keyPos

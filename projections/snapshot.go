@@ -21,7 +21,7 @@ import (
 type StateSnapshot struct {
 	Next       uint64
 	Queues     domain.QueuesSnapshot
-	Executions []domain.ExecutionSnapshot // live ones, by id (empty inside a ViewsSnapshot)
+	Executions []domain.ExecutionSnapshot // live ones the queues do not keep (see State), by id
 	Workers    []WorkerSnapshot           // by id
 	Actions    []ActionSnapshot           // by ref
 	Attention  []string
@@ -31,9 +31,6 @@ type StateSnapshot struct {
 	Unscheduled []UnscheduledSnapshot // by execution id
 	Announced   []AnnouncedSnapshot   // by action ref
 }
-
-func (sn *StateSnapshot) snapshotSize() int { return len(sn.Executions) }
-func (sn *StateSnapshot) reserve(n int)     { sn.Executions = make([]domain.ExecutionSnapshot, 0, n) }
 
 // WorkerSnapshot is a WorkerView.
 type WorkerSnapshot struct {
@@ -71,16 +68,6 @@ type AnnouncedSnapshot struct {
 // Snapshot returns the state's content. It may be encoded while s goes on
 // folding: what it shares with s is never changed in place.
 func (s *State) Snapshot() *StateSnapshot {
-	sn := s.snapshotSkeleton()
-	sn.Executions = make([]domain.ExecutionSnapshot, 0, len(s.Live))
-	for _, id := range slices.Sorted(maps.Keys(s.Live)) {
-		sn.Executions = append(sn.Executions, s.Live[id].Snapshot())
-	}
-	return sn
-}
-
-// snapshotSkeleton is everything but the live executions.
-func (s *State) snapshotSkeleton() *StateSnapshot {
 	sn := &StateSnapshot{Next: s.Next, Queues: s.Queues.Snapshot(), Attention: slices.Sorted(maps.Keys(s.Attention))}
 	for _, id := range s.WorkerIDs() {
 		w := s.Workers[id]
@@ -100,22 +87,21 @@ func (s *State) snapshotSkeleton() *StateSnapshot {
 	for _, ref := range slices.Sorted(maps.Keys(s.Announced)) {
 		sn.Announced = append(sn.Announced, AnnouncedSnapshot{Ref: ref, Announcement: s.Announced[ref]})
 	}
+	sn.Executions = make([]domain.ExecutionSnapshot, 0, len(s.live))
+	for _, id := range slices.Sorted(maps.Keys(s.live)) {
+		sn.Executions = append(sn.Executions, s.live[id].Snapshot())
+	}
 	return sn
 }
 
 // RestoreState returns the State sn describes.
 func RestoreState(sn *StateSnapshot) *State {
-	live := make(map[string]*domain.Execution, len(sn.Executions))
-	for _, x := range sn.Executions {
-		live[x.ID] = domain.RestoreExecution(x)
-	}
-	return restoreState(sn, live)
-}
-
-// restoreState builds a State around live, the executions that have not ended.
-func restoreState(sn *StateSnapshot, live map[string]*domain.Execution) *State {
 	s := NewState()
-	s.Next, s.Live, s.Queues = sn.Next, live, domain.RestoreQueues(sn.Queues)
+	s.live = make(map[string]*domain.Execution, len(sn.Executions))
+	for _, x := range sn.Executions {
+		s.live[x.ID] = domain.RestoreExecution(x)
+	}
+	s.Next, s.Queues = sn.Next, domain.RestoreQueues(sn.Queues)
 	for _, w := range sn.Workers {
 		s.Workers[w.Worker.ID] = &WorkerView{Worker: domain.RestoreWorker(w.Worker), InFlight: setOf(w.InFlight)}
 	}
@@ -135,30 +121,27 @@ func restoreState(sn *StateSnapshot, live map[string]*domain.Execution) *State {
 	return s
 }
 
-// ViewsSnapshot is a Views' whole content: its State (whose live executions
-// are among Executions), every execution in request order with the position
-// of its last event, and every action's statistics. The feed of changes is
-// not kept: after a restore, feeds that ask for older changes are served by
-// a scan, as after the change ring wraps.
+// ViewsSnapshot is a Views' whole content: its State (which holds the live
+// executions), every execution in request order with the position of its
+// last event, and every action's statistics. The feed of changes is not
+// kept: after a restore, feeds that ask for older changes are served by a
+// scan, as after the change ring wraps.
 type ViewsSnapshot struct {
 	State      StateSnapshot
-	Executions []ExecutionRecordSnapshot // in request order
-	Stats      []StatsSnapshot           // by ref
+	Executions ExecutionRecords // in request order
+	Stats      []StatsSnapshot  // by ref
 }
 
-func (sn *ViewsSnapshot) snapshotSize() int { return len(sn.Executions) }
-func (sn *ViewsSnapshot) reserve(n int)     { sn.Executions = make([]ExecutionRecordSnapshot, 0, n) }
-
-// ExecutionRecordSnapshot is one execution of the read model: the whole
-// aggregate while it lives, its final state once it has ended.
+// ExecutionRecordSnapshot is one execution of the read model: what lists
+// filter on, and its final state once it has ended (a live one's is in the
+// State).
 type ExecutionRecordSnapshot struct {
-	ID        string
-	Execution domain.ExecutionSnapshot // a live execution's
-	Final     []byte                   // an ended one's: the JSON of its final state
-	Action    string
-	Parent    string
-	Status    domain.Status
-	Position  uint64
+	ID       string
+	Final    []byte // an ended one's: the JSON of its final state (nil while it lives)
+	Action   string
+	Parent   string
+	Status   domain.Status
+	Position uint64
 }
 
 // StatsSnapshot is one action's statistics.
@@ -183,14 +166,11 @@ func (v *Views) Snapshot() *ViewsSnapshot {
 func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	sn := &ViewsSnapshot{State: *v.st.snapshotSkeleton(), Executions: make([]ExecutionRecordSnapshot, 0, len(v.order))}
+	sn := &ViewsSnapshot{State: *v.st.Snapshot(), Executions: make(ExecutionRecords, 0, len(v.order))}
 	for _, id := range v.kept() {
 		rec := v.execs[id]
-		r := ExecutionRecordSnapshot{ID: id, Final: rec.final, Action: rec.action, Parent: rec.parent, Status: rec.status, Position: rec.pos}
-		if rec.x != nil {
-			r.Execution = rec.x.Snapshot()
-		}
-		sn.Executions = append(sn.Executions, r)
+		sn.Executions = append(sn.Executions, ExecutionRecordSnapshot{ID: id, Final: rec.final, Action: rec.action,
+			Parent: rec.parent, Status: rec.status, Position: rec.pos})
 	}
 	for _, ref := range slices.Sorted(maps.Keys(v.stats)) {
 		s := v.stats[ref]
@@ -207,14 +187,9 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 	v := NewViews()
 	v.execs = make(map[string]*execRecord, len(sn.Executions))
 	v.order = make([]string, 0, len(sn.Executions))
-	live := map[string]*domain.Execution{}
 	for i, r := range sn.Executions {
 		rec := &execRecord{final: r.Final, action: v.intern(r.Action), parent: r.Parent, status: r.Status, seq: i, pos: r.Position}
 		id := r.ID
-		if r.Final == nil {
-			rec.x = domain.RestoreExecution(r.Execution)
-			live[id] = rec.x
-		}
 		v.execs[id] = rec
 		v.order = append(v.order, id)
 		v.byRef[rec.action] = append(v.byRef[rec.action], i)
@@ -236,7 +211,7 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 	for i, e := range ended {
 		v.ended[i] = e.id
 	}
-	v.st = restoreState(&sn.State, live)
+	v.st = RestoreState(&sn.State)
 	v.changes.floor = v.st.Next
 	for _, s := range sn.Stats {
 		v.stats[s.Ref] = &statsRecord{pos: s.Position, enqueued: s.Enqueued, granted: s.Granted,

@@ -233,7 +233,7 @@ func TestStateSnapshotCoversEveryField(t *testing.T) {
 		fold, snap any
 		extra      int // fields of the fold its snapshot does not store
 	}{
-		// State's Ended is a callback, not state; Live is Executions.
+		X
 		{projections.State{}, projections.StateSnapshot{}, 1},
 		// FanoutSnapshot names its parent, the key of State.Fanouts.
 		{projections.Fanout{}, projections.FanoutSnapshot{}, -1},

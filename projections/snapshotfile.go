@@ -31,24 +31,13 @@ type snapshotHeader struct {
 	Types       string // fingerprint of the snapshot's Go type: a changed type makes old files unusable
 	Next        uint64 // the snapshot covers the log before this position
 	LastEventID string // id of the event at Next-1, to recognise the log
-	Size        int    // of a sizedSnapshot: its size, reserved before decoding
 }
-
-// sizedSnapshot is a snapshot with one large list. Reserving its room before
-// decoding spares gob from growing it step by step (a third of the time).
-type sizedSnapshot interface {
-	snapshotSize() int
-	reserve(n int)
-}
-
-// maxReserve bounds what a header can make Read allocate up front.
-const maxReserve = 50_000_000
 
 // snapshotMagic names the file format and the fold's semantics. Bump the
 // number whenever a fold would give another result for the same events (a
 // fixed bug, a new rule): snapshots written before then are then ignored,
 // and the first start after the upgrade folds the log from the beginning.
-const snapshotMagic = "turnstile snapshot 1"
+const snapshotMagic = "turnstile snapshot 2"
 
 // ErrSnapshotMismatch says a snapshot file exists but cannot be used for this log.
 var ErrSnapshotMismatch = errors.New("snapshot does not match the log")
@@ -75,9 +64,6 @@ func (f SnapshotFiles) Save(name string, next uint64, lastID string, v any) (err
 	w := bufio.NewWriterSize(tmp, 1<<20)
 	enc := gob.NewEncoder(w)
 	h := snapshotHeader{Magic: snapshotMagic, Types: typeFingerprint(reflect.TypeOf(v)), Next: next, LastEventID: lastID}
-	if sz, ok := v.(sizedSnapshot); ok {
-		h.Size = sz.snapshotSize()
-	}
 	err = errors.Join(enc.Encode(h), enc.Encode(v), w.Flush(), tmp.Sync(), tmp.Close())
 	if err != nil {
 		return err
@@ -142,9 +128,6 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: format %q", name, ErrSnapshotMismatch, h.Magic)
 	case h.Types != want:
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: written by a binary with other snapshot types", name, ErrSnapshotMismatch)
-	}
-	if sz, ok := v.(sizedSnapshot); ok && h.Size > 0 && h.Size <= maxReserve {
-		sz.reserve(h.Size)
 	}
 	if err := dec.Decode(v); err != nil {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)

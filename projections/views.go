@@ -43,25 +43,31 @@ type Views struct {
 	evictedAll uint64
 }
 
-// execRecord is one execution of the read model. While it lives, x is its
-// aggregate (shared with the fold); once it has ended it never changes
-// again, and the record keeps only its final state as JSON in one
-// pointer-free allocation (half the memory, next to nothing for the garbage
-// collector to scan, and quick to snapshot), plus what List filters on.
+// execRecord is one execution of the read model: what List filters on, and
+// where its state is. While it lives, its aggregate is the fold's (State;
+// for a mere waiter, its queue's slot). Once it has ended it never changes
+// again, and the record keeps its final state as JSON in one pointer-free
+// allocation (half the memory, next to nothing for the garbage collector to
+// scan, and quick to snapshot).
 type execRecord struct {
-	x      *domain.Execution // nil once ended
-	final  []byte            // the JSON of its final domain.ExecutionState, once ended
-	action string            // interned
+	final  []byte // the JSON of its final domain.ExecutionState, once ended (nil while it lives)
+	action string // interned
 	parent string
 	status domain.Status
 	seq    int    // index in Views.order
 	pos    uint64 // position of its last event
 }
 
-// state returns the execution's state as the API shows it.
-func (r *execRecord) state() domain.ExecutionState {
-	if r.x != nil {
-		return r.x.State()
+// stateOf returns execution id's state as the API shows it.
+func (v *Views) stateOf(id string, r *execRecord) domain.ExecutionState {
+	if r.final == nil {
+		x := v.st.Execution(id)
+		if x == nil {
+			// The record and the fold change together: a record without
+			// a final state is an execution the fold has live.
+			panic(fmt.Sprintf("views: live execution %s is not in the fold", id))
+		}
+		return x.State()
 	}
 	var st domain.ExecutionState
 	if err := json.Unmarshal(r.final, &st); err != nil {
@@ -71,13 +77,13 @@ func (r *execRecord) state() domain.ExecutionState {
 	return st
 }
 
-// freeze drops the aggregate of an execution that has ended.
-func (r *execRecord) freeze() {
-	b, err := json.Marshal(r.x.State())
+// freeze keeps the final state of x, which has ended.
+func (r *execRecord) freeze(x *domain.Execution) {
+	b, err := json.Marshal(x.State())
 	if err != nil {
 		panic(fmt.Sprintf("views: an execution state does not encode: %v", err))
 	}
-	r.final, r.status, r.x = b, r.x.Status(), nil
+	r.final, r.status = b, x.Status()
 }
 
 // waitWindow is how many of an action's most recent slot waits the wait
@@ -277,10 +283,10 @@ func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
 	if rec := v.execs[id]; cat == domain.StreamExecution && rec != nil {
 		before = rec.status
 	}
-	v.st.ApplyDecoded(env, ev)
+	x := v.st.apply(env, ev)
 	switch cat {
 	case domain.StreamExecution:
-		v.applyExecution(env, ev, id, before)
+		v.applyExecution(env, ev, id, before, x)
 	case domain.StreamAction:
 		v.touchStats(id, env.Position)
 	case domain.StreamQueue:
@@ -290,14 +296,15 @@ func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
 	}
 }
 
-func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string, before domain.Status) {
+// applyExecution updates the record of execution id after the fold applied
+// ev, which left the execution as x (nil if the fold ignored ev).
+func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string, before domain.Status, x *domain.Execution) {
 	rec := v.execs[id]
 	if req, ok := ev.(domain.ExecutionRequested); ok && rec == nil {
-		x := v.st.Live[id]
 		if x == nil { // ended at once (cannot happen with a requested event, but stay total)
 			return
 		}
-		rec = &execRecord{x: x, action: v.intern(req.Action), parent: x.Parent(), status: x.Status(), seq: len(v.order)}
+		rec = &execRecord{action: v.intern(req.Action), parent: x.Parent(), status: x.Status(), seq: len(v.order)}
 		v.execs[id] = rec
 		v.order = append(v.order, id)
 		v.byRef[req.Action] = append(v.byRef[req.Action], rec.seq)
@@ -308,14 +315,13 @@ func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string,
 	if rec == nil {
 		return // an event for an execution the log never requested: the audit reports it
 	}
-	x := rec.x
-	if before.Terminal() {
+	if before.Terminal() || x == nil {
 		return // State ignores events after the end, and so do the views
 	}
 	rec.status = x.Status()
 	if rec.status.Terminal() {
 		defer v.hasEnded(id)
-		defer rec.freeze() // after the statistics below have read it
+		defer rec.freeze(x) // after the statistics below have read it
 	}
 	rec.pos = env.Position
 	v.changes.add(change{pos: env.Position, kind: kindExecution, key: id})
@@ -408,11 +414,11 @@ func (v *Views) View(id string) (ExecutionView, bool) {
 	if rec == nil {
 		return ExecutionView{}, false
 	}
-	return v.viewLocked(rec), true
+	return v.viewLocked(id, rec), true
 }
 
-func (v *Views) viewLocked(rec *execRecord) ExecutionView {
-	return ExecutionView{ExecutionState: rec.state(), Position: rec.pos}
+func (v *Views) viewLocked(id string, rec *execRecord) ExecutionView {
+	return ExecutionView{ExecutionState: v.stateOf(id, rec), Position: rec.pos}
 }
 
 // ListFilter selects executions for List. Empty fields match everything.
@@ -453,7 +459,7 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 		if p == nil {
 			return []ExecutionView{}, "", nil
 		}
-		for _, c := range p.state().Children {
+		for _, c := range v.stateOf(f.Parent, p).Children {
 			if r := v.execs[c]; r != nil {
 				seqs = append(seqs, r.seq)
 			}
@@ -468,9 +474,10 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 			(f.Parent == "" || rec.parent == f.Parent)
 	}
 	visit := func(seq int) bool { // reports whether the page is full
-		rec := v.execs[v.order[seq]]
+		id := v.order[seq]
+		rec := v.execs[id]
 		if rec != nil && match(rec) { // nil: a forgotten execution (Retain)
-			out = append(out, v.viewLocked(rec))
+			out = append(out, v.viewLocked(id, rec))
 		}
 		return len(out) == f.Limit
 	}
