@@ -477,6 +477,17 @@ func (qs *Queues) Waiting(id string) (*Execution, bool) {
 	return p.kq.waiting.items[p.i].execution(p.kq.ref), true
 }
 
+// WaiterID returns the queue's own copy of id if execution id waits in a
+// queue, so that a read model restored beside the queues can share it
+// instead of keeping another.
+func (qs *Queues) WaiterID(id string) (string, bool) {
+	p, ok := qs.where[id]
+	if !ok || p.i < 0 {
+		return "", false
+	}
+	return p.kq.waiting.items[p.i].id, true
+}
+
 // IsWaiting reports whether execution id waits in a queue.
 func (qs *Queues) IsWaiting(id string) bool {
 	p, ok := qs.where[id]

@@ -170,7 +170,7 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	for _, id := range v.kept() {
 		rec := v.execs[id]
 		sn.Executions = append(sn.Executions, ExecutionRecordSnapshot{ID: id, Final: rec.final, Action: rec.action,
-			Parent: rec.parent, Status: rec.status, Position: rec.pos})
+			Parent: rec.parent, Status: rec.status.status(), Position: rec.pos})
 	}
 	for _, ref := range slices.Sorted(maps.Keys(v.stats)) {
 		s := v.stats[ref]
@@ -187,9 +187,14 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 	v := NewViews()
 	v.execs = make(map[string]*execRecord, len(sn.Executions))
 	v.order = make([]string, 0, len(sn.Executions))
+	v.st = RestoreState(&sn.State)
 	for i, r := range sn.Executions {
-		rec := &execRecord{final: r.Final, action: v.intern(r.Action), parent: r.Parent, status: r.Status, seq: i, pos: r.Position}
+		code, _ := codeOf(r.Status) // (ExecutionRecords decodes only known ones)
+		rec := &execRecord{final: r.Final, action: v.intern(r.Action), parent: r.Parent, status: code, seq: i, pos: r.Position}
 		id := r.ID
+		if own, ok := v.st.Queues.WaiterID(id); ok {
+			id = own // one copy of a waiter's id, not two
+		}
 		v.execs[id] = rec
 		v.order = append(v.order, id)
 		v.byRef[rec.action] = append(v.byRef[rec.action], i)
@@ -211,7 +216,6 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 	for i, e := range ended {
 		v.ended[i] = e.id
 	}
-	v.st = RestoreState(&sn.State)
 	v.changes.floor = v.st.Next
 	for _, s := range sn.Stats {
 		v.stats[s.Ref] = &statsRecord{pos: s.Position, enqueued: s.Enqueued, granted: s.Granted,

@@ -79,6 +79,9 @@ func (rs *ExecutionRecords) UnmarshalBinary(data []byte) error {
 		rec.Action = intern(r.field())
 		rec.Parent = intern(r.field())
 		rec.Status = domain.Status(intern(r.field()))
+		if _, ok := codeOf(rec.Status); !ok && r.err == nil {
+			r.err = fmt.Errorf("record %d: unknown state %q", i, rec.Status)
+		}
 		rec.Position = r.uvarint()
 	}
 	if r.err == nil && r.off != len(data) {

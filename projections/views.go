@@ -53,9 +53,37 @@ type execRecord struct {
 	final  []byte // the JSON of its final domain.ExecutionState, once ended (nil while it lives)
 	action string // interned
 	parent string
-	status domain.Status
-	seq    int    // index in Views.order
-	pos    uint64 // position of its last event
+	pos    uint64     // position of its last event
+	seq    int        // index in Views.order
+	status statusCode // (a byte, not a string: a million records)
+}
+
+// statusCode is a domain.Status as its index in domain.AllStatuses.
+type statusCode uint8
+
+var statusCodes = func() map[domain.Status]statusCode {
+	m := map[domain.Status]statusCode{}
+	for i, st := range domain.AllStatuses {
+		m[st] = statusCode(i)
+	}
+	return m
+}()
+
+// codeOf returns st's code; ok is false for a status the domain does not know.
+func codeOf(st domain.Status) (c statusCode, ok bool) {
+	c, ok = statusCodes[st]
+	return c, ok
+}
+
+func (c statusCode) status() domain.Status { return domain.AllStatuses[c] }
+
+// mustCode returns the code of a status an aggregate is in.
+func mustCode(st domain.Status) statusCode {
+	c, ok := codeOf(st)
+	if !ok {
+		panic(fmt.Sprintf("views: an execution is in unknown state %q", st))
+	}
+	return c
 }
 
 // stateOf returns execution id's state as the API shows it.
@@ -83,7 +111,7 @@ func (r *execRecord) freeze(x *domain.Execution) {
 	if err != nil {
 		panic(fmt.Sprintf("views: an execution state does not encode: %v", err))
 	}
-	r.final, r.status = b, x.Status()
+	r.final, r.status = b, mustCode(x.Status())
 }
 
 // waitWindow is how many of an action's most recent slot waits the wait
@@ -281,7 +309,7 @@ func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
 	cat, id := domain.SplitStream(env.Stream)
 	var before domain.Status
 	if rec := v.execs[id]; cat == domain.StreamExecution && rec != nil {
-		before = rec.status
+		before = rec.status.status()
 	}
 	x := v.st.apply(env, ev)
 	switch cat {
@@ -304,7 +332,7 @@ func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string,
 		if x == nil { // ended at once (cannot happen with a requested event, but stay total)
 			return
 		}
-		rec = &execRecord{action: v.intern(req.Action), parent: x.Parent(), status: x.Status(), seq: len(v.order)}
+		rec = &execRecord{action: v.intern(req.Action), parent: x.Parent(), status: mustCode(x.Status()), seq: len(v.order)}
 		v.execs[id] = rec
 		v.order = append(v.order, id)
 		v.byRef[req.Action] = append(v.byRef[req.Action], rec.seq)
@@ -318,8 +346,8 @@ func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string,
 	if before.Terminal() || x == nil {
 		return // State ignores events after the end, and so do the views
 	}
-	rec.status = x.Status()
-	if rec.status.Terminal() {
+	rec.status = mustCode(x.Status())
+	if x.Status().Terminal() {
 		defer v.hasEnded(id)
 		defer rec.freeze(x) // after the statistics below have read it
 	}
@@ -470,7 +498,7 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	}
 	out := []ExecutionView{}
 	match := func(rec *execRecord) bool {
-		return (f.Action == "" || rec.action == f.Action) && (f.Status == "" || rec.status == f.Status) &&
+		return (f.Action == "" || rec.action == f.Action) && (f.Status == "" || rec.status.status() == f.Status) &&
 			(f.Parent == "" || rec.parent == f.Parent)
 	}
 	visit := func(seq int) bool { // reports whether the page is full

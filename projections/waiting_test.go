@@ -259,6 +259,9 @@ func TestExecutionRecordsBinaryCoversEveryField(t *testing.T) {
 		switch f.Kind() {
 		case reflect.String:
 			f.SetString("s" + strconv.Itoa(i))
+			if f.Type() == reflect.TypeFor[domain.Status]() {
+				f.SetString(string(domain.StatusTimedOut))
+			}
 		case reflect.Uint64:
 			f.SetUint(uint64(300 + i))
 		case reflect.Slice:
@@ -293,5 +296,12 @@ func TestExecutionRecordsBinaryCoversEveryField(t *testing.T) {
 	}
 	if err := back.UnmarshalBinary(append(b, 0)); err == nil {
 		t.Fatal("trailing bytes are accepted")
+	}
+	odd := rec
+	odd.Status = "sleeping"
+	if b, err := (projections.ExecutionRecords{odd}).MarshalBinary(); err != nil {
+		t.Fatal(err)
+	} else if err := back.UnmarshalBinary(b); err == nil {
+		t.Fatal("a record in an unknown state is accepted")
 	}
 }
