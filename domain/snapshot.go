@@ -135,13 +135,19 @@ type KeyQueueSnapshot struct {
 	Active  []string // sorted
 }
 
-// WaiterSnapshot is a waiter and what its execution.requested event said
-// besides its action (the queue's) and its time (EnqueuedAt): Version is the
-// event's stream version, the other fields are the event's.
+// WaiterSnapshot is a waiter: its execution, the position and log time of
+// its execution.requested event, and what else that event said, if anything.
 type WaiterSnapshot struct {
-	Execution                     string
-	Position                      uint64
-	EnqueuedAt                    time.Time
+	Execution  string
+	Position   uint64
+	EnqueuedAt time.Time
+	Request    *WaiterRequest // nil when the request said nothing more (the common case)
+}
+
+// WaiterRequest is what a waiter's execution.requested event said besides
+// its action (the queue's) and time: Version is the event's stream version,
+// the other fields are the event's.
+type WaiterRequest struct {
 	Version                       uint64
 	Input                         json.RawMessage
 	Parent                        string
@@ -155,17 +161,22 @@ type Waiters []WaiterSnapshot
 
 func (s *slot) snapshot() WaiterSnapshot {
 	w := WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time()}
-	if r := s.req; r != nil {
-		w.Version, w.Input, w.Parent, w.ItemIndex, w.Items, w.Concurrency, w.WithItems =
-			r.version, r.input, r.parent, r.itemIndex, r.items, r.concurrency, r.withItems
+	if r := s.req; r != nil && (r.version != 0 || r.input != nil || r.parent != "" || r.itemIndex != 0 ||
+		r.items != 0 || r.concurrency != 0 || r.withItems != nil) {
+		w.Request = &WaiterRequest{Version: r.version, Input: r.input, Parent: r.parent, ItemIndex: r.itemIndex,
+			Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems}
 	}
 	return w
 }
 
 func (w *WaiterSnapshot) slot() slot {
-	return newSlot(w.Execution, &Envelope{Position: w.Position, Version: w.Version, Time: w.EnqueuedAt},
-		ExecutionRequested{Input: w.Input, Parent: w.Parent, ItemIndex: w.ItemIndex, Items: w.Items,
-			Concurrency: w.Concurrency, WithItems: w.WithItems})
+	env, e := Envelope{Position: w.Position, Time: w.EnqueuedAt}, ExecutionRequested{}
+	if r := w.Request; r != nil {
+		env.Version = r.Version
+		e = ExecutionRequested{Input: r.Input, Parent: r.Parent, ItemIndex: r.ItemIndex, Items: r.Items,
+			Concurrency: r.Concurrency, WithItems: r.WithItems}
+	}
+	return newSlot(w.Execution, &env, e)
 }
 
 // Snapshot returns the queues' state.

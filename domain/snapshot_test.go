@@ -21,11 +21,11 @@ func TestSnapshotsCoverEveryField(t *testing.T) {
 		// KeyQueue's waiting fifo is one list, its active set another; its
 		// ref is its Queue's.
 		{KeyQueue{}, KeyQueueSnapshot{}, 1},
-		// A waiter's request holds all of WaiterSnapshot but the id and the
-		// position (in its slot), and keeps the time in two fields (a UTC
-		// time is in its slot). TestWaitingExecutionIsTheFoldsAggregate
-		// checks what they carry.
-		{request{}, WaiterSnapshot{}, -1},
+		// A waiter's request holds a WaiterRequest and, when it is not
+		// UTC, the time (at, hasAt). TestWaitingExecutionIsTheFoldsAggregate
+		// and TestWaitersBinaryCoversEveryField check what they carry.
+		{request{}, WaiterRequest{}, 2},
+		{slot{}, WaiterSnapshot{}, 0},
 		// Queues' where is derived from the key queues.
 		{Queues{}, QueuesSnapshot{}, 1},
 	} {

@@ -15,12 +15,12 @@ const waitersFormat = 1
 // Bits of a waiter's flags byte in Waiters' binary form.
 const (
 	waiterUTC   = 1 << iota // EnqueuedAt is UTC: Unix nanoseconds follow (else its MarshalBinary form)
-	waiterExtra             // Version, Input, Parent, ItemIndex, Items, Concurrency and WithItems follow
+	waiterExtra             // a WaiterRequest follows
 )
 
 // MarshalBinary lays the waiters out compactly: a format byte, their count,
 // then per waiter a flags byte, the execution id, the position, the time,
-// and (only when one of them is set) the rest of the request's fields.
+// and the waiter's Request, when it has one.
 // Lengths and integers are varints; a nil byte slice is told from an empty one.
 func (ws Waiters) MarshalBinary() ([]byte, error) {
 	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(ws)*48)
@@ -33,8 +33,7 @@ func (ws Waiters) MarshalBinary() ([]byte, error) {
 		if utc {
 			flags |= waiterUTC
 		}
-		extra := w.Version != 0 || w.Input != nil || w.Parent != "" || w.ItemIndex != 0 || w.Items != 0 ||
-			w.Concurrency != 0 || w.WithItems != nil
+		extra := w.Request != nil
 		if extra {
 			flags |= waiterExtra
 		}
@@ -53,17 +52,18 @@ func (ws Waiters) MarshalBinary() ([]byte, error) {
 		if !extra {
 			continue
 		}
-		b = binary.AppendUvarint(b, w.Version)
-		b = appendBytes(b, w.Input)
-		b = appendString(b, w.Parent)
-		b = binary.AppendVarint(b, int64(w.ItemIndex))
-		b = binary.AppendVarint(b, int64(w.Items))
-		b = binary.AppendVarint(b, int64(w.Concurrency))
-		if w.WithItems == nil {
+		q := w.Request
+		b = binary.AppendUvarint(b, q.Version)
+		b = appendBytes(b, q.Input)
+		b = appendString(b, q.Parent)
+		b = binary.AppendVarint(b, int64(q.ItemIndex))
+		b = binary.AppendVarint(b, int64(q.Items))
+		b = binary.AppendVarint(b, int64(q.Concurrency))
+		if q.WithItems == nil {
 			b = binary.AppendUvarint(b, 0)
 		} else {
-			b = binary.AppendUvarint(b, uint64(len(w.WithItems))+1)
-			for _, it := range w.WithItems {
+			b = binary.AppendUvarint(b, uint64(len(q.WithItems))+1)
+			for _, it := range q.WithItems {
 				b = appendBytes(b, it)
 			}
 		}
@@ -95,20 +95,7 @@ func (ws *Waiters) UnmarshalBinary(data []byte) error {
 			}
 		}
 		if flags&waiterExtra != 0 {
-			w.Version = r.uvarint()
-			w.Input = json.RawMessage(r.bytes())
-			w.Parent = r.string()
-			w.ItemIndex, w.Items, w.Concurrency = int(r.varint()), int(r.varint()), int(r.varint())
-			if k := r.uvarint(); k > 0 {
-				if k-1 > uint64(len(data)) {
-					r.err = errors.New("item count beyond the data")
-					break
-				}
-				w.WithItems = make([]json.RawMessage, k-1)
-				for j := range w.WithItems {
-					w.WithItems[j] = r.bytes()
-				}
-			}
+			w.Request = r.request()
 		}
 		out = append(out, w)
 	}
@@ -120,6 +107,26 @@ func (ws *Waiters) UnmarshalBinary(data []byte) error {
 	}
 	*ws = out
 	return nil
+}
+
+// request reads a waiter's WaiterRequest.
+func (r *binReader) request() *WaiterRequest {
+	w := &WaiterRequest{}
+	w.Version = r.uvarint()
+	w.Input = json.RawMessage(r.bytes())
+	w.Parent = r.string()
+	w.ItemIndex, w.Items, w.Concurrency = int(r.varint()), int(r.varint()), int(r.varint())
+	if k := r.uvarint(); k > 0 && r.err == nil {
+		if k-1 > uint64(len(r.b)-r.off) { // every item takes at least a byte
+			r.err = errors.New("item count beyond the data")
+			return w
+		}
+		w.WithItems = make([]json.RawMessage, k-1)
+		for j := range w.WithItems {
+			w.WithItems[j] = r.bytes()
+		}
+	}
+	return w
 }
 
 func appendString(b []byte, s string) []byte {

@@ -143,27 +143,9 @@ func sameButTime(a, b domain.ExecutionSnapshot) bool {
 // and a queue slot carry it.
 func TestWaitersBinaryCoversEveryField(t *testing.T) {
 	var w domain.WaiterSnapshot
-	v := reflect.ValueOf(&w).Elem()
-	for i := range v.NumField() {
-		f := v.Field(i)
-		switch f.Kind() {
-		case reflect.String:
-			f.SetString("s" + strconv.Itoa(i))
-		case reflect.Int, reflect.Int64:
-			f.SetInt(int64(-3 - i))
-		case reflect.Uint64:
-			f.SetUint(uint64(7 + i))
-		case reflect.Slice:
-			if f.Type().Elem().Kind() == reflect.Uint8 {
-				f.SetBytes([]byte(`{"a":1}`))
-			} else {
-				f.Set(reflect.ValueOf([]json.RawMessage{json.RawMessage(`2`), nil, {}}))
-			}
-		case reflect.Struct:
-			f.Set(reflect.ValueOf(t0.Add(time.Duration(i))))
-		default:
-			t.Fatalf("field %s of kind %s: teach this test (and Waiters' binary layout) about it", v.Type().Field(i).Name, f.Kind())
-		}
+	fill(t, reflect.ValueOf(&w).Elem())
+	if w.Request == nil {
+		t.Fatal("the request was not filled")
 	}
 	b, err := domain.Waiters{w}.MarshalBinary()
 	if err != nil {
@@ -189,5 +171,35 @@ func TestWaitersBinaryCoversEveryField(t *testing.T) {
 	}
 	if err := back.UnmarshalBinary(append([]byte{9}, b[1:]...)); err == nil {
 		t.Fatal("another layout's format byte is accepted")
+	}
+}
+
+// fill sets every field of the struct v to something other than its zero
+// value, following pointers to structs.
+func fill(t *testing.T, v reflect.Value) {
+	t.Helper()
+	for i := range v.NumField() {
+		f := v.Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("s" + strconv.Itoa(i))
+		case reflect.Int, reflect.Int64:
+			f.SetInt(int64(-3 - i))
+		case reflect.Uint64:
+			f.SetUint(uint64(7 + i))
+		case reflect.Slice:
+			if f.Type().Elem().Kind() == reflect.Uint8 {
+				f.SetBytes([]byte(`{"a":1}`))
+			} else {
+				f.Set(reflect.ValueOf([]json.RawMessage{json.RawMessage(`2`), nil, {}}))
+			}
+		case reflect.Struct:
+			f.Set(reflect.ValueOf(t0.Add(time.Duration(i))))
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+			fill(t, f.Elem())
+		default:
+			t.Fatalf("field %s of kind %s: teach this test (and Waiters' binary layout) about it", v.Type().Field(i).Name, f.Kind())
+		}
 	}
 }
