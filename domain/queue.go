@@ -63,11 +63,16 @@ func newSlot(id string, env *Envelope, e ExecutionRequested) slot {
 	}
 	r.input, r.parent, r.itemIndex, r.items, r.concurrency, r.withItems, r.version =
 		e.Input, e.Parent, e.ItemIndex, e.Items, e.Concurrency, e.WithItems, env.Version
-	if r.input != nil || r.parent != "" || r.itemIndex != 0 || r.items != 0 || r.concurrency != 0 ||
-		r.withItems != nil || r.version != 0 || r.hasAt {
+	if r.hasAt || r.hasFields() {
 		s.req = &r
 	}
 	return s
+}
+
+// hasFields reports whether r holds more than a time.
+func (r *request) hasFields() bool {
+	return r.input != nil || r.parent != "" || r.itemIndex != 0 || r.items != 0 || r.concurrency != 0 ||
+		r.withItems != nil || r.version != 0
 }
 
 // time returns the waiter's log time of request.

@@ -155,14 +155,38 @@ type WaiterRequest struct {
 	WithItems                     []json.RawMessage
 }
 
-// Waiters is a queue's waiters, in FIFO order. It encodes itself in a
-// compact binary layout (see MarshalBinary): a queue may hold millions.
-type Waiters []WaiterSnapshot
+// Waiters is a queue's waiters, in FIFO order, laid out as the queue keeps
+// them: a queue may hold millions, and a restore then makes no other copy
+// of each. It encodes itself in a compact binary layout (MarshalBinary).
+// NewWaiters and List convert from and to plain WaiterSnapshots.
+type Waiters struct {
+	slots []slot
+}
+
+// NewWaiters returns the waiters ws.
+func NewWaiters(ws ...WaiterSnapshot) Waiters {
+	out := Waiters{slots: make([]slot, len(ws))}
+	for i := range ws {
+		out.slots[i] = ws[i].slot()
+	}
+	return out
+}
+
+// Len returns how many waiters there are.
+func (ws Waiters) Len() int { return len(ws.slots) }
+
+// List returns the waiters as WaiterSnapshots.
+func (ws Waiters) List() []WaiterSnapshot {
+	out := make([]WaiterSnapshot, len(ws.slots))
+	for i := range ws.slots {
+		out[i] = ws.slots[i].snapshot()
+	}
+	return out
+}
 
 func (s *slot) snapshot() WaiterSnapshot {
 	w := WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time()}
-	if r := s.req; r != nil && (r.version != 0 || r.input != nil || r.parent != "" || r.itemIndex != 0 ||
-		r.items != 0 || r.concurrency != 0 || r.withItems != nil) {
+	if r := s.req; r != nil && r.hasFields() {
 		w.Request = &WaiterRequest{Version: r.version, Input: r.input, Parent: r.parent, ItemIndex: r.itemIndex,
 			Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems}
 	}
@@ -189,8 +213,9 @@ func (qs *Queues) Snapshot() QueuesSnapshot {
 			RateSpan: q.rateSpan, RateMax: q.rateMax}
 		for _, k := range q.Keys() {
 			kq := q.keys[k]
-			ks := KeyQueueSnapshot{Key: k, Waiting: make(Waiters, 0, kq.Waiting()), Active: kq.ActiveIDs()}
-			kq.waiting.each(func(s *slot) bool { ks.Waiting = append(ks.Waiting, s.snapshot()); return true })
+			// (A copy of each slot: what they point to is never changed.)
+			ks := KeyQueueSnapshot{Key: k, Waiting: Waiters{slots: make([]slot, 0, kq.Waiting())}, Active: kq.ActiveIDs()}
+			kq.waiting.each(func(s *slot) bool { ks.Waiting.slots = append(ks.Waiting.slots, *s); return true })
 			qsn.Keys = append(qsn.Keys, ks)
 		}
 		s.Queues = append(s.Queues, qsn)
@@ -204,7 +229,7 @@ func RestoreQueues(s QueuesSnapshot) *Queues {
 	n := 0
 	for _, q := range s.Queues {
 		for _, k := range q.Keys {
-			n += len(k.Waiting) + len(k.Active)
+			n += k.Waiting.Len() + len(k.Active)
 		}
 	}
 	qs.where = make(map[string]placement, n)
@@ -220,9 +245,9 @@ func RestoreQueues(s QueuesSnapshot) *Queues {
 			rateSpan: qsn.RateSpan, rateMax: qsn.RateMax}
 		for _, ks := range qsn.Keys {
 			kq := &KeyQueue{Key: ks.Key, ref: qsn.Ref, active: setOf(ks.Active)}
-			kq.waiting.items = make([]slot, 0, len(ks.Waiting))
-			for i := range ks.Waiting {
-				kq.waiting.push(kq, ks.Waiting[i].slot(), qs.where)
+			kq.waiting.items = make([]slot, 0, ks.Waiting.Len())
+			for _, s := range ks.Waiting.slots {
+				kq.waiting.push(kq, s, qs.where)
 			}
 			for _, id := range ks.Active {
 				qs.where[id] = placement{kq: kq, i: -1}

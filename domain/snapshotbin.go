@@ -20,50 +20,60 @@ const (
 
 // MarshalBinary lays the waiters out compactly: a format byte, their count,
 // then per waiter a flags byte, the execution id, the position, the time,
-// and the waiter's Request, when it has one.
-// Lengths and integers are varints; a nil byte slice is told from an empty one.
+// and the waiter's WaiterRequest, when it has one. Lengths and integers are
+// varints; a nil byte slice is told from an empty one. A time is written as
+// Unix nanoseconds when that gives it back exactly once its monotonic
+// reading is dropped (as any encoding drops it), so the layout of equal
+// waiters is equal.
 func (ws Waiters) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(ws)*48)
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(ws.slots)*48)
 	b = append(b, waitersFormat)
-	b = binary.AppendUvarint(b, uint64(len(ws)))
-	for i := range ws {
-		w := &ws[i]
+	b = binary.AppendUvarint(b, uint64(len(ws.slots)))
+	for i := range ws.slots {
+		s := &ws.slots[i]
+		t, utc := s.at, true
+		var tb []byte
+		if s.req != nil && s.req.hasAt {
+			at := s.req.at.Round(0)
+			if utc = at == time.Unix(0, at.UnixNano()).UTC(); utc {
+				t = at.UnixNano()
+			} else {
+				var err error
+				if tb, err = at.MarshalBinary(); err != nil {
+					return nil, fmt.Errorf("waiter %s: %w", s.id, err)
+				}
+			}
+		}
 		var flags byte
-		utc := w.EnqueuedAt == time.Unix(0, w.EnqueuedAt.UnixNano()).UTC()
 		if utc {
 			flags |= waiterUTC
 		}
-		extra := w.Request != nil
-		if extra {
+		r := s.req
+		if r != nil && r.hasFields() {
 			flags |= waiterExtra
 		}
 		b = append(b, flags)
-		b = appendString(b, w.Execution)
-		b = binary.AppendUvarint(b, w.Position)
+		b = appendString(b, s.id)
+		b = binary.AppendUvarint(b, s.pos)
 		if utc {
-			b = binary.AppendVarint(b, w.EnqueuedAt.UnixNano())
+			b = binary.AppendVarint(b, t)
 		} else {
-			t, err := w.EnqueuedAt.MarshalBinary()
-			if err != nil {
-				return nil, fmt.Errorf("waiter %s: %w", w.Execution, err)
-			}
-			b = appendBytes(b, t)
+			b = appendBytes(b, tb)
 		}
-		if !extra {
+		if flags&waiterExtra == 0 {
 			continue
 		}
-		q := w.Request
-		b = binary.AppendUvarint(b, q.Version)
-		b = appendBytes(b, q.Input)
-		b = appendString(b, q.Parent)
-		b = binary.AppendVarint(b, int64(q.ItemIndex))
-		b = binary.AppendVarint(b, int64(q.Items))
-		b = binary.AppendVarint(b, int64(q.Concurrency))
-		if q.WithItems == nil {
+		b = binary.AppendUvarint(b, r.version)
+		b = appendBytes(b, r.input)
+		b = appendString(b, r.parent)
+		b = binary.AppendVarint(b, int64(r.itemIndex))
+		b = binary.AppendVarint(b, int64(r.items))
+		b = binary.AppendVarint(b, int64(r.concurrency))
+		if r.withItems == nil {
 			b = binary.AppendUvarint(b, 0)
 		} else {
-			b = binary.AppendUvarint(b, uint64(len(q.WithItems))+1)
-			for _, it := range q.WithItems {
+			b = binary.AppendUvarint(b, uint64(len(r.withItems))+1)
+			for _, it := range r.withItems {
 				b = appendBytes(b, it)
 			}
 		}
@@ -81,23 +91,39 @@ func (ws *Waiters) UnmarshalBinary(data []byte) error {
 	if r.err == nil && n > uint64(len(data)) { // every waiter takes at least a byte
 		r.err = errors.New("waiter count beyond the data")
 	}
-	out := make(Waiters, 0, n)
+	out := make([]slot, 0, n)
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		var w WaiterSnapshot
 		flags := r.byte()
-		w.Execution = r.string()
-		w.Position = r.uvarint()
+		s := slot{id: r.string(), pos: r.uvarint()}
+		var q request
 		if flags&waiterUTC != 0 {
-			w.EnqueuedAt = time.Unix(0, r.varint()).UTC()
-		} else if t := r.bytes(); r.err == nil {
-			if err := w.EnqueuedAt.UnmarshalBinary(t); err != nil {
+			s.at = r.varint()
+		} else if tb := r.raw(r.uvarint() - 1); r.err == nil {
+			if err := q.at.UnmarshalBinary(tb); err != nil {
 				r.err = err
 			}
+			q.hasAt = true
 		}
 		if flags&waiterExtra != 0 {
-			w.Request = r.request()
+			q.version = r.uvarint()
+			q.input = r.bytes()
+			q.parent = r.string()
+			q.itemIndex, q.items, q.concurrency = int(r.varint()), int(r.varint()), int(r.varint())
+			if k := r.uvarint(); k > 0 && r.err == nil {
+				if k-1 > uint64(len(r.b)-r.off) { // every item takes at least a byte
+					r.err = errors.New("item count beyond the data")
+					break
+				}
+				q.withItems = make([]json.RawMessage, k-1)
+				for j := range q.withItems {
+					q.withItems[j] = r.bytes()
+				}
+			}
 		}
-		out = append(out, w)
+		if q.hasAt || flags&waiterExtra != 0 {
+			s.req = &q
+		}
+		out = append(out, s)
 	}
 	if r.err == nil && r.off != len(data) {
 		r.err = fmt.Errorf("%d bytes after the waiters", len(data)-r.off)
@@ -105,28 +131,8 @@ func (ws *Waiters) UnmarshalBinary(data []byte) error {
 	if r.err != nil {
 		return fmt.Errorf("decode waiters: %w", r.err)
 	}
-	*ws = out
+	ws.slots = out
 	return nil
-}
-
-// request reads a waiter's WaiterRequest.
-func (r *binReader) request() *WaiterRequest {
-	w := &WaiterRequest{}
-	w.Version = r.uvarint()
-	w.Input = json.RawMessage(r.bytes())
-	w.Parent = r.string()
-	w.ItemIndex, w.Items, w.Concurrency = int(r.varint()), int(r.varint()), int(r.varint())
-	if k := r.uvarint(); k > 0 && r.err == nil {
-		if k-1 > uint64(len(r.b)-r.off) { // every item takes at least a byte
-			r.err = errors.New("item count beyond the data")
-			return w
-		}
-		w.WithItems = make([]json.RawMessage, k-1)
-		for j := range w.WithItems {
-			w.WithItems[j] = r.bytes()
-		}
-	}
-	return w
 }
 
 func appendString(b []byte, s string) []byte {

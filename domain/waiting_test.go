@@ -1,6 +1,7 @@
 package domain_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
@@ -79,8 +80,11 @@ func TestWaitingExecutionIsTheFoldsAggregate(t *testing.T) {
 				if err := back.UnmarshalBinary(b); err != nil {
 					t.Fatal(err)
 				}
-				if !sameWaiters(back, k.Waiting) {
-					t.Fatalf("round %d: waiters differ after the binary layout:\n%+v\n%+v", round, back, k.Waiting)
+				if !sameWaiters(back.List(), k.Waiting.List()) {
+					t.Fatalf("round %d: waiters differ after the binary layout:\n%+v\n%+v", round, back.List(), k.Waiting.List())
+				}
+				if again, err := back.MarshalBinary(); err != nil || !bytes.Equal(again, b) {
+					t.Fatalf("round %d: decoded waiters encode otherwise (%v)", round, err)
 				}
 				k.Waiting = back
 			}
@@ -108,7 +112,7 @@ func TestWaitingExecutionIsTheFoldsAggregate(t *testing.T) {
 
 // sameWaiters compares waiters with their times as instants at an offset: a
 // monotonic reading and a zone's name do not survive an encoding.
-func sameWaiters(a, b domain.Waiters) bool {
+func sameWaiters(a, b []domain.WaiterSnapshot) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -147,7 +151,7 @@ func TestWaitersBinaryCoversEveryField(t *testing.T) {
 	if w.Request == nil {
 		t.Fatal("the request was not filled")
 	}
-	b, err := domain.Waiters{w}.MarshalBinary()
+	b, err := domain.NewWaiters(w).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,14 +159,14 @@ func TestWaitersBinaryCoversEveryField(t *testing.T) {
 	if err := back.UnmarshalBinary(b); err != nil {
 		t.Fatal(err)
 	}
-	if len(back) != 1 || !reflect.DeepEqual(back[0], w) {
-		t.Fatalf("binary layout lost a field:\n%+v\n%+v", back, w)
+	if back.Len() != 1 || !reflect.DeepEqual(back.List()[0], w) {
+		t.Fatalf("binary layout lost a field:\n%+v\n%+v", back.List(), w)
 	}
 	// And through a queue: restore a queue holding it, snapshot it again.
 	sn := domain.QueuesSnapshot{Queues: []domain.QueueSnapshot{{Ref: "act", Version: -1,
-		Keys: []domain.KeyQueueSnapshot{{Key: "", Waiting: domain.Waiters{w}}}}}}
-	if got := domain.RestoreQueues(sn).Snapshot(); !reflect.DeepEqual(got.Queues[0].Keys[0].Waiting[0], w) {
-		t.Fatalf("a queue lost a field:\n%+v\n%+v", got.Queues[0].Keys[0].Waiting[0], w)
+		Keys: []domain.KeyQueueSnapshot{{Key: "", Waiting: domain.NewWaiters(w)}}}}}
+	if got := domain.RestoreQueues(sn).Snapshot(); !reflect.DeepEqual(got.Queues[0].Keys[0].Waiting.List()[0], w) {
+		t.Fatalf("a queue lost a field:\n%+v\n%+v", got.Queues[0].Keys[0].Waiting.List()[0], w)
 	}
 	for cut := range len(b) {
 		if err := back.UnmarshalBinary(b[:cut]); err == nil {

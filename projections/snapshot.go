@@ -166,11 +166,12 @@ func (v *Views) Snapshot() *ViewsSnapshot {
 func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	sn := &ViewsSnapshot{State: *v.st.Snapshot(), Executions: make(ExecutionRecords, 0, len(v.order))}
-	for _, id := range v.kept() {
-		rec := v.execs[id]
-		sn.Executions = append(sn.Executions, ExecutionRecordSnapshot{ID: id, Final: rec.final, Action: rec.action,
-			Parent: rec.parent, Status: rec.status.status(), Position: rec.pos})
+	kept := v.kept()
+	sn := &ViewsSnapshot{State: *v.st.Snapshot(), Executions: ExecutionRecords{ids: kept, recs: make([]execRecord, len(kept))}}
+	for i, id := range kept {
+		// (A copy of each record: what they point to is never changed.)
+		sn.Executions.recs[i] = *v.execs[id]
+		sn.Executions.recs[i].seq = i
 	}
 	for _, ref := range slices.Sorted(maps.Keys(v.stats)) {
 		s := v.stats[ref]
@@ -182,23 +183,15 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 }
 
 // RestoreViews returns the read model sn describes, keeping every execution
-// in it (call Retain to bound it again).
+// in it (call Retain to bound it again). The read model keeps sn's records
+// themselves; restoring sn again copies them.
 func RestoreViews(sn *ViewsSnapshot) *Views {
 	v := NewViews()
-	v.execs = make(map[string]*execRecord, len(sn.Executions))
-	v.order = make([]string, 0, len(sn.Executions))
+	n := sn.Executions.Len()
+	v.execs = make(map[string]*execRecord, n)
+	v.order = make([]string, 0, n)
 	v.st = RestoreState(&sn.State)
-	for i, r := range sn.Executions {
-		code, _ := codeOf(r.Status) // (ExecutionRecords decodes only known ones)
-		rec := &execRecord{final: r.Final, action: v.intern(r.Action), parent: r.Parent, status: code, seq: i, pos: r.Position}
-		id := r.ID
-		if own, ok := v.st.Queues.WaiterID(id); ok {
-			id = own // one copy of a waiter's id, not two
-		}
-		v.execs[id] = rec
-		v.order = append(v.order, id)
-		v.byRef[rec.action] = append(v.byRef[rec.action], i)
-	}
+	recs := sn.Executions.take()
 	// The retained ended executions, oldest end first: an ended record's
 	// position is its terminal event's.
 	type endedAt struct {
@@ -206,9 +199,17 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 		id  string
 	}
 	var ended []endedAt
-	for i, r := range sn.Executions {
-		if r.Final != nil {
-			ended = append(ended, endedAt{r.Position, v.order[i]})
+	for i, id := range sn.Executions.ids {
+		rec := &recs[i]
+		rec.action, rec.seq = v.intern(rec.action), i
+		if own, ok := v.st.Queues.WaiterID(id); ok {
+			id = own // one copy of a waiter's id, not two
+		}
+		v.execs[id] = rec
+		v.order = append(v.order, id)
+		v.byRef[rec.action] = append(v.byRef[rec.action], i)
+		if rec.final != nil {
+			ended = append(ended, endedAt{rec.pos, id})
 		}
 	}
 	slices.SortStableFunc(ended, func(a, b endedAt) int { return cmp.Compare(a.pos, b.pos) })
@@ -266,7 +267,7 @@ func ReadViews(files SnapshotFiles) func(ctx context.Context, store eventstore.S
 		case r.ok:
 			start := time.Now()
 			v := RestoreViews(&r.sn)
-			log.Info("read model resumed from a snapshot", "position", r.sn.State.Next, "executions", len(r.sn.Executions),
+			log.Info("read model resumed from a snapshot", "position", r.sn.State.Next, "executions", r.sn.Executions.Len(),
 				"read", r.took, "restored", time.Since(start))
 			return v
 		}

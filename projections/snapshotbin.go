@@ -4,14 +4,56 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/turnstile/turnstile/domain"
 )
 
 // ExecutionRecords is the read model's executions in a snapshot, in request
-// order. It encodes itself in a compact binary layout (see MarshalBinary):
-// there may be millions, and gob spends most of a restart on them.
-type ExecutionRecords []ExecutionRecordSnapshot
+// order, laid out as the read model keeps them: there may be millions, and
+// a restore then makes no other copy of each (their records are allocated
+// together, and stay so while any of them is kept). It encodes itself in a
+// compact binary layout (MarshalBinary). NewExecutionRecords and List
+// convert from and to plain ExecutionRecordSnapshots.
+type ExecutionRecords struct {
+	ids   []string
+	recs  []execRecord // recs[i] is ids[i]'s; seq is i
+	taken bool         // a Views uses recs: copy them for another
+}
+
+// NewExecutionRecords returns the records rs. Each status must be one the
+// domain knows.
+func NewExecutionRecords(rs ...ExecutionRecordSnapshot) ExecutionRecords {
+	out := ExecutionRecords{ids: make([]string, len(rs)), recs: make([]execRecord, len(rs))}
+	for i, r := range rs {
+		out.ids[i] = r.ID
+		out.recs[i] = execRecord{final: r.Final, action: r.Action, parent: r.Parent, status: mustCode(r.Status), seq: i, pos: r.Position}
+	}
+	return out
+}
+
+// Len returns how many records there are.
+func (rs *ExecutionRecords) Len() int { return len(rs.ids) }
+
+// List returns the records as ExecutionRecordSnapshots.
+func (rs *ExecutionRecords) List() []ExecutionRecordSnapshot {
+	out := make([]ExecutionRecordSnapshot, len(rs.ids))
+	for i, id := range rs.ids {
+		r := &rs.recs[i]
+		out[i] = ExecutionRecordSnapshot{ID: id, Final: r.final, Action: r.action, Parent: r.parent, Status: r.status.status(), Position: r.pos}
+	}
+	return out
+}
+
+// take returns the records for a Views to keep: the first caller gets them,
+// any later one a copy.
+func (rs *ExecutionRecords) take() []execRecord {
+	if rs.taken {
+		return slices.Clone(rs.recs)
+	}
+	rs.taken = true
+	return rs.recs
+}
 
 // recordsFormat is the first byte of ExecutionRecords' binary form. Change it
 // with the layout: a snapshot in another layout is then refused, not misread.
@@ -19,32 +61,33 @@ const recordsFormat = 1
 
 // MarshalBinary lays the records out as a format byte, their count, then per
 // record: whether it has a final state, its id, its final state (if it has
-// one), action, parent, status and position. Lengths and integers are varints.
+// one), action, parent, status (its index in domain.AllStatuses) and
+// position. Lengths and integers are varints.
 func (rs ExecutionRecords) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(rs)*64)
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(rs.ids)*64)
 	b = append(b, recordsFormat)
-	b = binary.AppendUvarint(b, uint64(len(rs)))
-	for i := range rs {
-		r := &rs[i]
-		if r.Final != nil {
+	b = binary.AppendUvarint(b, uint64(len(rs.ids)))
+	for i, id := range rs.ids {
+		r := &rs.recs[i]
+		if r.final != nil {
 			b = append(b, 1)
 		} else {
 			b = append(b, 0)
 		}
-		b = appendString(b, r.ID)
-		if r.Final != nil {
-			b = appendString(b, string(r.Final))
+		b = appendString(b, id)
+		if r.final != nil {
+			b = appendString(b, string(r.final))
 		}
-		b = appendString(b, r.Action)
-		b = appendString(b, r.Parent)
-		b = appendString(b, string(r.Status))
-		b = binary.AppendUvarint(b, r.Position)
+		b = appendString(b, r.action)
+		b = appendString(b, r.parent)
+		b = append(b, byte(r.status))
+		b = binary.AppendUvarint(b, r.pos)
 	}
 	return b, nil
 }
 
-// UnmarshalBinary reads what MarshalBinary wrote. Actions, parents and
-// statuses repeat across records and are decoded into one string each.
+// UnmarshalBinary reads what MarshalBinary wrote. Actions and parents repeat
+// across records and are decoded into one string each.
 func (rs *ExecutionRecords) UnmarshalBinary(data []byte) error {
 	r := binReader{b: data}
 	if f := r.byte(); f != recordsFormat {
@@ -63,26 +106,26 @@ func (rs *ExecutionRecords) UnmarshalBinary(data []byte) error {
 		shared[s] = s
 		return s
 	}
-	out := make(ExecutionRecords, n)
-	for i := range out {
+	ids, recs := make([]string, n), make([]execRecord, n)
+	for i := range recs {
 		if r.err != nil {
 			break
 		}
-		rec := &out[i]
+		rec := &recs[i]
 		final := r.byte()
-		rec.ID = string(r.field())
+		ids[i] = string(r.field())
 		if final == 1 {
-			rec.Final = append([]byte{}, r.field()...)
+			rec.final = append([]byte{}, r.field()...)
 		} else if final != 0 {
 			r.err = fmt.Errorf("record %d: flags %d", i, final)
 		}
-		rec.Action = intern(r.field())
-		rec.Parent = intern(r.field())
-		rec.Status = domain.Status(intern(r.field()))
-		if _, ok := codeOf(rec.Status); !ok && r.err == nil {
-			r.err = fmt.Errorf("record %d: unknown state %q", i, rec.Status)
+		rec.action = intern(r.field())
+		rec.parent = intern(r.field())
+		rec.status = statusCode(r.byte())
+		if int(rec.status) >= len(domain.AllStatuses) && r.err == nil {
+			r.err = fmt.Errorf("record %d: unknown state %d", i, rec.status)
 		}
-		rec.Position = r.uvarint()
+		rec.seq, rec.pos = i, r.uvarint()
 	}
 	if r.err == nil && r.off != len(data) {
 		r.err = fmt.Errorf("%d bytes after the records", len(data)-r.off)
@@ -90,7 +133,7 @@ func (rs *ExecutionRecords) UnmarshalBinary(data []byte) error {
 	if r.err != nil {
 		return fmt.Errorf("decode execution records: %w", r.err)
 	}
-	*rs = out
+	*rs = ExecutionRecords{ids: ids, recs: recs}
 	return nil
 }
 
