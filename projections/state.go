@@ -237,10 +237,12 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 		}
 	}
 	g, granted := ev.(domain.QueueGranted)
-	if granted && s.live[g.Execution] == nil {
-		// The grant takes the execution out of its queue's waiters: the
-		// fold keeps it from now on.
-		if x, ok := s.Queues.Waiting(g.Execution); ok {
+	if q := s.Queues.Get(id); granted && q != nil && q.IsWaiting(g.Execution, g.ConcurrencyKey) {
+		// The grant takes the execution out of its queue's waiters (of
+		// queue id, as Queues.Apply reads it): the fold keeps it from now
+		// on, if it does not already.
+		if _, ok := s.live[g.Execution]; !ok {
+			x, _ := s.Queues.Waiting(g.Execution)
 			s.live[g.Execution] = x
 		}
 	}
