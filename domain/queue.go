@@ -19,7 +19,7 @@ type Waiter struct {
 
 // fifo is a queue of waiters that supports removal from the middle in O(1)
 // (tombstones, compacted as the head advances). A waiter's place in items is
-// kept in the Queues' where map, which the fifo's methods are given.
+// kept in the Queues' locator, which the fifo's methods are given.
 type fifo struct {
 	items []slot // items[head:] are live or tombstoned ("" id)
 	head  int
@@ -101,30 +101,36 @@ func (s *slot) execution(ref string) *Execution {
 	return x
 }
 
-func (f *fifo) push(kq *KeyQueue, s slot, where map[string]placement) {
-	where[s.id] = placement{kq: kq, i: len(f.items)}
+func (f *fifo) push(kq *KeyQueue, s slot, where *locator) {
 	f.items = append(f.items, s)
 	f.live++
+	where.wait(s.id, kq, len(f.items)-1)
 }
 
-// remove drops the waiter at items[i]; the caller updates where.
-func (f *fifo) remove(kq *KeyQueue, i int, where map[string]placement) {
+// remove drops the waiter at items[i]; the caller has updated where.
+func (f *fifo) remove(kq *KeyQueue, i int, where *locator) {
 	f.items[i] = slot{}
 	f.live--
 	f.skip(kq, where)
 }
 
-func (f *fifo) skip(kq *KeyQueue, where map[string]placement) {
+func (f *fifo) skip(kq *KeyQueue, where *locator) {
 	for f.head < len(f.items) && f.items[f.head].id == "" {
 		f.head++
 	}
 	if f.head > 1024 && f.head*2 > len(f.items) {
+		// Find the entries to renumber while the slots are where they
+		// say, then move the slots, then renumber.
+		var moved []int
 		for i := f.head; i < len(f.items); i++ {
 			if id := f.items[i].id; id != "" {
-				if p, ok := where[id]; ok && p.kq == kq && p.i == i {
-					where[id] = placement{kq: kq, i: i - f.head}
+				if j, ok := where.waiting.find(id); ok && where.waiting.ents[j] == (placement{kq: kq, i: i}) {
+					moved = append(moved, j)
 				}
 			}
+		}
+		for _, j := range moved {
+			where.waiting.ents[j].i -= f.head
 		}
 		n := copy(f.items, f.items[f.head:])
 		clear(f.items[n:])
@@ -199,7 +205,7 @@ type Queue struct {
 	paused  bool
 	version int64 // last version of queue-<ref>, -1 when empty
 	keys    map[string]*KeyQueue
-	where   map[string]placement // the Queues' (shared by every Queue)
+	where   *locator // the Queues' (shared by every Queue)
 
 	// Log times of recent grants (grants[gHead:]), oldest first, for the
 	// rate limit. They are kept from the first policy with a rate limit on,
@@ -341,7 +347,7 @@ func (q *Queue) Grantable(max int, now time.Time) []Waiter {
 // IsWaiting reports whether execution id waits in the queue of key key: a
 // grant of anything else is void (see Queues.Apply).
 func (q *Queue) IsWaiting(id, key string) bool {
-	p, ok := q.where[id]
+	p, ok := q.where.get(id)
 	return ok && p.i >= 0 && p.kq.ref == q.Ref && p.kq.Key == key
 }
 
@@ -421,13 +427,6 @@ const (
 	RejectRateLimited   = "rate_limited"
 )
 
-// placement is where a live execution is: its key queue, and its index in
-// that queue's waiting items, or -1 once it is granted.
-type placement struct {
-	kq *KeyQueue
-	i  int
-}
-
 // Queues is the fold of every action's queue from the whole log. It decides
 // admission deterministically at the position of each execution.requested
 // event, so the executor, a rebuild and an audit agree on every queue.
@@ -436,14 +435,14 @@ type placement struct {
 // it moves the queue stream's version and nothing else.
 type Queues struct {
 	byRef   map[string]*Queue
-	where   map[string]placement // live executions (waiting or active) → queue
+	where   *locator             // live executions (waiting or active) → queue
 	pending map[string]Rejection // requested, refused by the fold, not yet rejected in the log
 	changed map[string]struct{}  // refs touched since the last TakeChanged
 }
 
 // NewQueues returns the fold of an empty log.
 func NewQueues() *Queues {
-	return &Queues{byRef: map[string]*Queue{}, where: map[string]placement{}, pending: map[string]Rejection{}, changed: map[string]struct{}{}}
+	return &Queues{byRef: map[string]*Queue{}, where: newLocator(0), pending: map[string]Rejection{}, changed: map[string]struct{}{}}
 }
 
 // Get returns the queue of action ref, or nil if the log never named it.
@@ -461,7 +460,7 @@ func (qs *Queues) Refs() []string {
 
 // Locate returns the queue and key of a live (waiting or active) execution.
 func (qs *Queues) Locate(id string) (ref, key string, granted, ok bool) {
-	p, ok := qs.where[id]
+	p, ok := qs.where.get(id)
 	if !ok {
 		return "", "", false, false
 	}
@@ -475,7 +474,7 @@ func (qs *Queues) Locate(id string) (ref, key string, granted, ok bool) {
 // that has had more events must be found elsewhere first (the caller's
 // fold); this answer ignores them.
 func (qs *Queues) Waiting(id string) (*Execution, bool) {
-	p, ok := qs.where[id]
+	p, ok := qs.where.get(id)
 	if !ok || p.i < 0 {
 		return nil, false
 	}
@@ -486,7 +485,7 @@ func (qs *Queues) Waiting(id string) (*Execution, bool) {
 // queue, so that a read model restored beside the queues can share it
 // instead of keeping another.
 func (qs *Queues) WaiterID(id string) (string, bool) {
-	p, ok := qs.where[id]
+	p, ok := qs.where.get(id)
 	if !ok || p.i < 0 {
 		return "", false
 	}
@@ -495,7 +494,7 @@ func (qs *Queues) WaiterID(id string) (string, bool) {
 
 // IsWaiting reports whether execution id waits in a queue.
 func (qs *Queues) IsWaiting(id string) bool {
-	p, ok := qs.where[id]
+	p, ok := qs.where.get(id)
 	return ok && p.i >= 0
 }
 
@@ -553,7 +552,7 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 		_, ref := SplitStream(env.Stream)
 		q := qs.queue(ref)
 		q.version = int64(env.Version)
-		p, ok := qs.where[e.Execution]
+		p, ok := qs.where.get(e.Execution)
 		if !ok || p.i < 0 || p.kq != q.keys[e.ConcurrencyKey] {
 			// A void grant: the execution is not waiting (it ended before
 			// the grant, which on a store without atomic multi-stream
@@ -561,21 +560,21 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 			return
 		}
 		kq := p.kq
+		qs.where.grant(e.Execution, kq)
 		kq.waiting.remove(kq, p.i, qs.where)
 		q.recordGrant(env.Time)
 		kq.active[e.Execution] = struct{}{}
-		qs.where[e.Execution] = placement{kq: kq, i: -1}
 	case QueueActionChanged:
 		_, ref := SplitStream(env.Stream)
 		qs.queue(ref).version = int64(env.Version)
 	case ExecutionRejected, ExecutionCompleted, ExecutionFailed, ExecutionTimedOut, ExecutionCancelled:
 		_, id := SplitStream(env.Stream)
 		delete(qs.pending, id)
-		p, ok := qs.where[id]
+		p, ok := qs.where.get(id)
 		if !ok {
 			return
 		}
-		delete(qs.where, id)
+		qs.where.remove(id)
 		q := qs.queue(p.kq.ref)
 		kq := p.kq
 		if p.i < 0 {

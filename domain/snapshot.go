@@ -229,10 +229,10 @@ func RestoreQueues(s QueuesSnapshot) *Queues {
 	n := 0
 	for _, q := range s.Queues {
 		for _, k := range q.Keys {
-			n += k.Waiting.Len() + len(k.Active)
+			n += k.Waiting.Len()
 		}
 	}
-	qs.where = make(map[string]placement, n)
+	qs.where = newLocator(n)
 	for _, r := range s.Pending {
 		qs.pending[r.Execution] = r
 	}
@@ -250,7 +250,7 @@ func RestoreQueues(s QueuesSnapshot) *Queues {
 				kq.waiting.push(kq, s, qs.where)
 			}
 			for _, id := range ks.Active {
-				qs.where[id] = placement{kq: kq, i: -1}
+				qs.where.granted[id] = kq
 			}
 			q.keys[ks.Key] = kq
 		}
