@@ -18,6 +18,10 @@ const (
 	waiterExtra             // a WaiterRequest follows
 )
 
+// chunkSize is about how large the pieces of a chunked encoding are: a
+// reader then never holds more than one piece of a large snapshot.
+const chunkSize = 1 << 20
+
 // MarshalBinary lays the waiters out compactly: a format byte, their count,
 // then per waiter a flags byte, the execution id, the position, the time,
 // and the waiter's WaiterRequest, when it has one. Lengths and integers are
@@ -26,73 +30,112 @@ const (
 // reading is dropped (as any encoding drops it), so the layout of equal
 // waiters is equal.
 func (ws Waiters) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(ws.slots)*48)
+	var out []byte
+	err := ws.EncodeChunks(func(p []byte) error { out = append(out, p...); return nil })
+	return out, err
+}
+
+// UnmarshalBinary reads what MarshalBinary wrote.
+func (ws *Waiters) UnmarshalBinary(data []byte) error {
+	return ws.DecodeChunks(onePiece(data))
+}
+
+// onePiece returns a source of pieces that gives data and then fails.
+func onePiece(data []byte) func() ([]byte, error) {
+	given := false
+	return func() ([]byte, error) {
+		if given {
+			return nil, errors.New("truncated")
+		}
+		given = true
+		return data, nil
+	}
+}
+
+// EncodeChunks writes MarshalBinary's layout in pieces of about 1 MiB, cut
+// between waiters, calling emit with each (emit may keep a piece only until
+// it returns). DecodeChunks reads them back: neither holds the whole layout.
+func (ws Waiters) EncodeChunks(emit func([]byte) error) error {
+	b := make([]byte, 0, min(chunkSize+4096, 16+len(ws.slots)*48))
 	b = append(b, waitersFormat)
 	b = binary.AppendUvarint(b, uint64(len(ws.slots)))
 	for i := range ws.slots {
-		s := &ws.slots[i]
-		t, utc := s.at, true
-		var tb []byte
-		if s.req != nil && s.req.hasAt {
-			at := s.req.at.Round(0)
-			if utc = at == time.Unix(0, at.UnixNano()).UTC(); utc {
-				t = at.UnixNano()
-			} else {
-				var err error
-				if tb, err = at.MarshalBinary(); err != nil {
-					return nil, fmt.Errorf("waiter %s: %w", s.id, err)
-				}
+		var err error
+		if b, err = appendSlot(b, &ws.slots[i]); err != nil {
+			return err
+		}
+		if len(b) >= chunkSize && i < len(ws.slots)-1 {
+			if err := emit(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+	}
+	return emit(b)
+}
+
+func appendSlot(b []byte, s *slot) ([]byte, error) {
+	t, utc := s.at, true
+	var tb []byte
+	if s.req != nil && s.req.hasAt {
+		at := s.req.at.Round(0)
+		if utc = at == time.Unix(0, at.UnixNano()).UTC(); utc {
+			t = at.UnixNano()
+		} else {
+			var err error
+			if tb, err = at.MarshalBinary(); err != nil {
+				return nil, fmt.Errorf("waiter %s: %w", s.id, err)
 			}
 		}
-		var flags byte
-		if utc {
-			flags |= waiterUTC
-		}
-		r := s.req
-		if r != nil && r.hasFields() {
-			flags |= waiterExtra
-		}
-		b = append(b, flags)
-		b = appendString(b, s.id)
-		b = binary.AppendUvarint(b, s.pos)
-		if utc {
-			b = binary.AppendVarint(b, t)
-		} else {
-			b = appendBytes(b, tb)
-		}
-		if flags&waiterExtra == 0 {
-			continue
-		}
-		b = binary.AppendUvarint(b, r.version)
-		b = appendBytes(b, r.input)
-		b = appendString(b, r.parent)
-		b = binary.AppendVarint(b, int64(r.itemIndex))
-		b = binary.AppendVarint(b, int64(r.items))
-		b = binary.AppendVarint(b, int64(r.concurrency))
-		if r.withItems == nil {
-			b = binary.AppendUvarint(b, 0)
-		} else {
-			b = binary.AppendUvarint(b, uint64(len(r.withItems))+1)
-			for _, it := range r.withItems {
-				b = appendBytes(b, it)
-			}
+	}
+	var flags byte
+	if utc {
+		flags |= waiterUTC
+	}
+	r := s.req
+	if r != nil && r.hasFields() {
+		flags |= waiterExtra
+	}
+	b = append(b, flags)
+	b = appendString(b, s.id)
+	b = binary.AppendUvarint(b, s.pos)
+	if utc {
+		b = binary.AppendVarint(b, t)
+	} else {
+		b = appendBytes(b, tb)
+	}
+	if flags&waiterExtra == 0 {
+		return b, nil
+	}
+	b = binary.AppendUvarint(b, r.version)
+	b = appendBytes(b, r.input)
+	b = appendString(b, r.parent)
+	b = binary.AppendVarint(b, int64(r.itemIndex))
+	b = binary.AppendVarint(b, int64(r.items))
+	b = binary.AppendVarint(b, int64(r.concurrency))
+	if r.withItems == nil {
+		b = binary.AppendUvarint(b, 0)
+	} else {
+		b = binary.AppendUvarint(b, uint64(len(r.withItems))+1)
+		for _, it := range r.withItems {
+			b = appendBytes(b, it)
 		}
 	}
 	return b, nil
 }
 
-// UnmarshalBinary reads what MarshalBinary wrote.
-func (ws *Waiters) UnmarshalBinary(data []byte) error {
-	r := binReader{b: data}
-	if f := r.byte(); f != waitersFormat {
+// DecodeChunks reads what EncodeChunks wrote, taking its pieces from next
+// (whose pieces it does not keep).
+func (ws *Waiters) DecodeChunks(next func() ([]byte, error)) error {
+	r := binReader{next: next}
+	r.refill()
+	if f := r.byte(); f != waitersFormat && r.err == nil {
 		return fmt.Errorf("waiters in layout %d, this binary reads %d", f, waitersFormat)
 	}
 	n := r.uvarint()
-	if r.err == nil && n > uint64(len(data)) { // every waiter takes at least a byte
-		r.err = errors.New("waiter count beyond the data")
-	}
-	out := make([]slot, 0, n)
+	out := make([]slot, 0, min(n, 1<<20)) // (a count read from a file bounds nothing)
 	for i := uint64(0); i < n && r.err == nil; i++ {
+		r.refill()
 		flags := r.byte()
 		s := slot{id: r.string(), pos: r.uvarint()}
 		var q request
@@ -125,8 +168,8 @@ func (ws *Waiters) UnmarshalBinary(data []byte) error {
 		}
 		out = append(out, s)
 	}
-	if r.err == nil && r.off != len(data) {
-		r.err = fmt.Errorf("%d bytes after the waiters", len(data)-r.off)
+	if r.err == nil && r.off != len(r.b) {
+		r.err = fmt.Errorf("%d bytes after the waiters", len(r.b)-r.off)
 	}
 	if r.err != nil {
 		return fmt.Errorf("decode waiters: %w", r.err)
@@ -149,12 +192,27 @@ func appendBytes(b, p []byte) []byte {
 	return append(b, p...)
 }
 
-// binReader reads a binary layout; its first error sticks and later reads
-// return zero values.
+// binReader reads a binary layout, from pieces that next gives when the
+// current one is used up (refill, called between elements); its first error
+// sticks and later reads return zero values.
 type binReader struct {
-	b   []byte
-	off int
-	err error
+	b    []byte
+	off  int
+	err  error
+	next func() ([]byte, error)
+}
+
+// refill takes the next piece if the current one is used up.
+func (r *binReader) refill() {
+	if r.err != nil || r.off < len(r.b) {
+		return
+	}
+	b, err := r.next()
+	if err != nil {
+		r.err = err
+		return
+	}
+	r.b, r.off = b, 0
 }
 
 func (r *binReader) fail(what string) {

@@ -3,6 +3,7 @@ package domain_test
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"reflect"
 	"strconv"
@@ -205,5 +206,49 @@ func fill(t *testing.T, v reflect.Value) {
 		default:
 			t.Fatalf("field %s of kind %s: teach this test (and Waiters' binary layout) about it", v.Type().Field(i).Name, f.Kind())
 		}
+	}
+}
+
+// TestWaitersInPieces encodes enough waiters for several pieces and checks
+// they decode from the pieces to the same waiters, and that a missing last
+// piece is an error.
+func TestWaitersInPieces(t *testing.T) {
+	var in []domain.WaiterSnapshot
+	for i := range 60_000 {
+		w := domain.WaiterSnapshot{Execution: "0190a3b4-1234-7abc-8def-" + strconv.Itoa(100000000000+i), Position: uint64(i), EnqueuedAt: t0.Add(time.Duration(i))}
+		if i%7 == 0 {
+			w.Request = &domain.WaiterRequest{Input: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`)}
+		}
+		in = append(in, w)
+	}
+	var pieces [][]byte
+	if err := domain.NewWaiters(in...).EncodeChunks(func(p []byte) error {
+		pieces = append(pieces, bytes.Clone(p))
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pieces) < 2 {
+		t.Fatalf("%d pieces", len(pieces))
+	}
+	from := func(ps [][]byte) func() ([]byte, error) {
+		return func() ([]byte, error) {
+			if len(ps) == 0 {
+				return nil, errors.New("no more pieces")
+			}
+			p := ps[0]
+			ps = ps[1:]
+			return p, nil
+		}
+	}
+	var back domain.Waiters
+	if err := back.DecodeChunks(from(pieces)); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.List(), in) {
+		t.Fatal("the waiters differ after pieces")
+	}
+	if err := back.DecodeChunks(from(pieces[:len(pieces)-1])); err == nil {
+		t.Fatal("waiters without their last piece decode")
 	}
 }

@@ -32,6 +32,65 @@ type StateSnapshot struct {
 	Announced   []AnnouncedSnapshot   // by action ref
 }
 
+// The large lists of a snapshot (every waiter, every execution record) are
+// written after the rest of it, in pieces (see bulky).
+
+func (sn *StateSnapshot) withoutBulk() any {
+	c := *sn
+	c.Queues.Queues = slices.Clone(sn.Queues.Queues)
+	for i := range c.Queues.Queues {
+		q := &c.Queues.Queues[i]
+		q.Keys = slices.Clone(q.Keys)
+		for j := range q.Keys {
+			q.Keys[j].Waiting = domain.Waiters{}
+		}
+	}
+	return &c
+}
+
+func (sn *StateSnapshot) writeBulk(emit func([]byte) error) error {
+	for _, q := range sn.Queues.Queues {
+		for _, k := range q.Keys {
+			if err := k.Waiting.EncodeChunks(emit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (sn *StateSnapshot) readBulk(next func() ([]byte, error)) error {
+	for _, q := range sn.Queues.Queues {
+		for j := range q.Keys {
+			if err := q.Keys[j].Waiting.DecodeChunks(next); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (sn *ViewsSnapshot) withoutBulk() any {
+	c := *sn
+	c.State = *sn.State.withoutBulk().(*StateSnapshot)
+	c.Executions = ExecutionRecords{}
+	return &c
+}
+
+func (sn *ViewsSnapshot) writeBulk(emit func([]byte) error) error {
+	if err := sn.State.writeBulk(emit); err != nil {
+		return err
+	}
+	return sn.Executions.encodeChunks(emit)
+}
+
+func (sn *ViewsSnapshot) readBulk(next func() ([]byte, error)) error {
+	if err := sn.State.readBulk(next); err != nil {
+		return err
+	}
+	return sn.Executions.decodeChunks(next)
+}
+
 // WorkerSnapshot is a WorkerView.
 type WorkerSnapshot struct {
 	Worker   domain.WorkerSnapshot

@@ -59,12 +59,37 @@ func (rs *ExecutionRecords) take() []execRecord {
 // with the layout: a snapshot in another layout is then refused, not misread.
 const recordsFormat = 1
 
+// chunkSize is about how large the pieces of a chunked encoding are: a
+// reader then never holds more than one piece of a large snapshot.
+const chunkSize = 1 << 20
+
 // MarshalBinary lays the records out as a format byte, their count, then per
 // record: whether it has a final state, its id, its final state (if it has
 // one), action, parent, status (its index in domain.AllStatuses) and
 // position. Lengths and integers are varints.
 func (rs ExecutionRecords) MarshalBinary() ([]byte, error) {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(rs.ids)*64)
+	var out []byte
+	err := rs.encodeChunks(func(p []byte) error { out = append(out, p...); return nil })
+	return out, err
+}
+
+// UnmarshalBinary reads what MarshalBinary wrote.
+func (rs *ExecutionRecords) UnmarshalBinary(data []byte) error {
+	given := false
+	return rs.decodeChunks(func() ([]byte, error) {
+		if given {
+			return nil, errors.New("truncated")
+		}
+		given = true
+		return data, nil
+	})
+}
+
+// encodeChunks writes MarshalBinary's layout in pieces of about 1 MiB, cut
+// between records, calling emit with each (emit may keep a piece only until
+// it returns).
+func (rs ExecutionRecords) encodeChunks(emit func([]byte) error) error {
+	b := make([]byte, 0, min(chunkSize+4096, 16+len(rs.ids)*64))
 	b = append(b, recordsFormat)
 	b = binary.AppendUvarint(b, uint64(len(rs.ids)))
 	for i, id := range rs.ids {
@@ -82,21 +107,26 @@ func (rs ExecutionRecords) MarshalBinary() ([]byte, error) {
 		b = appendString(b, r.parent)
 		b = append(b, byte(r.status))
 		b = binary.AppendUvarint(b, r.pos)
+		if len(b) >= chunkSize && i < len(rs.ids)-1 {
+			if err := emit(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
 	}
-	return b, nil
+	return emit(b)
 }
 
-// UnmarshalBinary reads what MarshalBinary wrote. Actions and parents repeat
-// across records and are decoded into one string each.
-func (rs *ExecutionRecords) UnmarshalBinary(data []byte) error {
-	r := binReader{b: data}
-	if f := r.byte(); f != recordsFormat {
+// decodeChunks reads what encodeChunks wrote, taking its pieces from next
+// (whose pieces it does not keep). Actions and parents repeat across records
+// and are decoded into one string each.
+func (rs *ExecutionRecords) decodeChunks(next func() ([]byte, error)) error {
+	r := binReader{next: next}
+	r.refill()
+	if f := r.byte(); f != recordsFormat && r.err == nil {
 		return fmt.Errorf("execution records in layout %d, this binary reads %d", f, recordsFormat)
 	}
 	n := r.uvarint()
-	if r.err == nil && n > uint64(len(data)) { // every record takes several bytes
-		r.err = errors.New("record count beyond the data")
-	}
 	shared := map[string]string{}
 	intern := func(b []byte) string {
 		if s, ok := shared[string(b)]; ok { // (no allocation to look up)
@@ -106,14 +136,13 @@ func (rs *ExecutionRecords) UnmarshalBinary(data []byte) error {
 		shared[s] = s
 		return s
 	}
-	ids, recs := make([]string, n), make([]execRecord, n)
-	for i := range recs {
-		if r.err != nil {
-			break
-		}
-		rec := &recs[i]
+	// (A count read from a file bounds nothing: the lists grow as records come.)
+	ids, recs := make([]string, 0, min(n, 1<<20)), make([]execRecord, 0, min(n, 1<<20))
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		r.refill()
+		var rec execRecord
 		final := r.byte()
-		ids[i] = string(r.field())
+		id := string(r.field())
 		if final == 1 {
 			rec.final = append([]byte{}, r.field()...)
 		} else if final != 0 {
@@ -125,10 +154,11 @@ func (rs *ExecutionRecords) UnmarshalBinary(data []byte) error {
 		if int(rec.status) >= len(domain.AllStatuses) && r.err == nil {
 			r.err = fmt.Errorf("record %d: unknown state %d", i, rec.status)
 		}
-		rec.seq, rec.pos = i, r.uvarint()
+		rec.seq, rec.pos = int(i), r.uvarint()
+		ids, recs = append(ids, id), append(recs, rec)
 	}
-	if r.err == nil && r.off != len(data) {
-		r.err = fmt.Errorf("%d bytes after the records", len(data)-r.off)
+	if r.err == nil && r.off != len(r.b) {
+		r.err = fmt.Errorf("%d bytes after the records", len(r.b)-r.off)
 	}
 	if r.err != nil {
 		return fmt.Errorf("decode execution records: %w", r.err)
@@ -142,12 +172,27 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// binReader reads a binary layout; its first error sticks and later reads
-// return zero values.
+// binReader reads a binary layout, from pieces that next gives when the
+// current one is used up (refill, called between elements); its first error
+// sticks and later reads return zero values.
 type binReader struct {
-	b   []byte
-	off int
-	err error
+	b    []byte
+	off  int
+	err  error
+	next func() ([]byte, error)
+}
+
+// refill takes the next piece if the current one is used up.
+func (r *binReader) refill() {
+	if r.err != nil || r.off < len(r.b) {
+		return
+	}
+	b, err := r.next()
+	if err != nil {
+		r.err = err
+		return
+	}
+	r.b, r.off = b, 0
 }
 
 func (r *binReader) fail(what string) {

@@ -33,6 +33,15 @@ type snapshotHeader struct {
 	LastEventID string // id of the event at Next-1, to recognise the log
 }
 
+// bulky is a snapshot with large lists that Save writes after the rest, in
+// pieces of about 1 MiB (each its own gob message), and Read reads back the
+// same way: neither then holds a whole large snapshot's encoding at once.
+type bulky interface {
+	withoutBulk() any                           // a copy without the large lists, of the same type
+	writeBulk(emit func([]byte) error) error    // the large lists, in pieces
+	readBulk(next func() ([]byte, error)) error // into the value the rest was decoded into
+}
+
 // snapshotMagic names the file format and the fold's semantics. Bump the
 // number whenever a fold would give another result for the same events (a
 // fixed bug, a new rule): snapshots written before then are then ignored,
@@ -64,7 +73,15 @@ func (f SnapshotFiles) Save(name string, next uint64, lastID string, v any) (err
 	w := bufio.NewWriterSize(tmp, 1<<20)
 	enc := gob.NewEncoder(w)
 	h := snapshotHeader{Magic: snapshotMagic, Types: typeFingerprint(reflect.TypeOf(v)), Next: next, LastEventID: lastID}
-	err = errors.Join(enc.Encode(h), enc.Encode(v), w.Flush(), tmp.Sync(), tmp.Close())
+	if bv, ok := v.(bulky); ok {
+		err = errors.Join(enc.Encode(h), enc.Encode(bv.withoutBulk()))
+		if err == nil {
+			err = bv.writeBulk(func(p []byte) error { return enc.Encode(p) })
+		}
+	} else {
+		err = errors.Join(enc.Encode(h), enc.Encode(v))
+	}
+	err = errors.Join(err, w.Flush(), tmp.Sync(), tmp.Close())
 	if err != nil {
 		return err
 	}
@@ -129,7 +146,16 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 	case h.Types != want:
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: written by a binary with other snapshot types", name, ErrSnapshotMismatch)
 	}
-	if err := dec.Decode(v); err != nil {
+	err = dec.Decode(v)
+	if bv, ok := v.(bulky); ok && err == nil {
+		var piece []byte // (gob decodes each piece into the room of the last)
+		err = bv.readBulk(func() ([]byte, error) {
+			piece = piece[:0]
+			err := dec.Decode(&piece)
+			return piece, err
+		})
+	}
+	if err != nil {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)
 	}
 	return SnapshotInfo{Name: name, Next: h.Next, LastEventID: h.LastEventID}, true, nil

@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strconv"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
@@ -304,5 +307,65 @@ func TestExecutionRecordsBinaryCoversEveryField(t *testing.T) {
 		t.Fatal(err)
 	} else if b[len(b)-2] = 200; back.UnmarshalBinary(b) == nil {
 		t.Fatal("a record in an unknown state is accepted")
+	}
+}
+
+// TestLargeSnapshotFilesRoundTrip saves folds with enough waiters for their
+// lists to take several pieces in the file, and checks what Read gives back
+// restores to the same folds.
+func TestLargeSnapshotFilesRoundTrip(t *testing.T) {
+	t.Parallel()
+	evs := []domain.Envelope{}
+	add := func(stream string, ev domain.Event) {
+		env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerExecutor, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.Stream, env.Position, env.Time = stream, uint64(len(evs)), time.Date(2026, 11, 21, 0, 0, 0, len(evs), time.UTC)
+		evs = append(evs, env)
+	}
+	add(domain.ActionStream("a"), domain.ActionDefined{Policy: domain.Policy{Ref: "a", Runner: "core.noop", MaxQueueLength: domain.MaxQueueLengthLimit}.WithDefaults()})
+	add(domain.ActionStream("a"), domain.ActionPaused{})
+	evs[1].Version = 1
+	for i := range 30_000 { // (over 1 MiB of waiters: several pieces)
+		var in json.RawMessage
+		if i%5 == 0 {
+			in = json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`)
+		}
+		add(domain.ExecutionStream(uuid.NewSHA1(uuid.Nil, []byte(strconv.Itoa(i))).String()), domain.ExecutionRequested{Action: "a", Input: in})
+	}
+	st, v := projections.NewState(), projections.NewViews()
+	for i := range evs {
+		if err := st.Apply(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := v.Apply(evs); err != nil {
+		t.Fatal(err)
+	}
+	files := projections.SnapshotFiles{Dir: t.TempDir()}
+	last := evs[len(evs)-1].ID.String()
+	if err := files.Save("state", uint64(len(evs)), last, st.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	if err := files.Save("views", uint64(len(evs)), last, v.Snapshot()); err != nil {
+		t.Fatal(err)
+	}
+	var ss projections.StateSnapshot
+	var vs projections.ViewsSnapshot
+	if _, ok, err := files.Read("state", &ss); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, ok, err := files.Read("views", &vs); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if got, want := gobBytes(t, projections.RestoreState(&ss).Snapshot()), gobBytes(t, st.Snapshot()); !slices.Equal(got, want) {
+		t.Error("the state read back differs")
+	}
+	if d := projections.Compare(v, projections.RestoreViews(&vs), 5); len(d) != 0 {
+		t.Errorf("the read model read back differs: %v", d)
+	}
+	if q, _ := v.Queue("a"); len(q.Waiting) != 30_000 {
+		t.Fatalf("%d waiting", len(q.Waiting))
 	}
 }
