@@ -161,6 +161,7 @@ type WaiterRequest struct {
 // NewWaiters and List convert from and to plain WaiterSnapshots.
 type Waiters struct {
 	slots []slot
+	taken bool // a restored queue uses slots: copy them for another
 }
 
 // NewWaiters returns the waiters ws.
@@ -223,7 +224,8 @@ func (qs *Queues) Snapshot() QueuesSnapshot {
 	return s
 }
 
-// RestoreQueues returns the queues s describes.
+// RestoreQueues returns the queues s describes. The queues keep s's
+// waiters themselves; restoring s again copies them.
 func RestoreQueues(s QueuesSnapshot) *Queues {
 	qs := NewQueues()
 	n := 0
@@ -239,15 +241,21 @@ func RestoreQueues(s QueuesSnapshot) *Queues {
 	for _, ref := range s.Changed {
 		qs.changed[ref] = struct{}{}
 	}
-	for _, qsn := range s.Queues {
+	for qi, qsn := range s.Queues {
 		q := &Queue{Ref: qsn.Ref, policy: qsn.Policy, defined: qsn.Defined, paused: qsn.Paused,
 			version: qsn.Version, keys: map[string]*KeyQueue{}, where: qs.where, grants: qsn.Grants,
 			rateSpan: qsn.RateSpan, rateMax: qsn.RateMax}
-		for _, ks := range qsn.Keys {
+		for ki, ks := range qsn.Keys {
 			kq := &KeyQueue{Key: ks.Key, ref: qsn.Ref, active: setOf(ks.Active)}
-			kq.waiting.items = make([]slot, 0, ks.Waiting.Len())
-			for _, s := range ks.Waiting.slots {
-				kq.waiting.push(kq, s, qs.where)
+			// The first restore keeps the snapshot's slots themselves.
+			items := ks.Waiting.slots
+			if ks.Waiting.taken {
+				items = slices.Clone(items)
+			}
+			s.Queues[qi].Keys[ki].Waiting.taken = true
+			kq.waiting.items, kq.waiting.live = items, len(items)
+			for i := range items {
+				qs.where.wait(items[i].id, kq, i)
 			}
 			for _, id := range ks.Active {
 				qs.where.granted[id] = kq

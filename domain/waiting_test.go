@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -91,8 +92,17 @@ func TestWaitingExecutionIsTheFoldsAggregate(t *testing.T) {
 			}
 		}
 		restored := domain.RestoreQueues(sn)
-		if !reflect.DeepEqual(restored.Snapshot(), sn) {
+		if !sameQueues(restored.Snapshot(), sn) {
 			t.Fatalf("round %d: restored queues snapshot differently", round)
+		}
+		// A second restore of the same snapshot is independent of the first.
+		again := domain.RestoreQueues(sn)
+		scratch := domain.RestoreQueues(sn)
+		for id := range want {
+			scratch.Apply(&domain.Envelope{Stream: domain.ExecutionStream(id), Position: 1000}, domain.ExecutionCancelled{})
+		}
+		if !sameQueues(again.Snapshot(), sn) || !sameQueues(restored.Snapshot(), sn) {
+			t.Fatalf("round %d: changing one restore changed another", round)
 		}
 		for id, x := range want {
 			for name, q := range map[string]*domain.Queues{"fold": qs, "restored": restored} {
@@ -109,6 +119,26 @@ func TestWaitingExecutionIsTheFoldsAggregate(t *testing.T) {
 			}
 		}
 	}
+}
+
+// sameQueues compares snapshots of queues, their waiters by their lists
+// (a restore marks the waiters it keeps).
+func sameQueues(a, b domain.QueuesSnapshot) bool {
+	strip := func(s domain.QueuesSnapshot) (domain.QueuesSnapshot, [][]domain.WaiterSnapshot) {
+		var lists [][]domain.WaiterSnapshot
+		s.Queues = slices.Clone(s.Queues)
+		for i := range s.Queues {
+			s.Queues[i].Keys = slices.Clone(s.Queues[i].Keys)
+			for j := range s.Queues[i].Keys {
+				lists = append(lists, s.Queues[i].Keys[j].Waiting.List())
+				s.Queues[i].Keys[j].Waiting = domain.Waiters{}
+			}
+		}
+		return s, lists
+	}
+	sa, la := strip(a)
+	sb, lb := strip(b)
+	return reflect.DeepEqual(sa, sb) && reflect.DeepEqual(la, lb)
 }
 
 // sameWaiters compares waiters with their times as instants at an offset: a
