@@ -124,13 +124,13 @@ func (f *fifo) skip(kq *KeyQueue, where *locator) {
 		var moved []int
 		for i := f.head; i < len(f.items); i++ {
 			if id := f.items[i].id; id != "" {
-				if j, ok := where.waiting.find(id); ok && where.waiting.ents[j] == (placement{kq: kq, i: i}) {
+				if j, ok, _ := where.waiting.find(id); ok && where.waiting.ents[j].placement() == (placement{kq: kq, i: i}) {
 					moved = append(moved, j)
 				}
 			}
 		}
 		for _, j := range moved {
-			where.waiting.ents[j].i -= f.head
+			where.waiting.ents[j].i -= int32(f.head)
 		}
 		n := copy(f.items, f.items[f.head:])
 		clear(f.items[n:])
