@@ -229,7 +229,7 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	sn := &ViewsSnapshot{State: *v.st.Snapshot(), Executions: ExecutionRecords{ids: kept, recs: make([]execRecord, len(kept))}}
 	for i, id := range kept {
 		// (A copy of each record: what they point to is never changed.)
-		sn.Executions.recs[i] = *v.execs[id]
+		sn.Executions.recs[i] = *v.execs.get(id)
 		sn.Executions.recs[i].seq = i
 	}
 	for _, ref := range slices.Sorted(maps.Keys(v.stats)) {
@@ -247,8 +247,8 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 func RestoreViews(sn *ViewsSnapshot) *Views {
 	v := NewViews()
 	n := sn.Executions.Len()
-	v.execs = make(map[string]*execRecord, n)
 	v.order = make([]string, 0, n)
+	v.execs = newRecIndex(&v.order, n)
 	v.st = RestoreState(&sn.State)
 	recs := sn.Executions.take()
 	// The retained ended executions, oldest end first: an ended record's
@@ -264,8 +264,8 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 		if own, ok := v.st.Queues.WaiterID(id); ok {
 			id = own // one copy of a waiter's id, not two
 		}
-		v.execs[id] = rec
 		v.order = append(v.order, id)
+		v.execs.put(id, rec)
 		v.byRef[rec.action] = append(v.byRef[rec.action], i)
 		if rec.final != nil {
 			ended = append(ended, endedAt{rec.pos, id})

@@ -22,7 +22,7 @@ import (
 type Views struct {
 	mu      sync.RWMutex
 	st      *State
-	execs   map[string]*execRecord
+	execs   *recIndex        // by id; a record's id is order[rec.seq]
 	order   []string         // execution ids in request order
 	byRef   map[string][]int // per action, indexes into order
 	stats   map[string]*statsRecord
@@ -170,8 +170,8 @@ func (v *Views) evictOverflow() {
 		id := v.ended[v.endedHead]
 		v.ended[v.endedHead] = ""
 		v.endedHead++
-		if rec := v.execs[id]; rec != nil {
-			delete(v.execs, id)
+		if rec := v.execs.get(id); rec != nil {
+			v.execs.remove(id)
 			v.order[rec.seq] = ""
 			v.holes++
 			v.evictedAll++
@@ -189,16 +189,19 @@ func (v *Views) evictOverflow() {
 
 // compactOrder drops the holes from order, renumbering the records.
 func (v *Views) compactOrder() {
+	// Find the records while they are at their places (execs finds them
+	// through order), then renumber.
 	order := make([]string, 0, len(v.order)-v.holes)
-	clear(v.byRef)
+	recs := make([]*execRecord, 0, len(v.order)-v.holes)
 	for _, id := range v.order {
-		if id == "" {
-			continue
+		if id != "" {
+			order, recs = append(order, id), append(recs, v.execs.get(id))
 		}
-		rec := v.execs[id]
-		rec.seq = len(order)
-		order = append(order, id)
-		v.byRef[rec.action] = append(v.byRef[rec.action], rec.seq)
+	}
+	clear(v.byRef)
+	for i, rec := range recs {
+		rec.seq = i
+		v.byRef[rec.action] = append(v.byRef[rec.action], i)
 	}
 	v.order, v.holes = order, 0
 }
@@ -207,15 +210,16 @@ func (v *Views) compactOrder() {
 func NewViews() *Views { return newViews(changeRingSize) }
 
 func newViews(ringSize int) *Views {
-	return &Views{
+	v := &Views{
 		st:      NewState(),
-		execs:   map[string]*execRecord{},
 		refs:    map[string]string{},
 		byRef:   map[string][]int{},
 		stats:   map[string]*statsRecord{},
 		changes: newChangeRing(ringSize),
 		wake:    make(chan struct{}),
 	}
+	v.execs = newRecIndex(&v.order, 0)
+	return v
 }
 
 // Next returns the position after the last applied event.
@@ -308,7 +312,7 @@ func (v *Views) broadcast() {
 func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
 	cat, id := domain.SplitStream(env.Stream)
 	var before domain.Status
-	if rec := v.execs[id]; cat == domain.StreamExecution && rec != nil {
+	if rec := v.execs.get(id); cat == domain.StreamExecution && rec != nil {
 		before = rec.status.status()
 	}
 	x := v.st.apply(env, ev)
@@ -327,14 +331,14 @@ func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
 // applyExecution updates the record of execution id after the fold applied
 // ev, which left the execution as x (nil if the fold ignored ev).
 func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string, before domain.Status, x *domain.Execution) {
-	rec := v.execs[id]
+	rec := v.execs.get(id)
 	if req, ok := ev.(domain.ExecutionRequested); ok && rec == nil {
 		if x == nil { // ended at once (cannot happen with a requested event, but stay total)
 			return
 		}
 		rec = &execRecord{action: v.intern(req.Action), parent: x.Parent(), status: mustCode(x.Status()), seq: len(v.order)}
-		v.execs[id] = rec
 		v.order = append(v.order, id)
+		v.execs.put(id, rec)
 		v.byRef[req.Action] = append(v.byRef[req.Action], rec.seq)
 		if _, _, _, queued := v.st.Queues.Locate(id); queued {
 			v.statsFor(req.Action).enqueued++
@@ -438,7 +442,7 @@ type ExecutionView struct {
 func (v *Views) View(id string) (ExecutionView, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	rec := v.execs[id]
+	rec := v.execs.get(id)
 	if rec == nil {
 		return ExecutionView{}, false
 	}
@@ -474,7 +478,7 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	defer v.mu.RUnlock()
 	start := len(v.order)
 	if f.After != "" {
-		rec := v.execs[f.After]
+		rec := v.execs.get(f.After)
 		if rec == nil {
 			return nil, "", fmt.Errorf("%w %q", ErrUnknownCursor, f.After)
 		}
@@ -483,12 +487,12 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	var seqs []int // candidate indexes into order, ascending
 	switch {
 	case f.Parent != "":
-		p := v.execs[f.Parent]
+		p := v.execs.get(f.Parent)
 		if p == nil {
 			return []ExecutionView{}, "", nil
 		}
 		for _, c := range v.stateOf(f.Parent, p).Children {
-			if r := v.execs[c]; r != nil {
+			if r := v.execs.get(c); r != nil {
 				seqs = append(seqs, r.seq)
 			}
 		}
@@ -503,7 +507,7 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	}
 	visit := func(seq int) bool { // reports whether the page is full
 		id := v.order[seq]
-		rec := v.execs[id]
+		rec := v.execs.get(id)
 		if rec != nil && match(rec) { // nil: a forgotten execution (Retain)
 			out = append(out, v.viewLocked(id, rec))
 		}
