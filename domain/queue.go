@@ -64,7 +64,8 @@ func newSlot(id string, env *Envelope, e ExecutionRequested) slot {
 	r.input, r.parent, r.itemIndex, r.items, r.concurrency, r.withItems, r.version =
 		e.Input, e.Parent, e.ItemIndex, e.Items, e.Concurrency, e.WithItems, env.Version
 	if r.hasAt || r.hasFields() {
-		s.req = &r
+		s.req = new(request) // (not &r: r would be on the heap for every waiter)
+		*s.req = r
 	}
 	return s
 }

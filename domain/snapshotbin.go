@@ -164,7 +164,8 @@ func (ws *Waiters) DecodeChunks(next func() ([]byte, error)) error {
 			}
 		}
 		if q.hasAt || flags&waiterExtra != 0 {
-			s.req = &q
+			s.req = new(request) // (not &q: q would be on the heap for every waiter)
+			*s.req = q
 		}
 		out = append(out, s)
 	}

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/gob"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -33,14 +35,19 @@ type snapshotHeader struct {
 	LastEventID string // id of the event at Next-1, to recognise the log
 }
 
-// bulky is a snapshot with large lists that Save writes after the rest, in
-// pieces of about 1 MiB (each its own gob message), and Read reads back the
-// same way: neither then holds a whole large snapshot's encoding at once.
+// bulky is a snapshot with large lists that Save writes after the rest (its
+// gob message), in pieces of about 1 MiB, each its length (a varint) and its
+// bytes, and Read reads back the same way into one buffer: neither then
+// holds a whole large snapshot's encoding at once.
 type bulky interface {
 	withoutBulk() any                           // a copy without the large lists, of the same type
 	writeBulk(emit func([]byte) error) error    // the large lists, in pieces
 	readBulk(next func() ([]byte, error)) error // into the value the rest was decoded into
 }
+
+// maxPiece bounds a piece of a bulky snapshot that Read accepts (a piece is
+// about 1 MiB and one element, which is at most a few MiB).
+const maxPiece = 64 << 20
 
 // snapshotMagic names the file format and the fold's semantics. Bump the
 // number whenever a fold would give another result for the same events (a
@@ -76,7 +83,13 @@ func (f SnapshotFiles) Save(name string, next uint64, lastID string, v any) (err
 	if bv, ok := v.(bulky); ok {
 		err = errors.Join(enc.Encode(h), enc.Encode(bv.withoutBulk()))
 		if err == nil {
-			err = bv.writeBulk(func(p []byte) error { return enc.Encode(p) })
+			err = bv.writeBulk(func(p []byte) error {
+				_, err := w.Write(binary.AppendUvarint(nil, uint64(len(p))))
+				if err == nil {
+					_, err = w.Write(p)
+				}
+				return err
+			})
 		}
 	} else {
 		err = errors.Join(enc.Encode(h), enc.Encode(v))
@@ -134,7 +147,8 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w", name, err)
 	}
 	defer fh.Close()
-	dec := gob.NewDecoder(bufio.NewReaderSize(fh, 1<<20))
+	br := bufio.NewReaderSize(fh, 1<<20)
+	dec := gob.NewDecoder(br) // (a ByteReader: gob reads no further than each message)
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: unreadable header: %v", name, ErrSnapshotMismatch, err)
@@ -148,11 +162,22 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 	}
 	err = dec.Decode(v)
 	if bv, ok := v.(bulky); ok && err == nil {
-		var piece []byte // (gob decodes each piece into the room of the last)
+		var piece []byte // each piece in the room of the last
 		err = bv.readBulk(func() ([]byte, error) {
-			piece = piece[:0]
-			err := dec.Decode(&piece)
-			return piece, err
+			n, err := binary.ReadUvarint(br)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("bulk: %w", err)
+			case n > maxPiece:
+				return nil, fmt.Errorf("bulk: a piece of %d bytes", n)
+			case uint64(cap(piece)) < n:
+				piece = make([]byte, n, max(n, 2<<20))
+			}
+			piece = piece[:n]
+			if _, err := io.ReadFull(br, piece); err != nil {
+				return nil, fmt.Errorf("bulk: %w", err)
+			}
+			return piece, nil
 		})
 	}
 	if err != nil {

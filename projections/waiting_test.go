@@ -2,7 +2,10 @@ package projections_test
 
 import (
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -367,5 +370,20 @@ func TestLargeSnapshotFilesRoundTrip(t *testing.T) {
 	}
 	if q, _ := v.Queue("a"); len(q.Waiting) != 30_000 {
 		t.Fatalf("%d waiting", len(q.Waiting))
+	}
+	// A file cut anywhere in its pieces is refused.
+	path := filepath.Join(files.Dir, "views.snapshot")
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cut := range []int{len(whole) - 1, len(whole) * 3 / 4, len(whole) / 2, len(whole) / 5} {
+		if err := os.WriteFile(path, whole[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var vs projections.ViewsSnapshot
+		if _, _, err := files.Read("views", &vs); !errors.Is(err, projections.ErrSnapshotMismatch) {
+			t.Errorf("a file cut at %d of %d bytes: %v", cut, len(whole), err)
+		}
 	}
 }
