@@ -282,3 +282,33 @@ func TestWaitersInPieces(t *testing.T) {
 		t.Fatal("waiters without their last piece decode")
 	}
 }
+
+// FuzzWaitersDecode feeds arbitrary bytes to Waiters' decoder: it must fail
+// cleanly or give waiters that encode back to bytes that decode the same.
+func FuzzWaitersDecode(f *testing.F) {
+	ws := domain.NewWaiters(
+		domain.WaiterSnapshot{Execution: "a", Position: 3, EnqueuedAt: t0},
+		domain.WaiterSnapshot{Execution: "b", Position: 4, EnqueuedAt: t0.In(time.FixedZone("", 3600)),
+			Request: &domain.WaiterRequest{Version: 1, Input: json.RawMessage(`{}`), Parent: "p", ItemIndex: 2, WithItems: []json.RawMessage{nil, {}}}},
+	)
+	b, err := ws.MarshalBinary()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add(b[:len(b)/2])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var w domain.Waiters
+		if w.UnmarshalBinary(data) != nil {
+			return
+		}
+		again, err := w.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back domain.Waiters
+		if err := back.UnmarshalBinary(again); err != nil || !sameWaiters(back.List(), w.List()) {
+			t.Fatalf("decoded waiters do not survive another round: %v", err)
+		}
+	})
+}

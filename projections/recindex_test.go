@@ -2,6 +2,7 @@ package projections
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"strconv"
 	"testing"
 )
@@ -49,4 +50,33 @@ func TestRecIndexAgreesWithAMap(t *testing.T) {
 			}
 		}
 	}
+}
+
+// FuzzExecutionRecordsDecode feeds arbitrary bytes to the records' decoder:
+// it must fail cleanly or give records that survive another round.
+func FuzzExecutionRecordsDecode(f *testing.F) {
+	rs := NewExecutionRecords(
+		ExecutionRecordSnapshot{ID: "a", Action: "act", Status: "requested", Position: 7},
+		ExecutionRecordSnapshot{ID: "b", Final: []byte(`{"id":"b"}`), Action: "act", Parent: "p", Status: "completed", Position: 9},
+	)
+	b, err := rs.MarshalBinary()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add(b[:len(b)-3])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r ExecutionRecords
+		if r.UnmarshalBinary(data) != nil {
+			return
+		}
+		again, err := r.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back ExecutionRecords
+		if err := back.UnmarshalBinary(again); err != nil || !reflect.DeepEqual(back.List(), r.List()) {
+			t.Fatalf("records decoded from %x do not survive another round: %v", data, err)
+		}
+	})
 }
