@@ -86,8 +86,6 @@ type Execution struct {
 	withItems   []json.RawMessage
 	asked       int // a parent's children requested so far (items 0..asked-1)
 	input       json.RawMessage
-	idemKey     string
-	requestHash string
 
 	status          Status
 	worker          string
@@ -542,7 +540,6 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.action, x.input = e.Action, e.Input
 		x.parentID, x.itemIndex = e.Parent, e.ItemIndex
 		x.parent, x.items, x.concurrency, x.withItems = e.Items > 0, e.Items, e.Concurrency, e.WithItems
-		x.idemKey, x.requestHash = e.IdempotencyKey, e.RequestHash
 	case ExecutionRejected:
 		x.status, x.endedAt, x.errMsg, x.code = StatusRejected, at, e.Reason, e.Code
 	case ExecutionScheduling:

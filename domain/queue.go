@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -17,65 +18,141 @@ type Waiter struct {
 }
 
 // fifo is a queue of waiters that supports removal from the middle in O(1)
-// (tombstones, compacted as the head advances).
+// (tombstones, compacted as the head advances). A waiter's place in items is
+// kept in the Queues' locator, which the fifo's methods are given.
 type fifo struct {
-	items []Waiter // items[head:] are live or tombstoned ("" Execution)
+	items []slot // items[head:] are live or tombstoned ("" id)
 	head  int
 	live  int
-	index map[string]int // execution → absolute index in items
 }
 
-func (f *fifo) push(w Waiter) {
-	if f.index == nil {
-		f.index = map[string]int{}
+// slot is one waiter, laid out small: a million of them wait in the bench.
+// Its key is its KeyQueue's. It carries what its execution.requested event
+// says beyond the action (the queue's ref), so that the execution can be
+// rebuilt as that event left it (Queues.Waiting) and a fold need not keep a
+// whole aggregate per waiter.
+type slot struct {
+	id  string
+	pos uint64
+	at  int64    // the request's log time in Unix nanoseconds, when it is UTC and req.at is unset
+	req *request // nil when the request says nothing more (no input, not a child) and its time is UTC
+}
+
+// request is what a waiter's execution.requested carries besides its action
+// and time, when there is any.
+type request struct {
+	input       []byte
+	parent      string
+	itemIndex   int
+	items       int // a with_items parent is never queued; a log may still say otherwise
+	concurrency int
+	withItems   []json.RawMessage
+	version     uint64    // of the requested event in its stream (0 on any log the executor wrote)
+	at          time.Time // the log time, when it is not UTC (or has a monotonic reading)
+	hasAt       bool
+}
+
+// newSlot lays out the waiter of execution id requested by e at env.
+func newSlot(id string, env *Envelope, e ExecutionRequested) slot {
+	s := slot{id: id, pos: env.Position}
+	var r request
+	if t := env.Time; t == time.Unix(0, t.UnixNano()).UTC() {
+		s.at = t.UnixNano()
+	} else {
+		r.at, r.hasAt = t, true
 	}
-	f.index[w.Execution] = len(f.items)
-	f.items = append(f.items, w)
+	r.input, r.parent, r.itemIndex, r.items, r.concurrency, r.withItems, r.version =
+		e.Input, e.Parent, e.ItemIndex, e.Items, e.Concurrency, e.WithItems, env.Version
+	if r.hasAt || r.hasFields() {
+		s.req = new(request) // (not &r: r would be on the heap for every waiter)
+		*s.req = r
+	}
+	return s
+}
+
+// hasFields reports whether r holds more than a time.
+func (r *request) hasFields() bool {
+	return r.input != nil || r.parent != "" || r.itemIndex != 0 || r.items != 0 || r.concurrency != 0 ||
+		r.withItems != nil || r.version != 0
+}
+
+// time returns the waiter's log time of request.
+func (s *slot) time() time.Time {
+	if s.req != nil && s.req.hasAt {
+		return s.req.at
+	}
+	return time.Unix(0, s.at).UTC()
+}
+
+func (s *slot) waiter(key string) Waiter {
+	return Waiter{Execution: s.id, Key: key, Position: s.pos, EnqueuedAt: s.time()}
+}
+
+// execution rebuilds the waiter's execution as its requested event left it.
+func (s *slot) execution(ref string) *Execution {
+	x := NewExecution(s.id)
+	e := ExecutionRequested{Action: ref}
+	var version uint64
+	if r := s.req; r != nil {
+		e.Input, e.Parent, e.ItemIndex, e.Items, e.Concurrency, e.WithItems =
+			r.input, r.parent, r.itemIndex, r.items, r.concurrency, r.withItems
+		version = r.version
+	}
+	x.Apply(e, version, s.time())
+	return x
+}
+
+func (f *fifo) push(kq *KeyQueue, s slot, where *locator) {
+	f.items = append(f.items, s)
 	f.live++
+	where.wait(s.id, kq, len(f.items)-1)
 }
 
-func (f *fifo) remove(id string) bool {
-	i, ok := f.index[id]
-	if !ok {
-		return false
-	}
-	delete(f.index, id)
-	f.items[i] = Waiter{}
+// remove drops the waiter at items[i]; the caller has updated where.
+func (f *fifo) remove(kq *KeyQueue, i int, where *locator) {
+	f.items[i] = slot{}
 	f.live--
-	f.skip()
-	return true
+	f.skip(kq, where)
 }
 
-func (f *fifo) skip() {
-	for f.head < len(f.items) && f.items[f.head].Execution == "" {
+func (f *fifo) skip(kq *KeyQueue, where *locator) {
+	for f.head < len(f.items) && f.items[f.head].id == "" {
 		f.head++
 	}
 	if f.head > 1024 && f.head*2 > len(f.items) {
+		// Find the entries to renumber while the slots are where they
+		// say, then move the slots, then renumber.
+		var moved []int
+		for i := f.head; i < len(f.items); i++ {
+			if id := f.items[i].id; id != "" {
+				if j, ok, _ := where.waiting.find(id); ok && where.waiting.ents[j].placement() == (placement{kq: kq, i: i}) {
+					moved = append(moved, j)
+				}
+			}
+		}
+		for _, j := range moved {
+			where.waiting.ents[j].i -= int32(f.head)
+		}
 		n := copy(f.items, f.items[f.head:])
 		clear(f.items[n:])
 		f.items = f.items[:n]
 		f.head = 0
-		for i, w := range f.items {
-			if w.Execution != "" {
-				f.index[w.Execution] = i
-			}
-		}
 	}
 	if f.live == 0 {
 		f.items, f.head = f.items[:0], 0
 	}
 }
 
-func (f *fifo) peek() (Waiter, bool) {
+func (f *fifo) peek() (*slot, bool) {
 	if f.live == 0 {
-		return Waiter{}, false
+		return nil, false
 	}
-	return f.items[f.head], true
+	return &f.items[f.head], true
 }
 
-func (f *fifo) each(fn func(Waiter) bool) {
-	for _, w := range f.items[f.head:] {
-		if w.Execution != "" && !fn(w) {
+func (f *fifo) each(fn func(*slot) bool) {
+	for i := f.head; i < len(f.items); i++ {
+		if s := &f.items[i]; s.id != "" && !fn(s) {
 			return
 		}
 	}
@@ -84,6 +161,7 @@ func (f *fifo) each(fn func(Waiter) bool) {
 // KeyQueue is the FIFO queue and active set of one concurrency-key value.
 type KeyQueue struct {
 	Key     string
+	ref     string // of its action
 	waiting fifo
 	active  map[string]struct{}
 }
@@ -95,10 +173,18 @@ func (k *KeyQueue) Waiting() int { return k.waiting.live }
 func (k *KeyQueue) Active() int { return len(k.active) }
 
 // Head returns the oldest waiter.
-func (k *KeyQueue) Head() (Waiter, bool) { return k.waiting.peek() }
+func (k *KeyQueue) Head() (Waiter, bool) {
+	s, ok := k.waiting.peek()
+	if !ok {
+		return Waiter{}, false
+	}
+	return s.waiter(k.Key), true
+}
 
 // EachWaiting calls fn for each waiter in FIFO order until fn returns false.
-func (k *KeyQueue) EachWaiting(fn func(Waiter) bool) { k.waiting.each(fn) }
+func (k *KeyQueue) EachWaiting(fn func(Waiter) bool) {
+	k.waiting.each(func(s *slot) bool { return fn(s.waiter(k.Key)) })
+}
 
 // ActiveIDs returns the executions holding a slot, sorted.
 func (k *KeyQueue) ActiveIDs() []string {
@@ -120,6 +206,7 @@ type Queue struct {
 	paused  bool
 	version int64 // last version of queue-<ref>, -1 when empty
 	keys    map[string]*KeyQueue
+	where   *locator // the Queues' (shared by every Queue)
 
 	// Log times of recent grants (grants[gHead:]), oldest first, for the
 	// rate limit. They are kept from the first policy with a rate limit on,
@@ -219,7 +306,7 @@ func (q *Queue) Active() (n int) {
 func (q *Queue) key(k string) *KeyQueue {
 	kq := q.keys[k]
 	if kq == nil {
-		kq = &KeyQueue{Key: k, active: map[string]struct{}{}}
+		kq = &KeyQueue{Key: k, ref: q.Ref, active: map[string]struct{}{}}
 		q.keys[k] = kq
 	}
 	return kq
@@ -242,11 +329,11 @@ func (q *Queue) Grantable(max int, now time.Time) []Waiter {
 		// Up to max from every key, then the oldest max overall: stopping at
 		// max across keys would let map order pick which keys are served.
 		free := min(q.policy.MaxConcurrent-len(kq.active), max)
-		kq.waiting.each(func(w Waiter) bool {
+		kq.waiting.each(func(s *slot) bool {
 			if free <= 0 {
 				return false
 			}
-			out = append(out, w)
+			out = append(out, s.waiter(kq.Key))
 			free--
 			return true
 		})
@@ -261,12 +348,8 @@ func (q *Queue) Grantable(max int, now time.Time) []Waiter {
 // IsWaiting reports whether execution id waits in the queue of key key: a
 // grant of anything else is void (see Queues.Apply).
 func (q *Queue) IsWaiting(id, key string) bool {
-	kq := q.keys[key]
-	if kq == nil {
-		return false
-	}
-	_, ok := kq.waiting.index[id]
-	return ok
+	p, ok := q.where.get(id)
+	return ok && p.i >= 0 && p.kq.ref == q.Ref && p.kq.Key == key
 }
 
 // CheckGrant reports whether granting execution id at log time at keeps FIFO
@@ -284,11 +367,11 @@ func (q *Queue) CheckGrant(id, key string, at time.Time) error {
 		return fmt.Errorf("grant of %s: not waiting in %q key %q", id, q.Ref, key)
 	}
 	head, ok := kq.waiting.peek()
-	if !ok || head.Execution != id {
-		if _, waiting := kq.waiting.index[id]; !waiting {
+	if !ok || head.id != id {
+		if !q.IsWaiting(id, key) {
 			return fmt.Errorf("grant of %s: not waiting in %q key %q", id, q.Ref, key)
 		}
-		return fmt.Errorf("grant of %s out of FIFO order: %s (requested at position %d) is ahead of it", id, head.Execution, head.Position)
+		return fmt.Errorf("grant of %s out of FIFO order: %s (requested at position %d) is ahead of it", id, head.id, head.pos)
 	}
 	if len(kq.active) >= q.policy.MaxConcurrent {
 		return fmt.Errorf("grant of %s exceeds max_concurrent %d of %q key %q", id, q.policy.MaxConcurrent, q.Ref, key)
@@ -310,7 +393,8 @@ func (q *Queue) TimedOut(now time.Time, max int) []Waiter {
 	var out []Waiter
 	for _, kq := range q.keys {
 		n := 0 // up to max from every key, then the oldest max overall
-		kq.waiting.each(func(w Waiter) bool {
+		kq.waiting.each(func(s *slot) bool {
+			w := s.waiter(kq.Key)
 			if now.Sub(w.EnqueuedAt) < t || n >= max {
 				return false
 			}
@@ -344,11 +428,6 @@ const (
 	RejectRateLimited   = "rate_limited"
 )
 
-type placement struct {
-	ref, key string
-	granted  bool
-}
-
 // Queues is the fold of every action's queue from the whole log. It decides
 // admission deterministically at the position of each execution.requested
 // event, so the executor, a rebuild and an audit agree on every queue.
@@ -357,14 +436,14 @@ type placement struct {
 // it moves the queue stream's version and nothing else.
 type Queues struct {
 	byRef   map[string]*Queue
-	where   map[string]placement // live executions (waiting or active) → queue
+	where   *locator             // live executions (waiting or active) → queue
 	pending map[string]Rejection // requested, refused by the fold, not yet rejected in the log
 	changed map[string]struct{}  // refs touched since the last TakeChanged
 }
 
 // NewQueues returns the fold of an empty log.
 func NewQueues() *Queues {
-	return &Queues{byRef: map[string]*Queue{}, where: map[string]placement{}, pending: map[string]Rejection{}, changed: map[string]struct{}{}}
+	return &Queues{byRef: map[string]*Queue{}, where: newLocator(0), pending: map[string]Rejection{}, changed: map[string]struct{}{}}
 }
 
 // Get returns the queue of action ref, or nil if the log never named it.
@@ -382,8 +461,42 @@ func (qs *Queues) Refs() []string {
 
 // Locate returns the queue and key of a live (waiting or active) execution.
 func (qs *Queues) Locate(id string) (ref, key string, granted, ok bool) {
-	p, ok := qs.where[id]
-	return p.ref, p.key, p.granted, ok
+	p, ok := qs.where.get(id)
+	if !ok {
+		return "", "", false, false
+	}
+	return p.kq.ref, p.kq.Key, p.i < 0, true
+}
+
+// Waiting returns execution id as its execution.requested event left it, if
+// it waits in a queue (granted executions are not waiting). It is a new
+// aggregate each time: the queue keeps only what the request said, which is
+// the whole state of an execution that has no other event yet. An execution
+// that has had more events must be found elsewhere first (the caller's
+// fold); this answer ignores them.
+func (qs *Queues) Waiting(id string) (*Execution, bool) {
+	p, ok := qs.where.get(id)
+	if !ok || p.i < 0 {
+		return nil, false
+	}
+	return p.kq.waiting.items[p.i].execution(p.kq.ref), true
+}
+
+// WaiterID returns the queue's own copy of id if execution id waits in a
+// queue, so that a read model restored beside the queues can share it
+// instead of keeping another.
+func (qs *Queues) WaiterID(id string) (string, bool) {
+	p, ok := qs.where.get(id)
+	if !ok || p.i < 0 {
+		return "", false
+	}
+	return p.kq.waiting.items[p.i].id, true
+}
+
+// IsWaiting reports whether execution id waits in a queue.
+func (qs *Queues) IsWaiting(id string) bool {
+	p, ok := qs.where.get(id)
+	return ok && p.i >= 0
 }
 
 // PendingRejections returns requests the fold refused that have no
@@ -411,7 +524,7 @@ func (qs *Queues) TakeChanged() []string {
 func (qs *Queues) queue(ref string) *Queue {
 	q := qs.byRef[ref]
 	if q == nil {
-		q = &Queue{Ref: ref, version: -1, keys: map[string]*KeyQueue{}}
+		q = &Queue{Ref: ref, version: -1, keys: map[string]*KeyQueue{}, where: qs.where}
 		qs.byRef[ref] = q
 	}
 	qs.changed[ref] = struct{}{}
@@ -440,36 +553,38 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 		_, ref := SplitStream(env.Stream)
 		q := qs.queue(ref)
 		q.version = int64(env.Version)
-		kq := q.keys[e.ConcurrencyKey]
-		if kq == nil || !kq.waiting.remove(e.Execution) {
+		p, ok := qs.where.get(e.Execution)
+		if !ok || p.i < 0 || p.kq != q.keys[e.ConcurrencyKey] {
 			// A void grant: the execution is not waiting (it ended before
 			// the grant, which on a store without atomic multi-stream
 			// appends the queue stream does not fence). It takes no slot.
 			return
 		}
+		kq := p.kq
+		qs.where.grant(e.Execution, kq)
+		kq.waiting.remove(kq, p.i, qs.where)
 		q.recordGrant(env.Time)
 		kq.active[e.Execution] = struct{}{}
-		qs.where[e.Execution] = placement{ref: ref, key: e.ConcurrencyKey, granted: true}
 	case QueueActionChanged:
 		_, ref := SplitStream(env.Stream)
 		qs.queue(ref).version = int64(env.Version)
 	case ExecutionRejected, ExecutionCompleted, ExecutionFailed, ExecutionTimedOut, ExecutionCancelled:
 		_, id := SplitStream(env.Stream)
 		delete(qs.pending, id)
-		p, ok := qs.where[id]
+		p, ok := qs.where.get(id)
 		if !ok {
 			return
 		}
-		delete(qs.where, id)
-		q := qs.queue(p.ref)
-		kq := q.key(p.key)
-		if p.granted {
+		qs.where.remove(id)
+		q := qs.queue(p.kq.ref)
+		kq := p.kq
+		if p.i < 0 {
 			delete(kq.active, id)
 		} else {
-			kq.waiting.remove(id)
+			kq.waiting.remove(kq, p.i, qs.where)
 		}
 		if kq.Waiting() == 0 && kq.Active() == 0 && len(q.keys) > 1 {
-			delete(q.keys, p.key) // drop idle per-key queues; the default key stays
+			delete(q.keys, kq.Key) // drop idle per-key queues; the default key stays
 		}
 	}
 }
@@ -540,6 +655,6 @@ func (qs *Queues) admit(id string, env *Envelope, e ExecutionRequested) {
 		refuse(code, reason)
 		return
 	}
-	q.key(key).waiting.push(Waiter{Execution: id, Key: key, Position: env.Position, EnqueuedAt: env.Time})
-	qs.where[id] = placement{ref: e.Action, key: key}
+	kq := q.key(key)
+	kq.waiting.push(kq, newSlot(id, env, e), qs.where)
 }

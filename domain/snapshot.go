@@ -22,7 +22,6 @@ type ExecutionSnapshot struct {
 	WithItems                 []json.RawMessage
 	Asked                     int
 	Input                     json.RawMessage
-	IdemKey, RequestHash      string
 
 	Status                                                  Status
 	Worker, Incarnation                                     string
@@ -42,7 +41,7 @@ func (x *Execution) Snapshot() ExecutionSnapshot {
 	return ExecutionSnapshot{
 		ID: x.id, Action: x.action, Key: x.key, ParentID: x.parentID, ItemIndex: x.itemIndex,
 		Parent: x.parent, Items: x.items, Concurrency: x.concurrency, WithItems: x.withItems,
-		Asked: x.asked, Input: x.input, IdemKey: x.idemKey, RequestHash: x.requestHash,
+		Asked: x.asked, Input: x.input,
 		Status: x.status, Worker: x.worker, Incarnation: x.incarnation, Attempt: x.attempt,
 		CancelRequested: x.cancelRequested, CancelReason: x.cancelReason, TakenBack: x.takenBack,
 		Version: x.version, RequestedAt: x.requestedAt, GrantedAt: x.grantedAt,
@@ -56,7 +55,7 @@ func RestoreExecution(s ExecutionSnapshot) *Execution {
 	return &Execution{
 		id: s.ID, action: s.Action, key: s.Key, parentID: s.ParentID, itemIndex: s.ItemIndex,
 		parent: s.Parent, items: s.Items, concurrency: s.Concurrency, withItems: s.WithItems,
-		asked: s.Asked, input: s.Input, idemKey: s.IdemKey, requestHash: s.RequestHash,
+		asked: s.Asked, input: s.Input,
 		status: s.Status, worker: s.Worker, incarnation: s.Incarnation, attempt: s.Attempt,
 		cancelRequested: s.CancelRequested, cancelReason: s.CancelReason, takenBack: s.TakenBack,
 		version: s.Version, requestedAt: s.RequestedAt, grantedAt: s.GrantedAt,
@@ -132,8 +131,77 @@ type QueueSnapshot struct {
 // KeyQueueSnapshot is the queue of one concurrency-key value.
 type KeyQueueSnapshot struct {
 	Key     string
-	Waiting []Waiter // FIFO order
+	Waiting Waiters  // FIFO order
 	Active  []string // sorted
+}
+
+// WaiterSnapshot is a waiter: its execution, the position and log time of
+// its execution.requested event, and what else that event said, if anything.
+type WaiterSnapshot struct {
+	Execution  string
+	Position   uint64
+	EnqueuedAt time.Time
+	Request    *WaiterRequest // nil when the request said nothing more (the common case)
+}
+
+// WaiterRequest is what a waiter's execution.requested event said besides
+// its action (the queue's) and time: Version is the event's stream version,
+// the other fields are the event's.
+type WaiterRequest struct {
+	Version                       uint64
+	Input                         json.RawMessage
+	Parent                        string
+	ItemIndex, Items, Concurrency int
+	WithItems                     []json.RawMessage
+}
+
+// Waiters is a queue's waiters, in FIFO order, laid out as the queue keeps
+// them: a queue may hold millions, and a restore then makes no other copy
+// of each. It encodes itself in a compact binary layout (MarshalBinary).
+// NewWaiters and List convert from and to plain WaiterSnapshots.
+type Waiters struct {
+	slots []slot
+	taken bool // a restored queue uses slots: copy them for another
+}
+
+// NewWaiters returns the waiters ws.
+func NewWaiters(ws ...WaiterSnapshot) Waiters {
+	out := Waiters{slots: make([]slot, len(ws))}
+	for i := range ws {
+		out.slots[i] = ws[i].slot()
+	}
+	return out
+}
+
+// Len returns how many waiters there are.
+func (ws Waiters) Len() int { return len(ws.slots) }
+
+// List returns the waiters as WaiterSnapshots.
+func (ws Waiters) List() []WaiterSnapshot {
+	out := make([]WaiterSnapshot, len(ws.slots))
+	for i := range ws.slots {
+		out[i] = ws.slots[i].snapshot()
+	}
+	return out
+}
+
+func (s *slot) snapshot() WaiterSnapshot {
+	w := WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time()}
+	if r := s.req; r != nil && r.hasFields() {
+		w.Request = &WaiterRequest{Version: r.version, Input: r.input, Parent: r.parent, ItemIndex: r.itemIndex,
+			Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems}
+	}
+	return w
+}
+
+func (w *WaiterSnapshot) slot() slot {
+	env, e := Envelope{Position: w.Position, Time: w.EnqueuedAt}, ExecutionRequested{}
+	if r := w.Request; r != nil {
+		env.Version = r.Version
+		e = ExecutionRequested{Input: r.Input, Parent: r.Parent, ItemIndex: r.ItemIndex, Items: r.Items,
+			Concurrency: r.Concurrency, WithItems: r.WithItems}
+	}
+	return newSlot(w.Execution, &env, e)
 }
 
 // Snapshot returns the queues' state.
@@ -146,8 +214,9 @@ func (qs *Queues) Snapshot() QueuesSnapshot {
 			RateSpan: q.rateSpan, RateMax: q.rateMax}
 		for _, k := range q.Keys() {
 			kq := q.keys[k]
-			ks := KeyQueueSnapshot{Key: k, Waiting: make([]Waiter, 0, kq.Waiting()), Active: kq.ActiveIDs()}
-			kq.waiting.each(func(w Waiter) bool { ks.Waiting = append(ks.Waiting, w); return true })
+			// (A copy of each slot: what they point to is never changed.)
+			ks := KeyQueueSnapshot{Key: k, Waiting: Waiters{slots: make([]slot, 0, kq.Waiting())}, Active: kq.ActiveIDs()}
+			kq.waiting.each(func(s *slot) bool { ks.Waiting.slots = append(ks.Waiting.slots, *s); return true })
 			qsn.Keys = append(qsn.Keys, ks)
 		}
 		s.Queues = append(s.Queues, qsn)
@@ -155,36 +224,41 @@ func (qs *Queues) Snapshot() QueuesSnapshot {
 	return s
 }
 
-// RestoreQueues returns the queues s describes.
+// RestoreQueues returns the queues s describes. The queues keep s's
+// waiters themselves; restoring s again copies them.
 func RestoreQueues(s QueuesSnapshot) *Queues {
 	qs := NewQueues()
 	n := 0
 	for _, q := range s.Queues {
 		for _, k := range q.Keys {
-			n += len(k.Waiting) + len(k.Active)
+			n += k.Waiting.Len()
 		}
 	}
-	qs.where = make(map[string]placement, n)
+	qs.where = newLocator(n)
 	for _, r := range s.Pending {
 		qs.pending[r.Execution] = r
 	}
 	for _, ref := range s.Changed {
 		qs.changed[ref] = struct{}{}
 	}
-	for _, qsn := range s.Queues {
+	for qi, qsn := range s.Queues {
 		q := &Queue{Ref: qsn.Ref, policy: qsn.Policy, defined: qsn.Defined, paused: qsn.Paused,
-			version: qsn.Version, keys: map[string]*KeyQueue{}, grants: qsn.Grants,
+			version: qsn.Version, keys: map[string]*KeyQueue{}, where: qs.where, grants: qsn.Grants,
 			rateSpan: qsn.RateSpan, rateMax: qsn.RateMax}
-		for _, ks := range qsn.Keys {
-			kq := &KeyQueue{Key: ks.Key, active: setOf(ks.Active)}
-			kq.waiting.items = make([]Waiter, 0, len(ks.Waiting))
-			kq.waiting.index = make(map[string]int, len(ks.Waiting))
-			for _, w := range ks.Waiting {
-				kq.waiting.push(w)
-				qs.where[w.Execution] = placement{ref: qsn.Ref, key: ks.Key}
+		for ki, ks := range qsn.Keys {
+			kq := &KeyQueue{Key: ks.Key, ref: qsn.Ref, active: setOf(ks.Active)}
+			// The first restore keeps the snapshot's slots themselves.
+			items := ks.Waiting.slots
+			if ks.Waiting.taken {
+				items = slices.Clone(items)
+			}
+			s.Queues[qi].Keys[ki].Waiting.taken = true
+			kq.waiting.items, kq.waiting.live = items, len(items)
+			for i := range items {
+				qs.where.wait(items[i].id, kq, i)
 			}
 			for _, id := range ks.Active {
-				qs.where[id] = placement{ref: qsn.Ref, key: ks.Key, granted: true}
+				qs.where.granted[id] = kq
 			}
 			q.keys[ks.Key] = kq
 		}

@@ -15,10 +15,17 @@ func TestSnapshotsCoverEveryField(t *testing.T) {
 		{Execution{}, ExecutionSnapshot{}, 0},
 		{Worker{}, WorkerSnapshot{}, 0},
 		{Action{}, ActionSnapshot{}, 0},
-		// Queue's gHead is folded into Grants (only live grants are kept).
-		{Queue{}, QueueSnapshot{}, 1},
-		// KeyQueue's waiting fifo is one list, its active set another.
-		{KeyQueue{}, KeyQueueSnapshot{}, 0},
+		// Queue's gHead is folded into Grants (only live grants are kept);
+		// where is the Queues' map, shared.
+		{Queue{}, QueueSnapshot{}, 2},
+		// KeyQueue's waiting fifo is one list, its active set another; its
+		// ref is its Queue's.
+		{KeyQueue{}, KeyQueueSnapshot{}, 1},
+		// A waiter's request holds a WaiterRequest and, when it is not
+		// UTC, the time (at, hasAt). TestWaitingExecutionIsTheFoldsAggregate
+		// and TestWaitersBinaryCoversEveryField check what they carry.
+		{request{}, WaiterRequest{}, 2},
+		{slot{}, WaiterSnapshot{}, 0},
 		// Queues' where is derived from the key queues.
 		{Queues{}, QueuesSnapshot{}, 1},
 	} {

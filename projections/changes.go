@@ -81,16 +81,16 @@ func (v *Views) ExecutionsSince(from uint64, action string, max int) ([]Executio
 	match := func(rec *execRecord) bool { return action == "" || rec.action == action }
 	var out []ExecutionView
 	next := v.sinceLocked(from, kindExecution, max, func(key string, pos uint64) {
-		if rec := v.execs[key]; rec != nil && rec.pos == pos && match(rec) {
-			out = append(out, v.viewLocked(rec))
+		if rec := v.execs.get(key); rec != nil && rec.pos == pos && match(rec) {
+			out = append(out, v.viewLocked(key, rec))
 		}
 	}, func() []keyPos {
 		var all []keyPos
-		for id, rec := range v.execs {
+		v.execs.each(func(id string, rec *execRecord) {
 			if rec.pos >= from && match(rec) {
 				all = append(all, keyPos{id, rec.pos})
 			}
-		}
+		})
 		return all
 	}, func() int { return len(out) })
 	return out, next

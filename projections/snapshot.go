@@ -21,7 +21,7 @@ import (
 type StateSnapshot struct {
 	Next       uint64
 	Queues     domain.QueuesSnapshot
-	Executions []domain.ExecutionSnapshot // live ones, by id (empty inside a ViewsSnapshot)
+	Executions []domain.ExecutionSnapshot // live ones the queues do not keep (see State), by id
 	Workers    []WorkerSnapshot           // by id
 	Actions    []ActionSnapshot           // by ref
 	Attention  []string
@@ -32,8 +32,64 @@ type StateSnapshot struct {
 	Announced   []AnnouncedSnapshot   // by action ref
 }
 
-func (sn *StateSnapshot) snapshotSize() int { return len(sn.Executions) }
-func (sn *StateSnapshot) reserve(n int)     { sn.Executions = make([]domain.ExecutionSnapshot, 0, n) }
+// The large lists of a snapshot (every waiter, every execution record) are
+// written after the rest of it, in pieces (see bulky).
+
+func (sn *StateSnapshot) withoutBulk() any {
+	c := *sn
+	c.Queues.Queues = slices.Clone(sn.Queues.Queues)
+	for i := range c.Queues.Queues {
+		q := &c.Queues.Queues[i]
+		q.Keys = slices.Clone(q.Keys)
+		for j := range q.Keys {
+			q.Keys[j].Waiting = domain.Waiters{}
+		}
+	}
+	return &c
+}
+
+func (sn *StateSnapshot) writeBulk(emit func([]byte) error) error {
+	for _, q := range sn.Queues.Queues {
+		for _, k := range q.Keys {
+			if err := k.Waiting.EncodeChunks(emit); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (sn *StateSnapshot) readBulk(next func() ([]byte, error)) error {
+	for _, q := range sn.Queues.Queues {
+		for j := range q.Keys {
+			if err := q.Keys[j].Waiting.DecodeChunks(next); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (sn *ViewsSnapshot) withoutBulk() any {
+	c := *sn
+	c.State = *sn.State.withoutBulk().(*StateSnapshot)
+	c.Executions = ExecutionRecords{}
+	return &c
+}
+
+func (sn *ViewsSnapshot) writeBulk(emit func([]byte) error) error {
+	if err := sn.State.writeBulk(emit); err != nil {
+		return err
+	}
+	return sn.Executions.encodeChunks(emit)
+}
+
+func (sn *ViewsSnapshot) readBulk(next func() ([]byte, error)) error {
+	if err := sn.State.readBulk(next); err != nil {
+		return err
+	}
+	return sn.Executions.decodeChunks(next)
+}
 
 // WorkerSnapshot is a WorkerView.
 type WorkerSnapshot struct {
@@ -71,16 +127,6 @@ type AnnouncedSnapshot struct {
 // Snapshot returns the state's content. It may be encoded while s goes on
 // folding: what it shares with s is never changed in place.
 func (s *State) Snapshot() *StateSnapshot {
-	sn := s.snapshotSkeleton()
-	sn.Executions = make([]domain.ExecutionSnapshot, 0, len(s.Live))
-	for _, id := range slices.Sorted(maps.Keys(s.Live)) {
-		sn.Executions = append(sn.Executions, s.Live[id].Snapshot())
-	}
-	return sn
-}
-
-// snapshotSkeleton is everything but the live executions.
-func (s *State) snapshotSkeleton() *StateSnapshot {
 	sn := &StateSnapshot{Next: s.Next, Queues: s.Queues.Snapshot(), Attention: slices.Sorted(maps.Keys(s.Attention))}
 	for _, id := range s.WorkerIDs() {
 		w := s.Workers[id]
@@ -100,22 +146,21 @@ func (s *State) snapshotSkeleton() *StateSnapshot {
 	for _, ref := range slices.Sorted(maps.Keys(s.Announced)) {
 		sn.Announced = append(sn.Announced, AnnouncedSnapshot{Ref: ref, Announcement: s.Announced[ref]})
 	}
+	sn.Executions = make([]domain.ExecutionSnapshot, 0, len(s.live))
+	for _, id := range slices.Sorted(maps.Keys(s.live)) {
+		sn.Executions = append(sn.Executions, s.live[id].Snapshot())
+	}
 	return sn
 }
 
 // RestoreState returns the State sn describes.
 func RestoreState(sn *StateSnapshot) *State {
-	live := make(map[string]*domain.Execution, len(sn.Executions))
-	for _, x := range sn.Executions {
-		live[x.ID] = domain.RestoreExecution(x)
-	}
-	return restoreState(sn, live)
-}
-
-// restoreState builds a State around live, the executions that have not ended.
-func restoreState(sn *StateSnapshot, live map[string]*domain.Execution) *State {
 	s := NewState()
-	s.Next, s.Live, s.Queues = sn.Next, live, domain.RestoreQueues(sn.Queues)
+	s.live = make(map[string]*domain.Execution, len(sn.Executions))
+	for _, x := range sn.Executions {
+		s.live[x.ID] = domain.RestoreExecution(x)
+	}
+	s.Next, s.Queues = sn.Next, domain.RestoreQueues(sn.Queues)
 	for _, w := range sn.Workers {
 		s.Workers[w.Worker.ID] = &WorkerView{Worker: domain.RestoreWorker(w.Worker), InFlight: setOf(w.InFlight)}
 	}
@@ -135,30 +180,27 @@ func restoreState(sn *StateSnapshot, live map[string]*domain.Execution) *State {
 	return s
 }
 
-// ViewsSnapshot is a Views' whole content: its State (whose live executions
-// are among Executions), every execution in request order with the position
-// of its last event, and every action's statistics. The feed of changes is
-// not kept: after a restore, feeds that ask for older changes are served by
-// a scan, as after the change ring wraps.
+// ViewsSnapshot is a Views' whole content: its State (which holds the live
+// executions), every execution in request order with the position of its
+// last event, and every action's statistics. The feed of changes is not
+// kept: after a restore, feeds that ask for older changes are served by a
+// scan, as after the change ring wraps.
 type ViewsSnapshot struct {
 	State      StateSnapshot
-	Executions []ExecutionRecordSnapshot // in request order
-	Stats      []StatsSnapshot           // by ref
+	Executions ExecutionRecords // in request order
+	Stats      []StatsSnapshot  // by ref
 }
 
-func (sn *ViewsSnapshot) snapshotSize() int { return len(sn.Executions) }
-func (sn *ViewsSnapshot) reserve(n int)     { sn.Executions = make([]ExecutionRecordSnapshot, 0, n) }
-
-// ExecutionRecordSnapshot is one execution of the read model: the whole
-// aggregate while it lives, its final state once it has ended.
+// ExecutionRecordSnapshot is one execution of the read model: what lists
+// filter on, and its final state once it has ended (a live one's is in the
+// State).
 type ExecutionRecordSnapshot struct {
-	ID        string
-	Execution domain.ExecutionSnapshot // a live execution's
-	Final     []byte                   // an ended one's: the JSON of its final state
-	Action    string
-	Parent    string
-	Status    domain.Status
-	Position  uint64
+	ID       string
+	Final    []byte // an ended one's: the JSON of its final state (nil while it lives)
+	Action   string
+	Parent   string
+	Status   domain.Status
+	Position uint64
 }
 
 // StatsSnapshot is one action's statistics.
@@ -183,14 +225,12 @@ func (v *Views) Snapshot() *ViewsSnapshot {
 func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	sn := &ViewsSnapshot{State: *v.st.snapshotSkeleton(), Executions: make([]ExecutionRecordSnapshot, 0, len(v.order))}
-	for _, id := range v.kept() {
-		rec := v.execs[id]
-		r := ExecutionRecordSnapshot{ID: id, Final: rec.final, Action: rec.action, Parent: rec.parent, Status: rec.status, Position: rec.pos}
-		if rec.x != nil {
-			r.Execution = rec.x.Snapshot()
-		}
-		sn.Executions = append(sn.Executions, r)
+	kept := v.kept()
+	sn := &ViewsSnapshot{State: *v.st.Snapshot(), Executions: ExecutionRecords{ids: kept, recs: make([]execRecord, len(kept))}}
+	for i, id := range kept {
+		// (A copy of each record: what they point to is never changed.)
+		sn.Executions.recs[i] = *v.execs.get(id)
+		sn.Executions.recs[i].seq = i
 	}
 	for _, ref := range slices.Sorted(maps.Keys(v.stats)) {
 		s := v.stats[ref]
@@ -202,23 +242,15 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 }
 
 // RestoreViews returns the read model sn describes, keeping every execution
-// in it (call Retain to bound it again).
+// in it (call Retain to bound it again). The read model keeps sn's records
+// themselves; restoring sn again copies them.
 func RestoreViews(sn *ViewsSnapshot) *Views {
 	v := NewViews()
-	v.execs = make(map[string]*execRecord, len(sn.Executions))
-	v.order = make([]string, 0, len(sn.Executions))
-	live := map[string]*domain.Execution{}
-	for i, r := range sn.Executions {
-		rec := &execRecord{final: r.Final, action: v.intern(r.Action), parent: r.Parent, status: r.Status, seq: i, pos: r.Position}
-		id := r.ID
-		if r.Final == nil {
-			rec.x = domain.RestoreExecution(r.Execution)
-			live[id] = rec.x
-		}
-		v.execs[id] = rec
-		v.order = append(v.order, id)
-		v.byRef[rec.action] = append(v.byRef[rec.action], i)
-	}
+	n := sn.Executions.Len()
+	v.order = make([]string, 0, n)
+	v.execs = newRecIndex(&v.order, n)
+	v.st = RestoreState(&sn.State)
+	recs := sn.Executions.take()
 	// The retained ended executions, oldest end first: an ended record's
 	// position is its terminal event's.
 	type endedAt struct {
@@ -226,9 +258,17 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 		id  string
 	}
 	var ended []endedAt
-	for i, r := range sn.Executions {
-		if r.Final != nil {
-			ended = append(ended, endedAt{r.Position, v.order[i]})
+	for i, id := range sn.Executions.ids {
+		rec := &recs[i]
+		rec.action, rec.seq = v.intern(rec.action), i
+		if own, ok := v.st.Queues.WaiterID(id); ok {
+			id = own // one copy of a waiter's id, not two
+		}
+		v.order = append(v.order, id)
+		v.execs.put(id, rec)
+		v.byRef[rec.action] = append(v.byRef[rec.action], i)
+		if rec.final != nil {
+			ended = append(ended, endedAt{rec.pos, id})
 		}
 	}
 	slices.SortStableFunc(ended, func(a, b endedAt) int { return cmp.Compare(a.pos, b.pos) })
@@ -236,7 +276,6 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 	for i, e := range ended {
 		v.ended[i] = e.id
 	}
-	v.st = restoreState(&sn.State, live)
 	v.changes.floor = v.st.Next
 	for _, s := range sn.Stats {
 		v.stats[s.Ref] = &statsRecord{pos: s.Position, enqueued: s.Enqueued, granted: s.Granted,
@@ -287,7 +326,7 @@ func ReadViews(files SnapshotFiles) func(ctx context.Context, store eventstore.S
 		case r.ok:
 			start := time.Now()
 			v := RestoreViews(&r.sn)
-			log.Info("read model resumed from a snapshot", "position", r.sn.State.Next, "executions", len(r.sn.Executions),
+			log.Info("read model resumed from a snapshot", "position", r.sn.State.Next, "executions", r.sn.Executions.Len(),
 				"read", r.took, "restored", time.Since(start))
 			return v
 		}

@@ -233,7 +233,8 @@ func TestStateSnapshotCoversEveryField(t *testing.T) {
 		fold, snap any
 		extra      int // fields of the fold its snapshot does not store
 	}{
-		// State's Ended is a callback, not state; Live is Executions.
+		// State's Ended is a callback, not state; live is Executions (the
+		// queues keep the waiters that have no other event).
 		{projections.State{}, projections.StateSnapshot{}, 1},
 		// FanoutSnapshot names its parent, the key of State.Fanouts.
 		{projections.Fanout{}, projections.FanoutSnapshot{}, -1},

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/gob"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -31,24 +33,27 @@ type snapshotHeader struct {
 	Types       string // fingerprint of the snapshot's Go type: a changed type makes old files unusable
 	Next        uint64 // the snapshot covers the log before this position
 	LastEventID string // id of the event at Next-1, to recognise the log
-	Size        int    // of a sizedSnapshot: its size, reserved before decoding
 }
 
-// sizedSnapshot is a snapshot with one large list. Reserving its room before
-// decoding spares gob from growing it step by step (a third of the time).
-type sizedSnapshot interface {
-	snapshotSize() int
-	reserve(n int)
+// bulky is a snapshot with large lists that Save writes after the rest (its
+// gob message), in pieces of about 1 MiB, each its length (a varint) and its
+// bytes, and Read reads back the same way into one buffer: neither then
+// holds a whole large snapshot's encoding at once.
+type bulky interface {
+	withoutBulk() any                           // a copy without the large lists, of the same type
+	writeBulk(emit func([]byte) error) error    // the large lists, in pieces
+	readBulk(next func() ([]byte, error)) error // into the value the rest was decoded into
 }
 
-// maxReserve bounds what a header can make Read allocate up front.
-const maxReserve = 50_000_000
+// maxPiece bounds a piece of a bulky snapshot that Read accepts (a piece is
+// about 1 MiB and one element, which is at most a few MiB).
+const maxPiece = 64 << 20
 
 // snapshotMagic names the file format and the fold's semantics. Bump the
 // number whenever a fold would give another result for the same events (a
 // fixed bug, a new rule): snapshots written before then are then ignored,
 // and the first start after the upgrade folds the log from the beginning.
-const snapshotMagic = "turnstile snapshot 1"
+const snapshotMagic = "turnstile snapshot 2"
 
 // ErrSnapshotMismatch says a snapshot file exists but cannot be used for this log.
 var ErrSnapshotMismatch = errors.New("snapshot does not match the log")
@@ -75,10 +80,21 @@ func (f SnapshotFiles) Save(name string, next uint64, lastID string, v any) (err
 	w := bufio.NewWriterSize(tmp, 1<<20)
 	enc := gob.NewEncoder(w)
 	h := snapshotHeader{Magic: snapshotMagic, Types: typeFingerprint(reflect.TypeOf(v)), Next: next, LastEventID: lastID}
-	if sz, ok := v.(sizedSnapshot); ok {
-		h.Size = sz.snapshotSize()
+	if bv, ok := v.(bulky); ok {
+		err = errors.Join(enc.Encode(h), enc.Encode(bv.withoutBulk()))
+		if err == nil {
+			err = bv.writeBulk(func(p []byte) error {
+				_, err := w.Write(binary.AppendUvarint(nil, uint64(len(p))))
+				if err == nil {
+					_, err = w.Write(p)
+				}
+				return err
+			})
+		}
+	} else {
+		err = errors.Join(enc.Encode(h), enc.Encode(v))
 	}
-	err = errors.Join(enc.Encode(h), enc.Encode(v), w.Flush(), tmp.Sync(), tmp.Close())
+	err = errors.Join(err, w.Flush(), tmp.Sync(), tmp.Close())
 	if err != nil {
 		return err
 	}
@@ -131,7 +147,8 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w", name, err)
 	}
 	defer fh.Close()
-	dec := gob.NewDecoder(bufio.NewReaderSize(fh, 1<<20))
+	br := bufio.NewReaderSize(fh, 1<<20)
+	dec := gob.NewDecoder(br) // (a ByteReader: gob reads no further than each message)
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: unreadable header: %v", name, ErrSnapshotMismatch, err)
@@ -143,10 +160,27 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 	case h.Types != want:
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: written by a binary with other snapshot types", name, ErrSnapshotMismatch)
 	}
-	if sz, ok := v.(sizedSnapshot); ok && h.Size > 0 && h.Size <= maxReserve {
-		sz.reserve(h.Size)
+	err = dec.Decode(v)
+	if bv, ok := v.(bulky); ok && err == nil {
+		var piece []byte // each piece in the room of the last
+		err = bv.readBulk(func() ([]byte, error) {
+			n, err := binary.ReadUvarint(br)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("bulk: %w", err)
+			case n > maxPiece:
+				return nil, fmt.Errorf("bulk: a piece of %d bytes", n)
+			case uint64(cap(piece)) < n:
+				piece = make([]byte, n, max(n, 2<<20))
+			}
+			piece = piece[:n]
+			if _, err := io.ReadFull(br, piece); err != nil {
+				return nil, fmt.Errorf("bulk: %w", err)
+			}
+			return piece, nil
+		})
 	}
-	if err := dec.Decode(v); err != nil {
+	if err != nil {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)
 	}
 	return SnapshotInfo{Name: name, Next: h.Next, LastEventID: h.LastEventID}, true, nil

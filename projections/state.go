@@ -31,9 +31,14 @@ func (w *WorkerView) Free() int {
 // State is the fold of the whole log that decisions are made on: every
 // action's queues, every execution that has not ended, and every worker.
 // It is deterministic: the same events give the same State.
+//
+// An execution that waits in a queue and has no event but its request is
+// kept by its queue alone (domain.Queues.Waiting rebuilds it): a million
+// waiters then cost a queue slot each, not an aggregate. Execution finds
+// any execution that has not ended, wherever it is kept.
 type State struct {
 	Queues  *domain.Queues
-	Live    map[string]*domain.Execution // executions that have not ended
+	live    map[string]*domain.Execution // executions that have not ended, but for those only their queue keeps
 	Workers map[string]*WorkerView
 	Actions map[string]*domain.Action
 	Next    uint64 // position after the last applied event
@@ -71,7 +76,7 @@ type State struct {
 func NewState() *State {
 	return &State{
 		Queues:    domain.NewQueues(),
-		Live:      map[string]*domain.Execution{},
+		live:      map[string]*domain.Execution{},
 		Workers:   map[string]*WorkerView{},
 		Actions:   map[string]*domain.Action{},
 		Attention: map[string]struct{}{},
@@ -105,6 +110,50 @@ type Fanout struct {
 // InFlight returns how many children are requested and not ended.
 func (f *Fanout) InFlight() int { return f.Requested - f.Ended }
 
+// Execution returns execution id if it has not ended, nil otherwise. For an
+// execution that only waits (see State) it is a new aggregate each call, as
+// its request left it; any other is the fold's own. Either way the caller
+// must not change it (its commands do not).
+func (s *State) Execution(id string) *domain.Execution {
+	if x := s.live[id]; x != nil {
+		return x
+	}
+	if x, ok := s.Queues.Waiting(id); ok {
+		return x
+	}
+	return nil
+}
+
+// IsLive reports whether execution id has not ended (Execution(id) != nil).
+func (s *State) IsLive(id string) bool {
+	if _, ok := s.live[id]; ok {
+		return true
+	}
+	return s.Queues.IsWaiting(id)
+}
+
+// LiveIDs returns the executions that have not ended, sorted. It visits
+// every waiter: for tests and reports, not for each event.
+func (s *State) LiveIDs() []string {
+	ids := make([]string, 0, len(s.live))
+	for id := range s.live {
+		ids = append(ids, id)
+	}
+	for _, ref := range s.Queues.Refs() {
+		q := s.Queues.Get(ref)
+		for _, k := range q.Keys() {
+			q.Key(k).EachWaiting(func(w domain.Waiter) bool {
+				if _, ok := s.live[w.Execution]; !ok {
+					ids = append(ids, w.Execution)
+				}
+				return true
+			})
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
 // Apply decodes and folds one event. Events at positions already applied are
 // ignored, so a batch may be delivered twice without harm.
 func (s *State) Apply(env *domain.Envelope) error {
@@ -120,12 +169,18 @@ func (s *State) Apply(env *domain.Envelope) error {
 }
 
 // ApplyDecoded folds an event already decoded.
-func (s *State) ApplyDecoded(env *domain.Envelope, ev domain.Event) {
+func (s *State) ApplyDecoded(env *domain.Envelope, ev domain.Event) { s.apply(env, ev) }
+
+// apply folds an event and returns, for an event of an execution stream, the
+// execution as the event left it (nil if the event changed no execution).
+// An execution that ended with it has left the fold already.
+func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Execution) {
 	if env.Position < s.Next {
-		return
+		return nil
 	}
 	s.Next = env.Position + 1
 	cat, id := domain.SplitStream(env.Stream)
+	fresh := false // the execution is new with this event
 	switch cat {
 	case domain.StreamAction:
 		a := s.Actions[id]
@@ -149,14 +204,18 @@ func (s *State) ApplyDecoded(env *domain.Envelope, ev domain.Event) {
 		}
 		w.Apply(ev, env.Version, env.Time)
 	case domain.StreamExecution:
-		x := s.Live[id]
+		x := s.live[id]
 		if x == nil {
-			if _, ok := ev.(domain.ExecutionRequested); !ok {
+			if w, ok := s.Queues.Waiting(id); ok {
+				x = w // a waiter's first event after its request: the fold keeps it from now on
+			} else if _, ok := ev.(domain.ExecutionRequested); ok {
+				x, fresh = domain.NewExecution(id), true
+			} else {
 				break // an event for an ended (or unknown) execution: nothing live changes
 			}
-			x = domain.NewExecution(id)
-			s.Live[id] = x
+			s.live[id] = x
 		}
+		touched = x
 		prevWorker, prevStatus := x.Worker(), x.Status()
 		x.Apply(ev, env.Version, env.Time)
 		s.trackWorker(id, prevWorker, prevStatus, x)
@@ -168,7 +227,7 @@ func (s *State) ApplyDecoded(env *domain.Envelope, ev domain.Event) {
 			if s.Ended != nil {
 				s.Ended(x)
 			}
-			delete(s.Live, id)
+			delete(s.live, id)
 			delete(s.Attention, id)
 			delete(s.Fanouts, id)
 		} else if needsExecutor(x, ev) {
@@ -177,13 +236,28 @@ func (s *State) ApplyDecoded(env *domain.Envelope, ev domain.Event) {
 			delete(s.Attention, id)
 		}
 	}
+	g, granted := ev.(domain.QueueGranted)
+	if q := s.Queues.Get(id); granted && q != nil && q.IsWaiting(g.Execution, g.ConcurrencyKey) {
+		// The grant takes the execution out of its queue's waiters (of
+		// queue id, as Queues.Apply reads it): the fold keeps it from now
+		// on, if it does not already.
+		if _, ok := s.live[g.Execution]; !ok {
+			x, _ := s.Queues.Waiting(g.Execution)
+			s.live[g.Execution] = x
+		}
+	}
 	s.Queues.Apply(env, ev)
-	if g, ok := ev.(domain.QueueGranted); ok {
-		x := s.Live[g.Execution]
+	if granted {
+		x := s.live[g.Execution]
 		if _, _, granted, _ := s.Queues.Locate(g.Execution); granted && x != nil && x.Status() == domain.StatusRequested {
 			s.Unscheduled[g.Execution] = env.ID
 		}
 	}
+	if fresh && s.Queues.IsWaiting(id) {
+		// A new execution the queue admitted: its queue keeps it (see State).
+		delete(s.live, id)
+	}
+	return touched
 }
 
 // announce records an action change announced before its action event,

@@ -22,7 +22,7 @@ import (
 type Views struct {
 	mu      sync.RWMutex
 	st      *State
-	execs   map[string]*execRecord
+	execs   *recIndex        // by id; a record's id is order[rec.seq]
 	order   []string         // execution ids in request order
 	byRef   map[string][]int // per action, indexes into order
 	stats   map[string]*statsRecord
@@ -43,25 +43,59 @@ type Views struct {
 	evictedAll uint64
 }
 
-// execRecord is one execution of the read model. While it lives, x is its
-// aggregate (shared with the fold); once it has ended it never changes
-// again, and the record keeps only its final state as JSON in one
-// pointer-free allocation (half the memory, next to nothing for the garbage
-// collector to scan, and quick to snapshot), plus what List filters on.
+// execRecord is one execution of the read model: what List filters on, and
+// where its state is. While it lives, its aggregate is the fold's (State;
+// for a mere waiter, its queue's slot). Once it has ended it never changes
+// again, and the record keeps its final state as JSON in one pointer-free
+// allocation (half the memory, next to nothing for the garbage collector to
+// scan, and quick to snapshot).
 type execRecord struct {
-	x      *domain.Execution // nil once ended
-	final  []byte            // the JSON of its final domain.ExecutionState, once ended
-	action string            // interned
+	final  []byte // the JSON of its final domain.ExecutionState, once ended (nil while it lives)
+	action string // interned
 	parent string
-	status domain.Status
-	seq    int    // index in Views.order
-	pos    uint64 // position of its last event
+	pos    uint64     // position of its last event
+	seq    int        // index in Views.order
+	status statusCode // (a byte, not a string: a million records)
 }
 
-// state returns the execution's state as the API shows it.
-func (r *execRecord) state() domain.ExecutionState {
-	if r.x != nil {
-		return r.x.State()
+// statusCode is a domain.Status as its index in domain.AllStatuses.
+type statusCode uint8
+
+var statusCodes = func() map[domain.Status]statusCode {
+	m := map[domain.Status]statusCode{}
+	for i, st := range domain.AllStatuses {
+		m[st] = statusCode(i)
+	}
+	return m
+}()
+
+// codeOf returns st's code; ok is false for a status the domain does not know.
+func codeOf(st domain.Status) (c statusCode, ok bool) {
+	c, ok = statusCodes[st]
+	return c, ok
+}
+
+func (c statusCode) status() domain.Status { return domain.AllStatuses[c] }
+
+// mustCode returns the code of a status an aggregate is in.
+func mustCode(st domain.Status) statusCode {
+	c, ok := codeOf(st)
+	if !ok {
+		panic(fmt.Sprintf("views: an execution is in unknown state %q", st))
+	}
+	return c
+}
+
+// stateOf returns execution id's state as the API shows it.
+func (v *Views) stateOf(id string, r *execRecord) domain.ExecutionState {
+	if r.final == nil {
+		x := v.st.Execution(id)
+		if x == nil {
+			// The record and the fold change together: a record without
+			// a final state is an execution the fold has live.
+			panic(fmt.Sprintf("views: live execution %s is not in the fold", id))
+		}
+		return x.State()
 	}
 	var st domain.ExecutionState
 	if err := json.Unmarshal(r.final, &st); err != nil {
@@ -71,13 +105,13 @@ func (r *execRecord) state() domain.ExecutionState {
 	return st
 }
 
-// freeze drops the aggregate of an execution that has ended.
-func (r *execRecord) freeze() {
-	b, err := json.Marshal(r.x.State())
+// freeze keeps the final state of x, which has ended.
+func (r *execRecord) freeze(x *domain.Execution) {
+	b, err := json.Marshal(x.State())
 	if err != nil {
 		panic(fmt.Sprintf("views: an execution state does not encode: %v", err))
 	}
-	r.final, r.status, r.x = b, r.x.Status(), nil
+	r.final, r.status = b, mustCode(x.Status())
 }
 
 // waitWindow is how many of an action's most recent slot waits the wait
@@ -136,8 +170,8 @@ func (v *Views) evictOverflow() {
 		id := v.ended[v.endedHead]
 		v.ended[v.endedHead] = ""
 		v.endedHead++
-		if rec := v.execs[id]; rec != nil {
-			delete(v.execs, id)
+		if rec := v.execs.get(id); rec != nil {
+			v.execs.remove(id)
 			v.order[rec.seq] = ""
 			v.holes++
 			v.evictedAll++
@@ -155,16 +189,19 @@ func (v *Views) evictOverflow() {
 
 // compactOrder drops the holes from order, renumbering the records.
 func (v *Views) compactOrder() {
+	// Find the records while they are at their places (execs finds them
+	// through order), then renumber.
 	order := make([]string, 0, len(v.order)-v.holes)
-	clear(v.byRef)
+	recs := make([]*execRecord, 0, len(v.order)-v.holes)
 	for _, id := range v.order {
-		if id == "" {
-			continue
+		if id != "" {
+			order, recs = append(order, id), append(recs, v.execs.get(id))
 		}
-		rec := v.execs[id]
-		rec.seq = len(order)
-		order = append(order, id)
-		v.byRef[rec.action] = append(v.byRef[rec.action], rec.seq)
+	}
+	clear(v.byRef)
+	for i, rec := range recs {
+		rec.seq = i
+		v.byRef[rec.action] = append(v.byRef[rec.action], i)
 	}
 	v.order, v.holes = order, 0
 }
@@ -173,15 +210,16 @@ func (v *Views) compactOrder() {
 func NewViews() *Views { return newViews(changeRingSize) }
 
 func newViews(ringSize int) *Views {
-	return &Views{
+	v := &Views{
 		st:      NewState(),
-		execs:   map[string]*execRecord{},
 		refs:    map[string]string{},
 		byRef:   map[string][]int{},
 		stats:   map[string]*statsRecord{},
 		changes: newChangeRing(ringSize),
 		wake:    make(chan struct{}),
 	}
+	v.execs = newRecIndex(&v.order, 0)
+	return v
 }
 
 // Next returns the position after the last applied event.
@@ -274,13 +312,13 @@ func (v *Views) broadcast() {
 func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
 	cat, id := domain.SplitStream(env.Stream)
 	var before domain.Status
-	if rec := v.execs[id]; cat == domain.StreamExecution && rec != nil {
-		before = rec.status
+	if rec := v.execs.get(id); cat == domain.StreamExecution && rec != nil {
+		before = rec.status.status()
 	}
-	v.st.ApplyDecoded(env, ev)
+	x := v.st.apply(env, ev)
 	switch cat {
 	case domain.StreamExecution:
-		v.applyExecution(env, ev, id, before)
+		v.applyExecution(env, ev, id, before, x)
 	case domain.StreamAction:
 		v.touchStats(id, env.Position)
 	case domain.StreamQueue:
@@ -290,16 +328,17 @@ func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
 	}
 }
 
-func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string, before domain.Status) {
-	rec := v.execs[id]
+// applyExecution updates the record of execution id after the fold applied
+// ev, which left the execution as x (nil if the fold ignored ev).
+func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string, before domain.Status, x *domain.Execution) {
+	rec := v.execs.get(id)
 	if req, ok := ev.(domain.ExecutionRequested); ok && rec == nil {
-		x := v.st.Live[id]
 		if x == nil { // ended at once (cannot happen with a requested event, but stay total)
 			return
 		}
-		rec = &execRecord{x: x, action: v.intern(req.Action), parent: x.Parent(), status: x.Status(), seq: len(v.order)}
-		v.execs[id] = rec
+		rec = &execRecord{action: v.intern(req.Action), parent: x.Parent(), status: mustCode(x.Status()), seq: len(v.order)}
 		v.order = append(v.order, id)
+		v.execs.put(id, rec)
 		v.byRef[req.Action] = append(v.byRef[req.Action], rec.seq)
 		if _, _, _, queued := v.st.Queues.Locate(id); queued {
 			v.statsFor(req.Action).enqueued++
@@ -308,14 +347,13 @@ func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string,
 	if rec == nil {
 		return // an event for an execution the log never requested: the audit reports it
 	}
-	x := rec.x
-	if before.Terminal() {
+	if before.Terminal() || x == nil {
 		return // State ignores events after the end, and so do the views
 	}
-	rec.status = x.Status()
-	if rec.status.Terminal() {
+	rec.status = mustCode(x.Status())
+	if x.Status().Terminal() {
 		defer v.hasEnded(id)
-		defer rec.freeze() // after the statistics below have read it
+		defer rec.freeze(x) // after the statistics below have read it
 	}
 	rec.pos = env.Position
 	v.changes.add(change{pos: env.Position, kind: kindExecution, key: id})
@@ -404,15 +442,15 @@ type ExecutionView struct {
 func (v *Views) View(id string) (ExecutionView, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	rec := v.execs[id]
+	rec := v.execs.get(id)
 	if rec == nil {
 		return ExecutionView{}, false
 	}
-	return v.viewLocked(rec), true
+	return v.viewLocked(id, rec), true
 }
 
-func (v *Views) viewLocked(rec *execRecord) ExecutionView {
-	return ExecutionView{ExecutionState: rec.state(), Position: rec.pos}
+func (v *Views) viewLocked(id string, rec *execRecord) ExecutionView {
+	return ExecutionView{ExecutionState: v.stateOf(id, rec), Position: rec.pos}
 }
 
 // ListFilter selects executions for List. Empty fields match everything.
@@ -440,7 +478,7 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	defer v.mu.RUnlock()
 	start := len(v.order)
 	if f.After != "" {
-		rec := v.execs[f.After]
+		rec := v.execs.get(f.After)
 		if rec == nil {
 			return nil, "", fmt.Errorf("%w %q", ErrUnknownCursor, f.After)
 		}
@@ -449,12 +487,12 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	var seqs []int // candidate indexes into order, ascending
 	switch {
 	case f.Parent != "":
-		p := v.execs[f.Parent]
+		p := v.execs.get(f.Parent)
 		if p == nil {
 			return []ExecutionView{}, "", nil
 		}
-		for _, c := range p.state().Children {
-			if r := v.execs[c]; r != nil {
+		for _, c := range v.stateOf(f.Parent, p).Children {
+			if r := v.execs.get(c); r != nil {
 				seqs = append(seqs, r.seq)
 			}
 		}
@@ -464,13 +502,14 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	}
 	out := []ExecutionView{}
 	match := func(rec *execRecord) bool {
-		return (f.Action == "" || rec.action == f.Action) && (f.Status == "" || rec.status == f.Status) &&
+		return (f.Action == "" || rec.action == f.Action) && (f.Status == "" || rec.status.status() == f.Status) &&
 			(f.Parent == "" || rec.parent == f.Parent)
 	}
 	visit := func(seq int) bool { // reports whether the page is full
-		rec := v.execs[v.order[seq]]
+		id := v.order[seq]
+		rec := v.execs.get(id)
 		if rec != nil && match(rec) { // nil: a forgotten execution (Retain)
-			out = append(out, v.viewLocked(rec))
+			out = append(out, v.viewLocked(id, rec))
 		}
 		return len(out) == f.Limit
 	}

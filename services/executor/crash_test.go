@@ -253,7 +253,8 @@ func crashRun(t *testing.T, cut int) (landed int, seen partials, repairs int64) 
 	for !allEnded() {
 		if time.Now().After(deadline) {
 			h.exec.Inspect(func(st *projections.State) {
-				for id, x := range st.Live {
+				for _, id := range st.LiveIDs() {
+					x := st.Execution(id)
 					t.Logf("live %s: %s attempt %d worker %s parent %v asked %d cancel %v", id, x.Status(), x.Attempt(), x.Worker(), x.IsParent(), x.ChildrenRequested(), x.CancelRequested())
 				}
 				t.Logf("unscheduled %v announced %v attention %v", st.Unscheduled, st.Announced, st.Attention)

@@ -932,7 +932,7 @@ func (e *Executor) decideRejections(ops []op) []op {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
-		x := e.state.Live[r.Execution]
+		x := e.state.Execution(r.Execution)
 		stream := domain.ExecutionStream(r.Execution)
 		if x == nil || e.busy(stream) {
 			continue
@@ -1004,7 +1004,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 			continue
 		}
 		blocked[qk] = true // unless granted below
-		x := e.state.Live[c.w.Execution]
+		x := e.state.Execution(c.w.Execution)
 		xs := domain.ExecutionStream(c.w.Execution)
 		if x == nil || e.busy(xs) {
 			continue
@@ -1098,7 +1098,7 @@ func (e *Executor) decideUnscheduled(ops []op, workers []*freeWorker) []op {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
-		x := e.state.Live[id]
+		x := e.state.Execution(id)
 		xs := domain.ExecutionStream(id)
 		if x == nil || x.CancelRequested() || e.busy(xs) || !e.ripe("grant "+id) {
 			continue
@@ -1171,7 +1171,7 @@ func (e *Executor) freeWorkers() []*freeWorker {
 	var inHand map[string]int
 	for xs, h := range e.handing {
 		_, xid := domain.SplitStream(xs)
-		if w := e.state.Workers[h.worker]; w != nil && e.state.Live[xid] != nil {
+		if w := e.state.Workers[h.worker]; w != nil && e.state.IsLive(xid) {
 			if _, folded := w.InFlight[xid]; !folded {
 				if inHand == nil {
 					inHand = map[string]int{}
@@ -1228,7 +1228,7 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
-		x := e.state.Live[id]
+		x := e.state.Execution(id)
 		xs := domain.ExecutionStream(id)
 		if x == nil || e.busy(xs) || x.IsParent() {
 			continue
@@ -1306,7 +1306,7 @@ func (e *Executor) decideParents(ops []op, attention []string) []op {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
-		x := e.state.Live[id]
+		x := e.state.Execution(id)
 		xs := domain.ExecutionStream(id)
 		if x == nil || !x.IsParent() || e.busy(xs) {
 			continue
@@ -1354,7 +1354,7 @@ func (e *Executor) decideRunningParent(ops []op, id string, x *domain.Execution)
 	}
 	if x.CancelRequested() {
 		for _, cid := range sortedKeys(f.Live) {
-			c := e.state.Live[cid]
+			c := e.state.Execution(cid)
 			cs := domain.ExecutionStream(cid)
 			if c == nil || c.CancelRequested() || e.busy(cs) {
 				continue
@@ -1476,7 +1476,7 @@ func (e *Executor) decideExpiries(ops []op, now time.Time, timed bool) []op {
 			if len(ops) >= e.cfg.MaxBatch {
 				return ops
 			}
-			x := e.state.Live[id]
+			x := e.state.Execution(id)
 			xs := domain.ExecutionStream(id)
 			if x == nil || e.busy(xs) {
 				continue
@@ -1531,7 +1531,7 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 		if h.worker != id {
 			continue
 		}
-		if _, xid := domain.SplitStream(xs); e.state.Live[xid] == nil {
+		if _, xid := domain.SplitStream(xs); !e.state.IsLive(xid) {
 			delete(e.handing, xs) // it has ended since: the handoff cannot land any more
 			continue
 		}
@@ -1549,7 +1549,7 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 	va := e.stage(ws, w.Version(), verdict)
 	o := op{what: "lose worker " + id, count: &e.Stats.LostWorkers, takeBack: true, seq: seqChain, appends: []eventstore.StreamAppend{va}}
 	for _, xid := range held {
-		x := e.state.Live[xid]
+		x := e.state.Execution(xid)
 		if x == nil {
 			continue
 		}
@@ -1606,7 +1606,7 @@ func (e *Executor) decideQueueTimeouts(ops []op, now time.Time) []op {
 			if len(ops) >= e.cfg.MaxBatch {
 				return ops
 			}
-			x := e.state.Live[w.Execution]
+			x := e.state.Execution(w.Execution)
 			xs := domain.ExecutionStream(w.Execution)
 			if x == nil || e.busy(xs) {
 				continue

@@ -108,18 +108,20 @@ func (s *system) waitIdle(t *testing.T, timeout time.Duration) {
 	}
 	for time.Now().Before(deadline) {
 		live := -1
-		s.executors[0].Inspect(func(st *projections.State) { live = len(st.Live) })
+		s.executors[0].Inspect(func(st *projections.State) { live = len(st.LiveIDs()) })
 		if live == 0 {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	s.executors[0].Inspect(func(st *projections.State) {
-		for id, x := range st.Live {
+		ids := st.LiveIDs()
+		for _, id := range ids {
+			x := st.Execution(id)
 			t.Logf("still live: %s %s attempt %d worker %s", id, x.Status(), x.Attempt(), x.Worker())
 			break
 		}
-		t.Fatalf("%d executions still live after %s", len(st.Live), timeout)
+		t.Fatalf("%d executions still live after %s", len(ids), timeout)
 	})
 }
 
