@@ -30,7 +30,12 @@ type plan struct {
 // whose id the group names); decide updates heads and stored as it goes. A
 // request that fails changes nothing and does not affect the others.
 func decide(next uint64, heads map[string]int64, stored map[uuid.UUID]*domain.Envelope, group []*request) plan {
-	p := plan{outcomes: make([]outcome, len(group))}
+	n := 0
+	for _, r := range group {
+		n += r.events
+	}
+	// Rows never outgrow their first allocation, so stored may point into it.
+	p := plan{outcomes: make([]outcome, len(group)), rows: make([]domain.Envelope, 0, n)}
 	for i, r := range group {
 		if res, done, err := eventstore.Replayed(r.appends, func(id uuid.UUID) *domain.Envelope { return stored[id] }); done || err != nil {
 			p.outcomes[i] = outcome{res, err}
@@ -42,12 +47,13 @@ func decide(next uint64, heads map[string]int64, stored map[uuid.UUID]*domain.En
 		}
 		for _, a := range r.appends {
 			last := headOf(heads, a.Stream)
-			for _, e := range a.Events {
+			for j := range a.Events {
 				last++
+				p.rows = append(p.rows, a.Events[j])
+				e := &p.rows[len(p.rows)-1]
 				e.Stream, e.Version, e.Position = a.Stream, uint64(last), next
 				next++
-				p.rows = append(p.rows, e)
-				stored[e.ID] = &e
+				stored[e.ID] = e
 			}
 			heads[a.Stream] = last
 		}

@@ -157,8 +157,8 @@ const (
 
 // read returns up to limit events from next on that pass filter if next is
 // in the run, and the position after the last event it looked at. The
-// events' data and metadata are the feed's: copy them (copyEvents) before
-// handing them out.
+// slice is new; the events' data and metadata are the feed's, which never
+// changes them.
 func (f *feed) read(next uint64, filter eventstore.Filter, limit int) (evs []domain.Envelope, upto uint64, what feedAnswer) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
