@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"github.com/turnstile/turnstile/internal/gctune"
 )
 
 const usage = `turnstile runs actions under per-action concurrency policies, event-sourced.
@@ -47,6 +49,7 @@ server here); memory:// (not durable).
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go gctune.Tune(ctx) // the collector's target from the live heap (see README "Memory and the garbage collector")
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
