@@ -2,11 +2,12 @@ package projections
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/turnstile/turnstile/domain"
+
+	"github.com/turnstile/turnstile/internal/binlayout"
 )
 
 // ExecutionRecords is the read model's executions in a snapshot, in request
@@ -59,10 +60,6 @@ func (rs *ExecutionRecords) take() []execRecord {
 // with the layout: a snapshot in another layout is then refused, not misread.
 const recordsFormat = 1
 
-// chunkSize is about how large the pieces of a chunked encoding are: a
-// reader then never holds more than one piece of a large snapshot.
-const chunkSize = 1 << 20
-
 // MarshalBinary lays the records out as a format byte, their count, then per
 // record: whether it has a final state, its id, its final state (if it has
 // one), action, parent, status (its index in domain.AllStatuses) and
@@ -75,21 +72,14 @@ func (rs ExecutionRecords) MarshalBinary() ([]byte, error) {
 
 // UnmarshalBinary reads what MarshalBinary wrote.
 func (rs *ExecutionRecords) UnmarshalBinary(data []byte) error {
-	given := false
-	return rs.decodeChunks(func() ([]byte, error) {
-		if given {
-			return nil, errors.New("truncated")
-		}
-		given = true
-		return data, nil
-	})
+	return rs.decodeChunks(binlayout.OnePiece(data))
 }
 
 // encodeChunks writes MarshalBinary's layout in pieces of about 1 MiB, cut
 // between records, calling emit with each (emit may keep a piece only until
 // it returns).
 func (rs ExecutionRecords) encodeChunks(emit func([]byte) error) error {
-	b := make([]byte, 0, min(chunkSize+4096, 16+len(rs.ids)*64))
+	b := make([]byte, 0, min(binlayout.ChunkSize+4096, 16+len(rs.ids)*64))
 	b = append(b, recordsFormat)
 	b = binary.AppendUvarint(b, uint64(len(rs.ids)))
 	for i, id := range rs.ids {
@@ -99,15 +89,15 @@ func (rs ExecutionRecords) encodeChunks(emit func([]byte) error) error {
 		} else {
 			b = append(b, 0)
 		}
-		b = appendString(b, id)
+		b = binlayout.AppendString(b, id)
 		if r.final != nil {
-			b = appendString(b, string(r.final))
+			b = binlayout.AppendString(b, string(r.final))
 		}
-		b = appendString(b, r.action)
-		b = appendString(b, r.parent)
+		b = binlayout.AppendString(b, r.action)
+		b = binlayout.AppendString(b, r.parent)
 		b = append(b, byte(r.status))
 		b = binary.AppendUvarint(b, r.pos)
-		if len(b) >= chunkSize && i < len(rs.ids)-1 {
+		if len(b) >= binlayout.ChunkSize && i < len(rs.ids)-1 {
 			if err := emit(b); err != nil {
 				return err
 			}
@@ -121,12 +111,11 @@ func (rs ExecutionRecords) encodeChunks(emit func([]byte) error) error {
 // (whose pieces it does not keep). Actions and parents repeat across records
 // and are decoded into one string each.
 func (rs *ExecutionRecords) decodeChunks(next func() ([]byte, error)) error {
-	r := binReader{next: next}
-	r.refill()
-	if f := r.byte(); f != recordsFormat && r.err == nil {
+	r := binlayout.NewReader(next)
+	if f := r.Byte(); f != recordsFormat && r.Err() == nil {
 		return fmt.Errorf("execution records in layout %d, this binary reads %d", f, recordsFormat)
 	}
-	n := r.uvarint()
+	n := r.Uvarint()
 	shared := map[string]string{}
 	intern := func(b []byte) string {
 		if s, ok := shared[string(b)]; ok { // (no allocation to look up)
@@ -138,102 +127,31 @@ func (rs *ExecutionRecords) decodeChunks(next func() ([]byte, error)) error {
 	}
 	// (A count read from a file bounds nothing: the lists grow as records come.)
 	ids, recs := make([]string, 0, min(n, 1<<20)), make([]execRecord, 0, min(n, 1<<20))
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		r.refill()
+	for i := uint64(0); i < n && r.Err() == nil; i++ {
+		r.Refill()
 		var rec execRecord
-		final := r.byte()
-		id := string(r.field())
+		final := r.Byte()
+		id := string(r.Field())
 		if final == 1 {
-			rec.final = append([]byte{}, r.field()...)
+			rec.final = append([]byte{}, r.Field()...)
 		} else if final != 0 {
-			r.err = fmt.Errorf("record %d: flags %d", i, final)
+			r.Fail(fmt.Errorf("record %d: flags %d", i, final))
 		}
-		rec.action = intern(r.field())
-		rec.parent = intern(r.field())
-		rec.status = statusCode(r.byte())
-		if int(rec.status) >= len(domain.AllStatuses) && r.err == nil {
-			r.err = fmt.Errorf("record %d: unknown state %d", i, rec.status)
+		rec.action = intern(r.Field())
+		rec.parent = intern(r.Field())
+		rec.status = statusCode(r.Byte())
+		if int(rec.status) >= len(domain.AllStatuses) && r.Err() == nil {
+			r.Fail(fmt.Errorf("record %d: unknown state %d", i, rec.status))
 		}
-		rec.seq, rec.pos = int(i), r.uvarint()
+		rec.seq, rec.pos = int(i), r.Uvarint()
 		ids, recs = append(ids, id), append(recs, rec)
 	}
-	if r.err == nil && r.off != len(r.b) {
-		r.err = fmt.Errorf("%d bytes after the records", len(r.b)-r.off)
+	if r.Err() == nil && r.Left() != 0 {
+		r.Fail(fmt.Errorf("%d bytes after the records", r.Left()))
 	}
-	if r.err != nil {
-		return fmt.Errorf("decode execution records: %w", r.err)
+	if r.Err() != nil {
+		return fmt.Errorf("decode execution records: %w", r.Err())
 	}
 	*rs = ExecutionRecords{ids: ids, recs: recs}
 	return nil
-}
-
-func appendString(b []byte, s string) []byte {
-	b = binary.AppendUvarint(b, uint64(len(s)))
-	return append(b, s...)
-}
-
-// binReader reads a binary layout, from pieces that next gives when the
-// current one is used up (refill, called between elements); its first error
-// sticks and later reads return zero values.
-type binReader struct {
-	b    []byte
-	off  int
-	err  error
-	next func() ([]byte, error)
-}
-
-// refill takes the next piece if the current one is used up.
-func (r *binReader) refill() {
-	if r.err != nil || r.off < len(r.b) {
-		return
-	}
-	b, err := r.next()
-	if err != nil {
-		r.err = err
-		return
-	}
-	r.b, r.off = b, 0
-}
-
-func (r *binReader) fail(what string) {
-	if r.err == nil {
-		r.err = fmt.Errorf("truncated at byte %d reading %s", r.off, what)
-	}
-}
-
-func (r *binReader) byte() byte {
-	if r.err != nil || r.off >= len(r.b) {
-		r.fail("a byte")
-		return 0
-	}
-	r.off++
-	return r.b[r.off-1]
-}
-
-func (r *binReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b[r.off:])
-	if n <= 0 {
-		r.fail("a number")
-		return 0
-	}
-	r.off += n
-	return v
-}
-
-// field reads what appendString wrote; the bytes are the data's own.
-func (r *binReader) field() []byte {
-	n := r.uvarint()
-	if r.err != nil {
-		return nil
-	}
-	if n > uint64(len(r.b)-r.off) {
-		r.fail("bytes")
-		return nil
-	}
-	p := r.b[r.off : r.off+int(n)]
-	r.off += int(n)
-	return p
 }
