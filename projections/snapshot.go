@@ -295,11 +295,21 @@ func LoadViews(ctx context.Context, files SnapshotFiles, store eventstore.Store,
 	return ReadViews(files)(ctx, store, log)
 }
 
+// LoadViewsNamed is LoadViews of the snapshot saved under name (see
+// SnapshotFor), for a read model other than the API's.
+func LoadViewsNamed(ctx context.Context, files SnapshotFiles, name string, store eventstore.Store, log *slog.Logger) *Views {
+	return readViews(files, name)(ctx, store, log)
+}
+
 // ReadViews starts decoding the read model's snapshot in files in the
 // background (it needs no log, so it can overlap opening one) and returns
 // the function that waits for it and checks it against store: LoadViews in
 // two steps.
 func ReadViews(files SnapshotFiles) func(ctx context.Context, store eventstore.Store, log *slog.Logger) *Views {
+	return readViews(files, viewsSnapshotName)
+}
+
+func readViews(files SnapshotFiles, name string) func(ctx context.Context, store eventstore.Store, log *slog.Logger) *Views {
 	type read struct {
 		sn   ViewsSnapshot
 		info SnapshotInfo
@@ -311,7 +321,7 @@ func ReadViews(files SnapshotFiles) func(ctx context.Context, store eventstore.S
 	go func() {
 		start := time.Now()
 		r := &read{}
-		r.info, r.ok, r.err = files.Read(viewsSnapshotName, &r.sn)
+		r.info, r.ok, r.err = files.Read(name, &r.sn)
 		r.took = time.Since(start)
 		done <- r
 	}()
@@ -322,11 +332,11 @@ func ReadViews(files SnapshotFiles) func(ctx context.Context, store eventstore.S
 		}
 		switch {
 		case r.err != nil:
-			log.Warn("not using the read model's snapshot: folding the log from the beginning", "err", r.err)
+			log.Warn("not using the read model's snapshot: folding the log from the beginning", "snapshot", name, "err", r.err)
 		case r.ok:
 			start := time.Now()
 			v := RestoreViews(&r.sn)
-			log.Info("read model resumed from a snapshot", "position", r.sn.State.Next, "executions", r.sn.Executions.Len(),
+			log.Info("read model resumed from a snapshot", "snapshot", name, "position", r.sn.State.Next, "executions", r.sn.Executions.Len(),
 				"read", r.took, "restored", time.Since(start))
 			return v
 		}
@@ -338,11 +348,21 @@ func ReadViews(files SnapshotFiles) func(ctx context.Context, store eventstore.S
 // has folded no event). The copy is taken under the read lock; the encoding
 // and the write are not.
 func (v *Views) SaveSnapshot(files SnapshotFiles) error {
+	return v.SnapshotFor(files, viewsSnapshotName)()
+}
+
+// SnapshotFor copies the read model as it is now (under the read lock) and
+// returns the function that encodes the copy and saves it under name into
+// files (nothing when the read model has folded no event). LoadViewsNamed
+// loads it.
+func (v *Views) SnapshotFor(files SnapshotFiles, name string) (save func() error) {
 	sn, lastID := v.snapshot()
-	if lastID == "" {
-		return nil
+	return func() error {
+		if lastID == "" {
+			return nil
+		}
+		return files.Save(name, sn.State.Next, lastID, sn)
 	}
-	return files.Save(viewsSnapshotName, sn.State.Next, lastID, sn)
 }
 
 // KeepSnapshots saves a snapshot into files whenever the read model has

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,10 +20,11 @@ import (
 )
 
 // SnapshotFiles keeps snapshots of folds as files in a directory, one per
-// name, each replaced atomically (write, fsync, rename). A snapshot is only a
-// shortcut: Load refuses one that does not match the log it is loaded for
-// (another log, a log that was reset, or a binary whose snapshot types have
-// changed), and the caller then folds from position 0 as if there were none.
+// name, each replaced atomically (write, fsync, rename) and ending with a
+// CRC-32C of its content. A snapshot is only a shortcut: Load refuses one
+// that does not match the log it is loaded for (another log, a log that was
+// reset, or a binary whose snapshot types have changed) or whose checksum
+// fails, and the caller then folds from position 0 as if there were none.
 type SnapshotFiles struct {
 	Dir string
 }
@@ -53,7 +55,7 @@ const maxPiece = 64 << 20
 // number whenever a fold would give another result for the same events (a
 // fixed bug, a new rule): snapshots written before then are then ignored,
 // and the first start after the upgrade folds the log from the beginning.
-const snapshotMagic = "turnstile snapshot 2"
+const snapshotMagic = "turnstile snapshot 3"
 
 // ErrSnapshotMismatch says a snapshot file exists but cannot be used for this log.
 var ErrSnapshotMismatch = errors.New("snapshot does not match the log")
@@ -77,7 +79,8 @@ func (f SnapshotFiles) Save(name string, next uint64, lastID string, v any) (err
 		return err
 	}
 	defer os.Remove(tmp.Name()) // no-op after the rename
-	w := bufio.NewWriterSize(tmp, 1<<20)
+	sum := crc32.New(castagnoli)
+	w := bufio.NewWriterSize(io.MultiWriter(tmp, sum), 1<<20)
 	enc := gob.NewEncoder(w)
 	h := snapshotHeader{Magic: snapshotMagic, Types: typeFingerprint(reflect.TypeOf(v)), Next: next, LastEventID: lastID}
 	if bv, ok := v.(bulky); ok {
@@ -94,7 +97,11 @@ func (f SnapshotFiles) Save(name string, next uint64, lastID string, v any) (err
 	} else {
 		err = errors.Join(enc.Encode(h), enc.Encode(v))
 	}
-	err = errors.Join(err, w.Flush(), tmp.Sync(), tmp.Close())
+	err = errors.Join(err, w.Flush())
+	if err == nil { // the trailer: a CRC-32C of everything before it
+		_, err = tmp.Write(binary.LittleEndian.AppendUint32(nil, sum.Sum32()))
+	}
+	err = errors.Join(err, tmp.Sync(), tmp.Close())
 	if err != nil {
 		return err
 	}
@@ -147,7 +154,11 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w", name, err)
 	}
 	defer fh.Close()
-	br := bufio.NewReaderSize(fh, 1<<20)
+	size, err := checkSum(fh)
+	if err != nil {
+		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)
+	}
+	br := bufio.NewReaderSize(io.LimitReader(fh, size), 1<<20)
 	dec := gob.NewDecoder(br) // (a ByteReader: gob reads no further than each message)
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
@@ -184,6 +195,36 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)
 	}
 	return SnapshotInfo{Name: name, Next: h.Next, LastEventID: h.LastEventID}, true, nil
+}
+
+// castagnoli is the CRC-32C table of the snapshot files' trailer.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkSum verifies the trailer of the snapshot file fh (the CRC-32C of
+// everything before it) and returns the size of what it covers, with fh
+// back at its start.
+func checkSum(fh *os.File) (int64, error) {
+	fi, err := fh.Stat()
+	if err != nil {
+		return 0, err
+	}
+	size := fi.Size() - 4
+	if size < 0 {
+		return 0, errors.New("shorter than its checksum")
+	}
+	sum := crc32.New(castagnoli)
+	if _, err := io.Copy(sum, io.NewSectionReader(fh, 0, size)); err != nil {
+		return 0, err
+	}
+	var trailer [4]byte
+	if _, err := fh.ReadAt(trailer[:], size); err != nil {
+		return 0, err
+	}
+	if binary.LittleEndian.Uint32(trailer[:]) != sum.Sum32() {
+		return 0, errors.New("checksum mismatch: the file is damaged (or was written by an older build)")
+	}
+	_, err = fh.Seek(0, io.SeekStart)
+	return size, err
 }
 
 // Check verifies that the snapshot belongs to store's log: the event at its

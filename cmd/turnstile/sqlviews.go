@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/projections/sqlviews"
 )
 
@@ -46,14 +47,15 @@ func migrateSQLViews(ctx context.Context, storeURL string, out io.Writer) error 
 }
 
 // startSQLViews starts the projector that keeps the tables, retrying after
-// a failure (it resumes from the committed checkpoint) until ctx ends. stop
-// waits for it and closes its pool.
-func startSQLViews(ctx context.Context, storeURL string, store eventstore.Store, log *slog.Logger) (p *sqlviews.Projector, stop func(), err error) {
+// a failure (it resumes from the committed checkpoint) until ctx ends; with
+// snaps, its fold keeps snapshots there every snapEvery events. stop waits
+// for it and closes its pool.
+func startSQLViews(ctx context.Context, storeURL string, store eventstore.Store, snaps *projections.SnapshotFiles, snapEvery uint64, log *slog.Logger) (p *sqlviews.Projector, stop func(), err error) {
 	pool, opts, err := openSQLViews(ctx, storeURL)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts.Logger = log
+	opts.Logger, opts.Snapshots, opts.SnapshotEvery = log, snaps, snapEvery
 	p, err = sqlviews.New(ctx, pool, store, opts)
 	if err != nil {
 		pool.Close()

@@ -280,7 +280,11 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 			func() float64 { return float64(n.Executor.Stats.Undecodable.Load()) }))
 	}
 	if storeKind == "postgres" && *sqlViews {
-		proj, stopProj, err := startSQLViews(viewsCtx, *storeURL, store, log)
+		var projSnaps *projections.SnapshotFiles
+		if snaps.Dir != "" {
+			projSnaps = &snaps
+		}
+		proj, stopProj, err := startSQLViews(viewsCtx, *storeURL, store, projSnaps, *snapEvery, log)
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,8 @@ import (
 	"regexp"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turnstile/turnstile/projections"
 )
 
 // Defaults for the zero fields of Options.
@@ -37,7 +39,18 @@ type Options struct {
 	MaxBatch int
 	// Logger receives the projector's progress and errors. Default: discard.
 	Logger *slog.Logger
+	// Snapshots, if set, keeps snapshots of the projector's fold (named
+	// "sqlviews-" and Name), taken at a committed checkpoint every
+	// SnapshotEvery events: a run starts from the latest one at or below
+	// the checkpoint instead of folding the log from position 0.
+	Snapshots *projections.SnapshotFiles
+	// SnapshotEvery is how many events may be committed between snapshots.
+	// Default DefaultSnapshotEvery.
+	SnapshotEvery uint64
 }
+
+// DefaultSnapshotEvery is Options.SnapshotEvery's default (serve's).
+const DefaultSnapshotEvery = 500_000
 
 func validSchema(s string) error {
 	if !schemaName.MatchString(s) {
@@ -73,6 +86,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.SnapshotEvery == 0 {
+		o.SnapshotEvery = DefaultSnapshotEvery
 	}
 	return o
 }

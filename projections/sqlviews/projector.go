@@ -68,6 +68,7 @@ type Projector struct {
 
 	committed atomic.Uint64 // the checkpoint this projector last read or committed
 	active    atomic.Bool   // holds the lock and writes
+	resumed   atomic.Uint64 // where the last run's fold started: its snapshot's position, or 0
 
 	// beforeCommit (tests) runs in each transaction after its rows and
 	// checkpoint are written, before the commit; an error rolls it back.
@@ -112,6 +113,13 @@ func New(ctx context.Context, pool *pgxpool.Pool, store eventstore.Store, opts O
 	return &Projector{pool: pool, store: store, opts: opts, sql: newStatements(opts.Schema, opts.Name),
 		writer: fmt.Sprintf("%.60s/%d/%s", host, os.Getpid(), hex.EncodeToString(b))}, nil
 }
+
+// Resumed returns the position the last run's fold started from: that of
+// the snapshot it loaded (Options.Snapshots), 0 if none.
+func (p *Projector) Resumed() uint64 { return p.resumed.Load() }
+
+// snapshotName is the projector's snapshot in Options.Snapshots.
+func (p *Projector) snapshotName() string { return "sqlviews-" + p.opts.Name }
 
 // Committed returns the checkpoint this projector last read or committed
 // (0 before it ran): the log positions below it are in the tables.
@@ -291,6 +299,7 @@ type session struct {
 	mu        sync.Mutex       // one fold step or one flush read at a time
 	pending   map[string]int64 // executions requested since the checkpoint: request positions
 	committed uint64           // the checkpoint in the table
+	snapAt    uint64           // the position of the last snapshot saved or loaded
 	cpWriter  string           // its writer, as last read or written
 	applied   chan struct{}    // 1-buffered: a batch was folded
 	written   chan struct{}    // 1-buffered: a transaction committed
@@ -313,6 +322,17 @@ func (p *Projector) begin(ctx context.Context) (*session, error) {
 	if s.committed > head {
 		return nil, fmt.Errorf("sqlviews: checkpoint %d of %s, head %d: %w", s.committed, p.sql.lockName, head, ErrAhead)
 	}
+	if p.opts.Snapshots != nil && s.committed > 0 {
+		v := projections.LoadViewsNamed(ctx, *p.opts.Snapshots, p.snapshotName(), p.store, p.opts.Logger)
+		if v.Next() <= s.committed {
+			s.views = v
+		} else { // taken past the checkpoint (the tables were reset, or restored from a backup)
+			p.opts.Logger.Warn("sql views: the projector's snapshot is past its checkpoint: folding the log from the beginning",
+				"snapshot", v.Next(), "checkpoint", s.committed)
+		}
+	}
+	s.snapAt = s.views.Next()
+	p.resumed.Store(s.snapAt)
 	if err := s.views.CatchUpTo(ctx, p.store, s.committed); err != nil {
 		return nil, fmt.Errorf("sqlviews: folding the log up to the checkpoint %d: %w", s.committed, err)
 	}
@@ -356,6 +376,10 @@ func (s *session) flush(ctx context.Context) error {
 	stats, _ := s.views.StatsSince(s.committed, "", math.MaxInt)
 	pending := s.pending
 	s.pending = map[string]int64{}
+	var saveSnapshot func() error // the fold at exactly the checkpoint this flush commits
+	if p.opts.Snapshots != nil && next-s.snapAt >= p.opts.SnapshotEvery {
+		saveSnapshot = s.views.SnapshotFor(*p.opts.Snapshots, p.snapshotName())
+	}
 	s.mu.Unlock()
 
 	var xr execRows
@@ -409,6 +433,15 @@ func (s *session) flush(ctx context.Context) error {
 	s.committed, s.cpWriter = next, p.writer
 	p.committed.Store(next)
 	signal(s.written)
+	if saveSnapshot != nil {
+		start := time.Now()
+		if err := saveSnapshot(); err != nil {
+			p.opts.Logger.Warn("sql views: cannot save the projector's snapshot", "err", err)
+		} else {
+			s.snapAt = next
+			p.opts.Logger.Debug("sql views: saved the projector's snapshot", "position", next, "took", time.Since(start))
+		}
+	}
 	return nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -607,4 +609,85 @@ func TestSingleStreamLog(t *testing.T) {
 	if err := pool.QueryRow(ctx, "SELECT active_count FROM "+schema+".queue_stats WHERE action = 't.noop'").Scan(&active); err != nil || active != 1 {
 		t.Fatalf("queue_stats t.noop active_count %d (%v), want 1: the grant without its handoff holds its slot", active, err)
 	}
+}
+
+// TestResumesFromItsSnapshot: with Options.Snapshots, a projector saves its
+// fold at committed checkpoints, and the next run starts from the latest
+// snapshot instead of position 0, with tables equal to a rebuild. A damaged
+// snapshot, or one past the checkpoint (tables reset), is not used.
+func TestResumesFromItsSnapshot(t *testing.T) {
+	store, _ := lifecycleLog(t)
+	schema := viewsSchema(t)
+	ctx, pool := pgtest.Context(t), sharedPool.Get(t)
+	files := &projections.SnapshotFiles{Dir: t.TempDir()}
+	opts := sqlviews.Options{Schema: schema, MaxBatch: 50, Snapshots: files, SnapshotEvery: 100, Logger: quietLogger()}
+	h := head(t, store)
+	if h < 400 {
+		t.Fatalf("the lifecycle log has %d events; the test wants a few hundred", h)
+	}
+
+	first := newProjector(t, store, opts)
+	if err := first.CatchUpTo(ctx, h/2); err != nil {
+		t.Fatal(err)
+	}
+	if first.Resumed() != 0 {
+		t.Fatalf("the first run resumed from %d, want 0 (no snapshot yet)", first.Resumed())
+	}
+	second := newProjector(t, store, opts)
+	if err := second.CatchUpTo(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if r := second.Resumed(); r < 100 || r > h/2+50 {
+		t.Fatalf("the second run resumed from %d, want a snapshot between 100 and the first run's checkpoint", r)
+	}
+	mustEqualRebuild(t, store, schema)
+
+	// A damaged snapshot is refused: the fold starts from 0, the tables stay right.
+	path := filepath.Join(files.Dir, "sqlviews-"+sqlviews.DefaultName+".snapshot")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0xff
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third := newProjector(t, store, opts)
+	if err := third.CatchUpTo(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if third.Resumed() != 0 {
+		t.Fatalf("a damaged snapshot was used (resumed from %d)", third.Resumed())
+	}
+	mustEqualRebuild(t, store, schema)
+
+	// Tables reset and caught up a little: an intact snapshot past their
+	// checkpoint is not used.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := sqlviews.Reset(ctx, pool, sqlviews.Options{Schema: schema}); err != nil {
+		t.Fatal(err)
+	}
+	if err := newProjector(t, store, opts).CatchUpTo(ctx, h); err != nil { // from 0, saving snapshots up to near h
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("no snapshot saved: %v", err)
+	}
+	if err := sqlviews.Reset(ctx, pool, sqlviews.Options{Schema: schema}); err != nil {
+		t.Fatal(err)
+	}
+	early := newProjector(t, store, opts)
+	if err := early.CatchUpTo(ctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	late := newProjector(t, store, opts)
+	if err := late.CatchUpTo(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if late.Resumed() != 0 {
+		t.Fatalf("a snapshot past the checkpoint was used (resumed from %d)", late.Resumed())
+	}
+	mustEqualRebuild(t, store, schema)
 }
