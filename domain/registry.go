@@ -462,7 +462,7 @@ const memoSize = 1 << 14
 // the newer one is full, it becomes the older and the older is dropped.
 type memo struct {
 	mu       sync.Mutex
-	cur, old map[uuid.UUID]*memoEntry
+	cur, old map[uuid.UUID]memoEntry
 }
 
 type memoEntry struct {
@@ -494,11 +494,18 @@ func (m *memo) put(env *Envelope, ev Event) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.cur) >= memoSize || m.cur == nil {
-		m.old, m.cur = m.cur, make(map[uuid.UUID]*memoEntry, memoSize)
+	switch {
+	case m.cur == nil:
+		m.cur = make(map[uuid.UUID]memoEntry, memoSize)
+	case len(m.cur) >= memoSize: // the older generation's room becomes the newer's
+		m.old, m.cur = m.cur, m.old
+		if m.cur == nil {
+			m.cur = make(map[uuid.UUID]memoEntry, memoSize)
+		}
+		clear(m.cur)
 	}
 	// A copy: the caller may reuse its buffer.
-	m.cur[env.ID] = &memoEntry{typ: env.Type, schema: env.SchemaVersion, data: bytes.Clone(env.Data), ev: ev}
+	m.cur[env.ID] = memoEntry{typ: env.Type, schema: env.SchemaVersion, data: bytes.Clone(env.Data), ev: ev}
 }
 
 // forget drops everything remembered (the registry changed).
