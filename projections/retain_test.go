@@ -95,3 +95,46 @@ func TestRetainForgetsTheOldestEnded(t *testing.T) {
 		t.Errorf("restored from a snapshot: %v", d)
 	}
 }
+
+// TestHoldFromKeepsWhatEndedSince: HoldFrom(pos) keeps every execution that
+// ended at pos or later whatever the retention, and moving pos on lets the
+// retention forget them.
+func TestHoldFromKeepsWhatEndedSince(t *testing.T) {
+	t.Parallel()
+	store := memstore.New(memstore.Options{})
+	defer store.Close()
+	w := logWriter{t: t, store: store}
+	w.action("a", 1)
+	for i := range 50 {
+		id := fmt.Sprintf("x%02d", i)
+		w.request(id, "a")
+		w.grant(id, "a", "w1")
+		w.run(id, "w1")
+	}
+	evs := readAll(t, store)
+	half := evs[len(evs)/2].Position
+
+	v := projections.NewViews()
+	v.Retain(1)
+	v.HoldFrom(half)
+	if err := v.Apply(evs); err != nil {
+		t.Fatal(err)
+	}
+	held, _ := v.ExecutionsSince(half, "", 1<<20)
+	if len(held) < 20 {
+		t.Fatalf("%d executions changed since position %d are held, want the second half (about 25)", len(held), half)
+	}
+	for _, x := range held {
+		if x.Status != domain.StatusCompleted {
+			t.Fatalf("held %s is %s", x.ID, x.Status)
+		}
+	}
+	before := v.Evicted()
+	if before == 0 {
+		t.Fatal("nothing that ended before the hold was forgotten")
+	}
+	v.HoldFrom(v.Next())
+	if got := v.Evicted(); got != 49 {
+		t.Fatalf("after the hold moved to the end: %d forgotten, want 49 (the retention keeps 1)", got)
+	}
+}

@@ -37,6 +37,8 @@ type Views struct {
 	// first (ended[endedHead:]), and how many entries of order are holes
 	// left by evicted ones.
 	retain     int
+	holding    bool   // HoldFrom was called:
+	holdFrom   uint64 // ended executions whose last event is at or past it are kept
 	ended      []string
 	endedHead  int
 	holes      int
@@ -141,6 +143,18 @@ func (v *Views) Retain(n int) {
 	v.evictOverflow()
 }
 
+// HoldFrom keeps every ended execution whose last event is at position pos
+// or later, whatever the retention, until a later HoldFrom moves pos on: a
+// reader that writes the executions changed since pos (the SQL tables'
+// projector) must still find them. Those the retention already asked to
+// forget and are below pos now are forgotten at once.
+func (v *Views) HoldFrom(pos uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.holding, v.holdFrom = true, pos
+	v.evictOverflow()
+}
+
 // Retention returns the n of Retain.
 func (v *Views) Retention() int {
 	v.mu.RLock()
@@ -168,9 +182,13 @@ func (v *Views) evictOverflow() {
 	}
 	for len(v.ended)-v.endedHead > v.retain {
 		id := v.ended[v.endedHead]
+		rec := v.execs.get(id)
+		if rec != nil && v.holding && rec.pos >= v.holdFrom {
+			break // held (HoldFrom); the ones after it ended later still
+		}
 		v.ended[v.endedHead] = ""
 		v.endedHead++
-		if rec := v.execs.get(id); rec != nil {
+		if rec != nil {
 			v.execs.remove(id)
 			v.order[rec.seq] = ""
 			v.holes++

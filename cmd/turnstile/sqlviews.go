@@ -48,14 +48,15 @@ func migrateSQLViews(ctx context.Context, storeURL string, out io.Writer) error 
 
 // startSQLViews starts the projector that keeps the tables, retrying after
 // a failure (it resumes from the committed checkpoint) until ctx ends; with
-// snaps, its fold keeps snapshots there every snapEvery events. stop waits
-// for it and closes its pool.
-func startSQLViews(ctx context.Context, storeURL string, store eventstore.Store, snaps *projections.SnapshotFiles, snapEvery uint64, log *slog.Logger) (p *sqlviews.Projector, stop func(), err error) {
+// snaps, its fold keeps snapshots there every snapEvery events, and it keeps
+// retainEnded ended executions in memory as serve's read model does. stop
+// waits for it and closes its pool.
+func startSQLViews(ctx context.Context, storeURL string, store eventstore.Store, snaps *projections.SnapshotFiles, snapEvery uint64, retainEnded int, log *slog.Logger) (p *sqlviews.Projector, stop func(), err error) {
 	pool, opts, err := openSQLViews(ctx, storeURL)
 	if err != nil {
 		return nil, nil, err
 	}
-	opts.Logger, opts.Snapshots, opts.SnapshotEvery = log, snaps, snapEvery
+	opts.Logger, opts.Snapshots, opts.SnapshotEvery, opts.RetainEnded = log, snaps, snapEvery, retainEnded
 	p, err = sqlviews.New(ctx, pool, store, opts)
 	if err != nil {
 		pool.Close()

@@ -284,7 +284,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		if snaps.Dir != "" {
 			projSnaps = &snaps
 		}
-		proj, stopProj, err := startSQLViews(viewsCtx, *storeURL, store, projSnaps, *snapEvery, log)
+		proj, stopProj, err := startSQLViews(viewsCtx, *storeURL, store, projSnaps, *snapEvery, *retainEnded, log)
 		if err != nil {
 			return err
 		}

@@ -47,6 +47,11 @@ type Options struct {
 	// SnapshotEvery is how many events may be committed between snapshots.
 	// Default DefaultSnapshotEvery.
 	SnapshotEvery uint64
+	// RetainEnded bounds the projector's fold as serve's --retain-ended
+	// bounds the API's (0: every execution is kept): an ended execution is
+	// forgotten once its row is committed and more recent ones fill the
+	// bound. The tables keep every row.
+	RetainEnded int
 }
 
 // DefaultSnapshotEvery is Options.SnapshotEvery's default (serve's).
@@ -67,6 +72,9 @@ func (o Options) Validate() error {
 	}
 	if o.Name != "" && !cpName.MatchString(o.Name) {
 		errs = append(errs, fmt.Errorf("sqlviews: name %q: must match %s", o.Name, cpName))
+	}
+	if o.RetainEnded < 0 {
+		errs = append(errs, fmt.Errorf("sqlviews: RetainEnded %d: must be >= 0", o.RetainEnded))
 	}
 	if o.MaxBatch < 0 || o.MaxBatch > 1_000_000 {
 		errs = append(errs, fmt.Errorf("sqlviews: MaxBatch %d: must be 0 (default) or 1..1000000", o.MaxBatch))

@@ -69,6 +69,7 @@ type Projector struct {
 	committed atomic.Uint64 // the checkpoint this projector last read or committed
 	active    atomic.Bool   // holds the lock and writes
 	resumed   atomic.Uint64 // where the last run's fold started: its snapshot's position, or 0
+	views     atomic.Pointer[projections.Views] // the last run's fold
 
 	// beforeCommit (tests) runs in each transaction after its rows and
 	// checkpoint are written, before the commit; an error rolls it back.
@@ -117,6 +118,15 @@ func New(ctx context.Context, pool *pgxpool.Pool, store eventstore.Store, opts O
 // Resumed returns the position the last run's fold started from: that of
 // the snapshot it loaded (Options.Snapshots), 0 if none.
 func (p *Projector) Resumed() uint64 { return p.resumed.Load() }
+
+// Evicted returns how many ended executions the last run's fold has
+// forgotten (Options.RetainEnded); their rows stay in the tables.
+func (p *Projector) Evicted() uint64 {
+	if v := p.views.Load(); v != nil {
+		return v.Evicted()
+	}
+	return 0
+}
 
 // snapshotName is the projector's snapshot in Options.Snapshots.
 func (p *Projector) snapshotName() string { return "sqlviews-" + p.opts.Name }
@@ -333,6 +343,13 @@ func (p *Projector) begin(ctx context.Context) (*session, error) {
 	}
 	s.snapAt = s.views.Next()
 	p.resumed.Store(s.snapAt)
+	if p.opts.RetainEnded > 0 {
+		// What ends before the checkpoint is in the tables; what ends after
+		// it is held until a flush has written it.
+		s.views.Retain(p.opts.RetainEnded)
+		s.views.HoldFrom(s.committed)
+	}
+	p.views.Store(s.views)
 	if err := s.views.CatchUpTo(ctx, p.store, s.committed); err != nil {
 		return nil, fmt.Errorf("sqlviews: folding the log up to the checkpoint %d: %w", s.committed, err)
 	}
@@ -432,6 +449,9 @@ func (s *session) flush(ctx context.Context) error {
 	}
 	s.committed, s.cpWriter = next, p.writer
 	p.committed.Store(next)
+	if p.opts.RetainEnded > 0 {
+		s.views.HoldFrom(next) // written: the retention may forget them now
+	}
 	signal(s.written)
 	if saveSnapshot != nil {
 		start := time.Now()
