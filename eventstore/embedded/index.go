@@ -234,15 +234,18 @@ func (s *Store) parseIndex(data []byte, size int64) error {
 	if len(s.streams) == 0 {
 		s.streams = make(map[string]*stream, m)
 	}
+	known := len(s.streams)
 	for i, off := 0, 0; i < m; i++ {
 		name := all[off : off+lens[i]]
 		off += lens[i]
-		if s.streams[name] != nil || eventstore.ValidateStream(name) != nil {
-			return bad("bad or repeated stream name %q", name)
+		if eventstore.ValidateStream(name) != nil {
+			return bad("bad stream name %q", name)
 		}
 		st := &slab[i]
 		st.name, st.num = name, uint32(i)
-		s.streams[name] = st
+		if s.streams[name] = st; len(s.streams) != known+i+1 { // one map operation, not a lookup and then a store
+			return bad("repeated stream name %q", name)
+		}
 		s.streamList = append(s.streamList, st)
 	}
 	if len(rest) != 24*n {

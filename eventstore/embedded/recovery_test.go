@@ -2,8 +2,10 @@ package embedded
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -378,6 +380,7 @@ func TestIndexFallback(t *testing.T) {
 		{"truncated", index[:len(index)-9], false},
 		{"empty", nil, false},
 		{"another log's", otherIndex, false},
+		{"a stream name twice, checksum right", repeatStreamName(t, index), false},
 		{"stale", staleIndex, true},
 		{"intact", index, true},
 	} {
@@ -407,6 +410,30 @@ func TestIndexFallback(t *testing.T) {
 			})
 		}
 	}
+}
+
+// repeatStreamName returns index with its second stream name of some
+// length overwritten by the first of that length, and its checksum fixed:
+// an index that no writer makes, which Open must refuse.
+func repeatStreamName(t *testing.T, index []byte) []byte {
+	t.Helper()
+	out := slices.Clone(index)
+	m := int(binary.LittleEndian.Uint64(out[32:]))
+	firstOfLen := map[int]int{} // name length → offset of its first name
+	off := indexHeaderSize
+	for range m {
+		l := int(out[off])
+		if at, ok := firstOfLen[l]; ok {
+			copy(out[off+1:off+1+l], out[at+1:at+1+l])
+			body := out[:len(out)-indexTrailer]
+			binary.LittleEndian.PutUint32(out[len(body):], crc32.Checksum(body, castagnoli))
+			return out
+		}
+		firstOfLen[l] = off
+		off += 1 + l
+	}
+	t.Fatal("the test log has no two stream names of one length")
+	return nil
 }
 
 // TestPeriodicCheckpoint: the index is written in the background as the log
