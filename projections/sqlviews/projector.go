@@ -66,9 +66,9 @@ type Projector struct {
 	sql    statements
 	writer string // names this projector in projection_checkpoints.writer
 
-	committed atomic.Uint64 // the checkpoint this projector last read or committed
-	active    atomic.Bool   // holds the lock and writes
-	resumed   atomic.Uint64 // where the last run's fold started: its snapshot's position, or 0
+	committed atomic.Uint64                     // the checkpoint this projector last read or committed
+	active    atomic.Bool                       // holds the lock and writes
+	resumed   atomic.Uint64                     // where the last run's fold started: its snapshot's position, or 0
 	views     atomic.Pointer[projections.Views] // the last run's fold
 
 	// beforeCommit (tests) runs in each transaction after its rows and
