@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"os"
@@ -154,11 +155,18 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w", name, err)
 	}
 	defer fh.Close()
-	size, err := checkSum(fh)
+	fi, err := fh.Stat()
 	if err != nil {
-		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)
+		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w", name, err)
 	}
-	br := bufio.NewReaderSize(io.LimitReader(fh, size), 1<<20)
+	size := fi.Size() - 4 // the content; the trailer after it
+	if size < 0 {
+		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: shorter than its checksum", name, ErrSnapshotMismatch)
+	}
+	// One pass: the checksum is taken as the content is decoded, and
+	// compared once all of it is read, before the caller may use v.
+	sum := crc32.New(castagnoli)
+	br := bufio.NewReaderSize(io.TeeReader(io.LimitReader(fh, size), sum), 1<<20)
 	dec := gob.NewDecoder(br) // (a ByteReader: gob reads no further than each message)
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
@@ -191,6 +199,9 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 			return piece, nil
 		})
 	}
+	if err == nil {
+		err = checkTrailer(fh, br, sum, size)
+	}
 	if err != nil {
 		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)
 	}
@@ -200,31 +211,23 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 // castagnoli is the CRC-32C table of the snapshot files' trailer.
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// checkSum verifies the trailer of the snapshot file fh (the CRC-32C of
-// everything before it) and returns the size of what it covers, with fh
-// back at its start.
-func checkSum(fh *os.File) (int64, error) {
-	fi, err := fh.Stat()
-	if err != nil {
-		return 0, err
-	}
-	size := fi.Size() - 4
-	if size < 0 {
-		return 0, errors.New("shorter than its checksum")
-	}
-	sum := crc32.New(castagnoli)
-	if _, err := io.Copy(sum, io.NewSectionReader(fh, 0, size)); err != nil {
-		return 0, err
+// checkTrailer reads what is left of the content through br (nothing, for
+// a file Save wrote), then compares sum, the CRC-32C of the content, with
+// the file's trailer at offset size.
+func checkTrailer(fh *os.File, br io.Reader, sum hash.Hash32, size int64) error {
+	if n, err := io.Copy(io.Discard, br); err != nil {
+		return err
+	} else if n > 0 {
+		return fmt.Errorf("%d bytes after the snapshot", n)
 	}
 	var trailer [4]byte
 	if _, err := fh.ReadAt(trailer[:], size); err != nil {
-		return 0, err
+		return err
 	}
 	if binary.LittleEndian.Uint32(trailer[:]) != sum.Sum32() {
-		return 0, errors.New("checksum mismatch: the file is damaged (or was written by an older build)")
+		return errors.New("checksum mismatch: the file is damaged (or was written by an older build)")
 	}
-	_, err = fh.Seek(0, io.SeekStart)
-	return size, err
+	return nil
 }
 
 // Check verifies that the snapshot belongs to store's log: the event at its
