@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -284,4 +285,38 @@ func TestServeWorkerPrefix(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	p.stop(t)
+}
+
+var profilesAt = regexp.MustCompile(`msg="serving profiles" addr=(\S+)`)
+
+// TestServeDebugAddr: --debug-addr serves Go's profiles on a loopback
+// address apart from the API, and refuses any other address (the profiles
+// have no auth) as a usage error.
+func TestServeDebugAddr(t *testing.T) {
+	bin := turnstileBinary(t)
+	out, err := exec.Command(bin, "serve", "--data", t.TempDir(), "--debug-addr", "0.0.0.0:0").CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "loopback") {
+		t.Fatalf("serve --debug-addr 0.0.0.0:0: %v, output:\n%s", err, out)
+	}
+	p := startServe(t, bin, t.TempDir(), "--debug-addr", "127.0.0.1:0")
+	m := profilesAt.FindStringSubmatch(p.logs.String())
+	if m == nil {
+		t.Fatalf("no \"serving profiles\" line in the log:\n%s", p.logs)
+	}
+	resp, err := http.Get("http://" + m[1] + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "heap profile") {
+		t.Fatalf("GET /debug/pprof/heap: %s\n%.200s", resp.Status, body)
+	}
+	// The API does not serve them.
+	if resp, err := http.Get(p.url + "/debug/pprof/"); err != nil || resp.StatusCode == http.StatusOK {
+		t.Fatalf("the API answered /debug/pprof/: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 }

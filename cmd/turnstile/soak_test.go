@@ -18,7 +18,9 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
+	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -50,7 +52,16 @@ func TestSoak(t *testing.T) {
 	// The read model keeps the 2,000 most recently ended executions (a
 	// fraction of the warm-up's): without a bound it grows with every
 	// execution, which no RSS target survives.
-	srv := startServe(t, bin, dir, "--retain-ended", "2000")
+	// TURNSTILE_SOAK_STORE=postgres://… runs it on that database instead of
+	// the embedded store (in a fresh schema); TURNSTILE_SOAK_SERVE_ARGS adds
+	// flags, e.g. --debug-addr to profile it.
+	args := []string{"--retain-ended", "2000"}
+	var storeURL string
+	if base := os.Getenv("TURNSTILE_SOAK_STORE"); base != "" {
+		storeURL, _ = pgTestSchema(t, bin, base)
+		args = append(args, "--store", storeURL)
+	}
+	srv := startServe(t, bin, dir, append(args, strings.Fields(os.Getenv("TURNSTILE_SOAK_SERVE_ARGS"))...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), dur+10*time.Minute)
 	defer cancel()
 
@@ -198,7 +209,12 @@ func TestSoak(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	srv.stop(t)
-	store, err := embedded.Open(filepath.Join(dir, "log"), embedded.Options{})
+	var store eventstore.Store
+	if storeURL != "" {
+		store, err = postgres.OpenURL(ctx, storeURL, postgres.Options{})
+	} else {
+		store, err = embedded.Open(filepath.Join(dir, "log"), embedded.Options{})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

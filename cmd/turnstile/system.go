@@ -139,6 +139,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	retainEnded := fs.Int("retain-ended", 0, "keep only this many ended executions in the read model (the most recently ended; older ones are served from the log one at a time and left out of lists); 0 keeps all")
 	snapEvery := fs.Uint64("snapshot-every", 500_000, "events folded between snapshots (one is also saved at a clean stop)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
+	debugAddr := fs.String("debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this address, apart from the API and without auth; loopback addresses only")
 	sqlViews := fs.Bool("sql-views", true, "with a postgres:// store, keep the executions and queue_stats tables (see README)")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...)")
@@ -171,6 +172,13 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		return err
 	}
 	log := newLogger(stderr)
+	if *debugAddr != "" {
+		stopDebug, err := serveDebug(*debugAddr, log)
+		if err != nil {
+			return usageError{err}
+		}
+		defer stopDebug()
+	}
 	if storeKind == "kurrentdb" {
 		log.Warn("KurrentDB has no atomic multi-stream appends: the executor and the commands take their single-stream path " +
 			"(fence first, the rest after it, completed from the log after a crash). That path is tested here against an " +
