@@ -24,10 +24,15 @@ type Store interface {
 
 	// AppendMulti atomically appends to several streams: either every append's
 	// expected version holds and all events are written, contiguously and in
-	// the order given, or nothing is written. The idempotency rule of Append
-	// applies to the whole batch. A backend that cannot write several streams
-	// atomically says so (AtomicMultiStream) and fails such a call with an
-	// error matching ErrMultiStream, writing nothing; one stream always works.
+	// the order given, or nothing is written. A StreamAppend without events is
+	// a condition: its stream must be at its expected version (not Any), and
+	// nothing is written to it; at least one stream must get events. The
+	// idempotency rule of Append applies to the whole batch (a replay is
+	// recognised by its events' ids, whatever its conditions say now, since
+	// they held when it was written). A backend that cannot write several
+	// streams atomically says so (AtomicMultiStream) and fails such a call
+	// with an error matching ErrMultiStream, writing nothing; one stream
+	// always works.
 	AppendMulti(ctx context.Context, appends ...StreamAppend) (AppendResult, error)
 
 	// ReadStream returns up to limit events of one stream, from version from
@@ -73,7 +78,9 @@ func AtomicMultiStream(s Store) bool {
 	return !ok || r.AtomicMultiStream()
 }
 
-// StreamAppend is one stream's part of an AppendMulti.
+// StreamAppend is one stream's part of an AppendMulti. Without Events it
+// is a condition: the stream must be at Expected, and nothing is written to
+// it (a fence on a stream the append does not otherwise change).
 type StreamAppend struct {
 	Stream   string
 	Expected ExpectedVersion
@@ -275,7 +282,7 @@ func ValidateAppends(appends []StreamAppend) error {
 	if len(appends) == 0 {
 		return fmt.Errorf("%w: nothing to append", ErrInvalidEvent)
 	}
-	total, bytes := 0, 0
+	total, bytes, written := 0, 0, 0
 	seen := make(map[string]struct{}, len(appends))
 	for i := range appends {
 		a := &appends[i]
@@ -286,8 +293,11 @@ func ValidateAppends(appends []StreamAppend) error {
 			return fmt.Errorf("%w: stream %q named twice in one append", ErrInvalidEvent, a.Stream)
 		}
 		seen[a.Stream] = struct{}{}
-		if len(a.Events) == 0 {
-			return fmt.Errorf("%w: no events for stream %q", ErrInvalidEvent, a.Stream)
+		if len(a.Events) == 0 && a.Expected.IsAny() {
+			return fmt.Errorf("%w: no events for stream %q, and a condition (a stream without events) must expect a version, not Any", ErrInvalidEvent, a.Stream)
+		}
+		if len(a.Events) > 0 {
+			written++
 		}
 		for j := range a.Events {
 			if err := ValidateEvent(&a.Events[j]); err != nil {
@@ -296,6 +306,9 @@ func ValidateAppends(appends []StreamAppend) error {
 			bytes += len(a.Events[j].Data) + len(a.Events[j].Metadata)
 		}
 		total += len(a.Events)
+	}
+	if written == 0 {
+		return fmt.Errorf("%w: no events to append (only conditions)", ErrInvalidEvent)
 	}
 	if total > MaxAppendEvents {
 		return fmt.Errorf("%w: %d events in one append, the limit is %d", ErrInvalidEvent, total, MaxAppendEvents)

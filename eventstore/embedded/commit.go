@@ -409,8 +409,15 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 			return buf
 		}
 	}
+	last := len(r.appends) - 1 // the last append with events holds the commit record
+	for len(r.appends[last].Events) == 0 {
+		last--
+	}
 	for i := range r.appends {
 		a := &r.appends[i]
+		if len(a.Events) == 0 {
+			continue // a condition: checked above
+		}
 		st := s.streams[a.Stream]
 		if st == nil {
 			st = &stream{name: strings.Clone(a.Stream), num: uint32(len(s.streamList))}
@@ -424,7 +431,7 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 		for j := range a.Events {
 			e := &a.Events[j]
 			pos, version := s.next, uint64(len(st.positions))
-			commit := i == len(r.appends)-1 && j == len(a.Events)-1
+			commit := i == last && j == len(a.Events)-1
 			n := len(buf)
 			buf = appendRecord(buf, st.name, e, pos, version, micros, uint32(pos-startPos), commit)
 			s.fresh = append(s.fresh, committed(st.name, e, pos, version, micros))

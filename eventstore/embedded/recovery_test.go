@@ -460,3 +460,29 @@ func TestPeriodicCheckpoint(t *testing.T) {
 	}
 	requireEvents(t, "after crash", written, readAllT(t, s))
 }
+
+// TestConditionLastSurvivesACrash: an AppendMulti whose last part is a
+// condition (no events) marks its last written record as the commit, so the
+// scan after a crash keeps it (it would drop a write without a commit
+// record as torn).
+func TestConditionLastSurvivesACrash(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openT(t, dir, Options{NoSync: true, CheckpointEvery: -1})
+	mustAppend(t, s, "worker-w", eventstore.NoStream, ev("test.reg", 0))
+	written := []domain.Envelope{ev("test.a", 1), ev("test.a", 2)}
+	mustMulti(t, s,
+		eventstore.StreamAppend{Stream: "execution-x", Expected: eventstore.NoStream, Events: written},
+		eventstore.StreamAppend{Stream: "worker-w", Expected: eventstore.Exact(0)})
+	crash(s)
+	s = openT(t, dir, Options{NoSync: true})
+	got := readAllT(t, s)
+	if len(got) != 3 {
+		t.Fatalf("after the crash the log has %d events, want 3", len(got))
+	}
+	for i, e := range got[1:] {
+		if e.ID != written[i].ID || e.Stream != "execution-x" || e.Version != uint64(i) {
+			t.Fatalf("event %d after the crash: %s in %s at version %d, want %s in execution-x at %d", i+1, e.ID, e.Stream, e.Version, written[i].ID, i)
+		}
+	}
+}

@@ -107,6 +107,9 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 	var res eventstore.AppendResult
 	for i := range appends {
 		a := &appends[i]
+		if len(a.Events) == 0 {
+			continue // a condition: checked above
+		}
 		positions := s.streams[a.Stream]
 		for j := range a.Events {
 			e := a.Events[j]

@@ -46,6 +46,9 @@ func decide(next uint64, heads map[string]int64, stored map[uuid.UUID]*domain.En
 			continue
 		}
 		for _, a := range r.appends {
+			if len(a.Events) == 0 {
+				continue // a condition: checkExpected checked it
+			}
 			last := headOf(heads, a.Stream)
 			for j := range a.Events {
 				last++

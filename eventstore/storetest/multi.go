@@ -13,7 +13,8 @@ import (
 // stream's events, contiguously in the log and in the order given, and returns
 // the version and position of the very last one; if any stream's expected
 // version fails, it returns that stream's *WrongVersionError and writes
-// nothing; its events stay contiguous while other writers append concurrently.
+// nothing; its events stay contiguous while other writers append concurrently;
+// a stream without events is a condition, checked and not written.
 //
 // Whatever the capability: the store reports it (eventstore.AtomicMultiStream
 // agrees with Capabilities.AtomicMultiStream), and a store without it fails
@@ -83,6 +84,66 @@ func (s suite) appendMultiTests() []subtest {
 					requireStreamMissing(t, ctx, st, "queue-new")
 				})
 			}
+		}},
+		{name: "Conditions", run: func(t *testing.T, st eventstore.Store) {
+			s.needAtomicMulti(t)
+			ctx := testContext(t)
+			mustAppend(t, ctx, st, "worker-cond", eventstore.NoStream, NewEvents("test.reg", 2)...)
+			// A condition that holds: the events are written, nothing goes to
+			// the condition's stream, the result is the last written event's.
+			head := mustHead(t, ctx, st)
+			a := NewEvents("test.a", 2)
+			res, err := st.AppendMulti(ctx,
+				eventstore.StreamAppend{Stream: "execution-ca", Expected: eventstore.NoStream, Events: a},
+				eventstore.StreamAppend{Stream: "worker-cond", Expected: eventstore.Exact(1)},
+				eventstore.StreamAppend{Stream: "worker-none", Expected: eventstore.NoStream})
+			if err != nil {
+				t.Fatalf("AppendMulti with conditions that hold: %v", err)
+			}
+			got, err := st.ReadAll(ctx, head, 100)
+			if err != nil {
+				t.Fatal(err)
+			}
+			requireWritten(t, "ReadAll after AppendMulti with conditions", a, got)
+			if last := got[len(got)-1]; res.Version != last.Version || res.Position != last.Position {
+				t.Fatalf("AppendMulti returned %+v, want version %d position %d (its last event)", res, last.Version, last.Position)
+			}
+			if n := len(readStreamAll(t, ctx, st, "worker-cond")); n != 2 {
+				t.Fatalf("the condition's stream has %d events, want the 2 it had", n)
+			}
+			requireStreamMissing(t, ctx, st, "worker-none")
+			// A condition that fails, first or last: nothing is written.
+			for _, condFirst := range []bool{true, false} {
+				before := snapshot(t, ctx, st)
+				cond := eventstore.StreamAppend{Stream: "worker-cond", Expected: eventstore.Exact(0)}
+				write := eventstore.StreamAppend{Stream: "execution-cb", Expected: eventstore.NoStream, Events: NewEvents("test.b", 1)}
+				appends := []eventstore.StreamAppend{write, cond}
+				if condFirst {
+					appends = []eventstore.StreamAppend{cond, write}
+				}
+				_, err := st.AppendMulti(ctx, appends...)
+				requireWrongVersion(t, err, "worker-cond", eventstore.Exact(0), true, 1)
+				s.requireUnchanged(t, ctx, st, before, "an AppendMulti whose condition failed")
+				requireStreamMissing(t, ctx, st, "execution-cb")
+			}
+			// A replay is known by its ids, though its condition no longer holds.
+			mustAppend(t, ctx, st, "worker-cond", eventstore.Exact(1), NewEvents("test.beat", 1)...)
+			again, err := st.AppendMulti(ctx,
+				eventstore.StreamAppend{Stream: "execution-ca", Expected: eventstore.NoStream, Events: a},
+				eventstore.StreamAppend{Stream: "worker-cond", Expected: eventstore.Exact(1)},
+				eventstore.StreamAppend{Stream: "worker-none", Expected: eventstore.NoStream})
+			if err != nil || again != res {
+				t.Fatalf("replayed AppendMulti with conditions: %+v, %v; want %+v", again, err, res)
+			}
+			// Only conditions, or a condition on Any: refused, nothing written.
+			before := snapshot(t, ctx, st)
+			_, err = st.AppendMulti(ctx, eventstore.StreamAppend{Stream: "worker-cond", Expected: eventstore.Exact(2)})
+			requireErrorIs(t, err, eventstore.ErrInvalidEvent, "AppendMulti of conditions only")
+			_, err = st.AppendMulti(ctx,
+				eventstore.StreamAppend{Stream: "execution-cc", Expected: eventstore.NoStream, Events: NewEvents("test.c", 1)},
+				eventstore.StreamAppend{Stream: "worker-cond", Expected: eventstore.Any})
+			requireErrorIs(t, err, eventstore.ErrInvalidEvent, "a condition on Any")
+			s.requireUnchanged(t, ctx, st, before, "refused conditions")
 		}},
 		{name: "ContiguousUnderConcurrency", slow: true, run: func(t *testing.T, st eventstore.Store) {
 			s.needAtomicMulti(t)

@@ -79,24 +79,41 @@ func Expected(v int64) eventstore.ExpectedVersion {
 // Fold reads stream from the start and calls apply for each decoded event.
 // found is false when the stream does not exist.
 func Fold(ctx context.Context, store eventstore.Store, stream string, apply func(env *domain.Envelope, ev domain.Event)) (found bool, err error) {
+	found = true
+	err = readStream(ctx, store, stream, func(env *domain.Envelope) error {
+		ev, err := domain.Catalogue.Decode(env)
+		if err != nil {
+			return err
+		}
+		apply(env, ev)
+		return nil
+	})
+	if errors.Is(err, eventstore.ErrStreamNotFound) {
+		return false, nil
+	}
+	return found, err
+}
+
+// readStream calls each for every event of stream from the start, in pages.
+// A missing stream gives an error wrapping eventstore.ErrStreamNotFound; a
+// failed read, a storeFailure.
+func readStream(ctx context.Context, store eventstore.Store, stream string, each func(env *domain.Envelope) error) error {
 	from := uint64(0)
 	for {
 		evs, err := store.ReadStream(ctx, stream, from, 1000)
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			return false, nil
+			return err
 		}
 		if err != nil {
-			return false, &storeFailure{fmt.Errorf("read %s: %w", stream, err)}
+			return &storeFailure{fmt.Errorf("read %s: %w", stream, err)}
 		}
 		for i := range evs {
-			ev, err := domain.Catalogue.Decode(&evs[i])
-			if err != nil {
-				return true, err
+			if err := each(&evs[i]); err != nil {
+				return err
 			}
-			apply(&evs[i], ev)
 		}
 		if len(evs) < 1000 {
-			return true, nil
+			return nil
 		}
 		from = evs[len(evs)-1].Version + 1
 	}
@@ -131,8 +148,24 @@ const MaxRetries = 20
 // state after the append (or the state on which nothing was to do).
 func UpdateExecution(ctx context.Context, store eventstore.Store, id string, owner domain.Owner, writer string,
 	known *domain.Execution, decide Decision) (*domain.Execution, error) {
+	return UpdateExecutionGuarded(ctx, store, id, owner, writer, known, nil, decide)
+}
+
+// A Guard gives the condition an append must meet besides its own stream's
+// version: another stream at a version (a StreamAppend without events),
+// checked in the same atomic append; the zero StreamAppend for none. An
+// error refuses the append and is returned as is. fresh is true when the
+// condition the guard gave last failed: it must read its stream again.
+type Guard func(ctx context.Context, fresh bool) (eventstore.StreamAppend, error)
+
+// UpdateExecutionGuarded is UpdateExecution with guard's condition in every
+// append it tries (guard nil: none). When the condition fails it asks guard
+// again (fresh) and decides again on the execution's state it has.
+func UpdateExecutionGuarded(ctx context.Context, store eventstore.Store, id string, owner domain.Owner, writer string,
+	known *domain.Execution, guard Guard, decide Decision) (*domain.Execution, error) {
 	x := known
 	stream := domain.ExecutionStream(id)
+	fresh := false
 	for attempt := 0; ; attempt++ {
 		if x == nil {
 			var err error
@@ -144,12 +177,23 @@ func UpdateExecution(ctx context.Context, store eventstore.Store, id string, own
 		if err != nil || ev == nil {
 			return x, err
 		}
+		var cond eventstore.StreamAppend
+		if guard != nil {
+			if cond, err = guard(ctx, fresh); err != nil {
+				return x, err
+			}
+		}
 		env, err := domain.Catalogue.Encode(EventID(writer, stream, x.Version()+1, ev.EventType()), ev, owner, writer)
 		if err != nil {
 			return x, err
 		}
 		_ = domain.Catalogue.Remember(&env) // for this process's folds (it encodes, so it decodes)
-		res, err := store.Append(ctx, stream, Expected(x.Version()), env)
+		var res eventstore.AppendResult
+		if cond.Stream == "" {
+			res, err = store.Append(ctx, stream, Expected(x.Version()), env)
+		} else {
+			res, err = store.AppendMulti(ctx, eventstore.StreamAppend{Stream: stream, Expected: Expected(x.Version()), Events: []domain.Envelope{env}}, cond)
+		}
 		if err == nil {
 			x.Apply(ev, res.Version, time.Time{}) // the commit time is not read back: callers use the state for versions only
 			return x, nil
@@ -157,14 +201,28 @@ func UpdateExecution(ctx context.Context, store eventstore.Store, id string, own
 		if !LostRace(err) || attempt >= MaxRetries {
 			return x, &storeFailure{fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)}
 		}
-		x = nil // lost a race: reload and decide again
+		var wv *eventstore.WrongVersionError
+		if fresh = cond.Stream != "" && errors.As(err, &wv) && wv.Stream == cond.Stream; !fresh {
+			x = nil // lost a race: reload and decide again
+		}
 	}
 }
 
-// LoadWorker folds worker id's stream (an unregistered Worker if it is empty).
+// LoadWorker folds worker id's stream (an unregistered Worker if it is
+// empty). An event that does not decode is passed over, as the executor's
+// fold passes it over, but its version counts: the state's version is the
+// stream's, so an append after it expects the right one.
 func LoadWorker(ctx context.Context, store eventstore.Store, id string) (*domain.Worker, error) {
 	w := domain.NewWorker(id)
-	if _, err := Fold(ctx, store, domain.WorkerStream(id), func(env *domain.Envelope, ev domain.Event) { w.Apply(ev, env.Version, env.Time) }); err != nil {
+	err := readStream(ctx, store, domain.WorkerStream(id), func(env *domain.Envelope) error {
+		ev, err := domain.Catalogue.Decode(env)
+		if err != nil {
+			ev = nil // passed over: Apply only takes its version
+		}
+		w.Apply(ev, env.Version, env.Time)
+		return nil
+	})
+	if err != nil && !errors.Is(err, eventstore.ErrStreamNotFound) {
 		return nil, fmt.Errorf("load worker %s: %w", id, err)
 	}
 	return w, nil

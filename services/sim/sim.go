@@ -24,13 +24,14 @@
 // The same Config gives the same log, byte for byte: nothing reads the
 // machine's clock, randomness or map order.
 //
-// A known limit, shown with Config.SplitBrain: when two executors decide at
-// once, one may hand an execution to a worker in the same instant as the
-// other declares that worker lost without seeing the handoff; the handoff
-// then names a lost incarnation, and if that worker is alive but stalled it
-// may start the run before it learns it was replaced (the audit's lease
-// rule). Grants, FIFO order and the limit stay fenced; closing this needs a
-// fence between handoffs and the worker's stream.
+// Config.SplitBrain lets two executors decide at once now and then: one may
+// hand an execution to a worker in the same instant as the other declares
+// that worker lost without seeing the handoff, so the handoff names a lost
+// incarnation. Grants, FIFO order and the limit are fenced by the queue
+// stream; the lost incarnation's writes by its own worker stream (a worker's
+// writes carry a condition on it), so it cannot start that run. On a log
+// without atomic multi-stream appends that second fence does not exist, and
+// split brain is not simulated there.
 package sim
 
 import (
@@ -72,9 +73,9 @@ type Config struct {
 	// change nothing in the log.
 	WorkerSkew []time.Duration
 	// SplitBrain lets a second executor start while one runs, both
-	// deciding until one crashes. Off by default: turnstile runs one active
-	// executor, and two at once can break the lease rule (see the package
-	// documentation).
+	// deciding until one crashes (turnstile runs one active executor; this
+	// is the window a lease handover can leave). With SingleStream it can
+	// break the lease rule: see the package documentation.
 	SplitBrain bool
 	// SingleStream runs the executor, the workers and the command side on a
 	// log without atomic multi-stream appends (storetest.SingleStream, as
@@ -138,16 +139,19 @@ type Failure struct {
 	Steps int // the Config.Steps of the run
 	Step  int // the step after which it was found
 	Err   error
-	// SingleStream is the run's Config.SingleStream.
-	SingleStream bool
+	// SingleStream and SplitBrain are the run's Config's.
+	SingleStream, SplitBrain bool
 }
 
 func (f *Failure) Error() string {
-	single := ""
+	flags := ""
 	if f.SingleStream {
-		single = " SINGLE=1"
+		flags += " SINGLE=1"
 	}
-	return fmt.Sprintf("simulation seed %d failed at step %d: %v (replay: make simulate SEED=%d STEPS=%d%s)", f.Seed, f.Step, f.Err, f.Seed, f.Steps, single)
+	if f.SplitBrain {
+		flags += " SPLIT=1"
+	}
+	return fmt.Sprintf("simulation seed %d failed at step %d: %v (replay: make simulate SEED=%d STEPS=%d%s)", f.Seed, f.Step, f.Err, f.Seed, f.Steps, flags)
 }
 
 func (f *Failure) Unwrap() error { return f.Err }
@@ -295,7 +299,7 @@ func Run(cfg Config) (*Result, error) {
 }
 
 func (w *world) fail(err error) error {
-	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err, SingleStream: w.cfg.SingleStream}
+	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err, SingleStream: w.cfg.SingleStream, SplitBrain: w.cfg.SplitBrain}
 }
 
 // newID draws a UUID (version 4 layout) from the simulation's generator.

@@ -49,7 +49,8 @@ func TestSimulate(t *testing.T) {
 // TestSeeds runs random seeds of 3000 steps each for a fixed budget of wall
 // time (TURNSTILE_SIM_BUDGET, a Go duration; default 20s, 5s under -short;
 // at least 4 seeds) and prints the seed of any failure. Every other seed
-// runs on a log without atomic multi-stream appends (Config.SingleStream).
+// runs on a log without atomic multi-stream appends (Config.SingleStream),
+// and one in four lets two executors decide at once (Config.SplitBrain).
 func TestSeeds(t *testing.T) {
 	budget := 20 * time.Second
 	if testing.Short() {
@@ -67,10 +68,10 @@ func TestSeeds(t *testing.T) {
 	start := time.Now()
 	for ; seeds < 4 || time.Since(start) < budget; seeds++ {
 		seed := base + uint64(seeds)*0x9e3779b97f4a7c15
-		single := seeds%2 == 1
-		res, err := sim.Run(sim.Config{Seed: seed, Steps: 3000, SingleStream: single})
+		single, split := seeds%2 == 1, seeds%4 == 2
+		res, err := sim.Run(sim.Config{Seed: seed, Steps: 3000, SingleStream: single, SplitBrain: split})
 		if err != nil {
-			t.Fatalf("single-stream %v: %v", single, err)
+			t.Fatalf("single-stream %v, split brain %v: %v", single, split, err)
 		}
 		total += res.Steps
 	}

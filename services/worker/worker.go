@@ -86,6 +86,7 @@ type Worker struct {
 	incarnation string
 	mine        map[string]bool // every incarnation this worker made
 	state       *domain.Worker  // the worker stream as last written, or nil
+	fenced      bool            // the store appends atomically to several streams: runs' writes carry a condition on the worker stream (see Run.guard)
 	running     map[runKey]*runEntry
 	draining    bool // set by Drain: no new handoff is taken
 	stopped     bool
@@ -160,6 +161,7 @@ func New(cfg Config) (*Worker, error) {
 	inc := cfg.NewIncarnation()
 	return &Worker{cfg: cfg, log: cfg.Logger.With("component", "worker", "worker", cfg.ID), ctx: context.Background(),
 		incarnation: inc, mine: map[string]bool{inc: true}, running: map[runKey]*runEntry{}, superseded: make(chan struct{}),
+		fenced: eventstore.AtomicMultiStream(cfg.Store),
 		idle: make(chan *Run)}, nil
 }
 
@@ -625,6 +627,39 @@ func (r *Run) under(act func(x *domain.Execution) (domain.Event, error)) aggrega
 	}
 }
 
+// guard fences r's writes with the worker's own stream: each carries the
+// condition that the stream is still at the version r's incarnation last
+// saw there. Only the incarnation itself writes there, but for a lost
+// verdict (or another process registering the same id), so a verdict
+// written meanwhile refuses the write atomically, even one decided by an
+// executor that had not seen r's handoff (two executors deciding at once).
+// When the condition fails (this worker's own heartbeat got there first),
+// it reads the stream again. Without atomic multi-stream appends
+// (KurrentDB) there is no fence: the execution's version alone decides.
+func (r *Run) guard(ctx context.Context, fresh bool) (eventstore.StreamAppend, error) {
+	w := r.w
+	if !w.fenced {
+		return eventstore.StreamAppend{}, nil
+	}
+	w.mu.Lock()
+	st := w.state // never changed in place once set (heartbeats clone it)
+	if fresh || w.incarnation != r.inc {
+		st = nil
+	}
+	w.mu.Unlock()
+	if st == nil {
+		var err error
+		if st, err = aggregate.LoadWorker(ctx, w.cfg.Store, w.cfg.ID); err != nil {
+			return eventstore.StreamAppend{}, err
+		}
+	}
+	if st.Incarnation() != r.inc || (st.Status() != domain.WorkerActive && st.Status() != domain.WorkerDrainingStatus) {
+		return eventstore.StreamAppend{}, fmt.Errorf("worker %s incarnation %s: its stream says incarnation %s, %s: %w",
+			w.cfg.ID, r.inc, st.Incarnation(), st.Status(), domain.ErrWorkerReplaced)
+	}
+	return eventstore.StreamAppend{Stream: domain.WorkerStream(w.cfg.ID), Expected: aggregate.Expected(st.Version())}, nil
+}
+
 // Begin records the start of the run (execution.running), or its
 // cancellation if one was requested before it started. started says whether
 // the work should go on. A refusal (the execution was taken back or ended
@@ -638,7 +673,7 @@ func (r *Run) Begin(ctx context.Context) (started bool, err error) {
 		w.log.Info("not starting a handoff", "execution", id, "attempt", r.key.attempt, "cause", cause)
 		return false, nil
 	}
-	x, err := aggregate.UpdateExecution(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.under(func(x *domain.Execution) (domain.Event, error) {
+	x, err := aggregate.UpdateExecutionGuarded(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.guard, r.under(func(x *domain.Execution) (domain.Event, error) {
 		if x.CancelRequested() {
 			ev, err := x.Cancel(domain.OwnerWorker, me, "cancelled before it started")
 			ev.Code = domain.CancelRequested
@@ -679,7 +714,7 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		partial = interrupted(runErr)
 	}
 	var drained drainError
-	x, err := aggregate.UpdateExecution(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.under(func(x *domain.Execution) (domain.Event, error) {
+	x, err := aggregate.UpdateExecutionGuarded(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.guard, r.under(func(x *domain.Execution) (domain.Event, error) {
 		switch {
 		case runErr == nil:
 			return x.Complete(domain.OwnerWorker, me, result)
@@ -732,7 +767,7 @@ func (w *Worker) refused(msg, id string, attempt int, inc string, err error) {
 	// After the handoff only its worker ends an execution, so any refusal
 	// (even "it has ended") means it was taken back from this handoff.
 	var re *domain.RuleError
-	if errors.As(err, &re) {
+	if errors.As(err, &re) || errors.Is(err, domain.ErrWorkerReplaced) {
 		w.checkReplaced(inc)
 	}
 }
