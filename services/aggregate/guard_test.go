@@ -91,8 +91,12 @@ func TestGuardFencesTheAppend(t *testing.T) {
 	}
 	refused := errors.New("not mine any more")
 	_, err = aggregate.UpdateExecutionGuarded(ctx, store, "x1", domain.OwnerExecutor, "e", nil,
-		func(context.Context, bool) (eventstore.StreamAppend, error) { return eventstore.StreamAppend{}, refused },
-		func(x *domain.Execution) (domain.Event, error) { return domain.ExecutionCancelRequested{Reason: "again"}, nil })
+		func(context.Context, bool) (eventstore.StreamAppend, error) {
+			return eventstore.StreamAppend{}, refused
+		},
+		func(x *domain.Execution) (domain.Event, error) {
+			return domain.ExecutionCancelRequested{Reason: "again"}, nil
+		})
 	if !errors.Is(err, refused) {
 		t.Fatalf("a guard's refusal: %v, want it returned as is", err)
 	}

@@ -162,7 +162,7 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{cfg: cfg, log: cfg.Logger.With("component", "worker", "worker", cfg.ID), ctx: context.Background(),
 		incarnation: inc, mine: map[string]bool{inc: true}, running: map[runKey]*runEntry{}, superseded: make(chan struct{}),
 		fenced: eventstore.AtomicMultiStream(cfg.Store),
-		idle: make(chan *Run)}, nil
+		idle:   make(chan *Run)}, nil
 }
 
 // Superseded is closed when the log shows that another process registered
