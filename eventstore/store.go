@@ -283,16 +283,27 @@ func ValidateAppends(appends []StreamAppend) error {
 		return fmt.Errorf("%w: nothing to append", ErrInvalidEvent)
 	}
 	total, bytes, written := 0, 0, 0
-	seen := make(map[string]struct{}, len(appends))
+	var seen map[string]struct{} // for many streams; a few are compared directly
+	if len(appends) > 8 {
+		seen = make(map[string]struct{}, len(appends))
+	}
 	for i := range appends {
 		a := &appends[i]
 		if err := ValidateStream(a.Stream); err != nil {
 			return err
 		}
-		if _, dup := seen[a.Stream]; dup {
+		dup := false
+		if seen != nil {
+			_, dup = seen[a.Stream]
+			seen[a.Stream] = struct{}{}
+		} else {
+			for k := range i {
+				dup = dup || appends[k].Stream == a.Stream
+			}
+		}
+		if dup {
 			return fmt.Errorf("%w: stream %q named twice in one append", ErrInvalidEvent, a.Stream)
 		}
-		seen[a.Stream] = struct{}{}
 		if len(a.Events) == 0 && a.Expected.IsAny() {
 			return fmt.Errorf("%w: no events for stream %q, and a condition (a stream without events) must expect a version, not Any", ErrInvalidEvent, a.Stream)
 		}

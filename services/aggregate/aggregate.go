@@ -80,7 +80,7 @@ func Expected(v int64) eventstore.ExpectedVersion {
 // found is false when the stream does not exist.
 func Fold(ctx context.Context, store eventstore.Store, stream string, apply func(env *domain.Envelope, ev domain.Event)) (found bool, err error) {
 	found = true
-	err = readStream(ctx, store, stream, func(env *domain.Envelope) error {
+	err = readStream(ctx, store, stream, 0, func(env *domain.Envelope) error {
 		ev, err := domain.Catalogue.Decode(env)
 		if err != nil {
 			return err
@@ -94,11 +94,10 @@ func Fold(ctx context.Context, store eventstore.Store, stream string, apply func
 	return found, err
 }
 
-// readStream calls each for every event of stream from the start, in pages.
+// readStream calls each for every event of stream from version from on, in pages.
 // A missing stream gives an error wrapping eventstore.ErrStreamNotFound; a
 // failed read, a storeFailure.
-func readStream(ctx context.Context, store eventstore.Store, stream string, each func(env *domain.Envelope) error) error {
-	from := uint64(0)
+func readStream(ctx context.Context, store eventstore.Store, stream string, from uint64, each func(env *domain.Envelope) error) error {
 	for {
 		evs, err := store.ReadStream(ctx, stream, from, 1000)
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
@@ -213,8 +212,22 @@ func UpdateExecutionGuarded(ctx context.Context, store eventstore.Store, id stri
 // fold passes it over, but its version counts: the state's version is the
 // stream's, so an append after it expects the right one.
 func LoadWorker(ctx context.Context, store eventstore.Store, id string) (*domain.Worker, error) {
-	w := domain.NewWorker(id)
-	err := readStream(ctx, store, domain.WorkerStream(id), func(env *domain.Envelope) error {
+	return catchUpWorker(ctx, store, domain.NewWorker(id))
+}
+
+// CatchUpWorker returns known (a state of worker stream, which it does not
+// change) brought up to the stream's end: only the events after known's
+// version are read. A nil known loads the whole stream.
+func CatchUpWorker(ctx context.Context, store eventstore.Store, id string, known *domain.Worker) (*domain.Worker, error) {
+	if known == nil {
+		return LoadWorker(ctx, store, id)
+	}
+	return catchUpWorker(ctx, store, known.Clone())
+}
+
+func catchUpWorker(ctx context.Context, store eventstore.Store, w *domain.Worker) (*domain.Worker, error) {
+	id := w.ID()
+	err := readStream(ctx, store, domain.WorkerStream(id), uint64(w.Version()+1), func(env *domain.Envelope) error {
 		ev, err := domain.Catalogue.Decode(env)
 		if err != nil {
 			ev = nil // passed over: Apply only takes its version
@@ -259,6 +272,8 @@ func UpdateWorker(ctx context.Context, store eventstore.Store, id string, owner 
 		if !LostRace(err) || attempt >= MaxRetries {
 			return w, &storeFailure{fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)}
 		}
-		w = nil
+		if w, err = CatchUpWorker(ctx, store, id, w); err != nil { // another writer got there first: read what it wrote
+			return nil, err
+		}
 	}
 }

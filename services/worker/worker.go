@@ -643,15 +643,16 @@ func (r *Run) guard(ctx context.Context, fresh bool) (eventstore.StreamAppend, e
 	}
 	w.mu.Lock()
 	st := w.state // never changed in place once set (heartbeats clone it)
-	if fresh || w.incarnation != r.inc {
+	if w.incarnation != r.inc {
 		st = nil
 	}
 	w.mu.Unlock()
-	if st == nil {
+	if st == nil || fresh {
 		var err error
-		if st, err = aggregate.LoadWorker(ctx, w.cfg.Store, w.cfg.ID); err != nil {
+		if st, err = aggregate.CatchUpWorker(ctx, w.cfg.Store, w.cfg.ID, st); err != nil {
 			return eventstore.StreamAppend{}, err
 		}
+		w.setState(r.inc, st) // the log's state: the next guard starts from it
 	}
 	if st.Incarnation() != r.inc || (st.Status() != domain.WorkerActive && st.Status() != domain.WorkerDrainingStatus) {
 		return eventstore.StreamAppend{}, fmt.Errorf("worker %s incarnation %s: its stream says incarnation %s, %s: %w",
