@@ -38,8 +38,9 @@ func TestLoadWorkerPassesOverUndecodableEvents(t *testing.T) {
 	if got.Version() != 1 || got.Incarnation() != "inc-1" || got.Status() != domain.WorkerActive {
 		t.Fatalf("LoadWorker: version %d, incarnation %s, %s; want 1, inc-1, active", got.Version(), got.Incarnation(), got.Status())
 	}
-	// A heartbeat after it lands at the next version.
-	if _, err := aggregate.UpdateWorker(ctx, store, "w1", domain.OwnerWorker, "w1", nil, func(s *domain.Worker) (domain.Event, error) {
+	// A heartbeat decided on the state before it (version 0) loses the race,
+	// catches up (CatchUpWorker) and lands at the next version.
+	if _, err := aggregate.UpdateWorker(ctx, store, "w1", domain.OwnerWorker, "w1", w, func(s *domain.Worker) (domain.Event, error) {
 		return s.Heartbeat("inc-1", 0)
 	}); err != nil {
 		t.Fatalf("heartbeat after an undecodable event: %v", err)
