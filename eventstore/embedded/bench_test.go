@@ -145,7 +145,7 @@ func BenchmarkReadAll(b *testing.B) {
 func BenchmarkOpen1M(b *testing.B) {
 	const n = 1_000_000
 	dir := benchLog(b, n)
-	index := filepath.Join(dir, indexName)
+	index := filepath.Join(dir, sealedName)
 	for _, c := range []struct {
 		name    string
 		opts    Options
