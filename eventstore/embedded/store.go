@@ -19,11 +19,11 @@ import (
 
 // File names inside the data directory.
 const (
-	logName   = "log"
+	logName      = "log"
 	sealedName   = "sealed"
 	oldIndexName = "index" // the index file of earlier versions: ignored
-	lockName  = "LOCK"
-	tmpSuffix = ".tmp"
+	lockName     = "LOCK"
+	tmpSuffix    = ".tmp"
 )
 
 var _ eventstore.Store = (*Store)(nil)
@@ -48,11 +48,11 @@ type Store struct {
 	// Positions below base are sealed: their index is in the sealed file
 	// (see sealed). The slices index the hot positions, from base on.
 	mu        sync.RWMutex
-	sealed    *sealed     // positions [0, base)
-	base      uint64      // first hot position; written by the committer only, under mu
-	offsets   []int64     // position base+i → file offset of its record
-	posStream []*stream   // position base+i → its stream
-	posID     []uuid.UUID // position base+i → event id
+	sealed    *sealed            // positions [0, base)
+	base      uint64             // first hot position; written by the committer only, under mu
+	offsets   []int64            // position base+i → file offset of its record
+	posStream []*stream          // position base+i → its stream
+	posID     []uuid.UUID        // position base+i → event id
 	streams   map[string]*stream // streams with hot events (staged included)
 	end       int64              // file offset just past the last committed record
 	head      atomic.Uint64
@@ -97,9 +97,9 @@ type Store struct {
 	closeErr      error
 	committerDone chan struct{}
 
-	ckptMu       sync.Mutex               // serialises seals
-	pending      atomic.Pointer[sealed]   // written, for the committer to install
-	sealDone     chan struct{}            // the committer installed a seal
+	ckptMu       sync.Mutex             // serialises seals
+	pending      atomic.Pointer[sealed] // written, for the committer to install
+	sealDone     chan struct{}          // the committer installed a seal
 	ckptWake     chan struct{}
 	ckptStop     chan struct{}
 	ckptDone     chan struct{}
