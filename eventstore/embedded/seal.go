@@ -110,6 +110,7 @@ func (s *Store) installSeal() {
 	s.offsets, s.posID, s.posStream, s.ids = offsets, posID, posStream, ids
 	s.sealed, s.base = ns, ns.n
 	s.mu.Unlock()
+	s.seals.Add(1)
 }
 
 // writeSeal writes the sealed file for every committed event, unless the

@@ -112,6 +112,7 @@ type Store struct {
 
 	// Counters for tests and benchmarks.
 	writes   atomic.Uint64 // group commits written (each one write and one fsync)
+	seals    atomic.Uint64 // seals installed
 	syncTime atomic.Int64  // nanoseconds spent in fsync
 }
 
