@@ -51,7 +51,7 @@ func TestSealingAgreesWithMemstore(t *testing.T) {
 				ops = 500
 			}
 			r := &modelRun{t: t, rnd: rand.New(rand.NewPCG(seed, 7)), dir: t.TempDir(),
-				opts: Options{HotEvents: 7, NoSync: true, Clock: fixedClock, TrustIndex: seed == 2},
+				opts: Options{HotEvents: 7, NoSync: true, Clock: fixedClock, TrustIndex: seed == 2, Preallocate: -1},
 				m:    memstore.New(memstore.Options{Clock: fixedClock})}
 			for i := range 40 {
 				r.streams = append(r.streams, fmt.Sprintf("execution-%d", i))
