@@ -230,7 +230,9 @@ func BenchmarkSealedMemory(b *testing.B) {
 			return heap()
 		}
 		half := fill(0, n/2)
+		lookups := s.lookups.Load()
 		full := fill(n/2, n)
+		lookups = s.lookups.Load() - lookups
 		s.mu.RLock()
 		sealedN, mem := s.base, s.sealed.memory()
 		s.mu.RUnlock()
@@ -242,6 +244,7 @@ func BenchmarkSealedMemory(b *testing.B) {
 		b.ReportMetric(float64(hot), "hot-events-before-seal")
 		b.ReportMetric(float64(hotStreams), "hot-streams-before-seal")
 		b.ReportMetric(float64(s.seals.Load()), "seals")
+		b.ReportMetric(float64(lookups)/(n/2), "disk-lookups/event")
 		if err := s.Close(); err != nil {
 			b.Fatal(err)
 		}

@@ -126,6 +126,7 @@ func (s *Store) recover() error {
 		s.log.Warn("ignoring the sealed index; scanning the whole log", "err", err)
 	}
 	if sl != nil {
+		sl.reads = &s.lookups
 		s.sealed, s.base, start = sl, sl.n, sl.end
 		s.loadedSealed = sl.n
 	}

@@ -136,6 +136,7 @@ func (s *Store) writeSeal(open bool) (*sealed, error) {
 	}
 	if err == nil && open {
 		ns.f, err = os.Open(path)
+		ns.reads = &s.lookups
 	}
 	if err != nil {
 		return nil, fmt.Errorf("embedded: writing %s: %w", sealedName, err)

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
 
 	"github.com/google/uuid"
 
@@ -80,6 +81,7 @@ type sealed struct {
 	nameOff    []int64  // file offset of stream entry i*fenceEvery
 	ids        bloom
 	names      bloom
+	reads      *atomic.Uint64 // counts the look-ups the filters let through (may be nil)
 }
 
 var emptySealed = &sealed{end: headerSize}
@@ -91,6 +93,12 @@ func (s *sealed) memory() int {
 		n += 16 + len(name)
 	}
 	return n
+}
+
+func (s *sealed) count() {
+	if s.reads != nil {
+		s.reads.Add(1)
+	}
 }
 
 func (s *sealed) readAt(b []byte, off int64) error {
@@ -108,6 +116,7 @@ func (s *sealed) findID(id uuid.UUID) (uint64, bool, error) {
 	if !s.ids.has(hashID(id)) {
 		return 0, false, nil
 	}
+	s.count()
 	k := idPrefix(&id)
 	// The id can only be in the blocks from the last one starting below k to
 	// the last one starting at or below k (ids may share their prefix).
@@ -140,6 +149,7 @@ func (s *sealed) findStream(name string) (sealedStream, bool, error) {
 	if !s.names.has(hashName(name)) {
 		return sealedStream{}, false, nil
 	}
+	s.count()
 	j := sort.Search(len(s.nameFence), func(i int) bool { return s.nameFence[i] > name }) - 1
 	if j < 0 {
 		return sealedStream{}, false, nil

@@ -113,6 +113,7 @@ type Store struct {
 	// Counters for tests and benchmarks.
 	writes   atomic.Uint64 // group commits written (each one write and one fsync)
 	seals    atomic.Uint64 // seals installed
+	lookups  atomic.Uint64 // id and stream look-ups that read the sealed file
 	syncTime atomic.Int64  // nanoseconds spent in fsync
 }
 
