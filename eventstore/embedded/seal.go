@@ -2,7 +2,7 @@ package embedded
 
 import (
 	"bufio"
-	"bytes"
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
@@ -154,9 +154,17 @@ type hotPart struct {
 	streams []*stream
 }
 
+// idPos is an id (as two big-endian halves, which sort as the bytes do) and
+// its position.
 type idPos struct {
-	id  uuid.UUID
-	pos uint64
+	hi, lo, pos uint64
+}
+
+func (a idPos) id() uuid.UUID {
+	var id uuid.UUID
+	binary.BigEndian.PutUint64(id[:8], a.hi)
+	binary.BigEndian.PutUint64(id[8:], a.lo)
+	return id
 }
 
 // hotStream is one stream's events in the hot part.
@@ -170,10 +178,15 @@ type hotStream struct {
 func (h *hotPart) sorted(base uint64) ([]idPos, []hotStream) {
 	ids := make([]idPos, len(h.ids))
 	for i, id := range h.ids {
-		ids[i] = idPos{id, base + uint64(i)}
+		ids[i] = idPos{binary.BigEndian.Uint64(id[:8]), binary.BigEndian.Uint64(id[8:]), base + uint64(i)}
 	}
-	slices.SortFunc(ids, func(a, b idPos) int { return compareIDs(&a.id, &b.id) })
-	index := make(map[*stream]int)
+	slices.SortFunc(ids, func(a, b idPos) int {
+		if c := cmp.Compare(a.hi, b.hi); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.lo, b.lo)
+	})
+	index := make(map[*stream]int, len(h.streams)/4)
 	var counts []int
 	for _, st := range h.streams {
 		j, ok := index[st]
@@ -196,6 +209,12 @@ func (h *hotPart) sorted(base uint64) ([]idPos, []hotStream) {
 	}
 	slices.SortFunc(streams, func(a, b hotStream) int { return strings.Compare(a.name, b.name) })
 	return ids, streams
+}
+
+// lessID reports whether the id in b sorts before a's.
+func lessID(b []byte, a *idPos) bool {
+	hi := binary.BigEndian.Uint64(b)
+	return hi < a.hi || hi == a.hi && binary.BigEndian.Uint64(b[8:]) < a.lo
 }
 
 // crcWriter writes through a bufio.Writer, counts the bytes and keeps a
@@ -289,13 +308,13 @@ func writeSealedFile(path string, old *sealed, base uint64, hot *hotPart, end in
 	for i := range n {
 		var id uuid.UUID
 		var pos uint64
-		if haveOld && (len(hotIDs) == 0 || bytes.Compare(cur[:16], hotIDs[0].id[:]) < 0) {
+		if haveOld && (len(hotIDs) == 0 || lessID(cur[:16], &hotIDs[0])) {
 			id, pos = uuid.UUID(cur[:16]), le.Uint64(cur[16:])
 			if err := nextOld(); err != nil {
 				return nil, err
 			}
 		} else {
-			id, pos = hotIDs[0].id, hotIDs[0].pos
+			id, pos = hotIDs[0].id(), hotIDs[0].pos
 			hotIDs = hotIDs[1:]
 		}
 		if i%fenceEvery == 0 {
