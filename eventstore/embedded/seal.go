@@ -111,6 +111,7 @@ func (s *Store) installSeal() {
 	s.sealed, s.base = ns, ns.n
 	s.mu.Unlock()
 	s.seals.Add(1)
+	s.maybeSeal() // what committed while the seal was written may be enough for the next
 }
 
 // writeSeal writes the sealed file for every committed event, unless the
