@@ -79,8 +79,8 @@ type Options struct {
 	// DefaultPreallocate; at most 1 GiB.
 	Preallocate int
 
-	// Logger receives what recovery did (a torn tail cut, an index ignored)
-	// and background checkpoint failures. Default: discard.
+	// Logger receives what recovery did (a torn tail cut, a sealed file
+	// ignored) and background seal failures. Default: discard.
 	Logger *slog.Logger
 }
 

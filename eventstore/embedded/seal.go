@@ -11,11 +11,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 )
 
 // sealLoop seals in the background when the committer asks (maybeSeal).
+// After a failed seal it waits sealRetry before it tries again.
 func (s *Store) sealLoop() {
 	defer close(s.ckptDone)
 	for {
@@ -24,11 +26,19 @@ func (s *Store) sealLoop() {
 			return
 		case <-s.ckptWake:
 			if err := s.sealBackground(); err != nil {
-				s.log.Warn("sealing the index failed", "err", err)
+				s.log.Warn("sealing the index failed; the hot part grows until a seal succeeds", "err", err, "retry", sealRetry)
+				select {
+				case <-s.ckptStop:
+					return
+				case <-time.After(sealRetry):
+				}
 			}
 		}
 	}
 }
+
+// sealRetry is how long the store waits after a failed seal.
+const sealRetry = 5 * time.Second
 
 // maybeSeal asks for a seal when the committed hot part has reached
 // max(HotEvents, sealed/8) events. Committer only (or Open).
