@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -403,4 +405,43 @@ func TestSealingTrimsMemory(t *testing.T) {
 	if !slices.IsSortedFunc(got, func(a, b domain.Envelope) int { return int(a.Version) - int(b.Version) }) {
 		t.Fatal("ReadStream out of order")
 	}
+}
+
+// TestSealFailure: when the sealed file cannot be written, appends and
+// reads go on (the hot part keeps everything), the failure is logged, Close
+// reports it, and the next Open scans the log.
+func TestSealFailure(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A directory where sealed.tmp should go: creating the file fails.
+	if err := os.MkdirAll(filepath.Join(dir, sealedName+tmpSuffix, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logRecorder{}
+	s := openT(t, dir, Options{HotEvents: 5, NoSync: true, Logger: slog.New(logs)})
+	for i := range 30 {
+		mustAppend(t, s, fmt.Sprintf("execution-%d", i%4), eventstore.Any, richEvent(i))
+	}
+	written := readAllT(t, s)
+	if len(written) != 30 || s.sealedEvents() != 0 {
+		t.Fatalf("%d events, %d sealed; want 30, 0", len(written), s.sealedEvents())
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !slices.ContainsFunc(logs.messages(), func(m string) bool { return strings.Contains(m, "sealing the index failed") }) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed seal logged: %q", logs.messages())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Close(); err == nil || !strings.Contains(err.Error(), sealedName) {
+		t.Fatalf("Close = %v, want the failed seal", err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, sealedName+tmpSuffix)); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir, Options{NoSync: true})
+	if s.loadedSealed != 0 {
+		t.Fatalf("Open used a sealed file of %d events; none was written", s.loadedSealed)
+	}
+	requireEvents(t, "after reopen", written, readAllT(t, s))
 }
