@@ -20,6 +20,13 @@
 //     reads from the file at its own pace, so catch-up and live delivery are
 //     one loop, and a slow subscriber never holds up appends.
 //   - One open Store per directory, in any process (flock on LOCK).
+//   - Memory does not grow with the log beyond about 1.5 bytes per event:
+//     the index of the older, sealed part of the log is on disk (see Memory
+//     below); only a bounded hot part is indexed in memory.
+//   - The sealed file covers only committed, synced events, and it is
+//     replaced atomically (write, fsync, rename, fsync of the directory). It
+//     holds nothing the log does not: a missing or damaged one costs Open a
+//     scan of the whole log, never an event.
 //   - Crash safety: every record carries a CRC-32C. On Open, a torn last write
 //     is cut off; damage that a later write proves was not a torn write (and,
 //     unless Options.TrustIndex, any damage to the part of the log the sealed
