@@ -345,8 +345,11 @@ func loadSealed(path string, logSize int64) (_ *sealed, err error) {
 	}
 	s := &sealed{f: f, n: n, end: ft.end, m: ft.m, idsOff: ft.idsOff, streamsOff: ft.streamsOff, listsOff: ft.listsOff,
 		ids: newBloom(int(n)), names: newBloom(int(ft.m))}
-	crc := uint32(0)
-	cr := &crcReader{r: bufio.NewReaderSize(io.NewSectionReader(f, 0, size-sealedTrailer), 1<<20)}
+	// The checksum is taken of what the buffered reader reads from the file,
+	// in big chunks; everything up to the trailer is read before it is
+	// compared.
+	sum := &crcReader{r: io.NewSectionReader(f, 0, size-sealedTrailer)}
+	cr := bufio.NewReaderSize(sum, 1<<20)
 	hdr := make([]byte, 64)
 	eb := make([]byte, 256+streamFixed)
 	if _, err := io.ReadFull(cr, hdr[:sealedHeaderSize]); err != nil {
@@ -389,10 +392,9 @@ func loadSealed(path string, logSize int64) (_ *sealed, err error) {
 	total := uint64(0)
 	off := ft.streamsOff
 	for i := range ft.m {
-		if err := readStreamEntry(cr.r, &e, eb); err != nil {
+		if err := readStreamEntry(cr, &e, eb); err != nil {
 			return nil, err
 		}
-		cr.sum(eb[:streamFixed-1+len(e.name)], byte(len(e.name)))
 		if eventstore.ValidateStream(string(e.name)) != nil || i > 0 && bytes.Compare(prevName, e.name) >= 0 ||
 			e.count == 0 || e.first != total || e.count > n-total {
 			return nil, bad("stream entry %d (%q)", i, e.name)
@@ -410,10 +412,13 @@ func loadSealed(path string, logSize int64) (_ *sealed, err error) {
 		return nil, bad("streams count %d events in %d bytes", total, off-ft.streamsOff)
 	}
 	// Positions lists and the footer: only the checksum.
-	if _, err := io.CopyN(io.Discard, cr, 8*int64(n)+sealedFooterSize); err != nil {
+	if _, err := io.Copy(io.Discard, cr); err != nil {
 		return nil, err
 	}
-	crc = cr.crc
+	if sum.n != size-sealedTrailer {
+		return nil, bad("read %d of %d bytes", sum.n, size-sealedTrailer)
+	}
+	crc := sum.crc
 	if _, err := f.ReadAt(fb[:4], size-sealedTrailer); err != nil {
 		return nil, err
 	}
@@ -423,22 +428,18 @@ func loadSealed(path string, logSize int64) (_ *sealed, err error) {
 	return s, nil
 }
 
-// crcReader reads through a bufio.Reader and keeps a CRC-32C of what passed.
+// crcReader reads from r and keeps a count and a CRC-32C of what passed.
 type crcReader struct {
-	r   *bufio.Reader
+	r   io.Reader
 	crc uint32
+	n   int64
 }
 
 func (c *crcReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.crc = crc32.Update(c.crc, castagnoli, b[:n])
+	c.n += int64(n)
 	return n, err
-}
-
-// sum adds bytes read from c.r directly: the length byte l, then b.
-func (c *crcReader) sum(b []byte, l byte) {
-	c.crc = crc32.Update(c.crc, castagnoli, []byte{l})
-	c.crc = crc32.Update(c.crc, castagnoli, b)
 }
 
 // fileSums computes the verification sums of what s lists, reading its
