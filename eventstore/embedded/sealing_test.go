@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -444,4 +445,103 @@ func TestSealFailure(t *testing.T) {
 		t.Fatalf("Open used a sealed file of %d events; none was written", s.loadedSealed)
 	}
 	requireEvents(t, "after reopen", written, readAllT(t, s))
+}
+
+// TestReadersDuringSeals: readers that run while seals are installed (every
+// few events) always see a consistent log, and a view taken before several
+// seals still reads through the sealed file it started with, though that
+// file has since been replaced.
+func TestReadersDuringSeals(t *testing.T) {
+	t.Parallel()
+	s := openT(t, t.TempDir(), Options{HotEvents: 5, NoSync: true})
+	for i := range 40 {
+		mustAppend(t, s, fmt.Sprintf("execution-%d", i%6), eventstore.Any, richEvent(i))
+	}
+	sealNow(t, s)
+	mustAppend(t, s, "execution-1", eventstore.Any, richEvent(40))
+	old := s.view() // 40 sealed, 1 hot
+	if old.base != 40 || old.head != 41 {
+		t.Fatalf("view: base %d head %d, want 40, 41", old.base, old.head)
+	}
+
+	const n, streams = 1000, 50
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	type read struct{ evs []domain.Envelope }
+	reads := make(chan read, 1<<12)
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rnd := rand.New(rand.NewPCG(uint64(r), 1))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				head, _ := s.Head(context.Background())
+				from := uint64(rnd.Int64N(int64(head)))
+				evs, err := s.ReadAll(context.Background(), from, 1+rnd.IntN(300))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for i, e := range evs {
+					if e.Position != from+uint64(i) {
+						t.Errorf("ReadAll(%d): event %d at position %d", from, i, e.Position)
+						return
+					}
+				}
+				name := fmt.Sprintf("execution-%d", rnd.IntN(streams))
+				st, err := s.ReadStream(context.Background(), name, 0, 1<<20)
+				if err != nil && !errors.Is(err, eventstore.ErrStreamNotFound) {
+					t.Error(err)
+					return
+				}
+				for i, e := range st {
+					if e.Version != uint64(i) || e.Stream != name || i > 0 && e.Position <= st[i-1].Position {
+						t.Errorf("ReadStream(%s): event %d is version %d of %q at %d", name, i, e.Version, e.Stream, e.Position)
+						return
+					}
+				}
+				select {
+				case reads <- read{append(evs, st...)}:
+				default:
+				}
+			}
+		}()
+	}
+	for i := range n {
+		mustAppend(t, s, fmt.Sprintf("execution-%d", i%streams), eventstore.Any, richEvent(100+i))
+	}
+	close(done)
+	wg.Wait()
+	close(reads)
+	if seals := s.seals.Load(); seals < 10 {
+		t.Fatalf("%d seals installed while writing, want at least 10", seals)
+	}
+	all := readAllT(t, s)
+	checked := 0
+	for r := range reads {
+		for _, e := range r.evs {
+			requireEvents(t, fmt.Sprintf("event at %d read during the seals", e.Position), all[e.Position:e.Position+1], []domain.Envelope{e})
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Fatal("the readers read nothing")
+	}
+	// The old view: its sealed file was replaced several times since.
+	runtime.GC()
+	bp := readBufs.Get().(*[]byte)
+	defer readBufs.Put(bp)
+	var got []domain.Envelope
+	for from := uint64(0); from < old.head; {
+		var err error
+		if got, from, err = s.readRange(&old, from, old.head, bp, eventstore.Filter{}, got); err != nil {
+			t.Fatalf("reading through a view from before the seals: %v", err)
+		}
+	}
+	requireEvents(t, "through the old view", all[:old.head], got)
 }
