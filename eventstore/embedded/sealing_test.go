@@ -509,6 +509,7 @@ func TestReadersDuringSeals(t *testing.T) {
 				case reads <- read{append(evs, st...)}:
 				default:
 				}
+				time.Sleep(200 * time.Microsecond) // leave the writer some CPU
 			}
 		}()
 	}
