@@ -20,9 +20,10 @@
 //     reads from the file at its own pace, so catch-up and live delivery are
 //     one loop, and a slow subscriber never holds up appends.
 //   - One open Store per directory, in any process (flock on LOCK).
-//   - Memory does not grow with the log beyond about 1.5 bytes per event:
-//     the index of the older, sealed part of the log is on disk (see Memory
-//     below); only a bounded hot part is indexed in memory.
+//   - Memory grows with the log by about 1.5 bytes per event: the index of
+//     the older, sealed part of the log is on disk (see Memory below); only
+//     a hot part of at most max(Options.HotEvents, an eighth of the log)
+//     events is indexed in memory.
 //   - The sealed file covers only committed, synced events, and it is
 //     replaced atomically (write, fsync, rename, fsync of the directory). It
 //     holds nothing the log does not: a missing or damaged one costs Open a
@@ -73,6 +74,18 @@
 // written). Readers that started before a seal keep the sealed file they
 // began with; a replaced file is closed when no reader refers to it any more
 // (by the os.File finaliser).
+//
+// What the sealed part costs: an append to a stream that has no hot events
+// but does have sealed ones reads one block of the sealed file (to learn its
+// version; about 4 µs from the page cache, on the committer), and so does
+// the rare id the filter lets through (about 1 to 2 % of new ids and
+// streams). A re-append of a sealed event reads the stream's positions list.
+// ReadStream reads a sealed event's record offset from the file (one small
+// read per event); ReadAll and Subscribe read the offsets of up to 4096
+// sealed positions with one read and take each event's stream name from its
+// record (names repeat through a small shared cache, not one string per
+// event). The sealed file is about 40 bytes per event plus 17 bytes and the
+// name per stream, and each seal rewrites it whole.
 //
 // A directory that holds other files but no log, or a log without the header,
 // is refused with eventstore.ErrNotOurs. A missing or empty directory is
