@@ -151,7 +151,8 @@ func (s *Store) recover() error {
 // must be in the log where it says and, unless TrustIndex, every record it
 // covers must be sound (or the log is corrupt: an error wrapping
 // ErrCorrupt) and be what the file lists (or the file is unusable: false,
-// logged).
+// logged, as when the file cannot be read). Only a failure to read the log
+// is an error otherwise.
 func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	unusable := func(format string, args ...any) (bool, error) {
 		s.log.Warn("ignoring the sealed index; scanning the whole log",
@@ -161,7 +162,7 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	var two [2]int64
 	var buf [16]byte
 	if err := sl.offsets(sl.n-1, two[:], buf[:]); err != nil {
-		return false, err
+		return unusable("reading it: %v", err)
 	}
 	w := window{f: s.f, size: sl.end}
 	var r rec
@@ -175,11 +176,11 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	}
 	pos, ok, err := sl.findID(r.id)
 	if err != nil {
-		return false, err
+		return unusable("reading it: %v", err)
 	}
 	ss, found, err := sl.findStream(string(r.stream))
 	if err != nil {
-		return false, err
+		return unusable("reading it: %v", err)
 	}
 	if !ok || pos != last || !found || ss.count != r.version+1 {
 		return unusable("the last event it lists does not match the log at offset %d", two[0])
@@ -193,7 +194,7 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	off := int64(headerSize)
 	for p := range sl.n {
 		if _, err := io.ReadFull(offs, buf[:8]); err != nil {
-			return false, err
+			return unusable("reading it: %v", err)
 		}
 		if listed := int64(binary.LittleEndian.Uint64(buf[:8])); listed != off {
 			return unusable("position %d is listed at offset %d, the log has it at %d", p, listed, off)
@@ -217,7 +218,7 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	}
 	want, err := sl.fileSums()
 	if err != nil {
-		return false, err
+		return unusable("reading it: %v", err)
 	}
 	if got != want {
 		return unusable("the ids, streams or versions it lists are not those of the log")
