@@ -141,8 +141,8 @@ func BenchmarkReadAll(b *testing.B) {
 }
 
 // BenchmarkOpen1M opens (and closes, untimed) a closed 1,000,000-event log:
-// checking every checksum against the index (the default), trusting the
-// index, and with no index (full scan).
+// checking every record against the sealed file (the default), trusting the
+// sealed file, and with no sealed file (full scan).
 func BenchmarkOpen1M(b *testing.B) {
 	const n = 1_000_000
 	dir := benchLog(b, n)
