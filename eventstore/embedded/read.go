@@ -135,18 +135,9 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 		i := max(from, nsealed) - nsealed
 		positions = append(positions, hot[i:i+k]...)
 	}
-	starts, ends := make([]int64, len(positions)), make([]int64, len(positions))
-	var two [2]int64
-	var buf [16]byte
-	for i, p := range positions {
-		if p >= v.base {
-			starts[i], ends[i] = v.hotSpan(p)
-			continue
-		}
-		if err := v.sl.offsets(p, two[:], buf[:]); err != nil {
-			return nil, s.readErr(err)
-		}
-		starts[i], ends[i] = two[0], two[1]
+	starts, ends, err := s.spans(&v, positions)
+	if err != nil {
+		return nil, s.readErr(err)
 	}
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
@@ -318,6 +309,41 @@ func (s *Store) readRange(v *view, from, to uint64, bp *[]byte, filter eventstor
 		}
 	}
 	return out, stop, nil
+}
+
+// spanWindow bounds the sealed positions whose record offsets spans reads
+// at once: a stream's events that lie this close together cost one read.
+const spanWindow = 512
+
+// spans returns where the records of positions (increasing) start and end:
+// hot ones from memory, sealed ones from the sealed file, with one read for
+// each run of them that lies within spanWindow positions.
+func (s *Store) spans(v *view, positions []uint64) ([]int64, []int64, error) {
+	starts, ends := make([]int64, len(positions)), make([]int64, len(positions))
+	ob := offsetBufs.Get().(*offsetBuf)
+	defer offsetBufs.Put(ob)
+	for i := 0; i < len(positions); {
+		p := positions[i]
+		if p >= v.base {
+			starts[i], ends[i] = v.hotSpan(p)
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(positions) && positions[j] < v.base && positions[j]-p < spanWindow {
+			j++
+		}
+		offs := ob.offs[:positions[j-1]-p+2]
+		if err := v.sl.offsets(p, offs, ob.bytes[:]); err != nil {
+			return nil, nil, err
+		}
+		for k := i; k < j; k++ {
+			q := positions[k] - p
+			starts[k], ends[k] = offs[q], offs[q+1]
+		}
+		i = j
+	}
+	return starts, ends, nil
 }
 
 // offsetBuf is scratch for the offsets of one sealed range.
