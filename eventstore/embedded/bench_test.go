@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -140,12 +141,12 @@ func BenchmarkReadAll(b *testing.B) {
 }
 
 // BenchmarkOpen1M opens (and closes, untimed) a closed 1,000,000-event log:
-// checking every checksum against the index (the default), trusting the
-// index, and with no index (full scan).
+// checking every record against the sealed file (the default), trusting the
+// sealed file, and with no sealed file (full scan).
 func BenchmarkOpen1M(b *testing.B) {
 	const n = 1_000_000
 	dir := benchLog(b, n)
-	index := filepath.Join(dir, indexName)
+	index := filepath.Join(dir, sealedName)
 	for _, c := range []struct {
 		name    string
 		opts    Options
@@ -178,5 +179,74 @@ func BenchmarkOpen1M(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// BenchmarkSealedMemory appends 1,000,000 small events to 170,000 streams
+// (64 writers, no fsync) with the default hot part, once, in two halves,
+// sealing everything after each half. It reports the store's live heap
+// (after a GC) when empty, after each half, its growth per event over the
+// second half (what the sealed part costs per event: the goal is at most 2
+// bytes), the memory the sealed part keeps per sealed event, and the hot
+// part left before the final seals. Run it with -benchtime 1x.
+func BenchmarkSealedMemory(b *testing.B) {
+	const n, streams, writers = 1_000_000, 170_000, 64
+	heap := func() uint64 {
+		var m runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for range b.N {
+		dir := b.TempDir()
+		s, err := Open(dir, Options{NoSync: true, HotEvents: DefaultHotEvents})
+		if err != nil {
+			b.Fatal(err)
+		}
+		empty := heap()
+		var hot, hotStreams int
+		fill := func(from, to int) uint64 {
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := from + w; i < to; i += writers {
+						e := storetest.NewEvent("bench.small", map[string]int{"i": i})
+						if _, err := s.Append(context.Background(), fmt.Sprintf("execution-%d", i%streams), eventstore.Any, e); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			s.mu.RLock()
+			hot, hotStreams = len(s.offsets), len(s.streams)
+			s.mu.RUnlock()
+			if err := s.sealBackground(); err != nil {
+				b.Fatal(err)
+			}
+			return heap()
+		}
+		half := fill(0, n/2)
+		lookups := s.lookups.Load()
+		full := fill(n/2, n)
+		lookups = s.lookups.Load() - lookups
+		s.mu.RLock()
+		sealedN, mem := s.base, s.sealed.memory()
+		s.mu.RUnlock()
+		b.ReportMetric(float64(empty)/(1<<20), "heap-empty-MiB")
+		b.ReportMetric(float64(half)/(1<<20), "heap-half-MiB")
+		b.ReportMetric(float64(full)/(1<<20), "heap-full-MiB")
+		b.ReportMetric((float64(full)-float64(half))/(n/2), "growth-B/event")
+		b.ReportMetric(float64(mem)/float64(max(1, sealedN)), "sealed-B/event")
+		b.ReportMetric(float64(hot), "hot-events-before-seal")
+		b.ReportMetric(float64(hotStreams), "hot-streams-before-seal")
+		b.ReportMetric(float64(s.seals.Load()), "seals")
+		b.ReportMetric(float64(lookups)/(n/2), "disk-lookups/event")
+		if err := s.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

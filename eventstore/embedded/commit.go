@@ -167,8 +167,9 @@ func (s *Store) poke() {
 func (s *Store) commitLoop() {
 	defer close(s.committerDone)
 	for {
+		s.installSeal()
 		s.qmu.Lock()
-		for len(s.queue) == 0 && !s.qclosed {
+		for len(s.queue) == 0 && !s.qclosed && s.pending.Load() == nil {
 			s.qmu.Unlock()
 			if s.needZeros() {
 				s.preallocate()
@@ -177,10 +178,14 @@ func (s *Store) commitLoop() {
 			}
 			s.qmu.Lock()
 		}
-		drained := len(s.queue) == 0 // and closed
+		empty, drained := len(s.queue) == 0, len(s.queue) == 0 && s.qclosed
 		s.qmu.Unlock()
 		if drained {
+			s.installSeal()
 			return
+		}
+		if empty {
+			continue // a seal to install
 		}
 		s.runGroup()
 		if s.needZeros() {
@@ -291,9 +296,7 @@ func (s *Store) add(r *request) {
 		g.micros = commitTime(s.opts.Clock())
 		g.start, g.startPos = s.wend, s.next
 	}
-	s.mu.Lock()
 	s.buf = s.stage(r, s.buf, g.micros, g.startPos)
-	s.mu.Unlock()
 	g.reqs = append(g.reqs, r)
 	g.events += r.events
 }
@@ -330,7 +333,7 @@ func (s *Store) flush() {
 		s.writes.Add(1)
 	}
 	s.publish()
-	s.maybeCheckpoint()
+	s.maybeSeal()
 }
 
 // write writes buf at off and makes it durable.
@@ -366,7 +369,6 @@ func (s *Store) publish() {
 		}
 	}
 	s.end = s.wend
-	s.nstreams = len(s.streamList)
 	s.head.Store(s.next)
 	s.mu.Unlock()
 	clear(s.touched)
@@ -377,12 +379,19 @@ func (s *Store) publish() {
 
 // stage decides one request against the log as staged so far and, if it is
 // accepted, encodes its records into buf and stages them in the indexes. It
-// runs under s.mu.
+// looks up ids and streams without s.mu (the committer is the only writer of
+// what it reads, and a look-up in the sealed file may read the disk), and
+// takes s.mu to change the indexes.
 func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []byte {
 	found := 0
 	for i := range r.appends {
 		for j := range r.appends[i].Events {
-			if _, ok := s.ids.get(r.appends[i].Events[j].ID, s.posID); ok {
+			_, ok, err := s.findID(r.appends[i].Events[j].ID)
+			if err != nil {
+				r.err = fmt.Errorf("embedded: append: %w", err)
+				return buf
+			}
+			if ok {
 				found++
 			}
 		}
@@ -393,17 +402,19 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 		r.staged = r.err == nil && r.res.Position >= s.head.Load()
 		return buf
 	}
+	s.counts = s.counts[:0]
 	for i := range r.appends {
 		a := &r.appends[i]
-		st := s.streams[a.Stream]
-		n := 0
-		if st != nil {
-			n = len(st.positions)
+		n, err := s.versions(a.Stream)
+		if err != nil {
+			r.err = fmt.Errorf("embedded: append: %w", err)
+			return buf
 		}
-		if !a.Expected.Satisfied(n > 0, uint64(n-1)) {
+		s.counts = append(s.counts, n)
+		if !a.Expected.Satisfied(n > 0, n-1) {
 			e := &eventstore.WrongVersionError{Stream: a.Stream, Expected: a.Expected, Exists: n > 0}
 			if n > 0 {
-				e.Actual = uint64(n - 1)
+				e.Actual = n - 1
 			}
 			r.err = e
 			return buf
@@ -413,6 +424,8 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 	for len(r.appends[last].Events) == 0 {
 		last--
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for i := range r.appends {
 		a := &r.appends[i]
 		if len(a.Events) == 0 {
@@ -420,9 +433,8 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 		}
 		st := s.streams[a.Stream]
 		if st == nil {
-			st = &stream{name: strings.Clone(a.Stream), num: uint32(len(s.streamList))}
+			st = &stream{name: strings.Clone(a.Stream), sealed: s.counts[i]}
 			s.streams[st.name] = st
-			s.streamList = append(s.streamList, st)
 		}
 		if st.touched != s.seq {
 			st.touched = s.seq
@@ -430,16 +442,16 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 		}
 		for j := range a.Events {
 			e := &a.Events[j]
-			pos, version := s.next, uint64(len(st.positions))
+			pos, version := s.next, st.sealed+uint64(len(st.positions))
 			commit := i == last && j == len(a.Events)-1
 			n := len(buf)
 			buf = appendRecord(buf, st.name, e, pos, version, micros, uint32(pos-startPos), commit)
 			s.fresh = append(s.fresh, committed(st.name, e, pos, version, micros))
 			s.offsets = append(s.offsets, s.wend)
-			s.posStream = append(s.posStream, st.num)
+			s.posStream = append(s.posStream, st)
 			s.posID = append(s.posID, e.ID)
 			st.positions = append(st.positions, pos)
-			if !s.ids.put(pos, s.posID) {
+			if !s.ids.put(pos-s.base, s.posID) {
 				// Not found above, and ValidateAppends lets no request name an id twice.
 				panic(fmt.Sprintf("embedded: event id %s staged twice", e.ID))
 			}
@@ -450,6 +462,45 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 	}
 	r.staged = true
 	return buf
+}
+
+// findID returns the position of the stored or staged event whose id is
+// id: the hot index first, then the sealed part (whose filter answers most
+// misses without reading the disk). The committer calls it, or a reader
+// under s.mu.
+func (s *Store) findID(id uuid.UUID) (uint64, bool, error) {
+	if p, ok := s.ids.get(id, s.posID); ok {
+		return s.base + p, true, nil
+	}
+	return s.sealed.findID(id)
+}
+
+// versions returns how many versions stream has, staged included.
+// Committer only.
+func (s *Store) versions(name string) (uint64, error) {
+	if st := s.streams[name]; st != nil {
+		return st.sealed + uint64(len(st.positions)), nil
+	}
+	ss, _, err := s.sealed.findStream(name)
+	return ss.count, err
+}
+
+// versionOf returns the version of the event at pos in the stream name, if
+// that stream holds it. Committer only.
+func (s *Store) versionOf(name string, pos uint64) (uint64, bool, error) {
+	if st := s.streams[name]; st != nil {
+		if v, ok := slices.BinarySearch(st.positions, pos); ok {
+			return st.sealed + uint64(v), true, nil
+		}
+	}
+	if pos >= s.base {
+		return 0, false, nil
+	}
+	ss, ok, err := s.sealed.findStream(name)
+	if !ok || err != nil {
+		return 0, false, err
+	}
+	return s.sealed.versionOf(ss, pos)
 }
 
 // replay answers a request some of whose event ids are stored (or staged):
@@ -465,11 +516,16 @@ func (s *Store) replay(r *request, found int) (eventstore.AppendResult, error) {
 	var res eventstore.AppendResult
 	for i := range r.appends {
 		a := &r.appends[i]
-		st := s.streams[a.Stream]
 		for j := range a.Events {
 			id := a.Events[j].ID
-			pos, _ := s.ids.get(id, s.posID)
-			version, ok := st.versionOf(pos)
+			pos, _, err := s.findID(id)
+			if err != nil {
+				return res, fmt.Errorf("embedded: append: %w", err)
+			}
+			version, ok, err := s.versionOf(a.Stream, pos)
+			if err != nil {
+				return res, fmt.Errorf("embedded: append: %w", err)
+			}
 			if !ok {
 				return conflict("event %s is stored in another stream than %q", id, a.Stream)
 			}
@@ -492,8 +548,16 @@ func (s *Store) checkReplayedContent(r *request) error {
 		for j := range r.appends[i].Events {
 			e := &r.appends[i].Events[j]
 			s.mu.RLock()
-			pos, _ := s.ids.get(e.ID, s.posID)
+			pos, ok := s.ids.get(e.ID, s.posID)
+			pos += s.base
+			sl := s.sealed
 			s.mu.RUnlock()
+			if !ok {
+				var err error
+				if pos, ok, err = sl.findID(e.ID); err != nil || !ok {
+					return fmt.Errorf("embedded: append: looking up replayed event %s (found %v): %w", e.ID, ok, err)
+				}
+			}
 			stored, err := s.ReadAll(context.Background(), pos, 1)
 			if err != nil {
 				return fmt.Errorf("embedded: append: read back replayed event %s: %w", e.ID, err)
@@ -507,15 +571,6 @@ func (s *Store) checkReplayedContent(r *request) error {
 		}
 	}
 	return nil
-}
-
-// versionOf returns the version of the event at pos in st, if st holds it.
-func (st *stream) versionOf(pos uint64) (uint64, bool) {
-	if st == nil {
-		return 0, false
-	}
-	v, ok := slices.BinarySearch(st.positions, pos)
-	return uint64(v), ok
 }
 
 var zeros [1 << 20]byte

@@ -20,10 +20,18 @@
 //     reads from the file at its own pace, so catch-up and live delivery are
 //     one loop, and a slow subscriber never holds up appends.
 //   - One open Store per directory, in any process (flock on LOCK).
+//   - Memory grows with the log by about 1.5 bytes per event: the index of
+//     the older, sealed part of the log is on disk (see Memory below); only
+//     a hot part of at most max(Options.HotEvents, an eighth of the log)
+//     events is indexed in memory.
+//   - The sealed file covers only committed, synced events, and it is
+//     replaced atomically (write, fsync, rename, fsync of the directory). It
+//     holds nothing the log does not: a missing or damaged one costs Open a
+//     scan of the whole log, never an event.
 //   - Crash safety: every record carries a CRC-32C. On Open, a torn last write
 //     is cut off; damage that a later write proves was not a torn write (and,
-//     unless Options.TrustIndex, any damage to the part of the log the index
-//     covers) makes Open fail with
+//     unless Options.TrustIndex, any damage to the part of the log the sealed
+//     file covers) makes Open fail with
 //     an error wrapping eventstore.ErrCorrupt that names the file and offset,
 //     and changes nothing.
 //
@@ -32,15 +40,52 @@
 // The data directory holds:
 //
 //	log        the append-only log: a 16-byte header, then records
-//	index      a checkpoint of the in-memory indexes (optional, rebuilt if bad)
+//	sealed     the index of the sealed part of the log (optional, rebuilt if bad)
 //	LOCK       flock'ed while a Store has the directory open; holds its pid
-//	*.tmp      a log or index being written (replaced atomically by rename)
+//	*.tmp      a log or sealed file being written (replaced atomically by rename)
+//	index      the index file of earlier versions, if any: ignored, and
+//	           removed by the first seal
 //
 // The log is a single file; it is not segmented. Its size is bounded only by
-// the file system, but the in-memory indexes cost about 45 to 60 bytes per
-// event (offset, stream number, id, a slot of the id table, the position in
-// its stream's list) plus about 150 bytes per stream (its record and name),
-// so a store is meant for up to some tens of millions of events.
+// the file system.
+//
+// # Memory: the sealed and the hot part
+//
+// The store finds events by position, by id and by stream. For the older
+// part of the log, positions [0, S), that index lives in the sealed file;
+// memory holds only a fence over its sorted ids (8 bytes of every 128th id)
+// and over its sorted stream names (every 128th name), and a blocked Bloom
+// filter of 10 bits per id and per stream name: about 1.5 bytes per sealed
+// event (1.25 for the id filter, the rest for streams, at some 6 events per
+// stream). A look-up is a binary search of a fence and one read of a block
+// of the file, and only when the filter lets the key through: the new ids
+// and streams of nearly every append are answered from memory.
+//
+// The hot part, positions S and up, is indexed in memory as a whole: record
+// offset, stream, id, a slot of the id table and a place in its stream's
+// list, about 50 to 60 bytes per event, plus about 150 bytes per stream with
+// hot events. When it reaches Options.HotEvents events (default 1<<17) or an
+// eighth of S if more, a background seal writes a new sealed file covering
+// the whole committed log (the old file streamed and merged with the hot
+// part, sorted in memory), and the committer installs it between two group
+// commits: the hot structures then keep only what was committed since. So
+// the store's memory is about 1.5 bytes per sealed event plus a hot part of
+// at most max(HotEvents, S/8) events (plus what commits while a seal is
+// written). Readers that started before a seal keep the sealed file they
+// began with; a replaced file is closed when no reader refers to it any more
+// (by the os.File finaliser).
+//
+// What the sealed part costs: an append to a stream that has no hot events
+// but does have sealed ones reads one block of the sealed file (to learn its
+// version; about 4 µs from the page cache, on the committer), and so does
+// the rare id the filter lets through (about 1 to 2 % of new ids and
+// streams). A re-append of a sealed event reads the stream's positions list.
+// ReadStream reads a sealed event's record offset from the file (one small
+// read per event); ReadAll and Subscribe read the offsets of up to 4096
+// sealed positions with one read and take each event's stream name from its
+// record (names repeat through a small shared cache, not one string per
+// event). The sealed file is about 40 bytes per event plus 17 bytes and the
+// name per stream, and each seal rewrites it whole.
 //
 // A directory that holds other files but no log, or a log without the header,
 // is refused with eventstore.ErrNotOurs. A missing or empty directory is
@@ -86,15 +131,19 @@
 //
 // # Recovery
 //
-// Open reads the index if it is intact and agrees with the log, then (unless
-// Options.TrustIndex) reads every record it covers and checks its checksum
-// and that it is what the index lists, then scans the rest of the log record
-// by record. A record continues the log if its checksum matches, its fields
-// add up, its position is the next one, its version the next of its stream
-// and its id new; a sound record that breaks one of these rules is
-// corruption. An Append or AppendMulti counts only if its last record (the
-// one with the commit flag) is present: records after the last commit are
-// dropped whole, which keeps AppendMulti atomic across a crash.
+// Open loads the sealed file if it is intact (checksum, sections that add up,
+// sorted ids and names, no more than the log holds) and the log holds its
+// last event where it says, then (unless Options.TrustIndex) reads every
+// record it covers, checks its checksum and place, and checks that the file
+// lists exactly the log's ids, streams and versions (by comparing two
+// order-independent 64-bit digests, one taken from the records and one from
+// the file). Then it scans the rest of the log record by record into the hot
+// part. A record continues the log if its checksum matches, its fields add
+// up, its position is the next one, its version the next of its stream and
+// its id new (neither hot nor sealed); a sound record that breaks one of these
+// rules is corruption. An Append or AppendMulti counts only if its last
+// record (the one with the commit flag) is present: records after the last
+// commit are dropped whole, which keeps AppendMulti atomic across a crash.
 //
 // When the scan meets a bad record (short, zero or out-of-range length, bad
 // checksum), it looks for intact records further on. Writes are synced one at
@@ -113,27 +162,37 @@
 // so an append that failed this way may or may not be in the log, and
 // re-appending the same event ids is the safe retry.
 //
-// # Index file
+// # Sealed file
 //
-// The index lets Open skip decoding the log: it lists, for every event, what
-// the in-memory indexes need. It is written to index.tmp, synced and renamed
-// over index, on Close and in the background every Options.CheckpointEvery
-// events (or a quarter of the log, if more). It covers only synced events:
+// The sealed file indexes positions [0, N) of the log. It is written to
+// sealed.tmp, synced and renamed over sealed (then the directory is synced),
+// by background seals and by Close, so a clean restart scans nothing. It
+// covers only synced events. All integers are little-endian:
 //
-//	0   8  magic "TRNSTIDX"
+//	0   8  magic "TRNSTSLD"
 //	8   4  format version (1)
 //	12  4  reserved
-//	16  8  bytes of the log covered (the offset just past the last record)
-//	24  8  number of events N
-//	32  8  number of streams M
-//	40  …  M stream names, in first-event order: 1 length byte, then the name
-//	    …  N record sizes (4 bytes each)
-//	    …  N stream numbers (4 bytes each, indexes into the names)
-//	    …  N event ids (16 bytes each)
+//	16  …  N record offsets (8 bytes each), by position
+//	    …  N entries sorted by event id (bytewise): id (16), position (8)
+//	    …  M entries sorted by stream name (bytewise): name length (1), name,
+//	       its number of events (8), the index of its first entry in the
+//	       positions lists (8)
+//	    …  the positions lists: each stream's positions by version (8 bytes
+//	       each), the streams in the order above, N entries in all
+//	    footer:
+//	0   8  N
+//	8   8  bytes of the log covered (the offset just past record N-1)
+//	16  8  M
+//	24  8  file offset of the sorted ids
+//	32  8  file offset of the streams
+//	40  8  file offset of the positions lists
+//	48  8  magic "TRNSTSLD"
 //	    4  CRC-32C of everything before
 //
-// An index that fails its checksum, does not add up, covers more than the log
-// holds, or whose last event is not in the log where it says, is ignored (and
-// logged): Open then scans the whole log, which gives the same result, only
-// slower.
+// The counts and offsets are in a footer, not a header, so that a seal can
+// write the file in one sequential pass. A sealed file that fails its
+// checksum, does not add up, covers more than the log holds, or whose last
+// event is not in the log where it says, is ignored (and logged): Open then
+// scans the whole log into the hot part, which gives the same result, only
+// slower and with the memory of a hot part that size until the first seal.
 package embedded

@@ -1,7 +1,9 @@
 package embedded
 
 import (
+	"fmt"
 	"os"
+	"strconv"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -10,7 +12,18 @@ import (
 	"github.com/turnstile/turnstile/eventstore/storetest"
 )
 
+// TestMain runs the tests; TURNSTILE_TEST_HOT_EVENTS=n makes every store
+// that does not set HotEvents seal after n events (and an eighth of the
+// sealed part), so that the tests cross the sealed/hot boundary many times.
 func TestMain(m *testing.M) {
+	if v := os.Getenv("TURNSTILE_TEST_HOT_EVENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			fmt.Fprintf(os.Stderr, "TURNSTILE_TEST_HOT_EVENTS=%q: want a positive number\n", v)
+			os.Exit(2)
+		}
+		defaultHotEvents = n
+	}
 	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
 		removeBenchLogs()
 		os.Exit(code)
@@ -20,8 +33,19 @@ func TestMain(m *testing.M) {
 // TestConformance runs the shared eventstore conformance suite against a
 // fresh store in a temporary directory, durable (fsync on) as in production.
 func TestConformance(t *testing.T) {
+	conformance(t, Options{})
+}
+
+// TestConformanceSealing runs the conformance suite with a hot part of 7
+// events: every test crosses the boundary between the sealed and the hot
+// part many times (seals run in the background, as in production).
+func TestConformanceSealing(t *testing.T) {
+	conformance(t, Options{HotEvents: 7, NoSync: true})
+}
+
+func conformance(t *testing.T, opts Options) {
 	storetest.Run(t, func(t *testing.T) eventstore.Store {
-		s, err := Open(t.TempDir(), Options{})
+		s, err := Open(t.TempDir(), opts)
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}

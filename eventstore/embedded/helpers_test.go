@@ -217,3 +217,37 @@ func (l *logRecorder) messages() []string {
 	defer l.mu.Unlock()
 	return append([]string(nil), l.msgs...)
 }
+
+// sealNow seals every committed event of s and waits until the committer
+// has installed the seal.
+func sealNow(t testing.TB, s *Store) {
+	t.Helper()
+	if err := s.sealBackground(); err != nil {
+		t.Fatalf("seal: %v", err)
+	}
+}
+
+// sealedEvents is how many events the installed sealed part holds.
+func (s *Store) sealedEvents() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.base
+}
+
+// recordOffsets returns the file offset of every committed record of s,
+// sealed or hot, and the end of the last.
+func recordOffsets(t testing.TB, s *Store) []int64 {
+	t.Helper()
+	v := s.view()
+	out := make([]int64, v.head+1)
+	if v.base > 0 {
+		if err := v.sl.offsets(0, out[:v.base+1], make([]byte, 8*(v.base+1))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := v.base; p < v.head; p++ {
+		out[p], _ = v.hotSpan(p)
+	}
+	out[v.head] = v.end
+	return out
+}

@@ -10,10 +10,14 @@ import (
 // Defaults for the zero fields of Options.
 const (
 	DefaultMaxBatch        = 8192
-	DefaultCheckpointEvery = 100_000
+	DefaultHotEvents       = 1 << 17
 	DefaultPreallocate     = 8 << 20
 	DefaultGroupCommitWait = 200 * time.Microsecond
 )
+
+// defaultHotEvents is DefaultHotEvents; tests lower it to make every test
+// cross the boundary between the sealed and the hot part.
+var defaultHotEvents = DefaultHotEvents
 
 // Options configure a Store. The zero value is a durable store with the
 // defaults below; Open fills zero fields with them and refuses invalid values.
@@ -44,19 +48,29 @@ type Options struct {
 	// process).
 	NoSync bool
 
-	// CheckpointEvery is how many events may be committed after the last
-	// index checkpoint before the store writes a new one in the background;
-	// the threshold grows to a quarter of the log, so checkpoints cost O(1)
-	// per event. The index bounds how much of the log Open must scan after a
-	// crash. Close always writes one. Negative: only Close writes the index.
-	// Default DefaultCheckpointEvery.
+	// HotEvents is how many committed events the store indexes in memory
+	// (the hot part) before it seals them: writes their index into the
+	// sealed file in the background and keeps only about 1.5 bytes per
+	// sealed event in memory. The threshold grows to an eighth of the sealed
+	// part, so sealing (which rewrites the sealed file) costs O(1) per
+	// event. The sealed file also bounds how much of the log Open must scan
+	// after a crash. Close always seals everything. Negative: only Close
+	// seals (the in-memory index then grows with the log until Close).
+	// Default DefaultHotEvents; at most 1<<30.
+	HotEvents int
+
+	// CheckpointEvery is the former name of HotEvents: used when HotEvents
+	// is 0.
+	//
+	// Deprecated: use HotEvents.
 	CheckpointEvery int
 
 	// TrustIndex lets Open skip checking the checksums of the part of the log
-	// that a valid index covers: Open then costs the index and the log tail
-	// only, and corruption in the covered part surfaces as ErrCorrupt when
-	// that record is read instead of at Open. Default false: Open reads the
-	// whole log once and fails on any corrupt record.
+	// that a valid sealed file covers: Open then costs the sealed file and
+	// the log tail only, and corruption in the covered part surfaces as
+	// ErrCorrupt when that record is read instead of at Open. Default false:
+	// Open reads the whole log once, checks that the sealed file lists
+	// exactly its events, and fails on any corrupt record.
 	TrustIndex bool
 
 	// Preallocate is how many zero-filled bytes the store keeps written ahead
@@ -65,8 +79,8 @@ type Options struct {
 	// DefaultPreallocate; at most 1 GiB.
 	Preallocate int
 
-	// Logger receives what recovery did (a torn tail cut, an index ignored)
-	// and background checkpoint failures. Default: discard.
+	// Logger receives what recovery did (a torn tail cut, a sealed file
+	// ignored) and background seal failures. Default: discard.
 	Logger *slog.Logger
 }
 
@@ -79,6 +93,9 @@ func (o Options) Validate() error {
 	}
 	if o.GroupCommitWait > 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("option GroupCommitWait %v: must be at most 100ms (negative disables)", o.GroupCommitWait))
+	}
+	if o.HotEvents > 1<<30 || o.CheckpointEvery > 1<<30 {
+		errs = append(errs, fmt.Errorf("option HotEvents %d: must be at most 1<<30 (negative: only Close seals)", max(o.HotEvents, o.CheckpointEvery)))
 	}
 	if o.Preallocate > 1<<30 {
 		errs = append(errs, fmt.Errorf("option Preallocate %d: must be at most 1 GiB (negative disables)", o.Preallocate))
@@ -99,8 +116,11 @@ func (o Options) withDefaults() Options {
 	if o.GroupCommitWait == 0 {
 		o.GroupCommitWait = DefaultGroupCommitWait
 	}
-	if o.CheckpointEvery == 0 {
-		o.CheckpointEvery = DefaultCheckpointEvery
+	if o.HotEvents == 0 {
+		o.HotEvents = o.CheckpointEvery
+	}
+	if o.HotEvents == 0 {
+		o.HotEvents = defaultHotEvents
 	}
 	if o.Preallocate == 0 {
 		o.Preallocate = DefaultPreallocate

@@ -27,29 +27,37 @@ const (
 
 var readBufs = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
 
-// view is a consistent snapshot of the committed log: the headers of the
-// index slices, cut at head. Their elements never change.
+// view is a consistent snapshot of the committed log: the sealed part and
+// the headers of the hot index slices, cut at head. Their elements never
+// change.
 type view struct {
 	head      uint64
 	end       int64
-	offsets   []int64
-	posStream []uint32
-	streams   []*stream
+	base      uint64
+	sl        *sealed
+	offsets   []int64   // hot positions [base, head)
+	posStream []*stream // hot positions [base, head)
 }
 
 func (s *Store) view() view {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	h := s.head.Load()
-	return view{head: h, end: s.end, offsets: s.offsets[:h], posStream: s.posStream[:h], streams: s.streamList[:s.nstreams]}
+	return s.viewLocked()
 }
 
-// recordEnd is the file offset just past the record at position p.
-func (v *view) recordEnd(p uint64) int64 {
+func (s *Store) viewLocked() view {
+	h := s.head.Load()
+	k := h - s.base
+	return view{head: h, end: s.end, base: s.base, sl: s.sealed, offsets: s.offsets[:k], posStream: s.posStream[:k]}
+}
+
+// hotSpan returns where the record of hot position p starts and ends.
+func (v *view) hotSpan(p uint64) (int64, int64) {
+	i := p - v.base
 	if p+1 < v.head {
-		return v.offsets[p+1]
+		return v.offsets[i], v.offsets[i+1]
 	}
-	return v.end
+	return v.offsets[i], v.end
 }
 
 // ReadAll returns up to limit events from position from (inclusive), in
@@ -85,53 +93,76 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 // ReadStream returns up to limit events of stream from version from
 // (inclusive), in version order; none (and no error) from past the end or
 // with limit <= 0. A stream without events gives eventstore.ErrStreamNotFound.
+// The positions of its sealed versions come from the sealed file, those of
+// its hot versions from memory.
 func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit int) ([]domain.Envelope, error) {
 	if err := s.readable(ctx); err != nil {
 		return nil, err
 	}
 	s.mu.RLock()
 	st := s.streams[name]
-	var positions []uint64
+	var nsealed uint64
+	var hot []uint64
 	if st != nil {
-		positions = st.positions[:st.committed]
+		nsealed, hot = st.sealed, st.positions[:st.committed]
 	}
+	v := s.viewLocked()
 	s.mu.RUnlock()
-	if len(positions) == 0 {
+	var ss sealedStream
+	if st == nil || from < nsealed {
+		var err error
+		if ss, _, err = v.sl.findStream(name); err != nil {
+			return nil, s.readErr(err)
+		}
+		nsealed = ss.count
+	}
+	total := nsealed + uint64(len(hot))
+	if total == 0 {
 		return nil, fmt.Errorf("embedded: read stream %q: %w", name, eventstore.ErrStreamNotFound)
 	}
-	if from >= uint64(len(positions)) || limit <= 0 {
+	if from >= total || limit <= 0 {
 		return nil, nil
 	}
-	positions = positions[from:]
-	if limit < len(positions) {
-		positions = positions[:limit]
+	n := min(uint64(limit), total-from)
+	var positions []uint64
+	if from < nsealed {
+		var err error
+		if positions, err = v.sl.positions(ss, from, min(n, nsealed-from)); err != nil {
+			return nil, s.readErr(err)
+		}
 	}
-	v := s.view()
+	if k := n - uint64(len(positions)); k > 0 {
+		i := max(from, nsealed) - nsealed
+		positions = append(positions, hot[i:i+k]...)
+	}
+	starts, ends, err := s.spans(&v, positions)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
 	out := make([]domain.Envelope, 0, len(positions))
-	for len(positions) > 0 {
+	for i := 0; i < len(positions); {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
 		// Read the next positions that lie close together with one read.
-		first := v.offsets[positions[0]]
-		n := 1
-		for n < len(positions) && v.recordEnd(positions[n])-first <= gatherSpan {
-			n++
+		first := starts[i]
+		j := i + 1
+		for j < len(positions) && ends[j]-first <= gatherSpan {
+			j++
 		}
-		b, err := s.readSpan(bp, first, v.recordEnd(positions[n-1]))
+		b, err := s.readSpan(bp, first, ends[j-1])
 		if err != nil {
 			return nil, s.readErr(err)
 		}
-		for _, p := range positions[:n] {
-			off := v.offsets[p]
+		for k := i; k < j; k++ {
 			out = append(out, domain.Envelope{})
-			if _, err := s.decode(&v, p, off, b[off-first:v.recordEnd(p)-first], nil, &out[len(out)-1]); err != nil {
+			if _, err := s.decode(&v, positions[k], starts[k], b[starts[k]-first:ends[k]-first], nil, &out[len(out)-1]); err != nil {
 				return nil, err
 			}
 		}
-		positions = positions[n:]
+		i = j
 	}
 	return out, nil
 }
@@ -230,15 +261,31 @@ func (s *Store) readErr(err error) error {
 
 // readRange reads the records of positions [from, to) that fit in one read
 // (at least one), appends those passing filter to out and returns out and the
-// first position not read.
+// first position not read. A range starts in the sealed or the hot part and
+// stops at the boundary; the offsets of sealed records come from the sealed
+// file, with one read for the whole range.
 func (s *Store) readRange(v *view, from, to uint64, bp *[]byte, filter eventstore.Filter, out []domain.Envelope) ([]domain.Envelope, uint64, error) {
-	start := v.offsets[from]
+	var offs []int64 // offsets of the records of [from, to), and the end of the last
+	if from < v.base {
+		to = min(to, v.base, from+subBatch)
+		ob := offsetBufs.Get().(*offsetBuf)
+		defer offsetBufs.Put(ob)
+		offs = ob.offs[:to-from+1]
+		if err := v.sl.offsets(from, offs, ob.bytes[:]); err != nil {
+			return out, from, err
+		}
+	} else if to < v.head {
+		offs = v.offsets[from-v.base : to-v.base+1]
+	} else {
+		offs = append(v.offsets[from-v.base:to-v.base:to-v.base], v.end)
+	}
+	start := offs[0]
 	// k records fit when the end of the k-th is within readChunk of start.
-	k := 1 + sort.Search(int(to-from)-1, func(i int) bool {
-		return v.recordEnd(from+uint64(i)+1)-start > readChunk
+	k := 1 + sort.Search(len(offs)-2, func(i int) bool {
+		return offs[i+2]-start > readChunk
 	})
 	stop := from + uint64(k)
-	b, err := s.readSpan(bp, start, v.recordEnd(stop-1))
+	b, err := s.readSpan(bp, start, offs[k])
 	if err != nil {
 		return out, from, err
 	}
@@ -246,25 +293,66 @@ func (s *Store) readRange(v *view, from, to uint64, bp *[]byte, filter eventstor
 	if out == nil && !match {
 		out = make([]domain.Envelope, 0, k)
 	}
-	off := start
-	for p := from; p < stop; p++ {
-		end := v.recordEnd(p)
+	var f *eventstore.Filter
+	if match {
+		f = &filter
+	}
+	for i := range k {
+		off, end := offs[i], offs[i+1]
 		out = append(out, domain.Envelope{})
-		var f *eventstore.Filter
-		if match {
-			f = &filter
-		}
-		ok, err := s.decode(v, p, off, b[off-start:end-start], f, &out[len(out)-1])
+		ok, err := s.decode(v, from+uint64(i), off, b[off-start:end-start], f, &out[len(out)-1])
 		if err != nil {
 			return out, from, err
 		}
 		if !ok {
 			out = out[:len(out)-1]
 		}
-		off = end
 	}
 	return out, stop, nil
 }
+
+// spanWindow bounds the sealed positions whose record offsets spans reads
+// at once: a stream's events that lie this close together cost one read.
+const spanWindow = 512
+
+// spans returns where the records of positions (increasing) start and end:
+// hot ones from memory, sealed ones from the sealed file, with one read for
+// each run of them that lies within spanWindow positions.
+func (s *Store) spans(v *view, positions []uint64) ([]int64, []int64, error) {
+	starts, ends := make([]int64, len(positions)), make([]int64, len(positions))
+	ob := offsetBufs.Get().(*offsetBuf)
+	defer offsetBufs.Put(ob)
+	for i := 0; i < len(positions); {
+		p := positions[i]
+		if p >= v.base {
+			starts[i], ends[i] = v.hotSpan(p)
+			i++
+			continue
+		}
+		j := i + 1
+		for j < len(positions) && positions[j] < v.base && positions[j]-p < spanWindow {
+			j++
+		}
+		offs := ob.offs[:positions[j-1]-p+2]
+		if err := v.sl.offsets(p, offs, ob.bytes[:]); err != nil {
+			return nil, nil, err
+		}
+		for k := i; k < j; k++ {
+			q := positions[k] - p
+			starts[k], ends[k] = offs[q], offs[q+1]
+		}
+		i = j
+	}
+	return starts, ends, nil
+}
+
+// offsetBuf is scratch for the offsets of one sealed range.
+type offsetBuf struct {
+	offs  [subBatch + 1]int64
+	bytes [8 * (subBatch + 1)]byte
+}
+
+var offsetBufs = sync.Pool{New: func() any { return new(offsetBuf) }}
 
 // readSpan reads the file bytes [from, to) into *bp (growing it if needed).
 func (s *Store) readSpan(bp *[]byte, from, to int64) ([]byte, error) {
@@ -293,9 +381,16 @@ func (s *Store) decode(v *view, p uint64, off int64, b []byte, filter *eventstor
 		}
 		return false, corruptError(logName, off, fmt.Sprintf("position %d: %v", p, st))
 	}
-	name := v.streams[v.posStream[p]].name
-	if r.position != p || string(r.stream) != name {
-		return false, corruptError(logName, off, fmt.Sprintf("record holds position %d of %q where the index has position %d of %q", r.position, r.stream, p, name))
+	if r.position != p {
+		return false, corruptError(logName, off, fmt.Sprintf("record holds position %d where the index has position %d", r.position, p))
+	}
+	var name string
+	if p >= v.base {
+		if name = v.posStream[p-v.base].name; string(r.stream) != name {
+			return false, corruptError(logName, off, fmt.Sprintf("record holds position %d of %q where the index has it in %q", p, r.stream, name))
+		}
+	} else {
+		name = s.internStream(r.stream)
 	}
 	e.Stream = name
 	e.Type = s.intern(r.typ)
@@ -349,5 +444,19 @@ func (s *Store) intern(b []byte) string {
 		m[t] = t
 		s.types.Store(&m)
 	}
+	return t
+}
+
+// internStream returns a string equal to b, shared with earlier calls for
+// the same name while it stays in a small direct-mapped cache, so that
+// reading sealed records (whose stream name comes from the record) does not
+// allocate a string per event.
+func (s *Store) internStream(b []byte) string {
+	slot := &s.streamNames[hashNameB(b)%uint64(len(s.streamNames))]
+	if p := slot.Load(); p != nil && *p == string(b) {
+		return *p
+	}
+	t := string(b)
+	slot.Store(&t)
 	return t
 }

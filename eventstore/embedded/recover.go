@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,9 +33,9 @@ func inspectDir(dir string) (hasLog bool, err error) {
 		switch e.Name() {
 		case logName:
 			hasLog = true
-		case indexName:
+		case sealedName, oldIndexName:
 			hasIndex = true
-		case lockName, logName + tmpSuffix, indexName + tmpSuffix:
+		case lockName, logName + tmpSuffix, sealedName + tmpSuffix, oldIndexName + tmpSuffix:
 		default:
 			if foreign == "" {
 				foreign = e.Name()
@@ -97,46 +98,132 @@ func writeFileSync(path string, data []byte, doSync bool) error {
 	return err
 }
 
-// recover rebuilds the in-memory indexes: from the index file for the part of
-// the log it covers (checked unless TrustIndex), then by scanning the rest.
-// A torn or incomplete last write is cut off the file.
+// recover rebuilds the indexes: the sealed part from the sealed file, if it
+// is intact and agrees with the log (every record it covers is checked
+// unless TrustIndex), then the hot part by scanning the rest of the log. A
+// torn or incomplete last write is cut off the file.
 func (s *Store) recover() error {
 	fi, err := s.f.Stat()
 	if err != nil {
 		return fmt.Errorf("embedded: opening log: %w", err)
 	}
 	size := fi.Size()
-	s.ids = newIDIndex(0)
+	s.resetIndexes()
 	start := int64(headerSize)
-	if n, end, ok := s.loadIndex(size); ok {
-		if !s.opts.TrustIndex {
-			ok, err = s.verifyCovered()
-			if err != nil {
-				return err
-			}
+	sl, err := loadSealed(filepath.Join(s.dir, sealedName), size)
+	if err == nil && sl != nil {
+		var ok bool
+		if ok, err = s.checkSealed(sl); err != nil {
+			_ = sl.f.Close() // the log is corrupt: that is the error to report
+			return err
 		}
-		if ok {
-			start = end
-			s.ckptCount.Store(n)
-		} else {
-			s.resetIndexes()
+		if !ok {
+			_ = sl.f.Close()
+			sl = nil
 		}
+	}
+	if err != nil {
+		s.log.Warn("ignoring the sealed index; scanning the whole log", "err", err)
+	}
+	if sl != nil {
+		sl.reads = &s.lookups
+		s.sealed, s.base, start = sl, sl.n, sl.end
+		s.loadedSealed = sl.n
 	}
 	cut, err := s.scan(start, size)
 	if err != nil {
 		return err
 	}
+	s.scanNew = nil
 	s.end, s.wend, s.alloc = cut, cut, size
-	s.nstreams = len(s.streamList)
-	s.next = uint64(len(s.offsets))
+	s.next = s.base + uint64(len(s.offsets))
 	s.head.Store(s.next)
-	for _, st := range s.streamList {
+	for _, st := range s.streams {
 		st.committed = len(st.positions)
 	}
 	if cut < size {
 		return s.cutTail(cut, size)
 	}
 	return nil
+}
+
+// checkSealed checks a loaded sealed file against the log: its last event
+// must be in the log where it says and, unless TrustIndex, every record it
+// covers must be sound (or the log is corrupt: an error wrapping
+// ErrCorrupt) and be what the file lists (or the file is unusable: false,
+// logged, as when the file cannot be read). Only a failure to read the log
+// is an error otherwise.
+func (s *Store) checkSealed(sl *sealed) (bool, error) {
+	unusable := func(format string, args ...any) (bool, error) {
+		s.log.Warn("ignoring the sealed index; scanning the whole log",
+			"err", fmt.Errorf("%w: "+format, append([]any{errBadSealed}, args...)...))
+		return false, nil
+	}
+	var two [2]int64
+	var buf [16]byte
+	if err := sl.offsets(sl.n-1, two[:], buf[:]); err != nil {
+		return unusable("reading it: %v", err)
+	}
+	w := window{f: s.f, size: sl.end}
+	var r rec
+	l, st, err := w.record(two[0], &r)
+	if err != nil {
+		return false, err
+	}
+	last := sl.n - 1
+	if st != recOK || two[0]+int64(l) != sl.end || r.position != last || r.flags&flagCommit == 0 {
+		return unusable("the log does not hold the last event it lists at offset %d", two[0])
+	}
+	pos, ok, err := sl.findID(r.id)
+	if err != nil {
+		return unusable("reading it: %v", err)
+	}
+	ss, found, err := sl.findStream(string(r.stream))
+	if err != nil {
+		return unusable("reading it: %v", err)
+	}
+	if !ok || pos != last || !found || ss.count != r.version+1 {
+		return unusable("the last event it lists does not match the log at offset %d", two[0])
+	}
+	if s.opts.TrustIndex {
+		return true, nil
+	}
+	// Every record: its place, its checksum, and the sums of what it holds.
+	offs := bufio.NewReaderSize(io.NewSectionReader(sl.f, sealedHeaderSize, 8*int64(sl.n)), 256<<10)
+	var got sums
+	off := int64(headerSize)
+	for p := range sl.n {
+		if _, err := io.ReadFull(offs, buf[:8]); err != nil {
+			return unusable("reading it: %v", err)
+		}
+		if listed := int64(binary.LittleEndian.Uint64(buf[:8])); listed != off {
+			return unusable("position %d is listed at offset %d, the log has it at %d", p, listed, off)
+		}
+		l, st, err := w.record(off, &r)
+		if err != nil {
+			return false, err
+		}
+		if st != recOK {
+			return false, corruptError(logName, off, fmt.Sprintf("%v in the record of position %d", st, p))
+		}
+		if r.position != p {
+			return unusable("the record at offset %d holds position %d, not %d", off, r.position, p)
+		}
+		got.addID(r.id, p)
+		got.addVersion(hashNameB(r.stream), r.version, p)
+		off += int64(l)
+	}
+	if off != sl.end {
+		return unusable("its records end at offset %d, not %d", off, sl.end)
+	}
+	want, err := sl.fileSums()
+	if err != nil {
+		return unusable("reading it: %v", err)
+	}
+	if got != want {
+		return unusable("the ids, streams or versions it lists are not those of the log")
+	}
+	return true, nil
 }
 
 // cutTail removes what lies past the last complete write, unless it is only
@@ -177,12 +264,12 @@ func (s *Store) allZero(from, to int64) (bool, error) {
 	return true, nil
 }
 
-// resetIndexes forgets everything loaded, for a scan from the start.
+// resetIndexes empties the indexes, for a scan from the start.
 func (s *Store) resetIndexes() {
-	s.offsets, s.posStream, s.posID, s.streamList = nil, nil, nil, nil
+	s.offsets, s.posStream, s.posID = nil, nil, nil
 	s.streams = make(map[string]*stream)
 	s.ids = newIDIndex(0)
-	s.ckptCount.Store(0)
+	s.sealed, s.base = emptySealed, 0
 }
 
 // window reads a file sequentially in big chunks.
@@ -266,11 +353,11 @@ func (s *Store) scan(start, size int64) (int64, error) {
 	return cut, nil
 }
 
-// addScanned adds a checked record to the indexes, after checking that it
-// continues the log: the next position, the next version of its stream, an
-// id not seen before.
+// addScanned adds a checked record to the hot indexes, after checking that
+// it continues the log: the next position, the next version of its stream,
+// an id not seen before (in the hot or the sealed part).
 func (s *Store) addScanned(r *rec, off int64) error {
-	pos := uint64(len(s.offsets))
+	pos := s.base + uint64(len(s.offsets))
 	if r.position != pos {
 		return corruptError(logName, off, fmt.Sprintf("record holds position %d where %d was expected", r.position, pos))
 	}
@@ -279,42 +366,51 @@ func (s *Store) addScanned(r *rec, off int64) error {
 		if err := eventstore.ValidateStream(string(r.stream)); err != nil {
 			return corruptError(logName, off, err.Error())
 		}
-		st = &stream{name: string(r.stream), num: uint32(len(s.streamList))}
+		ss, _, err := s.sealed.findStream(string(r.stream))
+		if err != nil {
+			return err
+		}
+		st = &stream{name: string(r.stream), sealed: ss.count}
 		s.streams[st.name] = st
-		s.streamList = append(s.streamList, st)
+		s.scanNew = append(s.scanNew, st)
 	}
-	if r.version != uint64(len(st.positions)) {
-		return corruptError(logName, off, fmt.Sprintf("record holds version %d of %q where %d was expected", r.version, st.name, len(st.positions)))
+	if want := st.sealed + uint64(len(st.positions)); r.version != want {
+		return corruptError(logName, off, fmt.Sprintf("record holds version %d of %q where %d was expected", r.version, st.name, want))
 	}
-	if _, dup := s.ids.get(r.id, s.posID); dup {
+	_, dup, err := s.findID(r.id)
+	if err != nil {
+		return err
+	}
+	if dup {
 		return corruptError(logName, off, fmt.Sprintf("event id %s is stored twice", r.id))
 	}
 	s.offsets = append(s.offsets, off)
-	s.posStream = append(s.posStream, st.num)
+	s.posStream = append(s.posStream, st)
 	s.posID = append(s.posID, r.id)
 	st.positions = append(st.positions, pos)
-	s.ids.put(pos, s.posID)
+	s.ids.put(pos-s.base, s.posID)
 	return nil
 }
 
 // scanMark is the size of the indexes at the end of a complete commit.
 type scanMark struct{ events, streams int }
 
-func (s *Store) mark() scanMark { return scanMark{len(s.offsets), len(s.streamList)} }
+func (s *Store) mark() scanMark { return scanMark{len(s.offsets), len(s.scanNew)} }
 
 // rollback takes the records added since m back out of the indexes.
 func (s *Store) rollback(m scanMark) {
-	for p := len(s.offsets) - 1; p >= m.events; p-- {
-		st := s.streamList[s.posStream[p]]
+	for i := len(s.offsets) - 1; i >= m.events; i-- {
+		st := s.posStream[i]
 		st.positions = st.positions[:len(st.positions)-1]
-		s.ids.del(s.posID[p], s.posID)
+		s.ids.del(s.posID[i], s.posID)
 	}
-	for _, st := range s.streamList[m.streams:] {
+	for _, st := range s.scanNew[m.streams:] {
 		delete(s.streams, st.name)
 	}
-	clear(s.streamList[m.streams:])
+	clear(s.scanNew[m.streams:])
+	clear(s.posStream[m.events:])
 	s.offsets, s.posStream, s.posID = s.offsets[:m.events], s.posStream[:m.events], s.posID[:m.events]
-	s.streamList = s.streamList[:m.streams]
+	s.scanNew = s.scanNew[:m.streams]
 }
 
 // checkTorn decides what the bad record at off means. The committer writes
@@ -324,7 +420,7 @@ func (s *Store) rollback(m scanMark) {
 // off may survive a tear (the disk need not persist a write's pages in
 // order), so they do not count.
 func (s *Store) checkTorn(w *window, off int64, st recordStatus) error {
-	pos := uint64(len(s.offsets)) // the position the bad record should hold
+	pos := s.base + uint64(len(s.offsets)) // the position the bad record should hold
 	maxPos := pos + uint64((w.size-off)/minRecord) + 1
 	var r rec
 	for o := off + 1; o+minRecord <= w.size; {

@@ -43,11 +43,7 @@ func buildLog(t testing.TB, n int) *testLog {
 	)
 	mustAppend(t, s, "worker-w1", eventstore.Any, richEvent(104), richEvent(105))
 	tl := &testLog{dir: dir, events: readAllT(t, s)}
-	v := s.view()
-	for p := range v.head {
-		tl.offsets = append(tl.offsets, v.offsets[p])
-	}
-	tl.offsets = append(tl.offsets, v.end)
+	tl.offsets = recordOffsets(t, s)
 	requireClose(t, s)
 	// Commits, from the records themselves.
 	b, err := os.ReadFile(filepath.Join(dir, logName))
@@ -176,7 +172,7 @@ func TestTornTailGarbage(t *testing.T) {
 				t.Parallel()
 				dir := copyDir(t, tl.dir)
 				if !withIndex {
-					if err := os.Remove(filepath.Join(dir, indexName)); err != nil {
+					if err := os.Remove(filepath.Join(dir, sealedName)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -251,7 +247,7 @@ func TestCorruptMiddle(t *testing.T) {
 				t.Parallel()
 				dir := copyDir(t, tl.dir)
 				if mode == "scan" {
-					if err := os.Remove(filepath.Join(dir, indexName)); err != nil {
+					if err := os.Remove(filepath.Join(dir, sealedName)); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -260,11 +256,11 @@ func TestCorruptMiddle(t *testing.T) {
 				if err := os.WriteFile(logPath, damaged, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				index, _ := os.ReadFile(filepath.Join(dir, indexName))
+				index, _ := os.ReadFile(filepath.Join(dir, sealedName))
 				requireFiles := func(when string) {
 					t.Helper()
 					got, _ := os.ReadFile(logPath)
-					gotIndex, _ := os.ReadFile(filepath.Join(dir, indexName))
+					gotIndex, _ := os.ReadFile(filepath.Join(dir, sealedName))
 					if !bytes.Equal(got, damaged) || !bytes.Equal(gotIndex, index) {
 						t.Fatalf("%s changed the files", when)
 					}
@@ -359,17 +355,17 @@ func TestDamagedWrite(t *testing.T) {
 func TestIndexFallback(t *testing.T) {
 	t.Parallel()
 	tl := buildLog(t, 30)
-	index, err := os.ReadFile(filepath.Join(tl.dir, indexName))
+	index, err := os.ReadFile(filepath.Join(tl.dir, sealedName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := buildLog(t, 40)
-	otherIndex, _ := os.ReadFile(filepath.Join(other.dir, indexName))
+	otherIndex, _ := os.ReadFile(filepath.Join(other.dir, sealedName))
 	// A stale index: of the same log when it was shorter.
 	staleDir := dirWithLog(t, tl.log[:tl.offsets[20]])
 	s := openT(t, staleDir, Options{})
 	requireClose(t, s)
-	staleIndex, _ := os.ReadFile(filepath.Join(staleDir, indexName))
+	staleIndex, _ := os.ReadFile(filepath.Join(staleDir, sealedName))
 	for _, c := range []struct {
 		name   string
 		index  []byte
@@ -388,17 +384,17 @@ func TestIndexFallback(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/trust=%v", c.name, trust), func(t *testing.T) {
 				t.Parallel()
 				dir := dirWithLog(t, tl.log)
-				if err := os.WriteFile(filepath.Join(dir, indexName), c.index, 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(dir, sealedName), c.index, 0o644); err != nil {
 					t.Fatal(err)
 				}
 				logs := &logRecorder{}
 				s := openT(t, dir, Options{TrustIndex: trust, Logger: slog.New(logs)})
 				requireEvents(t, "after Open", tl.events, readAllT(t, s))
-				ignored := slices.ContainsFunc(logs.messages(), func(m string) bool { return strings.Contains(m, "ignoring the index") })
+				ignored := slices.ContainsFunc(logs.messages(), func(m string) bool { return strings.Contains(m, "ignoring the sealed index") })
 				if ignored == c.usable {
 					t.Fatalf("index ignored: %v, want %v (%q)", ignored, !c.usable, logs.messages())
 				}
-				if used := s.ckptCount.Load() > 0; used != c.usable {
+				if used := s.loadedSealed > 0; used != c.usable {
 					t.Fatalf("index used: %v, want %v", used, c.usable)
 				}
 				last := tl.events[len(tl.events)-1]
@@ -412,25 +408,26 @@ func TestIndexFallback(t *testing.T) {
 	}
 }
 
-// repeatStreamName returns index with its second stream name of some
-// length overwritten by the first of that length, and its checksum fixed:
-// an index that no writer makes, which Open must refuse.
-func repeatStreamName(t *testing.T, index []byte) []byte {
+// repeatStreamName returns the sealed file with the name of a stream entry
+// overwritten by that of an earlier entry of the same length, and its
+// checksum fixed: a file that no writer makes, which Open must refuse.
+func repeatStreamName(t *testing.T, file []byte) []byte {
 	t.Helper()
-	out := slices.Clone(index)
-	m := int(binary.LittleEndian.Uint64(out[32:]))
-	firstOfLen := map[int]int{} // name length → offset of its first name
-	off := indexHeaderSize
+	out := slices.Clone(file)
+	footer := out[len(out)-sealedTrailer-sealedFooterSize:]
+	m := int(binary.LittleEndian.Uint64(footer[16:]))
+	off := int(binary.LittleEndian.Uint64(footer[32:]))
+	firstOfLen := map[int]int{} // name length → offset of its first entry
 	for range m {
 		l := int(out[off])
 		if at, ok := firstOfLen[l]; ok {
 			copy(out[off+1:off+1+l], out[at+1:at+1+l])
-			body := out[:len(out)-indexTrailer]
+			body := out[:len(out)-sealedTrailer]
 			binary.LittleEndian.PutUint32(out[len(body):], crc32.Checksum(body, castagnoli))
 			return out
 		}
 		firstOfLen[l] = off
-		off += 1 + l
+		off += streamFixed + l
 	}
 	t.Fatal("the test log has no two stream names of one length")
 	return nil
@@ -446,17 +443,17 @@ func TestPeriodicCheckpoint(t *testing.T) {
 		mustAppend(t, s, fmt.Sprintf("execution-%d", i%7), eventstore.Any, richEvent(i))
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for s.ckptCount.Load() < 40 {
+	for s.sealedEvents() < 40 {
 		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint of at least 40 events after 50 appends (last covers %d)", s.ckptCount.Load())
+			t.Fatalf("no seal of at least 40 events after 50 appends (last covers %d)", s.sealedEvents())
 		}
 		time.Sleep(time.Millisecond)
 	}
 	written := readAllT(t, s)
 	crash(s)
 	s = openT(t, dir, Options{NoSync: true})
-	if c := s.ckptCount.Load(); c < 40 {
-		t.Fatalf("reopen used an index of %d events, want the checkpoint", c)
+	if c := s.loadedSealed; c < 40 {
+		t.Fatalf("reopen used a sealed file of %d events, want the last seal", c)
 	}
 	requireEvents(t, "after crash", written, readAllT(t, s))
 }

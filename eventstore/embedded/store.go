@@ -19,10 +19,11 @@ import (
 
 // File names inside the data directory.
 const (
-	logName   = "log"
-	indexName = "index"
-	lockName  = "LOCK"
-	tmpSuffix = ".tmp"
+	logName      = "log"
+	sealedName   = "sealed"
+	oldIndexName = "index" // the index file of earlier versions: ignored
+	lockName     = "LOCK"
+	tmpSuffix    = ".tmp"
 )
 
 var _ eventstore.Store = (*Store)(nil)
@@ -39,19 +40,22 @@ type Store struct {
 	f    *os.File
 
 	// mu guards the headers of the slices and maps below (not their
-	// elements). The committer appends to them as it stages a write, then
-	// publishes: everything below head is committed and never changes again,
-	// so a reader may use the elements below head of a header it copied under
-	// mu without holding it.
-	mu         sync.RWMutex
-	offsets    []int64     // position → file offset of its record
-	posStream  []uint32    // position → stream number
-	posID      []uuid.UUID // position → event id
-	streams    map[string]*stream
-	streamList []*stream // stream number → stream
-	end        int64     // file offset just past the last committed record
-	nstreams   int       // streams with at least one committed event
-	head       atomic.Uint64
+	// elements) and the fields of the streams. The committer appends to them
+	// as it stages a write, then publishes: everything below head is
+	// committed and never changes again, so a reader may use the elements
+	// below head of a header it copied under mu without holding it.
+	//
+	// Positions below base are sealed: their index is in the sealed file
+	// (see sealed). The slices index the hot positions, from base on.
+	mu        sync.RWMutex
+	sealed    *sealed            // positions [0, base)
+	base      uint64             // first hot position; written by the committer only, under mu
+	offsets   []int64            // position base+i → file offset of its record
+	posStream []*stream          // position base+i → its stream
+	posID     []uuid.UUID        // position base+i → event id
+	streams   map[string]*stream // streams with hot events (staged included)
+	end       int64              // file offset just past the last committed record
+	head      atomic.Uint64
 
 	// notify is closed and replaced each time events are committed.
 	notify atomic.Pointer[chan struct{}]
@@ -66,7 +70,7 @@ type Store struct {
 	fresh    []domain.Envelope // committer only: the chunk being staged, for tail
 
 	// Owned by the committer goroutine (and by Open before it starts).
-	ids        *idIndex      // event id → position, committed and staged
+	ids        *idIndex      // hot event id → position - base, committed and staged (writes under mu)
 	next       uint64        // position of the next staged event
 	wend       int64         // file offset past the last staged record
 	alloc      int64         // file offset up to which the file is written (zeros past wend)
@@ -74,6 +78,8 @@ type Store struct {
 	group      group         // the group commit under way
 	seq        uint64        // group commit counter
 	touched    []*stream     // streams staged in the current group commit
+	counts     []uint64      // scratch: versions of each append's stream, in stage
+	scanNew    []*stream     // recovery only: streams the scan created, in order
 	failed     error         // sticky: a write or fsync failed
 	noAlloc    bool          // preallocation failed once; do not retry
 	lastGroup  int           // requests in the last group commit
@@ -91,27 +97,33 @@ type Store struct {
 	closeErr      error
 	committerDone chan struct{}
 
-	ckptMu    sync.Mutex // serialises index writes
-	ckptCount atomic.Uint64
-	ckptWake  chan struct{}
-	ckptStop  chan struct{}
-	ckptDone  chan struct{}
+	ckptMu       sync.Mutex             // serialises seals
+	pending      atomic.Pointer[sealed] // written, for the committer to install
+	sealDone     chan struct{}          // the committer installed a seal
+	ckptWake     chan struct{}
+	ckptStop     chan struct{}
+	ckptDone     chan struct{}
+	loadedSealed uint64 // events the sealed file covered at Open (for tests)
+
+	streamNames [1024]atomic.Pointer[string] // interned stream names of sealed records
 
 	types   atomic.Pointer[map[string]string] // interned event types, copy on write
 	typesMu sync.Mutex
 
 	// Counters for tests and benchmarks.
 	writes   atomic.Uint64 // group commits written (each one write and one fsync)
+	seals    atomic.Uint64 // seals installed
+	lookups  atomic.Uint64 // id and stream look-ups that read the sealed file
 	syncTime atomic.Int64  // nanoseconds spent in fsync
 }
 
-// stream is one stream's state. name and num never change; positions and
-// committed are guarded by Store.mu as described there.
+// stream is the hot state of a stream with hot events. name never changes;
+// the other fields are guarded by Store.mu as described there.
 type stream struct {
 	name      string
-	num       uint32
-	positions []uint64 // version → position, staged included
-	committed int      // versions below it are committed
+	sealed    uint64   // versions in the sealed part
+	positions []uint64 // version sealed+i → position, hot and staged included
+	committed int      // hot versions below it are committed
 	touched   uint64   // committer only: the group commit that last staged to it
 }
 
@@ -148,6 +160,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		closing:       make(chan struct{}),
 		committerDone: make(chan struct{}),
 		ckptWake:      make(chan struct{}, 1),
+		sealDone:      make(chan struct{}, 1),
 		ckptStop:      make(chan struct{}),
 		ckptDone:      make(chan struct{}),
 	}
@@ -155,6 +168,9 @@ func Open(dir string, opts Options) (*Store, error) {
 		// Clean-up after a failed Open: its error is the one to report.
 		if s.f != nil {
 			_ = s.f.Close()
+		}
+		if s.sealed != nil && s.sealed.f != nil {
+			_ = s.sealed.f.Close()
 		}
 		_ = unlockDir(lock)
 		return nil, err
@@ -164,8 +180,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	types := map[string]string{}
 	s.types.Store(&types)
 	go s.commitLoop()
-	go s.checkpointLoop()
-	s.maybeCheckpoint() // after a long tail scan
+	go s.sealLoop()
+	s.maybeSeal() // after a long tail scan
 	return s, nil
 }
 
@@ -188,8 +204,8 @@ func (s *Store) open() error {
 }
 
 // Close stops accepting appends, finishes the ones already queued, ends every
-// subscription with eventstore.ErrClosed, writes the index and releases the
-// directory. Later calls return what the first returned.
+// subscription with eventstore.ErrClosed, seals every committed event (so
+// the next Open scans nothing) and releases the directory. Later calls return what the first returned.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() { s.closeErr = s.close() })
 	return s.closeErr
@@ -205,10 +221,16 @@ func (s *Store) close() error {
 	close(s.ckptStop)
 	<-s.ckptDone
 
+	s.installSeal() // one the committer did not get to
 	var errs []error
 	if s.failed == nil {
-		if err := s.checkpoint(); err != nil {
+		if _, err := s.writeSeal(false); err != nil {
 			errs = append(errs, err)
+		}
+	}
+	if s.sealed.f != nil {
+		if err := s.sealed.f.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("embedded: close: %w", err))
 		}
 	}
 	// Give back the preallocated zeros (and any failed write past the end).

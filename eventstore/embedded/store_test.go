@@ -96,7 +96,7 @@ func TestOpenRefusesForeignDirectory(t *testing.T) {
 		{"short log", map[string]string{logName: "TRNST"}, eventstore.ErrNotOurs},
 		{"empty log", map[string]string{logName: ""}, eventstore.ErrNotOurs},
 		{"newer format", map[string]string{logName: logMagic + logKind + "\x02\x00\x00\x00"}, eventstore.ErrNotOurs},
-		{"index without log", map[string]string{indexName: "x"}, eventstore.ErrCorrupt},
+		{"index without log", map[string]string{sealedName: "x"}, eventstore.ErrCorrupt},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -162,16 +162,12 @@ func TestReopen(t *testing.T) {
 		{name: "crash", stop: crashIt},
 		{name: "crash/no preallocation", stop: crashIt, opts: Options{Preallocate: -1}},
 		{name: "crash after checkpoint", more: func(t *testing.T, s *Store) {
-			if err := s.checkpoint(); err != nil {
-				t.Fatal(err)
-			}
+			sealNow(t, s)
 			mustAppend(t, s, "execution-late", eventstore.NoStream, richEvent(1), richEvent(2))
 			mustAppend(t, s, "execution-1", eventstore.Any, richEvent(3))
 		}, stop: crashIt},
 		{name: "crash after checkpoint/trust index", more: func(t *testing.T, s *Store) {
-			if err := s.checkpoint(); err != nil {
-				t.Fatal(err)
-			}
+			sealNow(t, s)
 			mustAppend(t, s, "execution-late", eventstore.NoStream, richEvent(1), richEvent(2))
 		}, stop: crashIt, opts: Options{TrustIndex: true}},
 	} {
@@ -186,7 +182,7 @@ func TestReopen(t *testing.T) {
 			written := readAllT(t, s)
 			c.stop(t, s)
 			if c.dropIdx {
-				if err := os.Remove(filepath.Join(dir, indexName)); err != nil {
+				if err := os.Remove(filepath.Join(dir, sealedName)); err != nil {
 					t.Fatal(err)
 				}
 			}
