@@ -64,15 +64,19 @@
 // The hot part, positions S and up, is indexed in memory as a whole: record
 // offset, stream, id, a slot of the id table and a place in its stream's
 // list, about 50 to 60 bytes per event, plus about 150 bytes per stream with
-// hot events. When it reaches Options.HotEvents events (default 1<<17) or an
+// hot events. When it reaches Options.HotEvents events (default 1<<18) or an
 // eighth of S if more, a background seal writes a new sealed file covering
 // the whole committed log (the old file streamed and merged with the hot
 // part, sorted in memory), and the committer installs it between two group
 // commits: the hot structures then keep only what was committed since. So
 // the store's memory is about 1.5 bytes per sealed event plus a hot part of
 // at most max(HotEvents, S/8) events (plus what commits while a seal is
-// written). Readers that started before a seal keep the sealed file they
-// began with; a replaced file is closed when no reader refers to it any more
+// written): with the default, a fixed 15 to 20 MB up to a log of about two
+// million events; past that the eighth grows with the log (about 7.5 bytes
+// per event), the price of rewriting the sealed file at O(1) per event. A
+// log of tens of millions of events would want sealed files in levels that
+// are merged less often; that is not built. Readers that started before a
+// seal keep the sealed file they began with; a replaced file is closed when no reader refers to it any more
 // (by the os.File finaliser).
 //
 // What the sealed part costs: an append to a stream that has no hot events

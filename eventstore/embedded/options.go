@@ -10,7 +10,7 @@ import (
 // Defaults for the zero fields of Options.
 const (
 	DefaultMaxBatch        = 8192
-	DefaultHotEvents       = 1 << 17
+	DefaultHotEvents       = 1 << 18
 	DefaultPreallocate     = 8 << 20
 	DefaultGroupCommitWait = 200 * time.Microsecond
 )
