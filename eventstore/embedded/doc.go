@@ -76,8 +76,8 @@
 // per event), the price of rewriting the sealed file at O(1) per event. A
 // log of tens of millions of events would want sealed files in levels that
 // are merged less often; that is not built. Readers that started before a
-// seal keep the sealed file they began with; a replaced file is closed when no reader refers to it any more
-// (by the os.File finaliser).
+// seal keep the sealed file they began with; a replaced file is closed when
+// no reader refers to it any more (by the os.File finaliser).
 //
 // What the sealed part costs: an append to a stream that has no hot events
 // but does have sealed ones reads one block of the sealed file (to learn its
