@@ -22,7 +22,7 @@
 //   - One open Store per directory, in any process (flock on LOCK).
 //   - Memory grows with the log by about 1.5 bytes per event: the index of
 //     the older, sealed part of the log is on disk (see Memory below); only
-//     a hot part of at most max(Options.HotEvents, an eighth of the log)
+//     a hot part of at most max(Options.HotEvents, 1/32 of the log)
 //     events is indexed in memory.
 //   - The sealed file covers only committed, synced events, and it is
 //     replaced atomically (write, fsync, rename, fsync of the directory). It
@@ -64,18 +64,20 @@
 // The hot part, positions S and up, is indexed in memory as a whole: record
 // offset, stream, id, a slot of the id table and a place in its stream's
 // list, about 50 to 60 bytes per event, plus about 150 bytes per stream with
-// hot events. When it reaches Options.HotEvents events (default 1<<18) or an
-// eighth of S if more, a background seal writes a new sealed file covering
+// hot events. When it reaches Options.HotEvents events (default 1<<16) or
+// 1/32 of S if more, a background seal writes a new sealed file covering
 // the whole committed log (the old file streamed and merged with the hot
 // part, sorted in memory), and the committer installs it between two group
 // commits: the hot structures then keep only what was committed since. So
 // the store's memory is about 1.5 bytes per sealed event plus a hot part of
-// at most max(HotEvents, S/8) events (plus what commits while a seal is
-// written): with the default, a fixed 15 to 20 MB up to a log of about two
-// million events; past that the eighth grows with the log (about 7.5 bytes
-// per event), the price of rewriting the sealed file at O(1) per event. A
-// log of tens of millions of events would want sealed files in levels that
-// are merged less often; that is not built. Readers that started before a
+// at most max(HotEvents, S/32) events (plus what commits while a seal is
+// written): with the default, a fixed 4 to 5 MB up to a log of about two
+// million events; past that the 1/32 grows with the log (about 2 bytes per
+// event). That is the price of rewriting the whole sealed file at each
+// seal: at most about 32 × 45 bytes, some 1.5 KB of sequential writes, per
+// event appended (next to the 200 to 300 bytes of its record). A log of tens
+// of millions of events would want sealed files in levels that are merged
+// less often; that is not built. Readers that started before a
 // seal keep the sealed file they began with; a replaced file is closed when
 // no reader refers to it any more (by the os.File finaliser).
 //

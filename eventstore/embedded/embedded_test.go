@@ -13,7 +13,7 @@ import (
 )
 
 // TestMain runs the tests; TURNSTILE_TEST_HOT_EVENTS=n makes every store
-// that does not set HotEvents seal after n events (and an eighth of the
+// that does not set HotEvents seal after n events (or 1/32 of the
 // sealed part), so that the tests cross the sealed/hot boundary many times.
 func TestMain(m *testing.M) {
 	if v := os.Getenv("TURNSTILE_TEST_HOT_EVENTS"); v != "" {

@@ -10,7 +10,7 @@ import (
 // Defaults for the zero fields of Options.
 const (
 	DefaultMaxBatch        = 8192
-	DefaultHotEvents       = 1 << 18
+	DefaultHotEvents       = 1 << 16
 	DefaultPreallocate     = 8 << 20
 	DefaultGroupCommitWait = 200 * time.Microsecond
 )
@@ -51,7 +51,7 @@ type Options struct {
 	// HotEvents is how many committed events the store indexes in memory
 	// (the hot part) before it seals them: writes their index into the
 	// sealed file in the background and keeps only about 1.5 bytes per
-	// sealed event in memory. The threshold grows to an eighth of the sealed
+	// sealed event in memory. The threshold grows to 1/32 of the sealed
 	// part, so sealing (which rewrites the sealed file) costs O(1) per
 	// event. The sealed file also bounds how much of the log Open must scan
 	// after a crash. Close always seals everything. Negative: only Close

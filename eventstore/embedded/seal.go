@@ -40,13 +40,20 @@ func (s *Store) sealLoop() {
 // sealRetry is how long the store waits after a failed seal.
 const sealRetry = 5 * time.Second
 
+// sealDivisor: the hot part may grow to a 1/sealDivisor share of the sealed
+// part. Each seal rewrites the sealed file, so this bounds the rewriting to
+// sealDivisor times the sealed file's bytes per event (about 45 each), and
+// keeps the hot part's memory (about 60 bytes an event) to a few bytes per
+// event of the log.
+const sealDivisor = 32
+
 // maybeSeal asks for a seal when the committed hot part has reached
-// max(HotEvents, sealed/8) events. Committer only (or Open).
+// max(HotEvents, sealed/sealDivisor) events. Committer only (or Open).
 func (s *Store) maybeSeal() {
 	if s.opts.HotEvents < 0 {
 		return
 	}
-	if s.head.Load()-s.base >= max(uint64(s.opts.HotEvents), s.base/8) {
+	if s.head.Load()-s.base >= max(uint64(s.opts.HotEvents), s.base/sealDivisor) {
 		select {
 		case s.ckptWake <- struct{}{}:
 		default:
