@@ -251,3 +251,20 @@ func recordOffsets(t testing.TB, s *Store) []int64 {
 	out[v.head] = v.end
 	return out
 }
+
+// requireStream checks that ReadStream of name gives exactly written's
+// events of that stream, in order.
+func requireStream(t testing.TB, s eventstore.Store, what, name string, written []domain.Envelope) {
+	t.Helper()
+	got, err := s.ReadStream(ctxT(t), name, 0, len(written)+1)
+	if err != nil {
+		t.Fatalf("%s: ReadStream %s: %v", what, name, err)
+	}
+	var want []domain.Envelope
+	for _, e := range written {
+		if e.Stream == name {
+			want = append(want, e)
+		}
+	}
+	requireEvents(t, what+": ReadStream "+name, want, got)
+}

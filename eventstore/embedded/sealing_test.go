@@ -332,18 +332,7 @@ func TestSealCrash(t *testing.T) {
 				}
 				requireEvents(t, "after Open", written, readAllT(t, s))
 				for i := range 9 {
-					name := fmt.Sprintf("execution-%d", i)
-					got, err := s.ReadStream(ctxT(t), name, 0, 100)
-					if err != nil {
-						t.Fatal(err)
-					}
-					var want []domain.Envelope
-					for _, e := range written {
-						if e.Stream == name {
-							want = append(want, e)
-						}
-					}
-					requireEvents(t, "ReadStream "+name, want, got)
+					requireStream(t, s, "after Open", fmt.Sprintf("execution-%d", i), written)
 				}
 				// It carries on, and knows every old id.
 				first := written[0]

@@ -189,17 +189,7 @@ func TestReopen(t *testing.T) {
 			s = openT(t, dir, c.opts)
 			requireEvents(t, "after reopen", written, readAllT(t, s))
 			for _, name := range []string{"execution-1", "queue-demo.sleep"} {
-				got, err := s.ReadStream(ctxT(t), name, 0, 1000)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var want []domain.Envelope
-				for _, e := range written {
-					if e.Stream == name {
-						want = append(want, e)
-					}
-				}
-				requireEvents(t, "ReadStream "+name+" after reopen", want, got)
+				requireStream(t, s, "after reopen", name, written)
 			}
 			// It carries on: versions and positions continue, old ids are
 			// still known.
