@@ -251,7 +251,7 @@ func TestSoak(t *testing.T) {
 		"rss_after_warmup_mib": math.Round(base.rss / (1 << 20)), "rss_end_mib": math.Round(end.rss / (1 << 20)),
 		"rss_max_mib": math.Round(maxRSS / (1 << 20)), "rss_growth_pct": math.Round(rssGrowth*10) / 10,
 		"rss_first_window_median_mib": math.Round(first / (1 << 20)), "rss_last_window_median_mib": math.Round(last / (1 << 20)),
-		"rss_window_growth_pct": math.Round(windowGrowth*10) / 10,
+		"rss_window_growth_pct":   math.Round(windowGrowth*10) / 10,
 		"goroutines_after_warmup": base.goroutines, "goroutines_max": maxG, "goroutines_end": end.goroutines,
 		"lag_p50_le_s": p50, "lag_p99_le_s": p99, "audit_events": rep.Events, "audit_violations": len(rep.Violations),
 	}
