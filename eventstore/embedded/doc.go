@@ -20,7 +20,7 @@
 //     reads from the file at its own pace, so catch-up and live delivery are
 //     one loop, and a slow subscriber never holds up appends.
 //   - One open Store per directory, in any process (flock on LOCK).
-//   - Memory grows with the log by about 1.5 bytes per event: the index of
+//   - Memory grows with the log by about 2 bytes per event: the index of
 //     the older, sealed part of the log is on disk (see Memory below); only
 //     a hot part of at most max(Options.HotEvents, 1/32 of the log)
 //     events is indexed in memory.
@@ -54,10 +54,10 @@
 // The store finds events by position, by id and by stream. For the older
 // part of the log, positions [0, S), that index lives in the sealed file;
 // memory holds only a fence over its sorted ids (8 bytes of every 128th id)
-// and over its sorted stream names (every 128th name), and a blocked Bloom
-// filter of 10 bits per id and per stream name: about 1.5 bytes per sealed
-// event (1.25 for the id filter, the rest for streams, at some 6 events per
-// stream). A look-up is a binary search of a fence and one read of a block
+// and over its sorted stream names (every 32nd name), and a blocked Bloom
+// filter of 10 bits per id and per stream name: about 1.5 to 2 bytes per
+// sealed event (1.25 for the id filter, the rest for streams, at some 6
+// events per stream). A look-up is a binary search of a fence and one read of a block
 // of the file, and only when the filter lets the key through: the new ids
 // and streams of nearly every append are answered from memory.
 //
@@ -69,7 +69,7 @@
 // the whole committed log (the old file streamed and merged with the hot
 // part, sorted in memory), and the committer installs it between two group
 // commits: the hot structures then keep only what was committed since. So
-// the store's memory is about 1.5 bytes per sealed event plus a hot part of
+// the store's memory is about 2 bytes per sealed event plus a hot part of
 // at most max(HotEvents, S/32) events (plus what commits while a seal is
 // written): with the default, a fixed 4 to 5 MB up to a log of about two
 // million events; past that the 1/32 grows with the log (about 2 bytes per

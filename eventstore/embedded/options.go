@@ -50,7 +50,7 @@ type Options struct {
 
 	// HotEvents is how many committed events the store indexes in memory
 	// (the hot part) before it seals them: writes their index into the
-	// sealed file in the background and keeps only about 1.5 bytes per
+	// sealed file in the background and keeps only about 2 bytes per
 	// sealed event in memory. The threshold grows to 1/32 of the sealed
 	// part, so sealing (which rewrites the sealed file) costs O(1) per
 	// event. The sealed file also bounds how much of the log Open must scan

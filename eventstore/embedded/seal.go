@@ -352,7 +352,7 @@ func writeSealedFile(path string, old *sealed, base uint64, hot *hotPart, end in
 	ns.streamsOff = w.n
 	first := uint64(0)
 	err = mergeStreams(old, hotStreams, func(name []byte, oldCount uint64, hotPos []uint64) error {
-		if ns.m%fenceEvery == 0 {
+		if ns.m%nameFenceEvery == 0 {
 			ns.nameFence = append(ns.nameFence, string(name))
 			ns.nameOff = append(ns.nameOff, w.n+int64(len(b)))
 		}

@@ -12,7 +12,7 @@ import (
 	"os"
 	"slices"
 	"sort"
-	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/google/uuid"
@@ -28,10 +28,39 @@ const (
 	sealedTrailer    = 4
 	idEntrySize      = 24 // id, position
 	streamFixed      = 17 // name length, count, first list entry (plus the name)
-	// fenceEvery is how many sorted ids (or stream entries) one fence entry
-	// stands for: a lookup reads one block of that many entries.
+	// fenceEvery is how many sorted ids one fence entry stands for: a
+	// lookup reads one block of that many entries (3 KiB). Ids are looked
+	// up on the disk only when the filter lets a new one through.
 	fenceEvery = 128
+	// nameFenceEvery is the same for stream entries (some 2 KiB a block):
+	// smaller, because every append to a stream whose events are all sealed
+	// (a waiting execution granted after a seal) reads one, on the committer.
+	nameFenceEvery = 32
 )
+
+// streamBlocks holds the buffers findStream reads blocks into.
+var streamBlocks = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// compareName compares a name read from the file with name, as
+// strings.Compare would, without converting either.
+func compareName(b []byte, name string) int {
+	n := min(len(b), len(name))
+	for i := range n {
+		if b[i] != name[i] {
+			if b[i] < name[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case len(b) < len(name):
+		return -1
+	case len(b) > len(name):
+		return 1
+	}
+	return 0
+}
 
 // sealedSeed keys the in-memory hashes of the sealed part (filters and the
 // verification sums); they are never stored.
@@ -166,7 +195,10 @@ func (s *sealed) findStream(name string) (sealedStream, bool, error) {
 	if j+1 < len(s.nameOff) {
 		to = s.nameOff[j+1]
 	}
-	b := make([]byte, to-s.nameOff[j])
+	bp := streamBlocks.Get().(*[]byte)
+	defer streamBlocks.Put(bp)
+	b := slices.Grow((*bp)[:0], int(to-s.nameOff[j]))[:to-s.nameOff[j]]
+	*bp = b
 	if err := s.readAt(b, s.nameOff[j]); err != nil {
 		return sealedStream{}, false, err
 	}
@@ -175,7 +207,7 @@ func (s *sealed) findStream(name string) (sealedStream, bool, error) {
 		if !ok {
 			return sealedStream{}, false, corruptError(sealedName, s.nameOff[j], "malformed stream entry")
 		}
-		switch c := strings.Compare(string(e.name), name); {
+		switch c := compareName(e.name, name); {
 		case c == 0:
 			return e.sealedStream, true, nil
 		case c > 0:
@@ -399,7 +431,7 @@ func loadSealed(path string, logSize int64) (_ *sealed, err error) {
 			e.count == 0 || e.first != total || e.count > n-total {
 			return nil, bad("stream entry %d (%q)", i, e.name)
 		}
-		if i%fenceEvery == 0 {
+		if i%nameFenceEvery == 0 {
 			s.nameFence = append(s.nameFence, string(e.name))
 			s.nameOff = append(s.nameOff, off)
 		}
