@@ -378,13 +378,19 @@ func writeSealedFile(path string, old *sealed, base uint64, hot *hotPart, end in
 		oldLists = section(old.listsOff, 8*int64(old.n))
 	}
 	err = mergeStreams(old, hotStreams, func(name []byte, oldCount uint64, hotPos []uint64) error {
-		if oldCount > 0 {
-			if err := flush(cap(b)); err != nil {
+		// The old list, through b in pieces of at most its capacity (no
+		// buffer allocated per stream).
+		for left := 8 * int(oldCount); left > 0; {
+			k := min(left, cap(b))
+			if err := flush(k); err != nil {
 				return err
 			}
-			if _, err := io.CopyN(w, oldLists, 8*int64(oldCount)); err != nil {
+			n := len(b)
+			b = b[:n+k]
+			if _, err := io.ReadFull(oldLists, b[n:]); err != nil {
 				return err
 			}
+			left -= k
 		}
 		for _, p := range hotPos {
 			if err := flush(8); err != nil {
@@ -441,14 +447,14 @@ func mergeStreams(old *sealed, hot []hotStream, emit func(name []byte, oldCount 
 			return err
 		}
 		left--
-		for len(hot) > 0 && strings.Compare(hot[0].name, string(e.name)) < 0 {
+		for len(hot) > 0 && compareName(e.name, hot[0].name) > 0 {
 			if err := emit([]byte(hot[0].name), 0, hot[0].positions); err != nil {
 				return err
 			}
 			hot = hot[1:]
 		}
 		var hotPos []uint64
-		if len(hot) > 0 && hot[0].name == string(e.name) {
+		if len(hot) > 0 && compareName(e.name, hot[0].name) == 0 {
 			hotPos = hot[0].positions
 			hot = hot[1:]
 		}
