@@ -29,8 +29,9 @@
 //     writes, under the log_head lock; UNIQUE (stream, version) and UNIQUE
 //     (id) hold even against writers that bypass the store, and a violation
 //     (SQLSTATE 23505) becomes eventstore.WrongVersionError (or
-//     ErrIdempotencyConflict for an id) after the store has retried the
-//     append once on its own.
+//     ErrIdempotencyConflict for an id) after the store has decided the
+//     append again under the lock (twice if its first attempt left the
+//     head it assumed to the constraint; see below).
 //   - Group commit: concurrent appends of one Store are queued and written
 //     together, in queue order, in one transaction of at most
 //     Options.MaxBatch events, by one of two committer goroutines, each
@@ -82,11 +83,14 @@
 // head its own last commit left. The committer decides the group on those
 // heads and sends, in one pipeline, the lock request, a flush request (its
 // answer tells the committer that the group holds the lock, so the next
-// group may be sent), and one statement that checks every assumed head
+// group may be sent), and one statement that checks the assumed heads
 // against the table, inserts the rows at positions counted from
 // log_head.next, advances log_head and notifies, then Sync, which commits.
-// If an assumed head is wrong the statement writes nothing, and if an event
-// id is already stored the insert fails (UNIQUE (id)); either way the group
+// Heads known to be in the log (a stream's first event, or a version this
+// Store's own commits reached) are left to UNIQUE (stream, version) instead
+// of a look-up: if such a stream moved on, the version the group writes is
+// taken. If a checked head is wrong the statement writes nothing, and if a
+// row breaks a UNIQUE constraint the insert fails; either way the group
 // is decided again the careful way, in two round trips: BEGIN and the lock
 // request, with the reads its decisions need (the streams' last versions,
 // stored events with its ids) queued behind it in one pipeline; then the

@@ -196,6 +196,15 @@ func (h *headCache) done(seq uint64, heads map[string]int64, committed bool) {
 	}
 }
 
+// exists reports whether a commit of this Store left stream with at least
+// last+1 events: (stream, last) is then in the log for good.
+func (h *headCache) exists(stream string, last int64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c, ok := h.get(stream)
+	return ok && c.last >= last
+}
+
 // forget drops every cached head (after a commit whose outcome is unknown).
 func (h *headCache) forget() {
 	h.mu.Lock()
@@ -231,7 +240,7 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 		locked(0, 0)
 		return plan{}, true, err
 	}
-	checkStreams, checkLasts := headsToCheck(streams, lasts, p.rows)
+	checkStreams, checkLasts := headsToCheck(streams, lasts, p.rows, s.heads.exists)
 	params := fastParams(checkStreams, checkLasts, p.rows, s.sql.channel)
 	if len(params) != len(c.append.ParamOIDs) {
 		locked(0, 0)
@@ -279,20 +288,24 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 	return p, true, nil
 }
 
-// headsToCheck returns the assumed heads the append statement must check:
-// all but those of streams assumed to have no events that the group writes.
-// For those, UNIQUE (stream, version) checks the assumption as the rows go
-// in (a stream that has events already has a version 0), and a violation
-// fails the whole group, which is then decided again the careful way: a
-// probe per new stream saved, about one stream in six.
-func headsToCheck(streams []string, lasts []int64, rows []domain.Envelope) ([]string, []int64) {
+// headsToCheck returns the assumed heads the append statement must check.
+// It leaves out the streams the group writes whose assumed head is known to
+// be in the log: those assumed to have no events, and those at a version
+// that a commit of this Store left or passed (exists). For them UNIQUE
+// (stream, version) checks the assumption as the rows go in (a stream that
+// moved on already holds the version written next), and a violation fails
+// the whole group, which is then decided again the careful way. A condition
+// (a stream the group does not write) is always checked. Each probe saved is
+// an index search under the log_head lock: about five in six streams of the
+// lifecycle are left out this way.
+func headsToCheck(streams []string, lasts []int64, rows []domain.Envelope, exists func(stream string, last int64) bool) ([]string, []int64) {
 	written := make(map[string]bool, len(streams))
 	for i := range rows {
 		written[rows[i].Stream] = true
 	}
 	cs, cl := streams[:0:0], lasts[:0:0]
 	for i, st := range streams {
-		if lasts[i] == -1 && written[st] {
+		if written[st] && (lasts[i] == -1 || exists(st, lasts[i])) {
 			continue
 		}
 		cs, cl = append(cs, st), append(cl, lasts[i])

@@ -192,10 +192,13 @@ func TestOpenURL(t *testing.T) {
 // TestOutsideWriterUniqueViolation: writers that bypass the log_head lock
 // (raw SQL) insert rows the store's own check cannot have seen: PostgreSQL's
 // UNIQUE constraints (SQLSTATE 23505) refuse the store's conflicting insert.
-// The store retries the append once on its own, which sees the outsider's
-// row; a second refusal is final. Either way the caller gets the
-// wrong-version error, or the idempotency conflict for an id, and an append
-// with Any raced once simply lands after the outsider's row.
+// The store decides the append again under the lock, which sees the
+// outsider's row; if the first attempt left the head it assumed unchecked
+// (a head its own commit reached, see headsToCheck), a refusal there counts
+// as a stale assumption and the store retries once more. The last refusal is
+// final: the caller gets the wrong-version error, or the idempotency
+// conflict for an id, and an append with Any raced fewer times simply lands
+// after the outsiders' rows.
 func TestOutsideWriterUniqueViolation(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, Options{})
@@ -225,10 +228,15 @@ func TestOutsideWriterUniqueViolation(t *testing.T) {
 				t.Errorf("Any after an outsider took version 1: %+v, %v; want version 2", res, err)
 			}
 		}},
-		{"AnyTwice", "execution-c", eventstore.Any, storetest.NewEvent("test.mine", nil), []row{{"execution-c", 1, uuid.New()}, {"execution-c", 2, uuid.New()}}, func(_ eventstore.AppendResult, err error) {
+		{"AnyTwice", "execution-c", eventstore.Any, storetest.NewEvent("test.mine", nil), []row{{"execution-c", 1, uuid.New()}, {"execution-c", 2, uuid.New()}}, func(res eventstore.AppendResult, err error) {
+			if err != nil || res.Version != 3 {
+				t.Errorf("Any raced twice by outsiders, its first head unchecked: %+v, %v; want version 3", res, err)
+			}
+		}},
+		{"AnyThrice", "execution-e", eventstore.Any, storetest.NewEvent("test.mine", nil), []row{{"execution-e", 1, uuid.New()}, {"execution-e", 2, uuid.New()}, {"execution-e", 3, uuid.New()}}, func(_ eventstore.AppendResult, err error) {
 			var wv *eventstore.WrongVersionError
-			if !errors.As(err, &wv) || !wv.Exists || wv.Actual != 2 || wv.Stream != "execution-c" {
-				t.Errorf("Any raced twice by outsiders: %v, want a WrongVersionError at version 2", err)
+			if !errors.As(err, &wv) || !wv.Exists || wv.Actual != 3 || wv.Stream != "execution-e" {
+				t.Errorf("Any raced three times by outsiders: %v, want a WrongVersionError at version 3", err)
 			}
 		}},
 		{"id", "execution-d", eventstore.Any, outsider, []row{{"execution-elsewhere", 0, outsider.ID}}, func(_ eventstore.AppendResult, err error) {

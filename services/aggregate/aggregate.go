@@ -22,13 +22,15 @@ var namespace = uuid.MustParse("6a0b5a8e-2f4e-4b7e-9a53-3c1f3f1f7a11")
 
 // EventID returns the deterministic id of the event that writer decides to
 // write to stream at version, of type typ. Two writers racing for the same
-// version get different ids, so the loser sees a wrong-version error.
+// version get different ids, so the loser sees a wrong-version error. On an
+// execution stream named by a UUIDv7 the id is made local in time
+// (domain.LocalEventID).
 func EventID(writer, stream string, version int64, typ string) uuid.UUID {
 	// The bytes of fmt's "%s/%s/%d/%s", without fmt: ids must never change.
 	b := make([]byte, 0, len(writer)+len(stream)+len(typ)+24)
 	b = append(append(append(b, writer...), '/'), stream...)
 	b = strconv.AppendInt(append(b, '/'), version, 10)
-	return uuid.NewSHA1(namespace, append(append(b, '/'), typ...))
+	return domain.LocalEventID(uuid.NewSHA1(namespace, append(append(b, '/'), typ...)), stream)
 }
 
 // LostRace reports whether an append error means another writer got to the

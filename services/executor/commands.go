@@ -132,7 +132,7 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 	// request must fail on "no stream" and be recognised by its hash below
 	// (created false), not pass as the store's idempotent re-append of the
 	// same event (which would report created again).
-	env, err := domain.Catalogue.Encode(c.freshID(), ev, domain.OwnerExecutor, c.Writer)
+	env, err := domain.Catalogue.Encode(domain.LocalEventID(c.freshID(), stream), ev, domain.OwnerExecutor, c.Writer)
 	if err != nil {
 		return "", false, err
 	}

@@ -911,7 +911,7 @@ func followID(fence uuid.UUID, stream string, i int, typ string) uuid.UUID {
 	// The bytes of fmt's "%s/%d/%s", without fmt: ids must never change.
 	b := make([]byte, 0, len(stream)+len(typ)+24)
 	b = strconv.AppendInt(append(append(b, stream...), '/'), int64(i), 10)
-	return uuid.NewSHA1(fence, append(append(b, '/'), typ...))
+	return domain.LocalEventID(uuid.NewSHA1(fence, append(append(b, '/'), typ...)), stream)
 }
 
 func (e *Executor) stageIDs(stream string, version int64, id func(i int, typ string) uuid.UUID, events ...domain.Event) eventstore.StreamAppend {
