@@ -1,6 +1,10 @@
 package domain
 
-import "github.com/google/uuid"
+import (
+	"crypto/sha1"
+
+	"github.com/google/uuid"
+)
 
 // LocalEventID returns id made local in time: when stream is an execution's
 // stream and the execution's id is a UUIDv7 (as the ids turnstile gives
@@ -58,4 +62,17 @@ func fromHex(c byte) (byte, bool) {
 		return c - 'A' + 10, true
 	}
 	return 0, false
+}
+
+// DeriveID returns the name-based UUID (version 5, SHA-1) of name in
+// space: the same id as uuid.NewSHA1, without its allocations (ids are
+// derived for every event the executor and the workers write).
+func DeriveID(space uuid.UUID, name []byte) uuid.UUID {
+	var buf [160]byte
+	sum := sha1.Sum(append(append(buf[:0], space[:]...), name...))
+	var id uuid.UUID
+	copy(id[:], sum[:len(id)])
+	id[6] = id[6]&0x0f | 0x50 // version 5
+	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
+	return id
 }

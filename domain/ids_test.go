@@ -43,3 +43,23 @@ func TestLocalEventID(t *testing.T) {
 		}
 	}
 }
+
+func TestDeriveIDIsNewSHA1(t *testing.T) {
+	space := uuid.New()
+	for n := range 400 {
+		name := bytes.Repeat([]byte{byte(n)}, n)
+		if got, want := DeriveID(space, name), uuid.NewSHA1(space, name); got != want {
+			t.Fatalf("DeriveID of %d bytes = %s, want %s", n, got, want)
+		}
+	}
+}
+
+func BenchmarkDeriveID(b *testing.B) {
+	name := []byte("local-1/execution-019aa3f2-7c10-7d2e-9c4b-5b1e2f3a4d5c/3/execution.succeeded")
+	b.ReportAllocs()
+	for b.Loop() {
+		DeriveID(namespaceForBench, name)
+	}
+}
+
+var namespaceForBench = uuid.MustParse("6a0b5a8e-2f4e-4b7e-9a53-3c1f3f1f7a11")

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,6 +72,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the result as one JSON line last")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the run to this file (go tool pprof -sample_index=alloc_space)")
+	traceFile := fs.String("trace", "", "write an execution trace of the run to this file (go tool trace; -pprof=sched, sync or syscall for where goroutines wait)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -139,6 +141,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer stopProfile()
+	stopTrace, err := startTrace(*traceFile)
+	if err != nil {
+		return err
+	}
+	defer stopTrace()
 	start := time.Now()
 	var next atomic.Int64
 	var wg sync.WaitGroup
@@ -177,6 +184,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	elapsed := time.Since(start)
 	stopProfile()
+	stopTrace()
 	if *memProfile != "" {
 		if err := writeHeapProfile(*memProfile); err != nil {
 			return err
@@ -542,6 +550,29 @@ func writeHeapProfile(path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// startTrace starts writing an execution trace to path ("" traces nothing)
+// and returns the function that stops and closes it (once).
+func startTrace(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := trace.Start(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			trace.Stop()
+			_ = f.Close()
+		})
+	}, nil
 }
 
 // startCPUProfile starts writing a CPU profile to path ("" profiles

@@ -27,10 +27,10 @@ var namespace = uuid.MustParse("6a0b5a8e-2f4e-4b7e-9a53-3c1f3f1f7a11")
 // (domain.LocalEventID).
 func EventID(writer, stream string, version int64, typ string) uuid.UUID {
 	// The bytes of fmt's "%s/%s/%d/%s", without fmt: ids must never change.
-	b := make([]byte, 0, len(writer)+len(stream)+len(typ)+24)
-	b = append(append(append(b, writer...), '/'), stream...)
+	var buf [128]byte
+	b := append(append(append(buf[:0], writer...), '/'), stream...)
 	b = strconv.AppendInt(append(b, '/'), version, 10)
-	return domain.LocalEventID(uuid.NewSHA1(namespace, append(append(b, '/'), typ...)), stream)
+	return domain.LocalEventID(domain.DeriveID(namespace, append(append(b, '/'), typ...)), stream)
 }
 
 // LostRace reports whether an append error means another writer got to the

@@ -909,9 +909,9 @@ func (e *Executor) stageAfter(fence uuid.UUID, stream string, version int64, eve
 // stream after its fence event fence.
 func followID(fence uuid.UUID, stream string, i int, typ string) uuid.UUID {
 	// The bytes of fmt's "%s/%d/%s", without fmt: ids must never change.
-	b := make([]byte, 0, len(stream)+len(typ)+24)
-	b = strconv.AppendInt(append(append(b, stream...), '/'), int64(i), 10)
-	return domain.LocalEventID(uuid.NewSHA1(fence, append(append(b, '/'), typ...)), stream)
+	var buf [128]byte
+	b := strconv.AppendInt(append(append(buf[:0], stream...), '/'), int64(i), 10)
+	return domain.LocalEventID(domain.DeriveID(fence, append(append(b, '/'), typ...)), stream)
 }
 
 func (e *Executor) stageIDs(stream string, version int64, id func(i int, typ string) uuid.UUID, events ...domain.Event) eventstore.StreamAppend {

@@ -16,6 +16,8 @@ const MaxSleep = 24 * time.Hour
 // noopRunner is core.noop: any input (not even looked at), result {}.
 type noopRunner struct{}
 
+func (noopRunner) instant() {}
+
 func (noopRunner) Run(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
 	if ctx.Err() != nil {
 		return nil, ctxError(ctx, NameNoop)
@@ -25,6 +27,8 @@ func (noopRunner) Run(ctx context.Context, _ json.RawMessage) (json.RawMessage, 
 
 // echoRunner is core.echo: a JSON object in, the same object out.
 type echoRunner struct{}
+
+func (echoRunner) instant() {}
 
 func (echoRunner) Run(ctx context.Context, input json.RawMessage) (json.RawMessage, error) {
 	if ctx.Err() != nil {
@@ -99,6 +103,8 @@ func (sleepRunner) Run(ctx context.Context, input json.RawMessage) (json.RawMess
 
 // failRunner is core.fail: {"message": m} fails with message m.
 type failRunner struct{}
+
+func (failRunner) instant() {}
 
 type failInput struct {
 	Message string `json:"message"`

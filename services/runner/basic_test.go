@@ -179,3 +179,21 @@ func jsonEqual(t *testing.T, got json.RawMessage, want string) bool {
 	wb, _ := json.Marshal(w)
 	return string(gb) == string(wb)
 }
+
+// TestIsInstant: only the runners that wait on nothing may run without a
+// deadline of their own; the ones that wait must get the action's timeout.
+func TestIsInstant(t *testing.T) {
+	reg := Builtins(Config{})
+	for name, want := range map[string]bool{NameNoop: true, NameEcho: true, NameFail: true, NameSleep: false, NameShell: false, NameHTTP: false} {
+		r, ok := reg.Lookup(name)
+		if !ok {
+			t.Fatalf("%s is not a built-in", name)
+		}
+		if got := IsInstant(r); got != want {
+			t.Errorf("IsInstant(%s) = %v, want %v", name, got, want)
+		}
+	}
+	if IsInstant(Func(func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil })) {
+		t.Error("a Func is instant")
+	}
+}

@@ -35,6 +35,18 @@ type Runner interface {
 	Run(ctx context.Context, input json.RawMessage) (json.RawMessage, error)
 }
 
+// instant marks the built-in runners that return at once, waiting on
+// nothing (core.noop, core.echo, core.fail).
+type instant interface{ instant() }
+
+// IsInstant reports whether r returns at once, waiting on nothing: no
+// timeout can pass while it runs, so a worker may run it without a deadline
+// of its own (a timer per run saved). Cancellation still reaches it.
+func IsInstant(r Runner) bool {
+	_, ok := r.(instant)
+	return ok
+}
+
 // Func adapts an ordinary function to the Runner interface.
 type Func func(ctx context.Context, input json.RawMessage) (json.RawMessage, error)
 

@@ -597,9 +597,7 @@ func (w *Worker) drive(r *Run) {
 		return
 	}
 	crashpoint.Hit(crashpoint.WorkerStarted)
-	runCtx, cancelTimeout := context.WithTimeout(r.ctx, time.Duration(r.sched.TimeoutMillis)*time.Millisecond)
-	result, runErr := w.execute(runCtx, r.sched)
-	cancelTimeout()
+	result, runErr := w.execute(r.ctx, r.sched)
 	crashpoint.Hit(crashpoint.WorkerFinished)
 	err = r.End(wctx, result, runErr)
 	for try := 0; err != nil && try < maxTries && pause(w.ctx, try); try++ {
@@ -773,10 +771,18 @@ func (w *Worker) refused(msg, id string, attempt int, inc string, err error) {
 	}
 }
 
+// execute runs sched's runner under ctx with the action's timeout as its
+// deadline; an instant runner (runner.IsInstant) gets no deadline of its
+// own, as none can pass while it runs.
 func (w *Worker) execute(ctx context.Context, sched domain.ExecutionScheduled) (json.RawMessage, error) {
 	r, ok := w.cfg.Runners.Lookup(sched.Runner)
 	if !ok {
 		return nil, &runner.Failure{Message: fmt.Sprintf("runner %q is not available on worker %s", sched.Runner, w.cfg.ID)}
+	}
+	if timeout := time.Duration(sched.TimeoutMillis) * time.Millisecond; timeout <= 0 || !runner.IsInstant(r) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
 	return r.Run(ctx, sched.Input)
 }
