@@ -121,8 +121,11 @@ func (h *headCache) get(stream string) (cachedHead, bool) {
 // false if some stream's head cannot be assumed (an append with Any or
 // StreamExists to a stream this Store has not seen lately). For each stream
 // it takes, in order: the head the group in flight will leave, the head the
-// first append to it expects (Exact, NoStream), the cached head.
-func (h *headCache) assume(group []*request) (heads map[string]int64, streams []string, lasts []int64, seq uint64, ok bool) {
+// first append to it expects (Exact, NoStream), the cached head. known[i]
+// says whether streams[i]'s assumed head is known to be in the log: no
+// events, or a version that a commit of this Store reached (events are
+// never removed).
+func (h *headCache) assume(group []*request) (heads map[string]int64, streams []string, lasts []int64, known []bool, seq uint64, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	heads = make(map[string]int64)
@@ -131,26 +134,28 @@ func (h *headCache) assume(group []*request) (heads map[string]int64, streams []
 			if _, seen := heads[a.Stream]; seen {
 				continue
 			}
-			last, known := int64(0), false
+			c, cached := h.get(a.Stream)
+			last, assumed := int64(0), false
 			if p, ok := h.pending[a.Stream]; ok {
-				last, known = p.last, true
+				last, assumed = p.last, true
 			} else if v, exact := a.Expected.Exact(); exact {
-				last, known = int64(v), true
+				last, assumed = int64(v), true
 			} else if a.Expected == eventstore.NoStream {
-				last, known = -1, true
-			} else if c, ok := h.get(a.Stream); ok {
-				last, known = c.last, true
+				last, assumed = -1, true
+			} else if cached {
+				last, assumed = c.last, true
 			}
-			if !known {
-				return nil, nil, nil, 0, false
+			if !assumed {
+				return nil, nil, nil, nil, 0, false
 			}
 			heads[a.Stream] = last
 			streams = append(streams, a.Stream)
 			lasts = append(lasts, last)
+			known = append(known, last == -1 || cached && c.last >= last)
 		}
 	}
 	h.seq++
-	return heads, streams, lasts, h.seq, true
+	return heads, streams, lasts, known, h.seq, true
 }
 
 // begin returns the sequence number of a group decided the careful way.
@@ -178,8 +183,8 @@ func (h *headCache) plan(seq uint64, heads map[string]int64) {
 func (h *headCache) done(seq uint64, heads map[string]int64, committed bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for stream, p := range h.pending {
-		if p.seq == seq {
+	for stream := range heads {
+		if p, ok := h.pending[stream]; ok && p.seq == seq {
 			delete(h.pending, stream)
 		}
 	}
@@ -194,15 +199,6 @@ func (h *headCache) done(seq uint64, heads map[string]int64, committed bool) {
 			h.cur[stream] = cachedHead{last, seq}
 		}
 	}
-}
-
-// exists reports whether a commit of this Store left stream with at least
-// last+1 events: (stream, last) is then in the log for good.
-func (h *headCache) exists(stream string, last int64) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c, ok := h.get(stream)
-	return ok && c.last >= last
 }
 
 // forget drops every cached head (after a commit whose outcome is unknown).
@@ -227,7 +223,7 @@ var errStale = errors.New("assumed stream heads are stale")
 // assumed heads were wrong (nothing written), or the error that stopped it.
 // ok is false if the group cannot be tried this way.
 func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, locked func(first uint64, n int)) (p plan, ok bool, err error) {
-	heads, streams, lasts, seq, ok := s.heads.assume(group)
+	heads, streams, lasts, known, seq, ok := s.heads.assume(group)
 	if !ok {
 		return plan{}, false, nil
 	}
@@ -240,7 +236,7 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 		locked(0, 0)
 		return plan{}, true, err
 	}
-	checkStreams, checkLasts := headsToCheck(streams, lasts, p.rows, s.heads.exists)
+	checkStreams, checkLasts := headsToCheck(streams, lasts, known, p.rows)
 	params := fastParams(checkStreams, checkLasts, p.rows, s.sql.channel)
 	if len(params) != len(c.append.ParamOIDs) {
 		locked(0, 0)
@@ -290,22 +286,22 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 
 // headsToCheck returns the assumed heads the append statement must check.
 // It leaves out the streams the group writes whose assumed head is known to
-// be in the log: those assumed to have no events, and those at a version
-// that a commit of this Store left or passed (exists). For them UNIQUE
-// (stream, version) checks the assumption as the rows go in (a stream that
-// moved on already holds the version written next), and a violation fails
+// be in the log (known, from assume): those assumed to have no events, and
+// those at a version that a commit of this Store left or passed. For them
+// UNIQUE (stream, version) checks the assumption as the rows go in (a stream
+// that moved on already holds the version written next), and a violation fails
 // the whole group, which is then decided again the careful way. A condition
 // (a stream the group does not write) is always checked. Each probe saved is
 // an index search under the log_head lock: about five in six streams of the
 // lifecycle are left out this way.
-func headsToCheck(streams []string, lasts []int64, rows []domain.Envelope, exists func(stream string, last int64) bool) ([]string, []int64) {
+func headsToCheck(streams []string, lasts []int64, known []bool, rows []domain.Envelope) ([]string, []int64) {
 	written := make(map[string]bool, len(streams))
 	for i := range rows {
 		written[rows[i].Stream] = true
 	}
 	cs, cl := streams[:0:0], lasts[:0:0]
 	for i, st := range streams {
-		if written[st] && (lasts[i] == -1 || exists(st, lasts[i])) {
+		if known[i] && written[st] {
 			continue
 		}
 		cs, cl = append(cs, st), append(cl, lasts[i])
