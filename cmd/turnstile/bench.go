@@ -553,32 +553,20 @@ func writeHeapProfile(path string) error {
 }
 
 // startTrace starts writing an execution trace to path ("" traces nothing)
-// and returns the function that stops and closes it (once).
+// and returns the function that stops and closes it (once: later calls do
+// nothing).
 func startTrace(path string) (stop func(), err error) {
-	if path == "" {
-		return func() {}, nil
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := trace.Start(f); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			trace.Stop()
-			_ = f.Close()
-		})
-	}, nil
+	return startRecording(path, trace.Start, trace.Stop)
 }
 
-// startCPUProfile starts writing a CPU profile to path ("" profiles
-// nothing) and returns the function that stops and closes it (once: later
-// calls do nothing).
+// startCPUProfile is startTrace for a CPU profile.
 func startCPUProfile(path string) (stop func(), err error) {
+	return startRecording(path, pprof.StartCPUProfile, pprof.StopCPUProfile)
+}
+
+// startRecording creates path and runs start on it; the function it returns
+// runs end and closes the file, once. With path "" it does nothing.
+func startRecording(path string, start func(io.Writer) error, end func()) (stop func(), err error) {
 	if path == "" {
 		return func() {}, nil
 	}
@@ -586,14 +574,14 @@ func startCPUProfile(path string) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := pprof.StartCPUProfile(f); err != nil {
+	if err := start(f); err != nil {
 		_ = f.Close()
 		return nil, err
 	}
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			pprof.StopCPUProfile()
+			end()
 			_ = f.Close()
 		})
 	}, nil
