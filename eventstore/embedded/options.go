@@ -53,9 +53,11 @@ type Options struct {
 	// sealed file in the background and keeps only about 2 bytes per
 	// sealed event in memory. The threshold grows to 1/32 of the sealed
 	// part, so sealing (which rewrites the sealed file) costs O(1) per
-	// event. The sealed file also bounds how much of the log Open must scan
-	// after a crash. Close always seals everything. Negative: only Close
-	// seals (the in-memory index then grows with the log until Close).
+	// event; in a burst of appends a seal within 2 s of the last one waits
+	// until the hot part is four times the threshold. The sealed file also
+	// bounds how much of the log Open must scan after a crash. Close always
+	// seals everything. Negative: only Close seals (the in-memory index then
+	// grows with the log until Close).
 	// Default DefaultHotEvents; at most 1<<30.
 	HotEvents int
 

@@ -547,3 +547,44 @@ func TestReadersDuringSeals(t *testing.T) {
 	}
 	requireEvents(t, "through the old view", all[:old.head], got)
 }
+
+// TestSealsSpacedInABurst: a seal that would follow the last one within
+// the spacing waits until the hot part has grown to sealBurst times its
+// target; with no spacing, every target's worth of events seals.
+func TestSealsSpacedInABurst(t *testing.T) {
+	t.Parallel()
+	waitSeals := func(s *Store, n uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for s.seals.Load() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d seals installed, want %d", s.seals.Load(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	appendN := func(s *Store, n int) {
+		for i := range n {
+			mustAppend(t, s, fmt.Sprintf("execution-%d", i%3), eventstore.Any, richEvent(i))
+		}
+	}
+	const target = 10
+	s := openT(t, t.TempDir(), Options{HotEvents: target, NoSync: true})
+	s.sealSpacing = time.Hour // before the first append: the committer reads it after
+	appendN(s, target)
+	waitSeals(s, 1) // the first seal is never held back
+	appendN(s, sealBurst*target-1)
+	time.Sleep(200 * time.Millisecond) // a seal asked for would be installed by now
+	if n := s.seals.Load(); n != 1 {
+		t.Fatalf("%d seals within the spacing with %d hot events, want 1", n, sealBurst*target-1)
+	}
+	appendN(s, 1)
+	waitSeals(s, 2) // sealBurst times the target: no more waiting
+
+	u := openT(t, t.TempDir(), Options{HotEvents: target, NoSync: true})
+	u.sealSpacing = 0
+	for i := range 3 {
+		appendN(u, target)
+		waitSeals(u, uint64(i+1))
+	}
+}

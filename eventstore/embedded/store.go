@@ -70,21 +70,23 @@ type Store struct {
 	fresh    []domain.Envelope // committer only: the chunk being staged, for tail
 
 	// Owned by the committer goroutine (and by Open before it starts).
-	ids        *idIndex      // hot event id → position - base, committed and staged (writes under mu)
-	next       uint64        // position of the next staged event
-	wend       int64         // file offset past the last staged record
-	alloc      int64         // file offset up to which the file is written (zeros past wend)
-	buf        []byte        // write buffer of the chunk being staged
-	group      group         // the group commit under way
-	seq        uint64        // group commit counter
-	touched    []*stream     // streams staged in the current group commit
-	counts     []uint64      // scratch: versions of each append's stream, in stage
-	scanNew    []*stream     // recovery only: streams the scan created, in order
-	failed     error         // sticky: a write or fsync failed
-	noAlloc    bool          // preallocation failed once; do not retry
-	lastGroup  int           // requests in the last group commit
-	lingerSkip int           // group commits to go without lingering
-	lastSync   time.Duration // how long the last fsync took
+	ids         *idIndex      // hot event id → position - base, committed and staged (writes under mu)
+	next        uint64        // position of the next staged event
+	wend        int64         // file offset past the last staged record
+	alloc       int64         // file offset up to which the file is written (zeros past wend)
+	buf         []byte        // write buffer of the chunk being staged
+	group       group         // the group commit under way
+	seq         uint64        // group commit counter
+	touched     []*stream     // streams staged in the current group commit
+	counts      []uint64      // scratch: versions of each append's stream, in stage
+	scanNew     []*stream     // recovery only: streams the scan created, in order
+	failed      error         // sticky: a write or fsync failed
+	noAlloc     bool          // preallocation failed once; do not retry
+	lastGroup   int           // requests in the last group commit
+	lingerSkip  int           // group commits to go without lingering
+	lastSync    time.Duration // how long the last fsync took
+	lastSeal    time.Time     // when the committer last installed a seal
+	sealSpacing time.Duration // sealSpacing (tests change it before the first append)
 
 	qmu     sync.Mutex
 	queue   []*request
@@ -163,6 +165,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		sealDone:      make(chan struct{}, 1),
 		ckptStop:      make(chan struct{}),
 		ckptDone:      make(chan struct{}),
+		sealSpacing:   sealSpacing,
 	}
 	if err := s.open(); err != nil {
 		// Clean-up after a failed Open: its error is the one to report.
