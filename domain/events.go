@@ -84,7 +84,7 @@ type ExecutionRequested struct {
 	Concurrency    int               `json:"concurrency,omitempty"`     // for a with_items parent: its window
 	WithItems      []json.RawMessage `json:"with_items,omitempty"`      // for a with_items parent: the items, in order
 	IdempotencyKey string            `json:"idempotency_key,omitempty"` // the client's key, if it gave one
-	RequestHash    string            `json:"request_hash,omitempty"`    // hash of the request body, to detect a reused key
+	RequestHash    string            `json:"request_hash,omitempty"`    // with an idempotency key: hash of the request body, to detect the key reused
 }
 
 // ExecutionRejected ends an execution that was never granted.

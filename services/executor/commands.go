@@ -107,8 +107,9 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 	case r.Parent != "" || r.ItemIndex != 0:
 		return "", false, fmt.Errorf("%w: with_items children are requested by the executor", ErrInvalidRequest)
 	}
-	hash := requestHash(r)
+	var hash string // only a request with an idempotency key can be retried into its stream
 	if r.IdempotencyKey != "" {
+		hash = requestHash(r)
 		id = IDForKey(r.IdempotencyKey)
 	} else if c.NewID != nil {
 		id = c.NewID().String()
