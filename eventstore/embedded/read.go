@@ -229,10 +229,19 @@ func (s *Store) fromTail(from, to uint64, filter eventstore.Filter) ([]domain.En
 		return nil, from, false
 	}
 	match := len(filter.StreamPrefixes) > 0 || len(filter.Types) > 0
-	var out []domain.Envelope
-	if !match {
-		out = make([]domain.Envelope, 0, to-from)
+	n := int(to - from)
+	if match { // count first: one allocation of the right size
+		n = 0
+		for p := from; p < to; p++ {
+			if filter.Match(&s.tail[p%tailSize]) {
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, to, true
+		}
 	}
+	out := make([]domain.Envelope, 0, n)
 	for p := from; p < to; p++ {
 		if e := &s.tail[p%tailSize]; !match || filter.Match(e) {
 			out = append(out, *e)
