@@ -1,6 +1,10 @@
 package domain
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/google/uuid"
+)
 
 // TestHotEventsNeedNoDecoding: the events of every execution's lifecycle
 // are remembered by Encode without decoding (their types have a plan).
@@ -10,5 +14,57 @@ func TestHotEventsNeedNoDecoding(t *testing.T) {
 		if Catalogue.specs[typ].plan == nil {
 			t.Errorf("%s: no plan, so every Encode of it is decoded again", typ)
 		}
+	}
+}
+
+// TestMemo: a remembered event comes back only for the same id, type,
+// schema version and data; a set keeps its two newest events; forget
+// drops everything.
+func TestMemo(t *testing.T) {
+	var m memo
+	env := func(id uuid.UUID, data string) *Envelope {
+		return &Envelope{ID: id, Type: TypeExecutionRunning, SchemaVersion: 1, Data: []byte(data)}
+	}
+	ev := ExecutionRunning{Worker: "w"}
+	a := uuid.New()
+	if _, ok := m.get(env(a, `{}`)); ok {
+		t.Fatal("a hit in an empty memo")
+	}
+	buf := []byte(`{"worker":"w"}`)
+	m.put(&Envelope{ID: a, Type: TypeExecutionRunning, SchemaVersion: 1, Data: buf}, ev)
+	buf[2] = 'X' // the writer reuses its buffer
+	if got, ok := m.get(env(a, `{"worker":"w"}`)); !ok || got != Event(ev) {
+		t.Fatalf("get = %v, %v; want the event put", got, ok)
+	}
+	for _, other := range []*Envelope{
+		env(a, `{"worker":"v"}`),
+		{ID: a, Type: TypeExecutionCompleted, SchemaVersion: 1, Data: []byte(`{"worker":"w"}`)},
+		{ID: a, Type: TypeExecutionRunning, SchemaVersion: 2, Data: []byte(`{"worker":"w"}`)},
+		env(uuid.Nil, `{"worker":"w"}`),
+	} {
+		if _, ok := m.get(other); ok {
+			t.Errorf("a hit for %+v", other)
+		}
+	}
+	// Three ids of one set: the oldest leaves.
+	same := []uuid.UUID{a}
+	for len(same) < 3 {
+		if id := uuid.New(); memoSet(id) == memoSet(a) {
+			same = append(same, id)
+		}
+	}
+	m.put(env(same[1], `{}`), ev)
+	m.put(env(same[2], `{}`), ev)
+	if _, ok := m.get(env(a, `{"worker":"w"}`)); ok {
+		t.Error("the oldest of a full set is still there")
+	}
+	for _, id := range same[1:] {
+		if _, ok := m.get(env(id, `{}`)); !ok {
+			t.Errorf("%s left the set too early", id)
+		}
+	}
+	m.forget()
+	if _, ok := m.get(env(same[2], `{}`)); ok {
+		t.Error("a hit after forget")
 	}
 }
