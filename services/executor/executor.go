@@ -383,7 +383,8 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 	// Decisions are appended in the background while the loop goes on
 	// folding and deciding (see runAsync); before it returns, the loop waits
 	// for the appends under way and records their outcomes.
-	fl := &flight{results: make(chan opResult, 64)}
+	fl := &flight{results: make(chan opResult, 64), writers: newWriters()}
+	defer fl.writers.close() // after land: no append is under way any more
 	defer e.land(ctx, fl)
 	if head == 0 {
 		e.ready.Store(true) // an empty log: no worker of a previous run to lose
@@ -454,7 +455,8 @@ const maxCyclesInFlight = 8
 type flight struct {
 	cycles       []*cycle
 	results      chan opResult
-	timedWaiting bool // a timed cycle is owed (it was due at the bound)
+	writers      *writers // the goroutines that append them
+	timedWaiting bool     // a timed cycle is owed (it was due at the bound)
 }
 
 // cycle is one Decide's decisions, appended in the background.
@@ -488,7 +490,8 @@ func (e *Executor) runAsync(ctx context.Context, fl *flight, ds []Decision, time
 		return
 	}
 	for i := range ds {
-		go func(d *Decision) {
+		d := &ds[i]
+		fl.writers.run(func() {
 			if e.beforeAppend != nil {
 				e.beforeAppend(d.o.what)
 			}
@@ -497,7 +500,7 @@ func (e *Executor) runAsync(ctx context.Context, fl *flight, ds []Decision, time
 				crashAfter(&d.o)
 			}
 			fl.results <- opResult{c: c, d: d, w: w, landed: e.landed(ctx, &d.o, w)}
-		}(&ds[i])
+		})
 	}
 }
 
