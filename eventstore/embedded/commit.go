@@ -402,15 +402,15 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 		r.staged = r.err == nil && r.res.Position >= s.head.Load()
 		return buf
 	}
-	s.counts = s.counts[:0]
+	s.counts, s.found = s.counts[:0], s.found[:0]
 	for i := range r.appends {
 		a := &r.appends[i]
-		n, err := s.versions(a.Stream)
+		st, n, err := s.lookup(a.Stream)
 		if err != nil {
 			r.err = fmt.Errorf("embedded: append: %w", err)
 			return buf
 		}
-		s.counts = append(s.counts, n)
+		s.counts, s.found = append(s.counts, n), append(s.found, st)
 		if !a.Expected.Satisfied(n > 0, n-1) {
 			e := &eventstore.WrongVersionError{Stream: a.Stream, Expected: a.Expected, Exists: n > 0}
 			if n > 0 {
@@ -431,7 +431,7 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 		if len(a.Events) == 0 {
 			continue // a condition: checked above
 		}
-		st := s.streams[a.Stream]
+		st := s.found[i]
 		if st == nil {
 			st = &stream{name: strings.Clone(a.Stream), sealed: s.counts[i]}
 			s.streams[st.name] = st
@@ -475,14 +475,14 @@ func (s *Store) findID(id uuid.UUID) (uint64, bool, error) {
 	return s.sealed.findID(id)
 }
 
-// versions returns how many versions stream has, staged included.
-// Committer only.
-func (s *Store) versions(name string) (uint64, error) {
+// lookup returns stream name's hot state (nil if it has no hot events) and
+// how many versions it has, staged included. Committer only.
+func (s *Store) lookup(name string) (*stream, uint64, error) {
 	if st := s.streams[name]; st != nil {
-		return st.sealed + uint64(len(st.positions)), nil
+		return st, st.sealed + uint64(len(st.positions)), nil
 	}
 	ss, _, err := s.sealed.findStream(name)
-	return ss.count, err
+	return nil, ss.count, err
 }
 
 // versionOf returns the version of the event at pos in the stream name, if

@@ -79,6 +79,7 @@ type Store struct {
 	seq         uint64        // group commit counter
 	touched     []*stream     // streams staged in the current group commit
 	counts      []uint64      // scratch: versions of each append's stream, in stage
+	found       []*stream     // scratch: the hot state of each append's stream (nil: none), in stage
 	scanNew     []*stream     // recovery only: streams the scan created, in order
 	failed      error         // sticky: a write or fsync failed
 	noAlloc     bool          // preallocation failed once; do not retry
