@@ -16,6 +16,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/gopool"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/clock"
@@ -383,8 +384,10 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 	// Decisions are appended in the background while the loop goes on
 	// folding and deciding (see runAsync); before it returns, the loop waits
 	// for the appends under way and records their outcomes.
-	fl := &flight{results: make(chan opResult, 64), writers: newWriters()}
-	defer fl.writers.close() // after land: no append is under way any more
+	stopWriters := make(chan struct{})
+	fl := &flight{results: make(chan opResult, 64), writers: gopool.New(time.Second, stopWriters)}
+	defer fl.writers.Wait()
+	defer close(stopWriters) // after land: no append is under way any more
 	defer e.land(ctx, fl)
 	if head == 0 {
 		e.ready.Store(true) // an empty log: no worker of a previous run to lose
@@ -455,8 +458,8 @@ const maxCyclesInFlight = 8
 type flight struct {
 	cycles       []*cycle
 	results      chan opResult
-	writers      *writers // the goroutines that append them
-	timedWaiting bool     // a timed cycle is owed (it was due at the bound)
+	writers      *gopool.Pool // the goroutines that append them (kept: each grew its stack)
+	timedWaiting bool         // a timed cycle is owed (it was due at the bound)
 }
 
 // cycle is one Decide's decisions, appended in the background.
@@ -491,7 +494,7 @@ func (e *Executor) runAsync(ctx context.Context, fl *flight, ds []Decision, time
 	}
 	for i := range ds {
 		d := &ds[i]
-		fl.writers.run(func() {
+		fl.writers.Go(func() {
 			if e.beforeAppend != nil {
 				e.beforeAppend(d.o.what)
 			}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/gopool"
 	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/crashpoint"
@@ -96,7 +97,7 @@ type Worker struct {
 
 	regMu sync.Mutex // serialises re-registrations
 
-	idle chan *Run // run goroutines waiting for the next run (see spawn)
+	runs *gopool.Pool // the goroutines that drive runs (see spawn); set by Start
 
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the heartbeat loop has returned
@@ -162,7 +163,7 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{cfg: cfg, log: cfg.Logger.With("component", "worker", "worker", cfg.ID), ctx: context.Background(),
 		incarnation: inc, mine: map[string]bool{inc: true}, running: map[runKey]*runEntry{}, superseded: make(chan struct{}),
 		fenced: eventstore.AtomicMultiStream(cfg.Store),
-		idle:   make(chan *Run)}, nil
+	}, nil
 }
 
 // Superseded is closed when the log shows that another process registered
@@ -212,6 +213,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.router = r
 	ctx, cancel := context.WithCancel(ctx)
 	w.ctx = ctx
+	w.runs = gopool.New(idleRunner, ctx.Done())
 	go func() {
 		if err := r.Run(ctx); err != nil {
 			w.log.Error("router stopped", "err", err)
@@ -437,37 +439,17 @@ func (w *Worker) onAssign(msg *message.Message) error {
 	return first
 }
 
-// spawn drives r on a goroutine of its own: one that has finished a run
-// and waits for the next, if any, else a new one. Reusing them spares each
-// run a fresh goroutine's stack growing again.
+// spawn drives r on a goroutine of the worker's pool: one kept from an
+// earlier run (its stack grown already) if one is idle.
 func (w *Worker) spawn(r *Run) {
-	select {
-	case w.idle <- r:
-	default:
-		go w.runner(r)
-	}
-}
-
-// runner drives r, then the runs spawn hands it, until the worker's
-// context ends or none comes for idleRunner.
-func (w *Worker) runner(r *Run) {
-	t := time.NewTimer(idleRunner)
-	defer t.Stop()
-	for {
+	w.runs.Go(func() {
 		w.drive(r)
 		r.Close()
-		t.Reset(idleRunner)
-		select {
-		case r = <-w.idle:
-		case <-t.C:
-			return
-		case <-w.ctx.Done():
-			return
-		}
-	}
+	})
 }
 
-// idleRunner is how long a run goroutine waits for the next run.
+// idleRunner is how long a run goroutine waits for the next run (it also
+// ends when the worker stops).
 const idleRunner = 10 * time.Second
 
 func (w *Worker) onCancel(msg *message.Message) error {
