@@ -478,7 +478,12 @@ func (s *Store) findID(id uuid.UUID) (uint64, bool, error) {
 // lookup returns stream name's hot state (nil if it has no hot events) and
 // how many versions it has, staged included. Committer only.
 func (s *Store) lookup(name string) (*stream, uint64, error) {
+	slot := &s.recent[hashName(name)%uint64(len(s.recent))]
+	if st := *slot; st != nil && st.name == name {
+		return st, st.sealed + uint64(len(st.positions)), nil
+	}
 	if st := s.streams[name]; st != nil {
+		*slot = st
 		return st, st.sealed + uint64(len(st.positions)), nil
 	}
 	ss, _, err := s.sealed.findStream(name)

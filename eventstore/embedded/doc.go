@@ -74,15 +74,15 @@
 // at most max(HotEvents, S/32) events (plus what commits while a seal is
 // written): with the default, a fixed 4 to 5 MB up to a log of about two
 // million events; past that the 1/32 grows with the log (about 2 bytes per
-// event). In a burst of appends a seal waits until 2 s have passed since
-// the last one, or the hot part has grown to four times its target: seals
-// every 65,536 events cost a tenth of the CPU of a burst of tens of
-// thousands of appends a second, and the hot part's memory is the cheaper
-// price (sealSpacing in seal.go). That is the price of rewriting the whole sealed file at each
+// event). That is the price of rewriting the whole sealed file at each
 // seal: at most about 32 × 45 bytes, some 1.5 KB of sequential writes, per
 // event appended (next to the 200 to 300 bytes of its record). A log of tens
 // of millions of events would want sealed files in levels that are merged
-// less often; that is not built. Readers that started before a
+// less often; that is not built. In a burst of appends a seal waits until
+// 2 s have passed since the last one, or until the hot part has grown to
+// four times its target: seals every 65,536 events cost a tenth of the CPU
+// of a burst of tens of thousands of appends a second, and the hot part's
+// memory is the cheaper price (sealSpacing in seal.go). Readers that started before a
 // seal keep the sealed file they began with; a replaced file is closed when
 // no reader refers to it any more (by the os.File finaliser).
 //

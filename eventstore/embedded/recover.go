@@ -407,6 +407,7 @@ func (s *Store) rollback(m scanMark) {
 	for _, st := range s.scanNew[m.streams:] {
 		delete(s.streams, st.name)
 	}
+	clear(s.recent[:])
 	clear(s.scanNew[m.streams:])
 	clear(s.posStream[m.events:])
 	s.offsets, s.posStream, s.posID = s.offsets[:m.events], s.posStream[:m.events], s.posID[:m.events]

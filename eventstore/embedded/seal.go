@@ -25,7 +25,15 @@ func (s *Store) sealLoop() {
 		case <-s.ckptStop:
 			return
 		case <-s.ckptWake:
-			if err := s.sealBackground(); err != nil {
+			if !s.waitSpacing() {
+				return
+			}
+			err := s.sealBackground()
+			select {
+			case <-s.sealUrgent: // asked before this seal: stale now
+			default:
+			}
+			if err != nil {
 				s.log.Warn("sealing the index failed; the hot part grows until a seal succeeds", "err", err, "retry", sealRetry)
 				select {
 				case <-s.ckptStop:
@@ -52,8 +60,9 @@ const sealDivisor = 32
 // HotEvents events cost a tenth of the CPU, taken from the appends. A seal
 // that would follow the last one within sealSpacing therefore waits, until
 // the spacing has passed or the hot part has grown to sealBurst times its
-// target; at the steady rates of a long run (hundreds of appends a second)
-// seals are minutes apart and nothing changes.
+// target (whether appends go on or not); at the steady rates of a long run
+// (hundreds of appends a second) seals are minutes apart and nothing
+// changes.
 const (
 	sealSpacing = 2 * time.Second
 	sealBurst   = 4
@@ -67,12 +76,42 @@ func (s *Store) maybeSeal() {
 		return
 	}
 	hot, target := s.head.Load()-s.base, max(uint64(s.opts.HotEvents), s.base/sealDivisor)
-	if hot >= target && (hot >= sealBurst*target || s.lastSeal.IsZero() || time.Since(s.lastSeal) >= s.sealSpacing) {
+	if hot < target {
+		return
+	}
+	select {
+	case s.ckptWake <- struct{}{}:
+	default:
+	}
+	if hot >= sealBurst*target {
 		select {
-		case s.ckptWake <- struct{}{}:
+		case s.sealUrgent <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// waitSpacing waits until sealSpacing has passed since the last seal was
+// installed, or the committer says the hot part has grown to sealBurst times
+// its target (maybeSeal). It reports false if the store is closing.
+func (s *Store) waitSpacing() bool {
+	last := s.lastSeal.Load()
+	if last == 0 {
+		return true
+	}
+	d := time.Duration(last + int64(s.sealSpacing) - time.Now().UnixNano())
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-s.sealUrgent:
+	case <-s.ckptStop:
+		return false
+	}
+	return true
 }
 
 // sealBackground writes a sealed file of the whole committed log, then
@@ -138,11 +177,12 @@ func (s *Store) installSeal() {
 		}
 		st.positions = slices.Clone(st.positions[i:])
 	}
+	clear(s.recent[:]) // it may hold streams that left s.streams
 	s.offsets, s.posID, s.posStream, s.ids = offsets, posID, posStream, ids
 	s.sealed, s.base = ns, ns.n
 	s.mu.Unlock()
 	s.seals.Add(1)
-	s.lastSeal = time.Now()
+	s.lastSeal.Store(time.Now().UnixNano())
 	s.maybeSeal() // what committed while the seal was written may be enough for the next
 }
 

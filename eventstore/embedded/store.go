@@ -70,24 +70,23 @@ type Store struct {
 	fresh    []domain.Envelope // committer only: the chunk being staged, for tail
 
 	// Owned by the committer goroutine (and by Open before it starts).
-	ids         *idIndex      // hot event id → position - base, committed and staged (writes under mu)
-	next        uint64        // position of the next staged event
-	wend        int64         // file offset past the last staged record
-	alloc       int64         // file offset up to which the file is written (zeros past wend)
-	buf         []byte        // write buffer of the chunk being staged
-	group       group         // the group commit under way
-	seq         uint64        // group commit counter
-	touched     []*stream     // streams staged in the current group commit
-	counts      []uint64      // scratch: versions of each append's stream, in stage
-	found       []*stream     // scratch: the hot state of each append's stream (nil: none), in stage
-	scanNew     []*stream     // recovery only: streams the scan created, in order
-	failed      error         // sticky: a write or fsync failed
-	noAlloc     bool          // preallocation failed once; do not retry
-	lastGroup   int           // requests in the last group commit
-	lingerSkip  int           // group commits to go without lingering
-	lastSync    time.Duration // how long the last fsync took
-	lastSeal    time.Time     // when the committer last installed a seal
-	sealSpacing time.Duration // sealSpacing (tests change it before the first append)
+	ids        *idIndex       // hot event id → position - base, committed and staged (writes under mu)
+	next       uint64         // position of the next staged event
+	wend       int64          // file offset past the last staged record
+	alloc      int64          // file offset up to which the file is written (zeros past wend)
+	buf        []byte         // write buffer of the chunk being staged
+	group      group          // the group commit under way
+	seq        uint64         // group commit counter
+	touched    []*stream      // streams staged in the current group commit
+	counts     []uint64       // scratch: versions of each append's stream, in stage
+	found      []*stream      // scratch: the hot state of each append's stream (nil: none), in stage
+	recent     *[4096]*stream // streams looked up lately, by a hash of the name: a look-up that hits skips the map of every hot stream (cleared when streams leave that map)
+	scanNew    []*stream      // recovery only: streams the scan created, in order
+	failed     error          // sticky: a write or fsync failed
+	noAlloc    bool           // preallocation failed once; do not retry
+	lastGroup  int            // requests in the last group commit
+	lingerSkip int            // group commits to go without lingering
+	lastSync   time.Duration  // how long the last fsync took
 
 	qmu     sync.Mutex
 	queue   []*request
@@ -101,6 +100,9 @@ type Store struct {
 	committerDone chan struct{}
 
 	ckptMu       sync.Mutex             // serialises seals
+	lastSeal     atomic.Int64           // when the committer last installed a seal (Unix ns; 0: none yet)
+	sealSpacing  time.Duration          // sealSpacing (tests change it before the first append)
+	sealUrgent   chan struct{}          // the hot part reached sealBurst times its target
 	pending      atomic.Pointer[sealed] // written, for the committer to install
 	sealDone     chan struct{}          // the committer installed a seal
 	ckptWake     chan struct{}
@@ -158,6 +160,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		log:           opts.Logger.With("store", "embedded", "dir", dir),
 		lock:          lock,
 		streams:       make(map[string]*stream),
+		recent:        new([4096]*stream),
 		wake:          make(chan struct{}, 1),
 		qdone:         make(chan struct{}),
 		closing:       make(chan struct{}),
@@ -167,6 +170,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		ckptStop:      make(chan struct{}),
 		ckptDone:      make(chan struct{}),
 		sealSpacing:   sealSpacing,
+		sealUrgent:    make(chan struct{}, 1),
 	}
 	if err := s.open(); err != nil {
 		// Clean-up after a failed Open: its error is the one to report.
