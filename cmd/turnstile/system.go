@@ -74,8 +74,8 @@ func openStore(storeURL, dataDir string) (eventstore.Store, string, error) {
 // another thread only once its monitor has seen the call twice, which
 // under load often takes longer than an fdatasync (0.2–1 ms here): the
 // core sits idle meanwhile. With one P more the other goroutines keep
-// every core busy (bench lifecycle: 9–11 % more executions/s, request →
-// running p99 38–84 → 33–40 ms; BENCHMARKS.md, "Session 6").
+// every core busy (bench lifecycle: 4–11 % more executions/s, request →
+// running p99 41–89 → 31–37 ms; BENCHMARKS.md, "Session 6").
 func addSyncProc() {
 	syncProcOnce.Do(func() {
 		if os.Getenv("GOMAXPROCS") == "" {

@@ -124,8 +124,8 @@ func run(url, schema string, jobs, queues, workers, submitters int, cooldown, po
 			}
 		})
 	}
-	var inserted time.Duration
-	go func() { wg.Wait(); inserted = time.Since(start) }()
+	insertedIn := make(chan time.Duration, 1)
+	go func() { wg.Wait(); insertedIn <- time.Since(start) }()
 	done := 0
 	timeout := time.After(10 * time.Minute)
 	for done < jobs {
@@ -141,7 +141,7 @@ func run(url, schema string, jobs, queues, workers, submitters int, cooldown, po
 		}
 	}
 	elapsed := time.Since(start)
-	wg.Wait()
+	inserted := <-insertedIn
 	b, _ := json.Marshal(map[string]any{"jobs": jobs, "queues": queues, "workers_per_queue": workers, "submitters": submitters,
 		"fetch_cooldown_ms": float64(cooldown.Microseconds()) / 1000, "fetch_poll_ms": float64(poll.Microseconds()) / 1000, "insert_seconds": inserted.Seconds(), "seconds": elapsed.Seconds(), "jobs_per_s": float64(jobs) / elapsed.Seconds()})
 	fmt.Println(string(b))
