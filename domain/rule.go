@@ -105,19 +105,26 @@ func (e *RuleError) Unwrap() []error {
 	return []error{ErrRuleViolation, specific}
 }
 
-// transition is one row of the handoff rule: from which states, by which
-// owner, an event may be written, and the state it leads to ("" keeps the state).
-type transition struct {
-	from  []Status
-	owner Owner
-	to    Status
-}
+// Guard narrows a rule row to one kind of execution.
+type Guard string
 
-// ruleRow is a transition that may apply only to a with_items parent
-// (parentOnly) or only to a plain execution (plainOnly).
-type ruleRow struct {
-	transition
-	parentOnly, plainOnly bool
+// Guards of the handoff rule's rows.
+const (
+	GuardAny    Guard = ""       // any execution
+	GuardPlain  Guard = "plain"  // an execution that runs on a worker (not a with_items parent)
+	GuardParent Guard = "parent" // a with_items parent, whose children the executor tracks
+)
+
+// RuleRow is one row of the handoff rule: the event Event may be written by
+// Owner while the execution is in one of the states From (and Guard holds),
+// and it leads to To (To == "" keeps the state). A worker row also requires
+// the writer to be the worker named in the current handoff.
+type RuleRow struct {
+	Event string
+	From  []Status
+	Owner Owner
+	To    Status
+	Guard Guard
 }
 
 var (
@@ -126,40 +133,62 @@ var (
 	nonTerminal = []Status{StatusRequested, StatusScheduling, StatusScheduled, StatusRunning}
 )
 
-// executionRules is the handoff rule of DESIGN.md as data. For every event type
-// it lists who may write it from which state. Worker rows also require the
-// writer to be the worker named in the current handoff.
-var executionRules = map[string][]ruleRow{
-	TypeExecutionRequested:  {{transition: transition{[]Status{StatusNew}, OwnerExecutor, StatusRequested}}},
-	TypeExecutionRejected:   {{transition: transition{[]Status{StatusRequested}, OwnerExecutor, StatusRejected}}},
-	TypeExecutionScheduling: {{transition: transition{[]Status{StatusRequested}, OwnerExecutor, StatusScheduling}, plainOnly: true}},
-	TypeExecutionScheduled:  {{transition: transition{[]Status{StatusScheduling}, OwnerExecutor, StatusScheduled}, plainOnly: true}},
-	TypeExecutionRunning: {
-		{transition: transition{[]Status{StatusScheduled}, OwnerWorker, StatusRunning}, plainOnly: true},
-		{transition: transition{[]Status{StatusRequested}, OwnerExecutor, StatusRunning}, parentOnly: true},
-	},
-	TypeExecutionCompleted: {
-		{transition: transition{[]Status{StatusRunning}, OwnerWorker, StatusCompleted}, plainOnly: true},
-		{transition: transition{[]Status{StatusRunning}, OwnerExecutor, StatusCompleted}, parentOnly: true},
-	},
-	TypeExecutionFailed: {
-		{transition: transition{[]Status{StatusRunning}, OwnerWorker, StatusFailed}, plainOnly: true},
-		{transition: transition{[]Status{StatusScheduling}, OwnerExecutor, StatusFailed}, plainOnly: true},
-		{transition: transition{[]Status{StatusRequested, StatusRunning}, OwnerExecutor, StatusFailed}, parentOnly: true},
-	},
-	TypeExecutionTimedOut: {{transition: transition{[]Status{StatusRunning}, OwnerWorker, StatusTimedOut}, plainOnly: true}},
-	TypeExecutionCancelled: {
-		{transition: transition{preHandoff, OwnerExecutor, StatusCancelled}},
-		{transition: transition{postHandoff, OwnerWorker, StatusCancelled}, plainOnly: true},
-		{transition: transition{[]Status{StatusRunning}, OwnerExecutor, StatusCancelled}, parentOnly: true},
-	},
-	TypeExecutionCancelRequested: {
-		{transition: transition{nonTerminal, OwnerAPI, ""}},
-		{transition: transition{nonTerminal, OwnerExecutor, ""}}, // the children of a cancelled with_items parent
-	},
-	TypeExecutionHandoffExpired:    {{transition: transition{[]Status{StatusScheduled}, OwnerExecutor, StatusScheduling}, plainOnly: true}},
-	TypeExecutionAbandoned:         {{transition: transition{postHandoff, OwnerExecutor, StatusScheduling}, plainOnly: true}},
-	TypeExecutionChildrenRequested: {{transition: transition{[]Status{StatusRunning}, OwnerExecutor, ""}, parentOnly: true}},
+func states(s ...Status) []Status { return s }
+
+// handoffRule is the handoff rule of DESIGN.md as one flat table: every way
+// an execution's stream may grow. Rows of one event are tried in order.
+// docs/handoff-rule.md is rendered from it (TestRuleTableInDocs).
+var handoffRule = []RuleRow{
+	{TypeExecutionRequested, states(StatusNew), OwnerExecutor, StatusRequested, GuardAny},
+	{TypeExecutionRejected, states(StatusRequested), OwnerExecutor, StatusRejected, GuardAny},
+	{TypeExecutionScheduling, states(StatusRequested), OwnerExecutor, StatusScheduling, GuardPlain},
+	{TypeExecutionScheduled, states(StatusScheduling), OwnerExecutor, StatusScheduled, GuardPlain},
+	{TypeExecutionRunning, states(StatusScheduled), OwnerWorker, StatusRunning, GuardPlain},
+	{TypeExecutionRunning, states(StatusRequested), OwnerExecutor, StatusRunning, GuardParent},
+	{TypeExecutionCompleted, states(StatusRunning), OwnerWorker, StatusCompleted, GuardPlain},
+	{TypeExecutionCompleted, states(StatusRunning), OwnerExecutor, StatusCompleted, GuardParent},
+	{TypeExecutionFailed, states(StatusRunning), OwnerWorker, StatusFailed, GuardPlain},
+	{TypeExecutionFailed, states(StatusScheduling), OwnerExecutor, StatusFailed, GuardPlain},
+	{TypeExecutionFailed, states(StatusRequested, StatusRunning), OwnerExecutor, StatusFailed, GuardParent},
+	{TypeExecutionTimedOut, states(StatusRunning), OwnerWorker, StatusTimedOut, GuardPlain},
+	{TypeExecutionCancelled, preHandoff, OwnerExecutor, StatusCancelled, GuardAny},
+	{TypeExecutionCancelled, postHandoff, OwnerWorker, StatusCancelled, GuardPlain},
+	{TypeExecutionCancelled, states(StatusRunning), OwnerExecutor, StatusCancelled, GuardParent},
+	{TypeExecutionCancelRequested, nonTerminal, OwnerAPI, "", GuardAny},
+	{TypeExecutionCancelRequested, nonTerminal, OwnerExecutor, "", GuardAny}, // the children of a cancelled with_items parent
+	{TypeExecutionHandoffExpired, states(StatusScheduled), OwnerExecutor, StatusScheduling, GuardPlain},
+	{TypeExecutionAbandoned, postHandoff, OwnerExecutor, StatusScheduling, GuardPlain},
+	{TypeExecutionChildrenRequested, states(StatusRunning), OwnerExecutor, "", GuardParent},
+}
+
+// HandoffRule returns a copy of the handoff rule's rows, in order.
+func HandoffRule() []RuleRow {
+	out := make([]RuleRow, len(handoffRule))
+	for i, r := range handoffRule {
+		r.From = append([]Status(nil), r.From...)
+		out[i] = r
+	}
+	return out
+}
+
+// executionRules indexes handoffRule by event type, keeping the rows' order.
+var executionRules = func() map[string][]RuleRow {
+	m := make(map[string][]RuleRow)
+	for _, r := range handoffRule {
+		m[r.Event] = append(m[r.Event], r)
+	}
+	return m
+}()
+
+// applies reports whether the row's guard admits this execution.
+func (r *RuleRow) applies(parent bool) bool {
+	switch r.Guard {
+	case GuardPlain:
+		return !parent
+	case GuardParent:
+		return parent
+	}
+	return true
 }
 
 // ExecutionEventTypes lists the event types of an execution stream.
@@ -193,21 +222,19 @@ func (x *Execution) check(typ string, owner Owner, writer string) (Status, error
 		return refuse(RuleTerminal, "no event follows a terminal one")
 	}
 	stateMatches := false
-	for _, r := range rows {
-		if (r.parentOnly && !x.parent) || (r.plainOnly && x.parent) {
-			continue
-		}
-		if !containsStatus(r.from, x.status) {
+	for i := range rows {
+		r := &rows[i]
+		if !r.applies(x.parent) || !containsStatus(r.From, x.status) {
 			continue
 		}
 		stateMatches = true
-		if r.owner != owner {
+		if r.Owner != owner {
 			continue
 		}
 		if owner == OwnerWorker && writer != x.worker {
 			return refuse(RuleHandoff, fmt.Sprintf("attempt %d was handed to worker %q", x.attempt, x.worker))
 		}
-		to := r.to
+		to := r.To
 		if to == "" {
 			to = x.status
 		}
@@ -221,17 +248,18 @@ func (x *Execution) check(typ string, owner Owner, writer string) (Status, error
 	}
 }
 
-func (x *Execution) ownersFor(rows []ruleRow) string {
+func (x *Execution) ownersFor(rows []RuleRow) string {
 	s := ""
-	for _, r := range rows {
-		if (r.parentOnly && !x.parent) || (r.plainOnly && x.parent) || !containsStatus(r.from, x.status) {
+	for i := range rows {
+		r := &rows[i]
+		if !r.applies(x.parent) || !containsStatus(r.From, x.status) {
 			continue
 		}
 		if s != "" {
 			s += " or "
 		}
-		s += string(r.owner)
-		if r.owner == OwnerWorker {
+		s += string(r.Owner)
+		if r.Owner == OwnerWorker {
 			s += fmt.Sprintf(" %q", x.worker)
 		}
 	}
