@@ -81,36 +81,27 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		if x == nil || e.busy(xs) {
 			continue
 		}
-		p := c.q.Policy()
-		wk := pickWorker(workers, p.Runner)
-		if wk == nil {
-			continue
-		}
-		grant, err := x.Grant(c.w.Key)
-		if err != nil {
-			continue
-		}
-		// The handoff follows the grant in the same append; decide it on the
-		// state the grant leads to.
-		next := *x
-		next.Apply(grant, uint64(x.Version()+1), time.Time{})
-		sched, err := next.Schedule(wk.id, wk.incarnation, p)
-		if err != nil {
+		// The fence is the grant's queue.granted, in its queue's op (the
+		// queue's first grant of this cycle creates it).
+		a, ok := e.grantAndHand(x, xs, c.w.Key, c.q, workers, func() uuid.UUID {
+			o := perQueue[c.q.Ref]
+			if o == nil {
+				o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants, grants: true, seq: seqEach}
+				perQueue[c.q.Ref] = o
+				qVersion[c.q.Ref] = c.q.Version()
+			}
+			return e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key})
+		})
+		if !ok {
 			continue
 		}
 		blocked[qk] = false
 		o := perQueue[c.q.Ref]
-		if o == nil {
-			o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants, grants: true, seq: seqEach}
-			perQueue[c.q.Ref] = o
+		if o.n == 0 { // the queue's first grant in this cycle
 			order = append(order, c.q.Ref)
-			qVersion[c.q.Ref] = c.q.Version()
 		}
-		fence := e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key})
-		o.appends = append(o.appends, e.stageAfter(fence, xs, x.Version(), grant, sched))
-		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
+		o.appends = append(o.appends, a)
 		o.n++
-		wk.free--
 		free--
 	}
 	for _, ref := range order {
@@ -160,25 +151,43 @@ func (e *Executor) decideUnscheduled(ops []op, workers []*freeWorker) []op {
 		if !ok || q == nil {
 			continue
 		}
-		p := q.Policy()
-		wk := pickWorker(workers, p.Runner)
-		if wk == nil {
+		a, ok := e.grantAndHand(x, xs, key, q, workers, func() uuid.UUID { return e.state.Unscheduled[id] })
+		if !ok {
 			continue
 		}
-		grant, err := x.Grant(key)
-		if err != nil {
-			continue
-		}
-		next := *x
-		next.Apply(grant, uint64(x.Version()+1), time.Time{})
-		sched, err := next.Schedule(wk.id, wk.incarnation, p)
-		if err != nil {
-			continue
-		}
-		wk.free--
-		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
-		ops = append(ops, op{what: "hand over " + id, count: &e.Stats.Repairs,
-			appends: []eventstore.StreamAppend{e.stageAfter(e.state.Unscheduled[id], xs, x.Version(), grant, sched)}})
+		ops = append(ops, op{what: "hand over " + id, count: &e.Stats.Repairs, appends: []eventstore.StreamAppend{a}})
 	}
 	return ops
+}
+
+// grantAndHand decides the slot grant of execution x (stream xs), waiting
+// under key in queue q, and on the state that grant leads to its handoff to
+// the free worker with the most slots that runs q's runner: both events in
+// one append to xs, staged after the fence event whose id fence returns,
+// and the handoff recorded as in hand. fence is called only once both
+// events are decided, so a pair the rule refuses stages nothing, not even
+// its fence. It reports false, having recorded nothing, when no worker is
+// free for x or the rule refuses either event.
+func (e *Executor) grantAndHand(x *domain.Execution, xs, key string, q *domain.Queue, workers []*freeWorker, fence func() uuid.UUID) (eventstore.StreamAppend, bool) {
+	p := q.Policy()
+	wk := pickWorker(workers, p.Runner)
+	if wk == nil {
+		return eventstore.StreamAppend{}, false
+	}
+	grant, err := x.Grant(key)
+	if err != nil {
+		return eventstore.StreamAppend{}, false
+	}
+	// The handoff follows the grant in the same append; decide it on the
+	// state the grant leads to.
+	next := *x
+	next.Apply(grant, uint64(x.Version()+1), time.Time{})
+	sched, err := next.Schedule(wk.id, wk.incarnation, p)
+	if err != nil {
+		return eventstore.StreamAppend{}, false
+	}
+	a := e.stageAfter(fence(), xs, x.Version(), grant, sched)
+	e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
+	wk.free--
+	return a, true
 }
