@@ -1,7 +1,9 @@
-// Admission: a request its action's queue refused (queue full, unknown
-// action, bad input) is rejected. The queue's fold decides the refusal;
-// the executor writes it: execution.rejected, at the execution's version,
-// on every cycle.
+// Admission: a request its action's queue refused (unknown action, queue
+// full, no slot, invalid input, rate limited) is rejected. The queue's fold decides the refusal,
+// the executor writes it.
+//
+// Writes: execution.rejected on execution-<id>, at the execution's
+// version. When: every cycle.
 
 package executor
 

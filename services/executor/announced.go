@@ -4,6 +4,9 @@
 // meanwhile. If the change is still missing after two timed cycles, the
 // executor writes it as prepared (same id, same writer: the API's own late
 // append is then an idempotent replay).
+//
+// Writes: the announced action.* event on action-<ref>, at the version
+// announced. When: every cycle, once the announcement is ripe.
 
 package executor
 

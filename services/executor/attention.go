@@ -1,8 +1,10 @@
 // Executions the executor holds outside the queue: one asked to cancel
-// before its handoff is cancelled (execution.cancelled); one taken back
-// from a worker (expired or abandoned) is handed to another worker
-// (execution.scheduled) or, once its max_attempts are spent, failed
-// (execution.failed). Written by the executor on every cycle.
+// before its handoff is cancelled; one taken back from a worker (its
+// handoff expired, or it was abandoned) is handed to another worker if one
+// is free, or failed once its max_attempts are spent.
+//
+// Writes: execution.cancelled, execution.scheduled (the handoff again) or
+// execution.failed on execution-<id>, at its version. When: every cycle.
 
 package executor
 

@@ -1,16 +1,18 @@
 // The Executor: its configuration, its bookkeeping and its life (New,
-// Start, SetActive, Stop). Owned by whoever assembles the process; the
-// fold and the bookkeeping maps are owned by the loop (loop.go), and read
-// by others only under the Executor's lock.
+// Start, SetActive, Stop). The loop (loop.go), or a caller stepping the
+// executor through Fold, Decide and Commit, is the only writer of the fold
+// and of the bookkeeping maps, and writes them under the Executor's lock,
+// which Inspect takes to read them.
 //
 // The rest of the package is one rule, or one piece of the machinery, per
-// file; each file's first comment says the rule it enforces:
+// file; each file's first comment says the rule it enforces, what it
+// writes and when:
 //
 //	loop.go          the loop: follow the log, fold it, decide, append
 //	decide.go        one decision cycle: the rules in order; the pacing of repairs
-//	admit.go         requests the queues refused are rejected
+//	admit.go         requests their queue refused are rejected
 //	announced.go     action changes announced but not written are completed
-//	grant.go         queue heads get slots and handoffs, through one helper
+//	grant.go         queue heads get a slot and a handoff, through one helper
 //	workers.go       which workers have free slots for a handoff
 //	attention.go     taken back: hand again or fail; cancelled before the handoff
 //	expire.go        take-back: unstarted handoffs expire, gone holders are abandoned

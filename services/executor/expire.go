@@ -1,10 +1,13 @@
 // Expiry and take-back: a handoff no worker started within its
-// scheduled_timeout expires (execution.handoff_expired, on timed cycles);
-// an execution held by a replaced incarnation, or by a stopped or lost
-// worker, and a handoff a draining worker has not started, are abandoned
-// (execution.abandoned). Either way the executor takes it back, fenced by
-// the execution's version against the worker's own writes, and
-// attention.go decides what comes next.
+// scheduled_timeout expires; an execution held by a replaced incarnation,
+// or by a stopped or lost worker, and a handoff a draining worker has not
+// started, are abandoned. Either way the executor takes the execution back,
+// fenced by its version against the worker's own writes, and attention.go
+// decides what comes next.
+//
+// Writes: execution.handoff_expired or execution.abandoned on
+// execution-<id>. When: expiries, and what active workers hold, on timed
+// cycles; what draining, stopped and lost workers hold, every cycle.
 
 package executor
 

@@ -1,10 +1,14 @@
 // Grants and handoffs: the heads of the queues, oldest request first
-// across all queues, get a slot (queue.granted, fenced by the queue
-// stream's version: never over max_concurrent, never out of FIFO order)
-// and, in the same decision, a handoff to a free worker that runs their
-// action (execution.scheduling and execution.scheduled). A grant the log
-// shows without its handoff is completed the same way. Both go through
-// grantAndHand. Written by the executor on every cycle.
+// across all queues, get a slot while workers have free ones (fenced by the
+// queue stream's version: never more than max_concurrent, never out of FIFO
+// order, within the rate limit), and in the same decision a handoff to a
+// free worker that runs their action. A grant the log shows without its
+// handoff (a single-stream grant cut short) is completed the same way. Both
+// go through one helper, grantAndHand.
+//
+// Writes: queue.granted on queue-<ref>; execution.scheduling and
+// execution.scheduled (the handoff) on execution-<id>, after it. When:
+// every cycle.
 
 package executor
 

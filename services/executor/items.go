@@ -2,7 +2,13 @@
 // requests its children in item order while fewer than its window are in
 // flight, never more (the parent's version fences each fan-out), passes a
 // cancellation request on to its children, and ends once every child has
-// ended. Written by the executor on every cycle.
+// ended.
+//
+// Writes: on execution-<parent>, execution.running, .children_requested
+// and the parent's end (completed, failed, cancelled or rejected); each
+// child's execution.requested (at "no stream"), and its
+// execution.cancel_requested when the parent is cancelled. When: every
+// cycle.
 
 package executor
 

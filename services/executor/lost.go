@@ -1,9 +1,12 @@
-// Lost workers: a worker with no event in the log for Config.WorkerLease
-// (on timed cycles), or every active worker at start with
-// Config.LoseWorkersAtStart, is declared lost (worker.lost, fenced by the
-// worker stream's version against its heartbeats) together with the
-// abandonment of every execution it holds, so that after the verdict no
-// write of the lost incarnation passes the handoff rule.
+// Lost workers: a worker with no event in the log for Config.WorkerLease,
+// or, with Config.LoseWorkersAtStart, every active worker of the previous
+// run, is declared lost together with the abandonment of every execution
+// it holds, so that after the verdict no write of the lost incarnation
+// passes the handoff rule.
+//
+// Writes: worker.lost on worker-<id> (fenced by its version against the
+// worker's heartbeats) and execution.abandoned on each execution it holds.
+// When: leases on timed cycles; at start once the fold has caught up.
 
 package executor
 

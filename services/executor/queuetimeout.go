@@ -1,7 +1,9 @@
 // Queue timeouts: a waiter that has waited in its action's queue longer
-// than the policy's queue_timeout is cancelled (execution.cancelled with
-// code queue_timeout), on timed cycles, by the executor's clock against
-// the request's log time.
+// than the policy's queue_timeout (the executor's clock against the
+// request's log time) is cancelled.
+//
+// Writes: execution.cancelled (code queue_timeout) on execution-<id>.
+// When: timed cycles.
 
 package executor
 

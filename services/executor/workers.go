@@ -2,6 +2,8 @@
 // that runs the action's runner, counting the handoffs this executor wrote
 // that the fold does not show yet, and never to a worker whose lost verdict
 // is being written or may already be in the log.
+//
+// Writes nothing: grant.go and attention.go choose their workers here.
 
 package executor
 
