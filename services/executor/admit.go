@@ -1,6 +1,6 @@
 // Admission: a request its action's queue refused (unknown action, queue
-// full, no slot, invalid input, rate limited) is rejected. The queue's fold decides the refusal,
-// the executor writes it.
+// full, no slot, invalid input, rate limited) is rejected. The queue's
+// fold decides the refusal, the executor writes it.
 //
 // Writes: execution.rejected on execution-<id>, at the execution's
 // version. When: every cycle.
