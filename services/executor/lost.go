@@ -1,0 +1,109 @@
+// Lost workers: a worker with no event in the log for Config.WorkerLease,
+// or, with Config.LoseWorkersAtStart, every active worker of the previous
+// run, is declared lost together with the abandonment of every execution
+// it holds, so that after the verdict no write of the lost incarnation
+// passes the handoff rule.
+//
+// Writes: worker.lost on worker-<id> (fenced by its version against the
+// worker's heartbeats) and execution.abandoned on each execution it holds.
+// When: leases on timed cycles; at start once the fold has caught up.
+
+package executor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// maxAbandonsWithVerdict bounds the abandonments written in the same append
+// as a lost-worker verdict; the rest follow in decideExpiries.
+const maxAbandonsWithVerdict = 4096
+
+// loseWorker decides worker id's lost verdict and, in the same atomic append,
+// the abandonment of every execution it holds: from the verdict's position
+// on, no write of the lost incarnation for those executions can pass the
+// handoff rule. If one of them moved meanwhile (the worker was alive after
+// all), the whole append fails and the next cycle decides again.
+func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Duration, force bool, reason string) []op {
+	w := e.state.Workers[id]
+	ws := domain.WorkerStream(id)
+	if w == nil || (w.Status() != domain.WorkerActive && w.Status() != domain.WorkerDrainingStatus) || e.busy(ws) {
+		return ops
+	}
+	verdict, err := w.DeclareLost(now, lease, force, reason)
+	if err != nil {
+		return ops
+	}
+	for xs, h := range e.handing {
+		if h.worker != id {
+			continue
+		}
+		if _, xid := domain.SplitStream(xs); !e.state.IsLive(xid) {
+			delete(e.handing, xs) // it has ended since: the handoff cannot land any more
+			continue
+		}
+		return ops // decide once the fold shows whether our handoff to it landed
+	}
+	held := e.state.HeldBy(id)
+	if len(held) > maxAbandonsWithVerdict {
+		held = held[:maxAbandonsWithVerdict]
+	}
+	for _, xid := range held {
+		if e.busy(domain.ExecutionStream(xid)) {
+			return ops // decide once our own write to it is folded
+		}
+	}
+	va := e.stage(ws, w.Version(), verdict)
+	o := op{what: "lose worker " + id, count: &e.Stats.LostWorkers, takeBack: true, seq: seqChain, appends: []eventstore.StreamAppend{va}}
+	for _, xid := range held {
+		x := e.state.Execution(xid)
+		if x == nil {
+			continue
+		}
+		ev, err := x.Abandon(fmt.Sprintf("worker %s incarnation %s was declared lost: %s", id, x.Incarnation(), reason))
+		if err != nil {
+			continue
+		}
+		o.appends = append(o.appends, e.stageAfter(va.Events[0].ID, domain.ExecutionStream(xid), x.Version(), ev))
+	}
+	if e.single && len(o.appends) > 1 {
+		// One stream at a time: every abandonment first, each fenced by its
+		// execution's version against the worker's own writes, then the
+		// verdict, fenced by the worker stream's version against its
+		// heartbeats. If the worker wrote to one of them meanwhile, it is
+		// alive: the chain stops before the verdict (the abandonments that
+		// landed stand, like handoff expiries). Once the verdict lands,
+		// every execution it held is already taken back, so no write of the
+		// lost incarnation can pass the handoff rule after it.
+		o.appends = append(o.appends[1:], va)
+		o.key = len(o.appends) - 1
+	}
+	return append(ops, o)
+}
+
+// decideLeases declares lost the workers whose last event in the log is
+// older than the lease at now.
+func (e *Executor) decideLeases(ops []op, now time.Time) []op {
+	for _, id := range e.state.WorkerIDs() {
+		if len(ops) >= e.cfg.MaxBatch {
+			break
+		}
+		ops = e.loseWorker(ops, id, now, e.cfg.WorkerLease, false, fmt.Sprintf("no event in the log for %s (its lease)", e.cfg.WorkerLease))
+	}
+	return ops
+}
+
+// decideLostAtStart declares every active worker lost, right after the fold
+// caught up, when the configuration says they all died with the last run.
+func (e *Executor) decideLostAtStart(ops []op) []op {
+	if !e.cfg.LoseWorkersAtStart {
+		return ops
+	}
+	for _, id := range e.state.WorkerIDs() {
+		ops = e.loseWorker(ops, id, e.cfg.Clock.Now(), 0, true, "its process ended with the previous run")
+	}
+	return ops
+}
