@@ -15,7 +15,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 func TestMain(m *testing.M) {
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 type testAPI struct {
 	srv   *api.Server
 	store *memstore.Store
-	cmds  *executor.Commands
+	cmds  *command.Service
 }
 
 // Secrets of the tokens newTestAPI configures, one per role.
@@ -64,7 +64,7 @@ func newTestAPI(t testing.TB, tokens *api.Tokens) (*testAPI, string) {
 func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	t.Helper()
 	store := memstore.New(memstore.Options{})
-	cmds := &executor.Commands{Store: store, Writer: "test"}
+	cmds := &command.Service{Store: store, Writer: "test"}
 	views := projections.NewViews()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -79,7 +79,7 @@ func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "demo", Runner: "core.sleep", MaxConcurrent: 2}); err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := cmds.Request(ctx, executor.Request{Action: "demo", Input: []byte(`{"seconds":1}`)})
+	id, _, err := cmds.Request(ctx, command.Request{Action: "demo", Input: []byte(`{"seconds":1}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 // Problem is an RFC 9457 problem document: every error the API returns.
@@ -61,7 +61,7 @@ func asProblem(err error) *Problem {
 	switch {
 	case errors.As(err, &p):
 		return p
-	case errors.Is(err, executor.ErrIdempotencyMismatch):
+	case errors.Is(err, command.ErrIdempotencyMismatch):
 		return typed(typeIdempotency, http.StatusConflict, "%v", err)
 	case errors.Is(err, domain.ErrAlreadyTerminal):
 		return typed(typeAlreadyEnded, http.StatusConflict, "%v", err)

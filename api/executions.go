@@ -14,7 +14,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 // executionRequest is the body of POST /api/v1/executions.
@@ -71,7 +71,7 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	id, created, err := s.cfg.Commands.Request(r.Context(), executor.Request{
+	id, created, err := s.cfg.Commands.Request(r.Context(), command.Request{
 		Action: body.Action, Input: body.Input, IdempotencyKey: key,
 		WithItems: body.WithItems, Concurrency: body.Concurrency,
 	})
@@ -110,7 +110,7 @@ func (s *Server) earlyRefusal(w http.ResponseWriter, r *http.Request, body execu
 		return nil
 	}
 	if key != "" {
-		id := executor.IDForKey(key)
+		id := command.IDForKey(key)
 		if _, ok := s.cfg.Views.View(id); ok {
 			return nil
 		}

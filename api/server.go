@@ -18,13 +18,13 @@ import (
 
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 // Config is what the API serves from.
 type Config struct {
 	Store    eventstore.Store
-	Commands *executor.Commands   // the command side
+	Commands *command.Service     // the command side
 	Views    *projections.Views   // the read model, folded by its owner (see Views.Run)
 	Tokens   *Tokens              // nil or empty: anonymous
 	Logger   *slog.Logger         // nil: slog.Default()

@@ -1,4 +1,10 @@
-package executor
+// Package command is turnstile's command side: it validates what a client
+// asks (define, change, pause and resume an action; request and cancel an
+// execution), refuses what must be refused before anything is written, and
+// appends the domain's decisions to the log with expected versions. The
+// API and `turnstile bench` call it; it needs only the store (and, for the
+// API's early refusals, the read model), so any process can run it.
+package command
 
 import (
 	"context"
@@ -15,10 +21,10 @@ import (
 	"github.com/turnstile/turnstile/services/aggregate"
 )
 
-// Commands is the command side that the API (and `turnstile bench`) use:
+// Service is the command side that the API (and `turnstile bench`) use:
 // it decides with the domain's aggregates and appends with expected
-// versions. It needs only the store, so any process can run it.
-type Commands struct {
+// versions.
+type Service struct {
 	Store eventstore.Store
 	// Writer names the process in the events it writes.
 	Writer string
@@ -29,7 +35,7 @@ type Commands struct {
 	NewID func() uuid.UUID
 }
 
-func (c *Commands) freshID() uuid.UUID {
+func (c *Service) freshID() uuid.UUID {
 	if c.NewID != nil {
 		return c.NewID()
 	}
@@ -100,7 +106,7 @@ func IDForKey(key string) string { return uuid.NewSHA1(idempotencyNS, []byte(key
 // same request returns the same id (created is false), and a different
 // request with the same key fails with ErrIdempotencyMismatch. The key lives
 // in the log, so this holds across restarts.
-func (c *Commands) Request(ctx context.Context, r Request) (id string, created bool, err error) {
+func (c *Service) Request(ctx context.Context, r Request) (id string, created bool, err error) {
 	switch {
 	case r.ConcurrencyKey != "":
 		return "", false, fmt.Errorf("%w: the concurrency key is derived from the input by the action's policy", ErrInvalidRequest)
@@ -197,7 +203,7 @@ func compactJSON(in json.RawMessage) json.RawMessage {
 // Asking again is a no-op. An unknown id fails with ErrUnknownExecution; an
 // execution that has already ended fails with ErrAlreadyEnded (it also
 // matches the *domain.RuleError that refused it) and nothing is written.
-func (c *Commands) RequestCancel(ctx context.Context, id, reason string) error {
+func (c *Service) RequestCancel(ctx context.Context, id, reason string) error {
 	x, err := aggregate.UpdateExecution(ctx, c.Store, id, domain.OwnerAPI, c.Writer, nil, func(x *domain.Execution) (domain.Event, error) {
 		ev, err := x.RequestCancel(reason)
 		if errors.Is(err, domain.ErrCancelAlreadyAsked) {
@@ -216,7 +222,7 @@ func (c *Commands) RequestCancel(ctx context.Context, id, reason string) error {
 
 // LoadExecution folds execution id's stream. An unknown id fails with
 // ErrUnknownExecution.
-func (c *Commands) LoadExecution(ctx context.Context, id string) (*domain.Execution, error) {
+func (c *Service) LoadExecution(ctx context.Context, id string) (*domain.Execution, error) {
 	x, err := aggregate.LoadExecution(ctx, c.Store, id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil, fmt.Errorf("load execution %s: %w", id, ErrUnknownExecution)
@@ -225,7 +231,7 @@ func (c *Commands) LoadExecution(ctx context.Context, id string) (*domain.Execut
 }
 
 // LoadAction folds action ref's stream (an empty Action if it does not exist).
-func (c *Commands) LoadAction(ctx context.Context, ref string) (*domain.Action, error) {
+func (c *Service) LoadAction(ctx context.Context, ref string) (*domain.Action, error) {
 	a := domain.NewAction()
 	if _, err := aggregate.Fold(ctx, c.Store, domain.ActionStream(ref), func(env *domain.Envelope, ev domain.Event) { a.Apply(ev, env.Version) }); err != nil {
 		return nil, fmt.Errorf("load action %s: %w", ref, err)
@@ -249,7 +255,7 @@ func (c *Commands) LoadAction(ctx context.Context, ref string) (*domain.Action, 
 // one in force at its position. If this process stops between the two
 // appends, the executor appends the announced event itself (the same
 // envelope: a late append of ours is then an idempotent replay).
-func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *domain.Action) (domain.Event, error)) (bool, error) {
+func (c *Service) updateAction(ctx context.Context, ref string, decide func(a *domain.Action) (domain.Event, error)) (bool, error) {
 	if err := domain.ValidateRef(ref); err != nil {
 		return false, err
 	}
@@ -308,25 +314,25 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 
 // DefineAction defines an action. created is false when the same policy was
 // already defined; a different existing policy fails with domain.ErrConflict.
-func (c *Commands) DefineAction(ctx context.Context, p domain.Policy) (created bool, err error) {
+func (c *Service) DefineAction(ctx context.Context, p domain.Policy) (created bool, err error) {
 	return c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.Define(p) })
 }
 
 // ChangePolicy replaces an action's policy from the next grant on. An
 // unknown action fails with ErrUnknownAction.
-func (c *Commands) ChangePolicy(ctx context.Context, p domain.Policy) (changed bool, err error) {
+func (c *Service) ChangePolicy(ctx context.Context, p domain.Policy) (changed bool, err error) {
 	return c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.ChangePolicy(p) })
 }
 
 // Pause stops grants for an action: nothing is granted while it is paused,
 // running executions go on, requests still queue. An unknown action fails
 // with ErrUnknownAction.
-func (c *Commands) Pause(ctx context.Context, ref, reason string) (bool, error) {
+func (c *Service) Pause(ctx context.Context, ref, reason string) (bool, error) {
 	return c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Pause(reason) })
 }
 
 // Resume lets grants for an action start again. An unknown action fails
 // with ErrUnknownAction.
-func (c *Commands) Resume(ctx context.Context, ref string) (bool, error) {
+func (c *Service) Resume(ctx context.Context, ref string) (bool, error) {
 	return c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Resume() })
 }

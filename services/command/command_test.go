@@ -1,4 +1,4 @@
-package executor_test
+package command_test
 
 import (
 	"context"
@@ -8,17 +8,17 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/memstore"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 func TestRequestCommand(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { _ = store.Close() })
-	cmds := &executor.Commands{Store: store, Writer: "test"}
+	cmds := &command.Service{Store: store, Writer: "test"}
 	ctx := context.Background()
 	items := []json.RawMessage{json.RawMessage(`{"a":1}`), json.RawMessage(`2`)}
 
-	for name, r := range map[string]executor.Request{
+	for name, r := range map[string]command.Request{
 		"a concurrency key":   {Action: "a", ConcurrencyKey: "k"},
 		"a parent":            {Action: "a", Parent: "p"},
 		"an item index":       {Action: "a", ItemIndex: 1},
@@ -26,20 +26,20 @@ func TestRequestCommand(t *testing.T) {
 		"a window alone":      {Action: "a", Concurrency: 2},
 		"a bad item":          {Action: "a", WithItems: []json.RawMessage{json.RawMessage(`{`)}},
 	} {
-		if _, _, err := cmds.Request(ctx, r); !errors.Is(err, executor.ErrInvalidRequest) {
+		if _, _, err := cmds.Request(ctx, r); !errors.Is(err, command.ErrInvalidRequest) {
 			t.Errorf("request with %s: %v, want ErrInvalidRequest", name, err)
 		}
 	}
 
-	id, created, err := cmds.Request(ctx, executor.Request{Action: "a", WithItems: items, Concurrency: 1, IdempotencyKey: "k1"})
+	id, created, err := cmds.Request(ctx, command.Request{Action: "a", WithItems: items, Concurrency: 1, IdempotencyKey: "k1"})
 	if err != nil || !created {
 		t.Fatalf("with_items request: %v %v", created, err)
 	}
-	again, created, err := cmds.Request(ctx, executor.Request{Action: "a", WithItems: []json.RawMessage{json.RawMessage(`{ "a" : 1 }`), json.RawMessage(`2`)}, Concurrency: 1, IdempotencyKey: "k1"})
+	again, created, err := cmds.Request(ctx, command.Request{Action: "a", WithItems: []json.RawMessage{json.RawMessage(`{ "a" : 1 }`), json.RawMessage(`2`)}, Concurrency: 1, IdempotencyKey: "k1"})
 	if err != nil || created || again != id {
 		t.Fatalf("the same request again: %s %v %v", again, created, err)
 	}
-	if _, _, err := cmds.Request(ctx, executor.Request{Action: "a", WithItems: items[:1], Concurrency: 1, IdempotencyKey: "k1"}); !errors.Is(err, executor.ErrIdempotencyMismatch) {
+	if _, _, err := cmds.Request(ctx, command.Request{Action: "a", WithItems: items[:1], Concurrency: 1, IdempotencyKey: "k1"}); !errors.Is(err, command.ErrIdempotencyMismatch) {
 		t.Fatalf("other items under the same key: %v, want ErrIdempotencyMismatch", err)
 	}
 	x, err := cmds.LoadExecution(ctx, id)
@@ -49,10 +49,10 @@ func TestRequestCommand(t *testing.T) {
 	if !x.IsParent() || x.Items() != 2 || x.Window() != 1 || len(x.State().Children) != 2 || x.State().Children[1] != domain.ChildID(id, 1) {
 		t.Fatalf("parent: items %d window %d children %v", x.Items(), x.Window(), x.State().Children)
 	}
-	if _, err := cmds.LoadExecution(ctx, "nope"); !errors.Is(err, executor.ErrUnknownExecution) {
+	if _, err := cmds.LoadExecution(ctx, "nope"); !errors.Is(err, command.ErrUnknownExecution) {
 		t.Fatalf("LoadExecution of an unknown id: %v", err)
 	}
-	if _, err := cmds.ChangePolicy(ctx, domain.Policy{Ref: "nope", Runner: "core.noop"}); !errors.Is(err, executor.ErrUnknownAction) {
+	if _, err := cmds.ChangePolicy(ctx, domain.Policy{Ref: "nope", Runner: "core.noop"}); !errors.Is(err, command.ErrUnknownAction) {
 		t.Fatalf("ChangePolicy of an unknown action: %v", err)
 	}
 }
