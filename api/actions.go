@@ -10,28 +10,14 @@ import (
 	"github.com/turnstile/turnstile/projections"
 )
 
-// actionState returns the action from the store (the views may not have
-// caught up with a write that was just acknowledged).
+// actionState returns the action as the log holds it (the views may not
+// have caught up with a write that was just acknowledged).
 func (s *Server) actionState(r *http.Request, ref string) (projections.ActionView, error) {
-	a, err := s.cfg.Commands.LoadAction(r.Context(), ref)
-	if err != nil {
-		return projections.ActionView{}, err
+	a, found, err := s.cfg.Queries.ActionFromLog(r.Context(), ref)
+	if err == nil && !found {
+		err = typed(typeNotFound, http.StatusNotFound, "action %q is not defined", ref)
 	}
-	if !a.Defined() {
-		return projections.ActionView{}, typed(typeNotFound, http.StatusNotFound, "action %q is not defined", ref)
-	}
-	return projections.ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()}, nil
-}
-
-// actionDefined checks that an action exists, from the read model when it
-// knows the action (actions are never undefined, so that answer cannot be
-// stale), else from the store.
-func (s *Server) actionDefined(r *http.Request, ref string) error {
-	if _, ok := s.cfg.Views.Action(ref); ok {
-		return nil
-	}
-	_, err := s.actionState(r, ref)
-	return err
+	return a, err
 }
 
 func refParam(r *http.Request) (string, *Problem) {
@@ -77,8 +63,7 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	s.caughtUp(r.Context())
-	writeJSON(w, http.StatusOK, map[string]any{"actions": s.cfg.Views.Actions()})
+	writeJSON(w, http.StatusOK, map[string]any{"actions": s.cfg.Queries.CaughtUp(r.Context()).Actions()})
 }
 
 func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {

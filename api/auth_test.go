@@ -59,7 +59,7 @@ func newTestAPI(t testing.TB, tokens *api.Tokens) (*testAPI, string) {
 	return startAPI(t, api.Config{Tokens: tokens})
 }
 
-// startAPI is newTestAPI with cfg's Store, Commands and Views filled in (and
+// startAPI is newTestAPI with cfg's Commands and Queries filled in (and
 // Logger, if nil, with one that discards).
 func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	t.Helper()
@@ -83,7 +83,7 @@ func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Store, cfg.Commands, cfg.Views = store, cmds, views
+	cfg.Commands, cfg.Queries = cmds.WithViews(views), projections.NewQueries(views, store)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
 )
 
 // eventPage is a page of the log: events, and where the next page starts.
@@ -24,16 +24,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	evs, err := s.cfg.Store.ReadAll(r.Context(), from, limit)
+	page, err := s.cfg.Queries.Events(r.Context(), from, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	next := from
-	if len(evs) > 0 {
-		next = evs[len(evs)-1].Position + 1
-	}
-	writeJSON(w, http.StatusOK, eventPage{Events: nonNil(evs), Next: next})
+	writeJSON(w, http.StatusOK, eventPage{Events: nonNil(page.Events), Next: page.Next})
 }
 
 // stream pages through one stream: ?from= (inclusive version) and ?limit=.
@@ -53,8 +49,8 @@ func (s *Server) streamPage(w http.ResponseWriter, r *http.Request, stream strin
 		writeProblem(w, p)
 		return
 	}
-	evs, err := s.cfg.Store.ReadStream(r.Context(), stream, from, limit)
-	if errors.Is(err, eventstore.ErrStreamNotFound) {
+	page, err := s.cfg.Queries.Stream(r.Context(), stream, from, limit)
+	if errors.Is(err, projections.ErrUnknownStream) {
 		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no stream %q", stream))
 		return
 	}
@@ -62,11 +58,7 @@ func (s *Server) streamPage(w http.ResponseWriter, r *http.Request, stream strin
 		s.fail(w, r, err)
 		return
 	}
-	next := from
-	if len(evs) > 0 {
-		next = evs[len(evs)-1].Version + 1
-	}
-	writeJSON(w, http.StatusOK, eventPage{Events: nonNil(evs), Next: next})
+	writeJSON(w, http.StatusOK, eventPage{Events: nonNil(page.Events), Next: page.Next})
 }
 
 func nonNil(evs []domain.Envelope) []domain.Envelope {

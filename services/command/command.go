@@ -18,6 +18,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/aggregate"
 )
 
@@ -33,6 +34,10 @@ type Service struct {
 	// changes), so a simulation replays exactly. Nil: random ids (UUIDv7
 	// for execution ids).
 	NewID func() uuid.UUID
+	// Views, if set, is the read model the API's commands (Submit, Cancel)
+	// consult: to refuse early what the log would refuse anyway, and to
+	// answer with an execution's status.
+	Views *projections.Views
 }
 
 func (c *Service) freshID() uuid.UUID {
@@ -107,44 +112,65 @@ func IDForKey(key string) string { return uuid.NewSHA1(idempotencyNS, []byte(key
 // request with the same key fails with ErrIdempotencyMismatch. The key lives
 // in the log, so this holds across restarts.
 func (c *Service) Request(ctx context.Context, r Request) (id string, created bool, err error) {
-	switch {
-	case r.ConcurrencyKey != "":
-		return "", false, fmt.Errorf("%w: the concurrency key is derived from the input by the action's policy", ErrInvalidRequest)
-	case r.Parent != "" || r.ItemIndex != 0:
-		return "", false, fmt.Errorf("%w: with_items children are requested by the executor", ErrInvalidRequest)
-	}
-	var hash string // only a request with an idempotency key can be retried into its stream
-	if r.IdempotencyKey != "" {
-		hash = requestHash(r)
-		id = IDForKey(r.IdempotencyKey)
-	} else if c.NewID != nil {
-		id = c.NewID().String()
-	} else {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return "", false, fmt.Errorf("new execution id: %w", err)
-		}
-		id = u.String()
-	}
-	x := domain.NewExecution(id)
-	ev, err := x.Request(domain.ExecutionRequested{
-		Action: r.Action, Input: r.Input, Items: r.Items, Concurrency: r.Concurrency, WithItems: r.WithItems,
-		IdempotencyKey: r.IdempotencyKey, RequestHash: hash,
-	})
+	d, err := c.decideRequest(r)
 	if err != nil {
 		return "", false, err
 	}
-	stream := domain.ExecutionStream(id)
+	return c.record(ctx, r, &d)
+}
+
+// requestDecision is a request the domain accepted, ready to append.
+type requestDecision struct {
+	id, stream, hash string
+	env              domain.Envelope
+}
+
+// decideRequest checks r with the domain's rule and encodes its
+// execution.requested; nothing is written.
+func (c *Service) decideRequest(r Request) (d requestDecision, err error) {
+	switch {
+	case r.ConcurrencyKey != "":
+		return d, fmt.Errorf("%w: the concurrency key is derived from the input by the action's policy", ErrInvalidRequest)
+	case r.Parent != "" || r.ItemIndex != 0:
+		return d, fmt.Errorf("%w: with_items children are requested by the executor", ErrInvalidRequest)
+	case r.WithItems != nil && len(r.WithItems) == 0: // the domain sees no items: a plain request
+		return d, fmt.Errorf("%w: with_items holds no items; it must hold 1..%d", ErrInvalidRequest, domain.MaxItems)
+	}
+	// only a request with an idempotency key can be retried into its stream
+	if r.IdempotencyKey != "" {
+		d.hash = requestHash(r)
+		d.id = IDForKey(r.IdempotencyKey)
+	} else if c.NewID != nil {
+		d.id = c.NewID().String()
+	} else {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return d, fmt.Errorf("new execution id: %w", err)
+		}
+		d.id = u.String()
+	}
+	x := domain.NewExecution(d.id)
+	ev, err := x.Request(domain.ExecutionRequested{
+		Action: r.Action, Input: r.Input, Items: r.Items, Concurrency: r.Concurrency, WithItems: r.WithItems,
+		IdempotencyKey: r.IdempotencyKey, RequestHash: d.hash,
+	})
+	if err != nil {
+		return d, err
+	}
+	d.stream = domain.ExecutionStream(d.id)
 	// A fresh event id, not one derived from the stream: a retry of the same
 	// request must fail on "no stream" and be recognised by its hash below
 	// (created false), not pass as the store's idempotent re-append of the
 	// same event (which would report created again).
-	env, err := domain.Catalogue.Encode(domain.LocalEventID(c.freshID(), stream), ev, domain.OwnerExecutor, c.Writer)
-	if err != nil {
-		return "", false, err
-	}
-	_ = domain.Catalogue.Remember(&env) // for this process's folds
-	_, err = c.Store.Append(ctx, stream, eventstore.NoStream, env)
+	d.env, err = domain.Catalogue.Encode(domain.LocalEventID(c.freshID(), d.stream), ev, domain.OwnerExecutor, c.Writer)
+	return d, err
+}
+
+// record appends a decided request: see Request.
+func (c *Service) record(ctx context.Context, r Request, d *requestDecision) (id string, created bool, err error) {
+	id, stream, hash := d.id, d.stream, d.hash
+	_ = domain.Catalogue.Remember(&d.env) // for this process's folds
+	_, err = c.Store.Append(ctx, stream, eventstore.NoStream, d.env)
 	switch {
 	case err == nil:
 		return id, true, nil
@@ -315,24 +341,28 @@ func (c *Service) updateAction(ctx context.Context, ref string, decide func(a *d
 // DefineAction defines an action. created is false when the same policy was
 // already defined; a different existing policy fails with domain.ErrConflict.
 func (c *Service) DefineAction(ctx context.Context, p domain.Policy) (created bool, err error) {
-	return c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.Define(p) })
+	wrote, err := c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.Define(p) })
+	return wrote, storeError(err)
 }
 
 // ChangePolicy replaces an action's policy from the next grant on. An
 // unknown action fails with ErrUnknownAction.
 func (c *Service) ChangePolicy(ctx context.Context, p domain.Policy) (changed bool, err error) {
-	return c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.ChangePolicy(p) })
+	wrote, err := c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.ChangePolicy(p) })
+	return wrote, storeError(err)
 }
 
 // Pause stops grants for an action: nothing is granted while it is paused,
 // running executions go on, requests still queue. An unknown action fails
 // with ErrUnknownAction.
 func (c *Service) Pause(ctx context.Context, ref, reason string) (bool, error) {
-	return c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Pause(reason) })
+	wrote, err := c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Pause(reason) })
+	return wrote, storeError(err)
 }
 
 // Resume lets grants for an action start again. An unknown action fails
 // with ErrUnknownAction.
 func (c *Service) Resume(ctx context.Context, ref string) (bool, error) {
-	return c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Resume() })
+	wrote, err := c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Resume() })
+	return wrote, storeError(err)
 }
