@@ -6,18 +6,18 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/projections"
 )
 
 // actionState returns the action as the log holds it (the views may not
 // have caught up with a write that was just acknowledged).
-func (s *Server) actionState(r *http.Request, ref string) (projections.ActionView, error) {
+func (s *Server) actionState(r *http.Request, ref string) (wire.Action, error) {
 	a, found, err := s.cfg.Queries.ActionFromLog(r.Context(), ref)
 	if err == nil && !found {
 		err = typed(typeNotFound, http.StatusNotFound, "action %q is not defined", ref)
 	}
-	return a, err
+	return actionOut(a), err
 }
 
 func refParam(r *http.Request) (string, *Problem) {
@@ -31,11 +31,12 @@ func refParam(r *http.Request) (string, *Problem) {
 // createAction defines an action: 201 when new, 200 when the same policy is
 // already defined, 409 when a different one is.
 func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
-	var p domain.Policy
-	if prob := decodeJSON(w, r, s.cfg.MaxBodyBytes, &p, false); prob != nil {
+	var body wire.Policy
+	if prob := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false); prob != nil {
 		writeProblem(w, prob)
 		return
 	}
+	p := policyIn(body)
 	created, err := s.cfg.Commands.DefineAction(r.Context(), p)
 	if errors.Is(err, domain.ErrConflict) {
 		writeProblem(w, typed(typeConflict, http.StatusConflict, "action %q is already defined with a different policy; change it with PUT /api/v1/actions/%s/policy", p.Ref, p.Ref))
@@ -63,7 +64,7 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"actions": s.cfg.Queries.CaughtUp(r.Context()).Actions()})
+	writeJSON(w, http.StatusOK, wire.ActionList{Actions: each(s.cfg.Queries.CaughtUp(r.Context()).Actions(), actionOut)})
 }
 
 func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
@@ -83,13 +84,9 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a)
 }
 
-type reasonBody struct {
-	Reason string `json:"reason"`
-}
-
 // decodeReason reads an optional {"reason": "..."} body.
 func (s *Server) decodeReason(w http.ResponseWriter, r *http.Request) (string, *Problem) {
-	var body reasonBody
+	var body wire.Reason
 	if p := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, true); p != nil {
 		return "", p
 	}
@@ -135,10 +132,11 @@ func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause boo
 // changePolicy replaces an action's policy; it applies from the next grant.
 func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 	ref, p := refParam(r)
-	var pol domain.Policy
+	var body wire.Policy
 	if p == nil {
-		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &pol, false)
+		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false)
 	}
+	pol := policyIn(body)
 	if p == nil && pol.Ref != "" && pol.Ref != ref {
 		p = typed(typeInvalid, http.StatusBadRequest, "the body's ref %q differs from the path's %q", clip(pol.Ref), ref)
 	}

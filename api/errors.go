@@ -7,20 +7,14 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 )
 
 // Problem is an RFC 9457 problem document: every error the API returns.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-}
-
-func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
+type Problem = wire.Problem
 
 // problemf returns a problem with the status's standard title.
 func problemf(status int, format string, args ...any) *Problem {

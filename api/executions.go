@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -11,23 +10,11 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 )
-
-// executionRequest is the body of POST /api/v1/executions.
-type executionRequest struct {
-	Action      string            `json:"action"`
-	Input       json.RawMessage   `json:"input,omitempty"`
-	WithItems   []json.RawMessage `json:"with_items,omitempty"`
-	Concurrency int               `json:"concurrency,omitempty"`
-}
-
-type accepted struct {
-	ID     string        `json:"id"`
-	Status domain.Status `json:"status"`
-}
 
 // requestExecution appends execution.requested and answers 202. The same
 // Idempotency-Key with the same body answers the same id (with the header
@@ -35,7 +22,7 @@ type accepted struct {
 // command side refuses early (its queue would refuse it) is a 429, with
 // Retry-After when the rate limit refused it.
 func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
-	var body executionRequest
+	var body wire.ExecutionRequest
 	if p := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false); p != nil {
 		writeProblem(w, p)
 		return
@@ -63,7 +50,7 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 	if !a.Created {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
-	writeJSON(w, http.StatusAccepted, accepted{ID: a.ID, Status: a.Status})
+	writeJSON(w, http.StatusAccepted, wire.Accepted{ID: a.ID, Status: string(a.Status)})
 }
 
 func idParam(r *http.Request) (string, *Problem) {
@@ -101,7 +88,7 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) {
 	case !found:
 		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no execution %q", id))
 	default:
-		writeJSON(w, http.StatusOK, v)
+		writeJSON(w, http.StatusOK, executionOut(v))
 	}
 }
 
@@ -130,7 +117,7 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"executions": list, "next": next})
+	writeJSON(w, http.StatusOK, wire.ExecutionList{Executions: each(list, executionOut), Next: next})
 }
 
 var statuses = []domain.Status{domain.StatusRequested, domain.StatusScheduling, domain.StatusScheduled, domain.StatusRunning,
@@ -170,7 +157,7 @@ func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusAccepted, accepted{ID: a.ID, Status: a.Status})
+	writeJSON(w, http.StatusAccepted, wire.Accepted{ID: a.ID, Status: string(a.Status)})
 }
 
 // executionEvents pages through an execution's stream.
@@ -188,5 +175,5 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workers": s.cfg.Queries.CaughtUp(r.Context()).Workers()})
+	writeJSON(w, http.StatusOK, wire.WorkerList{Workers: each(s.cfg.Queries.CaughtUp(r.Context()).Workers(), workerOut)})
 }

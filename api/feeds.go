@@ -108,20 +108,20 @@ func (s *Server) feedParams(r *http.Request, now func() (uint64, error)) (from u
 func (s *Server) viewsNow() (uint64, error) { return s.cfg.Queries.Views().Next(), nil }
 
 func (s *Server) feedExecutions(w http.ResponseWriter, r *http.Request) {
-	conflatedFeed(s, w, r, "execution", s.cfg.Queries.Views().ExecutionsSince,
+	conflatedFeed(s, w, r, "execution", s.cfg.Queries.Views().ExecutionsSince, executionOut,
 		func(x projections.ExecutionView) uint64 { return x.Position })
 }
 
 func (s *Server) feedQueueStats(w http.ResponseWriter, r *http.Request) {
-	conflatedFeed(s, w, r, "queue-stats", s.cfg.Queries.Views().StatsSince,
+	conflatedFeed(s, w, r, "queue-stats", s.cfg.Queries.Views().StatsSince, statsOut,
 		func(st projections.QueueStats) uint64 { return st.Position })
 }
 
 // conflatedFeed runs a state feed: read what changed since the cursor, send
 // each state with its position as the SSE id, wait for the views to change
-// (with heartbeats), repeat.
-func conflatedFeed[T any](s *Server, w http.ResponseWriter, r *http.Request, event string,
-	since func(from uint64, action string, max int) ([]T, uint64), position func(T) uint64) {
+// (with heartbeats), repeat. conv gives a state's wire document.
+func conflatedFeed[T, W any](s *Server, w http.ResponseWriter, r *http.Request, event string,
+	since func(from uint64, action string, max int) ([]T, uint64), conv func(T) W, position func(T) uint64) {
 	from, action, p := s.feedParams(r, s.viewsNow)
 	if p != nil {
 		writeProblem(w, p)
@@ -136,7 +136,7 @@ func conflatedFeed[T any](s *Server, w http.ResponseWriter, r *http.Request, eve
 		changed := s.cfg.Queries.Views().Changed()
 		items, next := since(from, action, feedBatch)
 		for _, it := range items {
-			if err := out.send(position(it), event, it); err != nil {
+			if err := out.send(position(it), event, conv(it)); err != nil {
 				return
 			}
 		}
@@ -188,6 +188,6 @@ func (s *Server) feedEvents(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	_ = s.cfg.Queries.FollowEvents(ctx, from, action, func(env *domain.Envelope) error {
-		return out.send(env.Position, "event", env)
+		return out.send(env.Position, "event", eventOut(env))
 	})
 }

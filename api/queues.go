@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -13,11 +14,17 @@ func (s *Server) asOfViews(r *http.Request) (*projections.Views, error) {
 }
 
 func (s *Server) actionQueueStats(w http.ResponseWriter, r *http.Request) {
-	s.actionRead(w, r, func(v *projections.Views, ref string) (any, bool) { return v.Stats(ref) })
+	s.actionRead(w, r, func(v *projections.Views, ref string) (any, bool) {
+		st, ok := v.Stats(ref)
+		return statsOut(st), ok
+	})
 }
 
 func (s *Server) actionQueue(w http.ResponseWriter, r *http.Request) {
-	s.actionRead(w, r, func(v *projections.Views, ref string) (any, bool) { return v.Queue(ref) })
+	s.actionRead(w, r, func(v *projections.Views, ref string) (any, bool) {
+		q, ok := v.Queue(ref)
+		return queueOut(q), ok
+	})
 }
 
 func (s *Server) actionRead(w http.ResponseWriter, r *http.Request, read func(*projections.Views, string) (any, bool)) {
@@ -52,7 +59,7 @@ func (s *Server) allQueueStats(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queue_stats": v.AllStats(), "position": v.Next()})
+	writeJSON(w, http.StatusOK, wire.QueueStatsList{Position: v.Next(), QueueStats: each(v.AllStats(), statsOut)})
 }
 
 // rebuild folds the log from position 0 up to where the live views are now

@@ -6,15 +6,9 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/projections"
 )
-
-// eventPage is a page of the log: events, and where the next page starts.
-type eventPage struct {
-	Events []domain.Envelope `json:"events"`
-	Next   uint64            `json:"next"` // pass as from for the next page
-}
 
 // events pages through the whole log: ?from= (inclusive position, default 0)
 // and ?limit=.
@@ -29,7 +23,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, eventPage{Events: nonNil(page.Events), Next: page.Next})
+	writeJSON(w, http.StatusOK, pageOut(page))
 }
 
 // stream pages through one stream: ?from= (inclusive version) and ?limit=.
@@ -58,14 +52,16 @@ func (s *Server) streamPage(w http.ResponseWriter, r *http.Request, stream strin
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, eventPage{Events: nonNil(page.Events), Next: page.Next})
+	writeJSON(w, http.StatusOK, pageOut(page))
 }
 
-func nonNil(evs []domain.Envelope) []domain.Envelope {
-	if evs == nil {
-		return []domain.Envelope{}
+// pageOut is a page as the API sends it (no events: an empty list).
+func pageOut(p projections.EventPage) wire.EventPage {
+	out := wire.EventPage{Events: make([]wire.Event, len(p.Events)), Next: p.Next}
+	for i := range p.Events {
+		out.Events[i] = eventOut(&p.Events[i])
 	}
-	return evs
+	return out
 }
 
 // pageParams reads ?from= (inclusive, default 0) and ?limit=, and refuses
