@@ -38,11 +38,11 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 		Action: body.Action, Input: body.Input, IdempotencyKey: key,
 		WithItems: body.WithItems, Concurrency: body.Concurrency,
 	}, time.Now())
-	var refused *command.RefusedError
-	if errors.As(err, &refused) && refused.Code == domain.RejectRateLimited {
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(refused.RetryAfter.Seconds(), 1))), 10))
-	}
 	if err != nil {
+		var refused *command.RefusedError
+		if errors.As(err, &refused) && refused.Code == domain.RejectRateLimited {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(refused.RetryAfter.Seconds(), 1))), 10))
+		}
 		s.fail(w, r, err)
 		return
 	}
