@@ -8,16 +8,23 @@ import (
 
 	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/command"
 )
 
-// actionState returns the action as the log holds it (the views may not
+// actionFromLog returns the action as the log holds it (the views may not
 // have caught up with a write that was just acknowledged).
-func (s *Server) actionState(r *http.Request, ref string) (wire.Action, error) {
+func (s *Server) actionFromLog(r *http.Request, ref string) (wire.Action, error) {
 	a, found, err := s.cfg.Queries.ActionFromLog(r.Context(), ref)
 	if err == nil && !found {
 		err = typed(typeNotFound, http.StatusNotFound, "action %q is not defined", ref)
 	}
 	return actionOut(a), err
+}
+
+// actionState is an action as a command left it.
+func actionState(a *domain.Action) wire.Action {
+	return actionOut(projections.ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()})
 }
 
 func refParam(r *http.Request) (string, *Problem) {
@@ -37,16 +44,11 @@ func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := policyIn(body)
-	created, err := s.cfg.Commands.DefineAction(r.Context(), p)
+	a, created, err := s.cfg.Commands.ChangeAction(r.Context(), p.Ref, command.Define(p))
 	if errors.Is(err, domain.ErrConflict) {
 		writeProblem(w, typed(typeConflict, http.StatusConflict, "action %q is already defined with a different policy; change it with PUT /api/v1/actions/%s/policy", p.Ref, p.Ref))
 		return
 	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	a, err := s.actionState(r, p.Ref)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -56,7 +58,7 @@ func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/api/v1/actions/"+p.Ref)
 	}
-	writeJSON(w, status, a)
+	writeJSON(w, status, actionState(a))
 }
 
 func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
@@ -76,7 +78,7 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	a, err := s.actionState(r, ref)
+	a, err := s.actionFromLog(r, ref)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -111,22 +113,16 @@ func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause boo
 		writeProblem(w, p)
 		return
 	}
-	var err error // an undefined action is ErrUnknownAction: 404
+	change := command.Resume()
 	if pause {
-		_, err = s.cfg.Commands.Pause(r.Context(), ref, reason)
-	} else {
-		_, err = s.cfg.Commands.Resume(r.Context(), ref)
+		change = command.Pause(reason)
 	}
+	a, _, err := s.cfg.Commands.ChangeAction(r.Context(), ref, change) // an undefined action is ErrUnknownAction: 404
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	a, err := s.actionState(r, ref)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, a)
+	writeJSON(w, http.StatusOK, actionState(a))
 }
 
 // changePolicy replaces an action's policy; it applies from the next grant.
@@ -145,14 +141,10 @@ func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pol.Ref = ref
-	if _, err := s.cfg.Commands.ChangePolicy(r.Context(), pol); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	a, err := s.actionState(r, ref)
+	a, _, err := s.cfg.Commands.ChangeAction(r.Context(), ref, command.SetPolicy(pol))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a)
+	writeJSON(w, http.StatusOK, actionState(a))
 }

@@ -266,11 +266,11 @@ func (c *Service) LoadAction(ctx context.Context, ref string) (*domain.Action, e
 }
 
 // updateAction decides on the action's current state and appends, reloading
-// after a lost race. It returns whether an event was written. Every action
-// event goes with a queue.action_changed on the action's queue stream, in the
-// same atomic append: that moves the fence of grants, so a grant decided on
-// the old policy or pause state fails and the change applies from the very
-// next grant in the log.
+// after a lost race. It returns the action after the change and whether an
+// event was written. Every action event goes with a queue.action_changed on
+// the action's queue stream, in the same atomic append: that moves the
+// fence of grants, so a grant decided on the old policy or pause state fails
+// and the change applies from the very next grant in the log.
 //
 // On a store without atomic multi-stream appends the queue.action_changed
 // comes first, alone, and announces the change (it carries the action
@@ -281,22 +281,25 @@ func (c *Service) LoadAction(ctx context.Context, ref string) (*domain.Action, e
 // one in force at its position. If this process stops between the two
 // appends, the executor appends the announced event itself (the same
 // envelope: a late append of ours is then an idempotent replay).
-func (c *Service) updateAction(ctx context.Context, ref string, decide func(a *domain.Action) (domain.Event, error)) (bool, error) {
+func (c *Service) updateAction(ctx context.Context, ref string, decide ActionChange) (*domain.Action, bool, error) {
 	if err := domain.ValidateRef(ref); err != nil {
-		return false, err
+		return nil, false, err
 	}
 	stream, qstream := domain.ActionStream(ref), domain.QueueStream(ref)
 	for attempt := 0; ; attempt++ {
 		a, err := c.LoadAction(ctx, ref)
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
 		ev, err := decide(a)
 		if errors.Is(err, domain.ErrNotFound) {
-			return false, fmt.Errorf("action %q: %w", ref, ErrUnknownAction)
+			return nil, false, fmt.Errorf("action %q: %w", ref, ErrUnknownAction)
 		}
-		if err != nil || ev == nil {
-			return false, err
+		if err != nil {
+			return nil, false, err
+		}
+		if ev == nil {
+			return a, false, nil
 		}
 		v := a.Version() + 1
 		// Fresh event ids: two API processes (or requests) deciding different
@@ -306,23 +309,23 @@ func (c *Service) updateAction(ctx context.Context, ref string, decide func(a *d
 		// attempt landed.
 		env, err := domain.Catalogue.Encode(c.freshID(), ev, domain.OwnerAPI, c.Writer)
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
 		fence := domain.QueueActionChanged{ActionVersion: uint64(v), Change: ev.EventType()}
 		single := !eventstore.AtomicMultiStream(c.Store)
 		if single {
 			if fence.Event, err = json.Marshal(env); err != nil {
-				return false, err
+				return nil, false, err
 			}
 		}
 		fenv, err := domain.Catalogue.Encode(c.freshID(), fence, domain.OwnerAPI, c.Writer)
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
 		change := eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(a.Version()), Events: []domain.Envelope{env}}
 		if single {
 			if _, err := c.Store.Append(ctx, qstream, eventstore.Any, fenv); err != nil {
-				return false, fmt.Errorf("announce %s on %s: %w", ev.EventType(), qstream, err)
+				return nil, false, fmt.Errorf("announce %s on %s: %w", ev.EventType(), qstream, err)
 			}
 			_, err = c.Store.Append(ctx, change.Stream, change.Expected, change.Events...)
 		} else {
@@ -330,10 +333,11 @@ func (c *Service) updateAction(ctx context.Context, ref string, decide func(a *d
 				eventstore.StreamAppend{Stream: qstream, Expected: eventstore.Any, Events: []domain.Envelope{fenv}})
 		}
 		if err == nil {
-			return true, nil
+			a.Apply(ev, uint64(v))
+			return a, true, nil
 		}
 		if !aggregate.LostRace(err) || attempt >= aggregate.MaxRetries {
-			return false, fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)
+			return nil, false, fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)
 		}
 	}
 }
@@ -341,28 +345,62 @@ func (c *Service) updateAction(ctx context.Context, ref string, decide func(a *d
 // DefineAction defines an action. created is false when the same policy was
 // already defined; a different existing policy fails with domain.ErrConflict.
 func (c *Service) DefineAction(ctx context.Context, p domain.Policy) (created bool, err error) {
-	wrote, err := c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.Define(p) })
-	return wrote, storeError(err)
+	_, created, err = c.ChangeAction(ctx, p.Ref, Define(p))
+	return created, err
 }
 
 // ChangePolicy replaces an action's policy from the next grant on. An
 // unknown action fails with ErrUnknownAction.
 func (c *Service) ChangePolicy(ctx context.Context, p domain.Policy) (changed bool, err error) {
-	wrote, err := c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.ChangePolicy(p) })
-	return wrote, storeError(err)
+	_, changed, err = c.ChangeAction(ctx, p.Ref, SetPolicy(p))
+	return changed, err
 }
 
 // Pause stops grants for an action: nothing is granted while it is paused,
 // running executions go on, requests still queue. An unknown action fails
 // with ErrUnknownAction.
 func (c *Service) Pause(ctx context.Context, ref, reason string) (bool, error) {
-	wrote, err := c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Pause(reason) })
-	return wrote, storeError(err)
+	_, wrote, err := c.ChangeAction(ctx, ref, Pause(reason))
+	return wrote, err
 }
 
 // Resume lets grants for an action start again. An unknown action fails
 // with ErrUnknownAction.
 func (c *Service) Resume(ctx context.Context, ref string) (bool, error) {
-	wrote, err := c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Resume() })
-	return wrote, storeError(err)
+	_, wrote, err := c.ChangeAction(ctx, ref, Resume())
+	return wrote, err
+}
+
+// ActionChange decides one change of an action on its current state (a nil
+// event: nothing to change). Define, SetPolicy, Pause and Resume make them.
+type ActionChange func(a *domain.Action) (domain.Event, error)
+
+// Define defines the action with policy p (see DefineAction).
+func Define(p domain.Policy) ActionChange {
+	return func(a *domain.Action) (domain.Event, error) { return a.Define(p) }
+}
+
+// SetPolicy replaces the action's policy with p (see ChangePolicy).
+func SetPolicy(p domain.Policy) ActionChange {
+	return func(a *domain.Action) (domain.Event, error) { return a.ChangePolicy(p) }
+}
+
+// Pause stops grants for the action (see Service.Pause).
+func Pause(reason string) ActionChange {
+	return func(a *domain.Action) (domain.Event, error) { return a.Pause(reason) }
+}
+
+// Resume lets grants for the action start again (see Service.Resume).
+func Resume() ActionChange {
+	return func(a *domain.Action) (domain.Event, error) { return a.Resume() }
+}
+
+// ChangeAction applies change to action ref and returns the action as the
+// log holds it after the change (or as it was, when there was nothing to
+// change) and whether an event was written. An unknown action fails with
+// ErrUnknownAction (except for Define), a different existing policy given
+// to Define with domain.ErrConflict.
+func (c *Service) ChangeAction(ctx context.Context, ref string, change ActionChange) (*domain.Action, bool, error) {
+	a, wrote, err := c.updateAction(ctx, ref, change)
+	return a, wrote, storeError(err)
 }

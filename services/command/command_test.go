@@ -56,3 +56,36 @@ func TestRequestCommand(t *testing.T) {
 		t.Fatalf("ChangePolicy of an unknown action: %v", err)
 	}
 }
+
+// TestChangeActionAnswersTheLog: the action ChangeAction returns is the one
+// a fold of its stream gives after the change, written or not.
+func TestChangeActionAnswersTheLog(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close() })
+	cmds := &command.Service{Store: store, Writer: "test"}
+	ctx := context.Background()
+	p := domain.Policy{Ref: "a", Runner: "core.noop"}
+	for i, change := range []command.ActionChange{
+		command.Define(p), command.Define(p), command.Pause("why"), command.Pause("again"),
+		command.SetPolicy(domain.Policy{Ref: "a", Runner: "core.noop", MaxConcurrent: 3}), command.Resume(),
+	} {
+		got, wrote, err := cmds.ChangeAction(ctx, "a", change)
+		if err != nil {
+			t.Fatalf("change %d: %v", i, err)
+		}
+		want, err := cmds.LoadAction(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Version() != want.Version() || got.Paused() != want.Paused() || got.Policy() != want.Policy() {
+			t.Errorf("change %d (wrote %v): got version %d paused %v %+v, the log has %d %v %+v", i, wrote,
+				got.Version(), got.Paused(), got.Policy(), want.Version(), want.Paused(), want.Policy())
+		}
+		if wantWrote := i != 1 && i != 3; wrote != wantWrote {
+			t.Errorf("change %d: wrote %v, want %v", i, wrote, wantWrote)
+		}
+	}
+	if _, _, err := cmds.ChangeAction(ctx, "nope", command.Pause("")); !errors.Is(err, command.ErrUnknownAction) {
+		t.Errorf("pause of an unknown action: %v", err)
+	}
+}
