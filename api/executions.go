@@ -100,7 +100,7 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		f.Limit, p = queryLimit(r, defaultPageLimit)
 	}
-	if p == nil && f.Status != "" && !knownStatus(f.Status) {
+	if p == nil && f.Status != "" && !f.Status.Valid() {
 		p = typed(typeInvalid, http.StatusBadRequest, "status %q is not one of %s", clip(string(f.Status)), strings.Join(statusNames(), ", "))
 	}
 	for name, v := range map[string]string{"action": f.Action, "parent": f.Parent, "after": f.After} {
@@ -120,19 +120,8 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.ExecutionList{Executions: each(list, executionOut), Next: next})
 }
 
-var statuses = []domain.Status{domain.StatusRequested, domain.StatusScheduling, domain.StatusScheduled, domain.StatusRunning,
-	domain.StatusCompleted, domain.StatusFailed, domain.StatusTimedOut, domain.StatusCancelled, domain.StatusRejected}
-
-func knownStatus(s domain.Status) bool {
-	for _, k := range statuses {
-		if s == k {
-			return true
-		}
-	}
-	return false
-}
-
 func statusNames() []string {
+	statuses := domain.AllStatuses[1:] // StatusNew is no status an execution shows
 	out := make([]string, len(statuses))
 	for i, s := range statuses {
 		out[i] = string(s)
