@@ -83,7 +83,7 @@ func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Commands, cfg.Queries = cmds.WithViews(views), projections.NewQueries(views, store)
+	cfg.Commands, cfg.Queries = cmds, projections.NewQueries(views, store)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

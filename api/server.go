@@ -21,8 +21,9 @@ import (
 
 // Config is what the API serves from.
 type Config struct {
-	// Commands is the command side; its Views (see command.Service.WithViews)
-	// let it refuse early what the log would refuse anyway.
+	// Commands is the command side. Without Views of its own it is given
+	// the Queries' (command.Service.WithViews): they let it refuse early
+	// what the log would refuse anyway.
 	Commands *command.Service
 	Queries  *projections.Queries // the read side, over the views their owner folds (see Views.Run)
 	Tokens   *Tokens              // nil or empty: anonymous
@@ -73,6 +74,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
+	}
+	if cfg.Commands.Views == nil {
+		cfg.Commands = cfg.Commands.WithViews(cfg.Queries.Views())
 	}
 	// SkipClean: an unclean path (/a/../b, //) gets a problem document from
 	// the router, not gorilla/mux's bare redirect.
