@@ -6,32 +6,25 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/command"
 )
 
-// actionState returns the action from the store (the views may not have
-// caught up with a write that was just acknowledged).
-func (s *Server) actionState(r *http.Request, ref string) (projections.ActionView, error) {
-	a, err := s.cfg.Commands.LoadAction(r.Context(), ref)
-	if err != nil {
-		return projections.ActionView{}, err
+// actionFromLog returns the action as the log holds it (the views may not
+// have caught up with a write that was just acknowledged).
+func (s *Server) actionFromLog(r *http.Request, ref string) (wire.Action, error) {
+	a, found, err := s.cfg.Queries.ActionFromLog(r.Context(), ref)
+	if err == nil && !found {
+		err = typed(typeNotFound, http.StatusNotFound, "action %q is not defined", ref)
 	}
-	if !a.Defined() {
-		return projections.ActionView{}, typed(typeNotFound, http.StatusNotFound, "action %q is not defined", ref)
-	}
-	return projections.ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()}, nil
+	return actionOut(a), err
 }
 
-// actionDefined checks that an action exists, from the read model when it
-// knows the action (actions are never undefined, so that answer cannot be
-// stale), else from the store.
-func (s *Server) actionDefined(r *http.Request, ref string) error {
-	if _, ok := s.cfg.Views.Action(ref); ok {
-		return nil
-	}
-	_, err := s.actionState(r, ref)
-	return err
+// actionState is an action as a command left it.
+func actionState(a *domain.Action) wire.Action {
+	return actionOut(projections.ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()})
 }
 
 func refParam(r *http.Request) (string, *Problem) {
@@ -45,21 +38,17 @@ func refParam(r *http.Request) (string, *Problem) {
 // createAction defines an action: 201 when new, 200 when the same policy is
 // already defined, 409 when a different one is.
 func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
-	var p domain.Policy
-	if prob := decodeJSON(w, r, s.cfg.MaxBodyBytes, &p, false); prob != nil {
+	var body wire.Policy
+	if prob := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false); prob != nil {
 		writeProblem(w, prob)
 		return
 	}
-	created, err := s.cfg.Commands.DefineAction(r.Context(), p)
+	p := policyIn(body)
+	a, created, err := s.cfg.Commands.ChangeAction(r.Context(), p.Ref, command.Define(p))
 	if errors.Is(err, domain.ErrConflict) {
 		writeProblem(w, typed(typeConflict, http.StatusConflict, "action %q is already defined with a different policy; change it with PUT /api/v1/actions/%s/policy", p.Ref, p.Ref))
 		return
 	}
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	a, err := s.actionState(r, p.Ref)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -69,7 +58,7 @@ func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/api/v1/actions/"+p.Ref)
 	}
-	writeJSON(w, status, a)
+	writeJSON(w, status, actionState(a))
 }
 
 func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
@@ -77,8 +66,7 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	s.caughtUp(r.Context())
-	writeJSON(w, http.StatusOK, map[string]any{"actions": s.cfg.Views.Actions()})
+	writeJSON(w, http.StatusOK, wire.ActionList{Actions: each(s.cfg.Queries.CaughtUp(r.Context()).Actions(), actionOut)})
 }
 
 func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
@@ -90,7 +78,7 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	a, err := s.actionState(r, ref)
+	a, err := s.actionFromLog(r, ref)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -98,13 +86,9 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a)
 }
 
-type reasonBody struct {
-	Reason string `json:"reason"`
-}
-
 // decodeReason reads an optional {"reason": "..."} body.
 func (s *Server) decodeReason(w http.ResponseWriter, r *http.Request) (string, *Problem) {
-	var body reasonBody
+	var body wire.Reason
 	if p := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, true); p != nil {
 		return "", p
 	}
@@ -129,31 +113,26 @@ func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause boo
 		writeProblem(w, p)
 		return
 	}
-	var err error // an undefined action is ErrUnknownAction: 404
+	change := command.Resume()
 	if pause {
-		_, err = s.cfg.Commands.Pause(r.Context(), ref, reason)
-	} else {
-		_, err = s.cfg.Commands.Resume(r.Context(), ref)
+		change = command.Pause(reason)
 	}
+	a, _, err := s.cfg.Commands.ChangeAction(r.Context(), ref, change) // an undefined action is ErrUnknownAction: 404
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	a, err := s.actionState(r, ref)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, a)
+	writeJSON(w, http.StatusOK, actionState(a))
 }
 
 // changePolicy replaces an action's policy; it applies from the next grant.
 func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 	ref, p := refParam(r)
-	var pol domain.Policy
+	var body wire.Policy
 	if p == nil {
-		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &pol, false)
+		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false)
 	}
+	pol := policyIn(body)
 	if p == nil && pol.Ref != "" && pol.Ref != ref {
 		p = typed(typeInvalid, http.StatusBadRequest, "the body's ref %q differs from the path's %q", clip(pol.Ref), ref)
 	}
@@ -162,14 +141,10 @@ func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pol.Ref = ref
-	if _, err := s.cfg.Commands.ChangePolicy(r.Context(), pol); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	a, err := s.actionState(r, ref)
+	a, _, err := s.cfg.Commands.ChangeAction(r.Context(), ref, command.SetPolicy(pol))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, a)
+	writeJSON(w, http.StatusOK, actionState(a))
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 func TestMain(m *testing.M) {
@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 type testAPI struct {
 	srv   *api.Server
 	store *memstore.Store
-	cmds  *executor.Commands
+	cmds  *command.Service
 }
 
 // Secrets of the tokens newTestAPI configures, one per role.
@@ -59,12 +59,12 @@ func newTestAPI(t testing.TB, tokens *api.Tokens) (*testAPI, string) {
 	return startAPI(t, api.Config{Tokens: tokens})
 }
 
-// startAPI is newTestAPI with cfg's Store, Commands and Views filled in (and
+// startAPI is newTestAPI with cfg's Commands and Queries filled in (and
 // Logger, if nil, with one that discards).
 func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	t.Helper()
 	store := memstore.New(memstore.Options{})
-	cmds := &executor.Commands{Store: store, Writer: "test"}
+	cmds := &command.Service{Store: store, Writer: "test"}
 	views := projections.NewViews()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -79,11 +79,11 @@ func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "demo", Runner: "core.sleep", MaxConcurrent: 2}); err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := cmds.Request(ctx, executor.Request{Action: "demo", Input: []byte(`{"seconds":1}`)})
+	id, _, err := cmds.Request(ctx, command.Request{Action: "demo", Input: []byte(`{"seconds":1}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Store, cfg.Commands, cfg.Views = store, cmds, views
+	cfg.Commands, cfg.Queries = cmds, projections.NewQueries(views, store)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -49,7 +49,7 @@ func newE2ERetaining(t *testing.T, retain int) *e2e {
 	views.Retain(retain)
 	done := make(chan error, 1)
 	go func() { done <- views.Run(ctx, store) }()
-	srv := api.New(api.Config{Store: store, Commands: n.Commands, Views: views, Logger: log, FeedHeartbeat: 50 * time.Millisecond})
+	srv := api.New(api.Config{Commands: n.Commands, Queries: projections.NewQueries(views, store), Logger: log, FeedHeartbeat: 50 * time.Millisecond})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.CloseClientConnections()

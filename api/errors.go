@@ -7,21 +7,14 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 // Problem is an RFC 9457 problem document: every error the API returns.
-type Problem struct {
-	Type   string `json:"type"`
-	Title  string `json:"title"`
-	Status int    `json:"status"`
-	Detail string `json:"detail"`
-}
-
-func (p *Problem) Error() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
+type Problem = wire.Problem
 
 // problemf returns a problem with the status's standard title.
 func problemf(status int, format string, args ...any) *Problem {
@@ -58,10 +51,20 @@ func typed(typ string, status int, format string, args ...any) *Problem {
 func asProblem(err error) *Problem {
 	var p *Problem
 	var rule *domain.RuleError
+	var refused *command.RefusedError
 	switch {
 	case errors.As(err, &p):
 		return p
-	case errors.Is(err, executor.ErrIdempotencyMismatch):
+	case errors.As(err, &refused):
+		typ := typeQueueFull
+		switch refused.Code {
+		case domain.RejectNoSlot:
+			typ = typeNoSlot
+		case domain.RejectRateLimited:
+			typ = typeRateLimited
+		}
+		return typed(typ, http.StatusTooManyRequests, "%v", err)
+	case errors.Is(err, command.ErrIdempotencyMismatch):
 		return typed(typeIdempotency, http.StatusConflict, "%v", err)
 	case errors.Is(err, domain.ErrAlreadyTerminal):
 		return typed(typeAlreadyEnded, http.StatusConflict, "%v", err)
@@ -69,13 +72,13 @@ func asProblem(err error) *Problem {
 		return typed(typeConflict, http.StatusConflict, "%v", err)
 	case errors.Is(err, domain.ErrConflict):
 		return typed(typeConflict, http.StatusConflict, "%v", err)
-	case errors.Is(err, domain.ErrNotFound), errors.Is(err, eventstore.ErrStreamNotFound):
+	case errors.Is(err, domain.ErrNotFound), errors.Is(err, projections.ErrUnknownStream):
 		return typed(typeNotFound, http.StatusNotFound, "%v", err)
 	case errors.Is(err, domain.ErrInvalidPolicy), errors.Is(err, domain.ErrInvalidRequest),
-		errors.Is(err, eventstore.ErrInvalidStream), errors.Is(err, eventstore.ErrInvalidEvent),
-		errors.Is(err, eventstore.ErrEventTooLarge), errors.Is(err, projections.ErrUnknownCursor):
+		errors.Is(err, projections.ErrInvalidQuery), errors.Is(err, projections.ErrUnknownCursor):
 		return typed(typeInvalid, http.StatusBadRequest, "%v", err)
-	case errors.Is(err, eventstore.ErrClosed), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, projections.ErrUnavailable), errors.Is(err, command.ErrUnavailable),
+		errors.Is(err, context.DeadlineExceeded):
 		return typed(typeUnavailable, http.StatusServiceUnavailable, "the log is not available now: %v", err)
 	default:
 		return nil

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -11,33 +10,19 @@ import (
 
 	"github.com/gorilla/mux"
 
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
-
-// executionRequest is the body of POST /api/v1/executions.
-type executionRequest struct {
-	Action      string            `json:"action"`
-	Input       json.RawMessage   `json:"input,omitempty"`
-	WithItems   []json.RawMessage `json:"with_items,omitempty"`
-	Concurrency int               `json:"concurrency,omitempty"`
-}
-
-// MaxItems caps with_items.
-const MaxItems = 10_000
-
-type accepted struct {
-	ID     string        `json:"id"`
-	Status domain.Status `json:"status"`
-}
 
 // requestExecution appends execution.requested and answers 202. The same
 // Idempotency-Key with the same body answers the same id (with the header
-// Idempotent-Replayed: true); with another body, 409.
+// Idempotent-Replayed: true); with another body, 409. A request the
+// command side refuses early (its queue would refuse it) is a 429, with
+// Retry-After when the rate limit refused it.
 func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
-	var body executionRequest
+	var body wire.ExecutionRequest
 	if p := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false); p != nil {
 		writeProblem(w, p)
 		return
@@ -49,100 +34,23 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := domain.ValidateRef(body.Action); err != nil {
-		writeProblem(w, typed(typeInvalid, http.StatusBadRequest, "action: %v", err))
-		return
-	}
-	if len(body.Input) > 0 {
-		if err := domain.ValidateInput(body.Input); err != nil {
-			writeProblem(w, typed(typeInvalid, http.StatusBadRequest, "input: %v", err))
-			return
-		}
-	}
-	if p := checkItems(body); p != nil {
-		writeProblem(w, p)
-		return
-	}
-	if err := s.actionDefined(r, body.Action); err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if p := s.earlyRefusal(w, r, body, key); p != nil {
-		writeProblem(w, p)
-		return
-	}
-	id, created, err := s.cfg.Commands.Request(r.Context(), executor.Request{
+	a, err := s.cfg.Commands.Submit(r.Context(), command.Request{
 		Action: body.Action, Input: body.Input, IdempotencyKey: key,
 		WithItems: body.WithItems, Concurrency: body.Concurrency,
-	})
+	}, time.Now())
 	if err != nil {
+		var refused *command.RefusedError
+		if errors.As(err, &refused) && refused.Code == domain.RejectRateLimited {
+			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(refused.RetryAfter.Seconds(), 1))), 10))
+		}
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Location", "/api/v1/executions/"+id)
-	if !created {
+	w.Header().Set("Location", "/api/v1/executions/"+a.ID)
+	if !a.Created {
 		w.Header().Set("Idempotent-Replayed", "true")
-		status := domain.StatusRequested
-		if v, ok := s.cfg.Views.View(id); ok {
-			status = v.Status
-		}
-		writeJSON(w, http.StatusAccepted, accepted{ID: id, Status: status})
-		return
 	}
-	writeJSON(w, http.StatusAccepted, accepted{ID: id, Status: domain.StatusRequested})
-}
-
-// earlyRefusal answers 429, with nothing written, a request that the
-// action's queue would refuse as the read model last folded it: the queue is
-// full, or on_limit is reject and no slot is free or the rate limit is
-// reached (then Retry-After says when room comes back). A flood of requests
-// to one action thus costs the log nothing, and other actions keep flowing.
-// Requests that pass on a read model a little behind are still judged by
-// the fold at their position and end rejected. A retry of a request already
-// recorded (same Idempotency-Key) is not refused here: it gets its answer.
-// A with_items parent takes no slot; its children are judged one by one.
-func (s *Server) earlyRefusal(w http.ResponseWriter, r *http.Request, body executionRequest, key string) *Problem {
-	if body.WithItems != nil {
-		return nil
-	}
-	code, reason, retryAfter := s.cfg.Views.Refusal(body.Action, body.Input, time.Now())
-	if code == "" {
-		return nil
-	}
-	if key != "" {
-		id := executor.IDForKey(key)
-		if _, ok := s.cfg.Views.View(id); ok {
-			return nil
-		}
-		if _, err := s.cfg.Store.ReadStream(r.Context(), domain.ExecutionStream(id), 0, 1); err == nil {
-			return nil
-		}
-	}
-	typ := typeQueueFull
-	switch code {
-	case domain.RejectNoSlot:
-		typ = typeNoSlot
-	case domain.RejectRateLimited:
-		typ = typeRateLimited
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(retryAfter.Seconds(), 1))), 10))
-	}
-	return typed(typ, http.StatusTooManyRequests, "%s; nothing was recorded", reason)
-}
-
-func checkItems(b executionRequest) *Problem {
-	if b.WithItems == nil {
-		if b.Concurrency != 0 {
-			return typed(typeInvalid, http.StatusBadRequest, "concurrency applies only with with_items")
-		}
-		return nil
-	}
-	if len(b.WithItems) == 0 || len(b.WithItems) > MaxItems {
-		return typed(typeInvalid, http.StatusBadRequest, "with_items holds %d items; it must hold 1..%d", len(b.WithItems), MaxItems)
-	}
-	if b.Concurrency < 0 || b.Concurrency > domain.MaxConcurrentLimit {
-		return typed(typeInvalid, http.StatusBadRequest, "concurrency %d is out of range 1..%d", b.Concurrency, domain.MaxConcurrentLimit)
-	}
-	return nil
+	writeJSON(w, http.StatusAccepted, wire.Accepted{ID: a.ID, Status: string(a.Status)})
 }
 
 func idParam(r *http.Request) (string, *Problem) {
@@ -161,44 +69,27 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	if asOf := r.URL.Query().Get("as_of"); asOf != "" {
-		cut, err := projections.ParseCut(asOf)
-		if err != nil {
-			writeProblem(w, typed(typeInvalid, http.StatusBadRequest, "%v", err))
-			return
-		}
-		v, found, err := projections.ExecutionAsOf(r.Context(), s.cfg.Store, id, cut)
-		if errors.Is(err, eventstore.ErrStreamNotFound) || (err == nil && !found) {
-			writeProblem(w, typed(typeNotFound, http.StatusNotFound, "execution %q did not exist as of %s", id, clip(asOf)))
-			return
-		}
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, v)
-		return
+	var (
+		v     projections.ExecutionView
+		found bool
+		err   error
+	)
+	asOf := r.URL.Query().Get("as_of")
+	if asOf != "" {
+		v, found, err = s.cfg.Queries.ExecutionAt(r.Context(), id, asOf)
+	} else {
+		v, found, err = s.cfg.Queries.Execution(r.Context(), id)
 	}
-	v, ok := s.cfg.Views.View(id)
-	if !ok {
-		s.caughtUp(r.Context())
-		v, ok = s.cfg.Views.View(id)
-	}
-	if !ok && s.cfg.Views.Retention() > 0 {
-		// An ended execution the read model has forgotten (serve
-		// --retain-ended) is still in the log: fold its stream.
-		var err error
-		v, ok, err = projections.ExecutionAsOf(r.Context(), s.cfg.Store, id, projections.Cut{Position: math.MaxUint64})
-		if err != nil && !errors.Is(err, eventstore.ErrStreamNotFound) {
-			s.fail(w, r, err)
-			return
-		}
-	}
-	if !ok {
+	switch {
+	case err != nil:
+		s.fail(w, r, err)
+	case !found && asOf != "":
+		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "execution %q did not exist as of %s", id, clip(asOf)))
+	case !found:
 		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no execution %q", id))
-		return
+	default:
+		writeJSON(w, http.StatusOK, executionOut(v))
 	}
-	writeJSON(w, http.StatusOK, v)
 }
 
 // listExecutions pages through executions, newest first.
@@ -209,7 +100,7 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		f.Limit, p = queryLimit(r, defaultPageLimit)
 	}
-	if p == nil && f.Status != "" && !knownStatus(f.Status) {
+	if p == nil && f.Status != "" && !f.Status.Valid() {
 		p = typed(typeInvalid, http.StatusBadRequest, "status %q is not one of %s", clip(string(f.Status)), strings.Join(statusNames(), ", "))
 	}
 	for name, v := range map[string]string{"action": f.Action, "parent": f.Parent, "after": f.After} {
@@ -221,28 +112,16 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	s.caughtUp(r.Context())
-	list, next, err := s.cfg.Views.List(f)
+	list, next, err := s.cfg.Queries.CaughtUp(r.Context()).List(f)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"executions": list, "next": next})
-}
-
-var statuses = []domain.Status{domain.StatusRequested, domain.StatusScheduling, domain.StatusScheduled, domain.StatusRunning,
-	domain.StatusCompleted, domain.StatusFailed, domain.StatusTimedOut, domain.StatusCancelled, domain.StatusRejected}
-
-func knownStatus(s domain.Status) bool {
-	for _, k := range statuses {
-		if s == k {
-			return true
-		}
-	}
-	return false
+	writeJSON(w, http.StatusOK, wire.ExecutionList{Executions: each(list, executionOut), Next: next})
 }
 
 func statusNames() []string {
+	statuses := domain.AllStatuses[1:] // StatusNew is no status an execution shows
 	out := make([]string, len(statuses))
 	for i, s := range statuses {
 		out[i] = string(s)
@@ -262,31 +141,12 @@ func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	if _, err := s.cfg.Store.ReadStream(r.Context(), domain.ExecutionStream(id), 0, 1); err != nil {
-		if errors.Is(err, eventstore.ErrStreamNotFound) {
-			writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no execution %q", id))
-			return
-		}
+	a, err := s.cfg.Commands.Cancel(r.Context(), id, reason)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if reason == "" {
-		reason = "cancelled by a client"
-	}
-	if err := s.cfg.Commands.RequestCancel(r.Context(), id, reason); err != nil {
-		if errors.Is(err, domain.ErrAlreadyTerminal) {
-			writeProblem(w, typed(typeAlreadyEnded, http.StatusConflict, "execution %q has already ended; there is nothing to cancel", id))
-			return
-		}
-		s.fail(w, r, err)
-		return
-	}
-	status := domain.StatusRequested
-	s.caughtUp(r.Context())
-	if v, ok := s.cfg.Views.View(id); ok {
-		status = v.Status
-	}
-	writeJSON(w, http.StatusAccepted, accepted{ID: id, Status: status})
+	writeJSON(w, http.StatusAccepted, wire.Accepted{ID: a.ID, Status: string(a.Status)})
 }
 
 // executionEvents pages through an execution's stream.
@@ -304,6 +164,5 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	s.caughtUp(r.Context())
-	writeJSON(w, http.StatusOK, map[string]any{"workers": s.cfg.Views.Workers()})
+	writeJSON(w, http.StatusOK, wire.WorkerList{Workers: each(s.cfg.Queries.CaughtUp(r.Context()).Workers(), workerOut)})
 }

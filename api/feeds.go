@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -106,23 +105,23 @@ func (s *Server) feedParams(r *http.Request, now func() (uint64, error)) (from u
 	return from, action, p
 }
 
-func (s *Server) viewsNow() (uint64, error) { return s.cfg.Views.Next(), nil }
+func (s *Server) viewsNow() (uint64, error) { return s.cfg.Queries.Views().Next(), nil }
 
 func (s *Server) feedExecutions(w http.ResponseWriter, r *http.Request) {
-	conflatedFeed(s, w, r, "execution", s.cfg.Views.ExecutionsSince,
+	conflatedFeed(s, w, r, "execution", s.cfg.Queries.Views().ExecutionsSince, executionOut,
 		func(x projections.ExecutionView) uint64 { return x.Position })
 }
 
 func (s *Server) feedQueueStats(w http.ResponseWriter, r *http.Request) {
-	conflatedFeed(s, w, r, "queue-stats", s.cfg.Views.StatsSince,
+	conflatedFeed(s, w, r, "queue-stats", s.cfg.Queries.Views().StatsSince, statsOut,
 		func(st projections.QueueStats) uint64 { return st.Position })
 }
 
 // conflatedFeed runs a state feed: read what changed since the cursor, send
 // each state with its position as the SSE id, wait for the views to change
-// (with heartbeats), repeat.
-func conflatedFeed[T any](s *Server, w http.ResponseWriter, r *http.Request, event string,
-	since func(from uint64, action string, max int) ([]T, uint64), position func(T) uint64) {
+// (with heartbeats), repeat. conv gives a state's wire document.
+func conflatedFeed[T, W any](s *Server, w http.ResponseWriter, r *http.Request, event string,
+	since func(from uint64, action string, max int) ([]T, uint64), conv func(T) W, position func(T) uint64) {
 	from, action, p := s.feedParams(r, s.viewsNow)
 	if p != nil {
 		writeProblem(w, p)
@@ -134,10 +133,10 @@ func conflatedFeed[T any](s *Server, w http.ResponseWriter, r *http.Request, eve
 	beat := time.NewTicker(s.cfg.FeedHeartbeat)
 	defer beat.Stop()
 	for {
-		changed := s.cfg.Views.Changed()
+		changed := s.cfg.Queries.Views().Changed()
 		items, next := since(from, action, feedBatch)
 		for _, it := range items {
-			if err := out.send(position(it), event, it); err != nil {
+			if err := out.send(position(it), event, conv(it)); err != nil {
 				return
 			}
 		}
@@ -159,7 +158,7 @@ func conflatedFeed[T any](s *Server, w http.ResponseWriter, r *http.Request, eve
 
 // feedEvents streams raw events through a subscription of its own.
 func (s *Server) feedEvents(w http.ResponseWriter, r *http.Request) {
-	from, action, p := s.feedParams(r, func() (uint64, error) { return s.cfg.Store.Head(r.Context()) })
+	from, action, p := s.feedParams(r, func() (uint64, error) { return s.cfg.Queries.Head(r.Context()) })
 	if p != nil {
 		writeProblem(w, p)
 		return
@@ -188,42 +187,7 @@ func (s *Server) feedEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	_ = s.cfg.Store.Subscribe(ctx, from, eventstore.Filter{}, func(batch []domain.Envelope) error {
-		for i := range batch {
-			env := &batch[i]
-			if action != "" && !s.eventOfAction(ctx, env, action) {
-				continue
-			}
-			if err := out.send(env.Position, "event", env); err != nil {
-				return err
-			}
-		}
-		return nil
+	_ = s.cfg.Queries.FollowEvents(ctx, from, action, func(env *domain.Envelope) error {
+		return out.send(env.Position, "event", eventOut(env))
 	})
-}
-
-// eventOfAction reports whether env belongs to action ref: its action or
-// queue stream, or the stream of one of its executions (looked up in the
-// views, once they have folded env).
-func (s *Server) eventOfAction(ctx context.Context, env *domain.Envelope, ref string) bool {
-	cat, id := domain.SplitStream(env.Stream)
-	switch cat {
-	case domain.StreamAction, domain.StreamQueue:
-		return id == ref
-	case domain.StreamExecution:
-		for s.cfg.Views.Next() <= env.Position {
-			changed := s.cfg.Views.Changed()
-			if s.cfg.Views.Next() > env.Position {
-				break
-			}
-			select {
-			case <-changed:
-			case <-ctx.Done():
-				return false
-			}
-		}
-		v, ok := s.cfg.Views.View(id)
-		return ok && v.Action == ref
-	}
-	return false
 }

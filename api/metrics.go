@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -21,7 +20,7 @@ type metrics struct {
 	handler  http.Handler
 }
 
-func newMetrics(reg *prometheus.Registry, views *projections.Views, store eventstore.Store) *metrics {
+func newMetrics(reg *prometheus.Registry, queries *projections.Queries) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "turnstile_http_requests_total", Help: "HTTP requests by route, method and status code.",
@@ -37,8 +36,8 @@ func newMetrics(reg *prometheus.Registry, views *projections.Views, store events
 		Help:    "Time from an event's commit to the read model applying it (the first event of each batch the read model applies).",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	})
-	views.ObserveLag(func(d time.Duration) { lag.Observe(d.Seconds()) })
-	reg.MustRegister(m.requests, m.latency, m.feeds, lag, &viewsCollector{views: views, store: store})
+	queries.Views().ObserveLag(func(d time.Duration) { lag.Observe(d.Seconds()) })
+	reg.MustRegister(m.requests, m.latency, m.feeds, lag, &viewsCollector{queries: queries})
 	_ = reg.Register(collectors.NewGoCollector())
 	_ = reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
@@ -56,8 +55,7 @@ func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
 
 // viewsCollector exports the read model's figures at scrape time.
 type viewsCollector struct {
-	views *projections.Views
-	store eventstore.Store
+	queries *projections.Queries
 }
 
 var (
@@ -80,7 +78,8 @@ func (c *viewsCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *viewsCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, st := range c.views.AllStats() {
+	views := c.queries.Views()
+	for _, st := range views.AllStats() {
 		a := st.Action
 		ch <- prometheus.MustNewConstMetric(descQueueLength, prometheus.GaugeValue, float64(st.QueueLength), a)
 		ch <- prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(st.ActiveCount), a)
@@ -93,12 +92,12 @@ func (c *viewsCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descWaitP95, prometheus.GaugeValue, st.WaitP95Ms/1000, a)
 	}
-	next := c.views.Next()
+	next := views.Next()
 	ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(next))
-	ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(c.views.Skipped()))
+	ch <- prometheus.MustNewConstMetric(descSkipped, prometheus.CounterValue, float64(views.Skipped()))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if head, err := c.store.Head(ctx); err == nil {
+	if head, err := c.queries.Head(ctx); err == nil {
 		lag := 0.0
 		if head > next {
 			lag = float64(head - next)

@@ -3,31 +3,28 @@ package api
 import (
 	"net/http"
 
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/projections"
 )
 
 // asOfViews returns the live views, or with ?as_of= a fold of the log up to
 // that point (a full read of the log up to it: an audit query, not a hot path).
-func (s *Server) asOfViews(r *http.Request) (*projections.Views, *Problem, error) {
-	asOf := r.URL.Query().Get("as_of")
-	if asOf == "" {
-		s.caughtUp(r.Context())
-		return s.cfg.Views, nil, nil
-	}
-	cut, err := projections.ParseCut(asOf)
-	if err != nil {
-		return nil, typed(typeInvalid, http.StatusBadRequest, "%v", err), nil
-	}
-	v, err := projections.ViewsAsOf(r.Context(), s.cfg.Store, cut)
-	return v, nil, err
+func (s *Server) asOfViews(r *http.Request) (*projections.Views, error) {
+	return s.cfg.Queries.At(r.Context(), r.URL.Query().Get("as_of"))
 }
 
 func (s *Server) actionQueueStats(w http.ResponseWriter, r *http.Request) {
-	s.actionRead(w, r, func(v *projections.Views, ref string) (any, bool) { return v.Stats(ref) })
+	s.actionRead(w, r, func(v *projections.Views, ref string) (any, bool) {
+		st, ok := v.Stats(ref)
+		return statsOut(st), ok
+	})
 }
 
 func (s *Server) actionQueue(w http.ResponseWriter, r *http.Request) {
-	s.actionRead(w, r, func(v *projections.Views, ref string) (any, bool) { return v.Queue(ref) })
+	s.actionRead(w, r, func(v *projections.Views, ref string) (any, bool) {
+		q, ok := v.Queue(ref)
+		return queueOut(q), ok
+	})
 }
 
 func (s *Server) actionRead(w http.ResponseWriter, r *http.Request, read func(*projections.Views, string) (any, bool)) {
@@ -39,11 +36,7 @@ func (s *Server) actionRead(w http.ResponseWriter, r *http.Request, read func(*p
 		writeProblem(w, p)
 		return
 	}
-	v, p, err := s.asOfViews(r)
-	if p != nil {
-		writeProblem(w, p)
-		return
-	}
+	v, err := s.asOfViews(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -61,16 +54,12 @@ func (s *Server) allQueueStats(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	v, p, err := s.asOfViews(r)
-	if p != nil {
-		writeProblem(w, p)
-		return
-	}
+	v, err := s.asOfViews(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"queue_stats": v.AllStats(), "position": v.Next()})
+	writeJSON(w, http.StatusOK, wire.QueueStatsList{Position: v.Next(), QueueStats: each(v.AllStats(), statsOut)})
 }
 
 // rebuild folds the log from position 0 up to where the live views are now
@@ -85,27 +74,12 @@ func (s *Server) rebuild(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	live := s.cfg.Views
-	at := live.Next()
-	if at == 0 {
-		writeJSON(w, http.StatusOK, map[string]any{"position": 0, "equal": true, "differences": []string{}})
+	rb, err := s.cfg.Queries.Rebuild(r.Context(), 20)
+	if err != nil {
+		if r.Context().Err() == nil {
+			s.fail(w, r, err)
+		}
 		return
 	}
-	fresh := projections.NewViews()
-	fresh.Retain(live.Retention()) // the same executions forgotten, so the same kept
-	// The live views go on folding meanwhile: bring the fresh fold to where
-	// they are and compare when both stand at the same position.
-	for {
-		if err := fresh.CatchUpTo(r.Context(), s.cfg.Store, live.Next()); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		if diffs, ok := projections.CompareAt(live, fresh, 20); ok {
-			writeJSON(w, http.StatusOK, map[string]any{"position": fresh.Next(), "equal": len(diffs) == 0, "differences": diffs})
-			return
-		}
-		if err := r.Context().Err(); err != nil {
-			return
-		}
-	}
+	writeJSON(w, http.StatusOK, map[string]any{"position": rb.Position, "equal": len(rb.Differences) == 0, "differences": rb.Differences})
 }

@@ -6,15 +6,9 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/client/wire"
+	"github.com/turnstile/turnstile/projections"
 )
-
-// eventPage is a page of the log: events, and where the next page starts.
-type eventPage struct {
-	Events []domain.Envelope `json:"events"`
-	Next   uint64            `json:"next"` // pass as from for the next page
-}
 
 // events pages through the whole log: ?from= (inclusive position, default 0)
 // and ?limit=.
@@ -24,16 +18,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	evs, err := s.cfg.Store.ReadAll(r.Context(), from, limit)
+	page, err := s.cfg.Queries.Events(r.Context(), from, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	next := from
-	if len(evs) > 0 {
-		next = evs[len(evs)-1].Position + 1
-	}
-	writeJSON(w, http.StatusOK, eventPage{Events: nonNil(evs), Next: next})
+	writeJSON(w, http.StatusOK, pageOut(page))
 }
 
 // stream pages through one stream: ?from= (inclusive version) and ?limit=.
@@ -53,8 +43,8 @@ func (s *Server) streamPage(w http.ResponseWriter, r *http.Request, stream strin
 		writeProblem(w, p)
 		return
 	}
-	evs, err := s.cfg.Store.ReadStream(r.Context(), stream, from, limit)
-	if errors.Is(err, eventstore.ErrStreamNotFound) {
+	page, err := s.cfg.Queries.Stream(r.Context(), stream, from, limit)
+	if errors.Is(err, projections.ErrUnknownStream) {
 		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no stream %q", stream))
 		return
 	}
@@ -62,18 +52,16 @@ func (s *Server) streamPage(w http.ResponseWriter, r *http.Request, stream strin
 		s.fail(w, r, err)
 		return
 	}
-	next := from
-	if len(evs) > 0 {
-		next = evs[len(evs)-1].Version + 1
-	}
-	writeJSON(w, http.StatusOK, eventPage{Events: nonNil(evs), Next: next})
+	writeJSON(w, http.StatusOK, pageOut(page))
 }
 
-func nonNil(evs []domain.Envelope) []domain.Envelope {
-	if evs == nil {
-		return []domain.Envelope{}
+// pageOut is a page as the API sends it (no events: an empty list).
+func pageOut(p projections.EventPage) wire.EventPage {
+	out := wire.EventPage{Events: make([]wire.Event, len(p.Events)), Next: p.Next}
+	for i := range p.Events {
+		out.Events[i] = eventOut(&p.Events[i])
 	}
-	return evs
+	return out
 }
 
 // pageParams reads ?from= (inclusive, default 0) and ?limit=, and refuses

@@ -6,7 +6,6 @@
 package api
 
 import (
-	"context"
 	"log/slog"
 	"net/http"
 	"runtime/debug"
@@ -16,16 +15,17 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 // Config is what the API serves from.
 type Config struct {
-	Store    eventstore.Store
-	Commands *executor.Commands   // the command side
-	Views    *projections.Views   // the read model, folded by its owner (see Views.Run)
+	// Commands is the command side. Without Views of its own it is given
+	// the Queries' (command.Service.WithViews): they let it refuse early
+	// what the log would refuse anyway.
+	Commands *command.Service
+	Queries  *projections.Queries // the read side, over the views their owner folds (see Views.Run)
 	Tokens   *Tokens              // nil or empty: anonymous
 	Logger   *slog.Logger         // nil: slog.Default()
 	Registry *prometheus.Registry // nil: a new one
@@ -75,10 +75,13 @@ func New(cfg Config) *Server {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
+	if cfg.Commands.Views == nil {
+		cfg.Commands = cfg.Commands.WithViews(cfg.Queries.Views())
+	}
 	// SkipClean: an unclean path (/a/../b, //) gets a problem document from
 	// the router, not gorilla/mux's bare redirect.
 	s := &Server{cfg: cfg, router: mux.NewRouter().SkipClean(true), log: cfg.Logger}
-	s.metrics = newMetrics(cfg.Registry, cfg.Views, cfg.Store)
+	s.metrics = newMetrics(cfg.Registry, cfg.Queries)
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
 		s.router.Handle(rt.Path, s.wrap(rt)).Methods(rt.Method).Name(rt.Name)
@@ -196,43 +199,16 @@ func (r *statusRecorder) Flush() {
 // Unwrap lets http.ResponseController reach the connection.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// caughtUp waits (bounded) until the views have applied everything the
-// store held when it was called: a read that follows a write sees it.
-func (s *Server) caughtUp(ctx context.Context) {
-	head, err := s.cfg.Store.Head(ctx)
-	if err != nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	for {
-		ch := s.cfg.Views.Changed()
-		if s.cfg.Views.Next() >= head {
-			return
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "version": s.cfg.Version})
 }
 
 // readyz is 200 when the views have caught up with the log (and Ready holds).
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	head, err := s.cfg.Store.Head(r.Context())
+	next, head, lag, err := s.cfg.Queries.Lag(r.Context())
 	if err != nil {
 		writeProblem(w, typed(typeUnavailable, http.StatusServiceUnavailable, "the log is not readable: %v", err))
 		return
-	}
-	next := s.cfg.Views.Next()
-	lag := uint64(0)
-	if head > next {
-		lag = head - next
 	}
 	body := map[string]any{"position": next, "head": head, "lag": lag}
 	if s.cfg.Ready != nil && !s.cfg.Ready() {

@@ -271,7 +271,8 @@ func (x *Execution) State() ExecutionState {
 // Request decides the opening event of the stream. The input, if any, must be
 // a JSON object of at most MaxInputBytes. A with_items parent gives its items
 // in WithItems (1..MaxItems valid JSON values, MaxItemsBytes together, each
-// giving a child input within MaxInputBytes); Items is set to their number.
+// giving a child input within MaxInputBytes), with a window (Concurrency)
+// of at most MaxConcurrentLimit; Items is set to their number.
 // A child names its parent and its item index.
 func (x *Execution) Request(r ExecutionRequested) (ExecutionRequested, error) {
 	if err := x.Check(TypeExecutionRequested, OwnerExecutor, ""); err != nil {
@@ -285,6 +286,9 @@ func (x *Execution) Request(r ExecutionRequested) (ExecutionRequested, error) {
 	}
 	if r.Items < 0 || r.Concurrency < 0 || (r.Items == 0 && len(r.WithItems) == 0 && r.Concurrency != 0) {
 		return r, fmt.Errorf("%w: items %d and concurrency %d", ErrInvalidRequest, r.Items, r.Concurrency)
+	}
+	if r.Concurrency > MaxConcurrentLimit {
+		return r, fmt.Errorf("%w: concurrency %d is out of range 1..%d", ErrInvalidRequest, r.Concurrency, MaxConcurrentLimit)
 	}
 	if r.Items > 0 || len(r.WithItems) > 0 {
 		if err := validateItems(r); err != nil {

@@ -29,6 +29,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/node"
 )
@@ -164,7 +165,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 						time.Sleep(d)
 					}
 				}
-				r := executor.Request{Action: fmt.Sprintf("bench.%d", i%int64(*actions))}
+				r := command.Request{Action: fmt.Sprintf("bench.%d", i%int64(*actions))}
 				if _, _, err := nd.Commands.Request(ctx, r); err != nil {
 					errs <- err
 					return
@@ -297,7 +298,7 @@ func cmdBenchWaiting(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	cmds := &executor.Commands{Store: store, Writer: "bench"}
+	cmds := &command.Service{Store: store, Writer: "bench"}
 	ref := "bench.waiting"
 	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: ref, Runner: "core.noop", MaxQueueLength: domain.MaxQueueLengthLimit}); err != nil {
 		return err
@@ -314,7 +315,7 @@ func cmdBenchWaiting(ctx context.Context, args []string, stdout, stderr io.Write
 		go func() {
 			defer wg.Done()
 			for next.Add(1) <= int64(*n) {
-				if _, _, err := cmds.Request(ctx, executor.Request{Action: ref}); err != nil {
+				if _, _, err := cmds.Request(ctx, command.Request{Action: ref}); err != nil {
 					errs <- err
 					return
 				}

@@ -15,7 +15,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/node"
 )
 
@@ -40,7 +40,7 @@ func writeLog(t *testing.T, dir string, n int) []string {
 	}
 	var ids []string
 	for i := range n {
-		id, _, err := nd.Commands.Request(ctx, executor.Request{Action: "r.echo", Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
+		id, _, err := nd.Commands.Request(ctx, command.Request{Action: "r.echo", Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,7 +11,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 // TestServeResumesFromSnapshots: a serve stopped with SIGTERM leaves
@@ -59,9 +59,9 @@ func TestServeResumesFromSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmds := &executor.Commands{Store: store, Writer: "test"}
+	cmds := &command.Service{Store: store, Writer: "test"}
 	for range 5 {
-		if _, _, err := cmds.Request(ctx, executor.Request{Action: "snap.run"}); err != nil {
+		if _, _, err := cmds.Request(ctx, command.Request{Action: "snap.run"}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -321,7 +321,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		defer stopProj()
 		reg.MustRegister(proj.Collector())
 	}
-	srv := api.New(api.Config{Store: store, Commands: n.Commands, Views: views, Tokens: toks, Logger: log,
+	srv := api.New(api.Config{Commands: n.Commands, Queries: projections.NewQueries(views, store), Tokens: toks, Logger: log,
 		Ready: ready, Version: version, Registry: reg})
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

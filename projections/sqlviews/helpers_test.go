@@ -20,7 +20,7 @@ import (
 	"github.com/turnstile/turnstile/internal/pgtest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/projections/sqlviews"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/node"
 )
 
@@ -163,7 +163,7 @@ func runLifecycle(ctx context.Context, store eventstore.Store) error {
 	}
 	var ids []string
 	req := func(action string, input string, items ...string) (string, error) {
-		r := executor.Request{Action: action, Input: json.RawMessage(input)}
+		r := command.Request{Action: action, Input: json.RawMessage(input)}
 		for _, it := range items {
 			r.WithItems = append(r.WithItems, json.RawMessage(it))
 		}
@@ -267,4 +267,4 @@ func runLifecycle(ctx context.Context, store eventstore.Store) error {
 	return nil
 }
 
-func isEnded(err error) bool { return err != nil && errors.Is(err, executor.ErrAlreadyEnded) }
+func isEnded(err error) bool { return err != nil && errors.Is(err, command.ErrAlreadyEnded) }

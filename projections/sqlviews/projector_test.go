@@ -22,7 +22,7 @@ import (
 	"github.com/turnstile/turnstile/internal/pgtest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/projections/sqlviews"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 // runProjector runs p in the background until the test ends (or stop is
@@ -400,11 +400,11 @@ func TestFailureBeforeCommitLosesNothing(t *testing.T) {
 
 // smallLog returns a memory log with two actions and a few requests (no
 // executor: they stay requested), and the command side to add more.
-func smallLog(t *testing.T) (eventstore.Store, *executor.Commands) {
+func smallLog(t *testing.T) (eventstore.Store, *command.Service) {
 	t.Helper()
 	store := memstore.New(memstore.Options{})
 	t.Cleanup(func() { _ = store.Close() })
-	c := &executor.Commands{Store: store, Writer: "test"}
+	c := &command.Service{Store: store, Writer: "test"}
 	ctx := pgtest.Context(t)
 	for _, ref := range []string{"a", "b"} {
 		if _, err := c.DefineAction(ctx, domain.Policy{Ref: ref, Runner: "core.noop", MaxConcurrent: 2}); err != nil {
@@ -412,7 +412,7 @@ func smallLog(t *testing.T) (eventstore.Store, *executor.Commands) {
 		}
 	}
 	for i := range 5 {
-		if _, _, err := c.Request(ctx, executor.Request{Action: "a", Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}); err != nil {
+		if _, _, err := c.Request(ctx, command.Request{Action: "a", Input: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i))}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -460,7 +460,7 @@ func TestResetFencesAndStandby(t *testing.T) {
 	if err := sqlviews.Reset(ctx, pool, opts); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := c.Request(ctx, executor.Request{Action: "b", Input: json.RawMessage(`{}`)}); err != nil {
+	if _, _, err := c.Request(ctx, command.Request{Action: "b", Input: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	// The second projector's next transaction is fenced: Run returns.
@@ -509,7 +509,7 @@ func TestValuesPostgreSQLCannotHold(t *testing.T) {
 	store, c := smallLog(t)
 	schema := viewsSchema(t)
 	ctx, pool := pgtest.Context(t), sharedPool.Get(t)
-	id, _, err := c.Request(ctx, executor.Request{Action: "b",
+	id, _, err := c.Request(ctx, command.Request{Action: "b",
 		Input: json.RawMessage(`{"nul":"a\u0000b","big":1e999999,"long":` + strings.Repeat("9", 1500) + `,"ok":1.5e3,"esc":"tab\there \u00e9 \ud83d\ude00"}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -553,11 +553,11 @@ func TestSingleStreamLog(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmds := &executor.Commands{Store: store, Writer: "test"}
+	cmds := &command.Service{Store: store, Writer: "test"}
 	var waiting, gone string
 	var err error
 	for _, id := range []*string{&waiting, &gone} {
-		if *id, _, err = cmds.Request(ctx, executor.Request{Action: "t.noop", Input: json.RawMessage(`{"partial":true}`)}); err != nil {
+		if *id, _, err = cmds.Request(ctx, command.Request{Action: "t.noop", Input: json.RawMessage(`{"partial":true}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/runner"
 )
 
@@ -184,7 +184,7 @@ func TestCancelInEveryState(t *testing.T) {
 			before := len(h.stream(domain.ExecutionStream(id)))
 			err := h.cmds.RequestCancel(context.Background(), id, "too late")
 			var re *domain.RuleError
-			if !errors.Is(err, executor.ErrAlreadyEnded) || !errors.As(err, &re) || re.Rule != domain.RuleTerminal {
+			if !errors.Is(err, command.ErrAlreadyEnded) || !errors.As(err, &re) || re.Rule != domain.RuleTerminal {
 				t.Fatalf("RequestCancel of an ended execution = %v, want ErrAlreadyEnded and a RuleError", err)
 			}
 			if !strings.Contains(err.Error(), "completed") {
@@ -193,7 +193,7 @@ func TestCancelInEveryState(t *testing.T) {
 			if after := len(h.stream(domain.ExecutionStream(id))); after != before {
 				t.Fatalf("%d events after the refused cancel, %d before", after, before)
 			}
-			if err := h.cmds.RequestCancel(context.Background(), "no-such-id", ""); !errors.Is(err, executor.ErrUnknownExecution) || !errors.Is(err, domain.ErrNotFound) {
+			if err := h.cmds.RequestCancel(context.Background(), "no-such-id", ""); !errors.Is(err, command.ErrUnknownExecution) || !errors.Is(err, domain.ErrNotFound) {
 				t.Fatalf("RequestCancel of an unknown id = %v, want ErrUnknownExecution", err)
 			}
 		})

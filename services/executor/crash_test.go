@@ -17,7 +17,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/runner"
 )
 
@@ -189,7 +189,7 @@ func crashRun(t *testing.T, cut int) (landed int, seen partials, repairs int64) 
 		ids = append(ids, h.request("crash.wait", ""))
 	}
 	ids = append(ids, h.request("crash.unknown", ""))
-	parent, _, err := h.cmds.Request(context.Background(), executor.Request{Action: "crash.two",
+	parent, _, err := h.cmds.Request(context.Background(), command.Request{Action: "crash.two",
 		WithItems: []json.RawMessage{json.RawMessage(`1`), json.RawMessage(`2`), json.RawMessage(`3`)}, Concurrency: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -413,7 +413,7 @@ func TestExecutorCompletesAnAnnouncedChange(t *testing.T) {
 	h.addWorker("w1", 4, time.Hour, nil)
 	h.define(domain.Policy{Ref: "ann", Runner: "core.noop"})
 	ctx := context.Background()
-	dying := &executor.Commands{Store: newCutStore(h.store, 1), Writer: "api-2"}
+	dying := &command.Service{Store: newCutStore(h.store, 1), Writer: "api-2"}
 	if _, err := dying.Pause(ctx, "ann", "maintenance"); !errors.Is(err, errCut) {
 		t.Fatalf("Pause on a store cut after the announcement: %v", err)
 	}
@@ -440,7 +440,7 @@ func TestExecutorCompletesAnAnnouncedChange(t *testing.T) {
 	if _, err := h.store.Append(ctx, domain.ActionStream("ann"), eventstore.Exact(last.ActionVersion-1), announced); err != nil {
 		t.Fatalf("late append of the announced event: %v", err)
 	}
-	healthy := &executor.Commands{Store: h.store, Writer: "api-2"}
+	healthy := &command.Service{Store: h.store, Writer: "api-2"}
 	if changed, err := healthy.Pause(ctx, "ann", "maintenance"); err != nil || changed {
 		t.Fatalf("retried Pause: changed %v, %v; want nothing to do", changed, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/clock"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/runner"
 	"github.com/turnstile/turnstile/services/worker"
@@ -232,7 +233,7 @@ type harness struct {
 	exec  *executor.Executor
 	more  []*executor.Executor // the other executors, if any
 	fwd   *bus.Forwarder
-	cmds  *executor.Commands
+	cmds  *command.Service
 
 	workers []*worker.Worker
 }
@@ -254,7 +255,7 @@ func newHarness(t *testing.T, cfg harnessConfig) *harness {
 		h.store = storetest.SingleStream(h.store)
 	}
 	h.bus = bus.NewInProcess(h.log)
-	h.cmds = &executor.Commands{Store: h.store, Writer: "test-api"}
+	h.cmds = &command.Service{Store: h.store, Writer: "test-api"}
 	t.Cleanup(h.stop)
 	if !cfg.noExecutor {
 		h.startExecutor()
@@ -363,7 +364,7 @@ func (h *harness) define(p domain.Policy) {
 
 func (h *harness) request(action, input string) string {
 	h.t.Helper()
-	r := executor.Request{Action: action}
+	r := command.Request{Action: action}
 	if input != "" {
 		r.Input = json.RawMessage(input)
 	}
@@ -451,7 +452,7 @@ func (h *harness) waitStatus(id string, status domain.Status) *domain.Execution 
 	h.waitFor(fmt.Sprintf("execution %s to be %s", id, status), func() bool {
 		var err error
 		x, err = h.cmds.LoadExecution(context.Background(), id)
-		if errors.Is(err, executor.ErrUnknownExecution) {
+		if errors.Is(err, command.ErrUnknownExecution) {
 			return false
 		}
 		if err != nil {

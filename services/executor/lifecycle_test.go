@@ -17,6 +17,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/worker"
 )
@@ -39,14 +40,14 @@ type system struct {
 	executors []*executor.Executor
 	workers   []*worker.Worker
 	fwd       *bus.Forwarder
-	cmds      *executor.Commands
+	cmds      *command.Service
 }
 
 func startSystem(t *testing.T, store eventstore.Store, executors, workers, slots int) *system {
 	t.Helper()
 	ctx := context.Background()
 	log := quietLogger()
-	s := &system{store: store, bus: bus.NewInProcess(log), cmds: &executor.Commands{Store: store, Writer: "test"}}
+	s := &system{store: store, bus: bus.NewInProcess(log), cmds: &command.Service{Store: store, Writer: "test"}}
 	for i := 0; i < workers; i++ {
 		w, err := worker.New(worker.Config{ID: fmt.Sprintf("w%d", i+1), Slots: slots, Store: store, Bus: s.bus, Logger: log, Heartbeat: 500 * time.Millisecond})
 		if err != nil {
@@ -125,7 +126,7 @@ func (s *system) waitIdle(t *testing.T, timeout time.Duration) {
 	})
 }
 
-func define(t *testing.T, cmds *executor.Commands, ref, runner string, limit int) {
+func define(t *testing.T, cmds *command.Service, ref, runner string, limit int) {
 	t.Helper()
 	if _, err := cmds.DefineAction(context.Background(), domain.Policy{Ref: ref, Runner: runner, MaxConcurrent: limit, MaxQueueLength: 100_000}); err != nil {
 		t.Fatal(err)
@@ -134,7 +135,7 @@ func define(t *testing.T, cmds *executor.Commands, ref, runner string, limit int
 
 // requestAll sends n requests spread over refs from g goroutines and returns
 // the ids in the order they were accepted per action.
-func requestAll(t *testing.T, cmds *executor.Commands, refs []string, n, g int, input string) {
+func requestAll(t *testing.T, cmds *command.Service, refs []string, n, g int, input string) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, g)
@@ -144,7 +145,7 @@ func requestAll(t *testing.T, cmds *executor.Commands, refs []string, n, g int, 
 			defer wg.Done()
 			for j := i; j < n; j += g {
 				ref := refs[j%len(refs)]
-				if _, _, err := cmds.Request(context.Background(), executor.Request{Action: ref, Input: json.RawMessage(input)}); err != nil {
+				if _, _, err := cmds.Request(context.Background(), command.Request{Action: ref, Input: json.RawMessage(input)}); err != nil {
 					errs <- err
 					return
 				}
@@ -282,10 +283,10 @@ func TestRejectionsAndFailures(t *testing.T) {
 		s := startSystem(t, store, 1, 1, 4)
 		define(t, s.cmds, "rej.fail", "core.fail", 2)
 		ctx := context.Background()
-		if _, _, err := s.cmds.Request(ctx, executor.Request{Action: "rej.unknown"}); err != nil {
+		if _, _, err := s.cmds.Request(ctx, command.Request{Action: "rej.unknown"}); err != nil {
 			t.Fatal(err)
 		}
-		failID, _, err := s.cmds.Request(ctx, executor.Request{Action: "rej.fail", Input: json.RawMessage(`{"message":"boom"}`)})
+		failID, _, err := s.cmds.Request(ctx, command.Request{Action: "rej.fail", Input: json.RawMessage(`{"message":"boom"}`)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -324,7 +325,7 @@ func TestTwoExecutorsWithCancellations(t *testing.T) {
 		var ids []string
 		for i := range 120 {
 			ref := []string{"cx.one", "cx.three"}[i%2]
-			id, _, err := s.cmds.Request(ctx, executor.Request{Action: ref, Input: json.RawMessage(`{"seconds":0.002}`)})
+			id, _, err := s.cmds.Request(ctx, command.Request{Action: ref, Input: json.RawMessage(`{"seconds":0.002}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -334,7 +335,7 @@ func TestTwoExecutorsWithCancellations(t *testing.T) {
 			if i%3 != 0 {
 				continue
 			}
-			if err := s.cmds.RequestCancel(ctx, id, "test"); err != nil && !errors.Is(err, executor.ErrAlreadyEnded) {
+			if err := s.cmds.RequestCancel(ctx, id, "test"); err != nil && !errors.Is(err, command.ErrAlreadyEnded) {
 				t.Fatal(err)
 			}
 		}

@@ -11,14 +11,14 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/runner"
 )
 
 // requestItems requests a with_items parent.
 func (h *harness) requestItems(action, input string, items []json.RawMessage, window int) string {
 	h.t.Helper()
-	id, created, err := h.cmds.Request(context.Background(), executor.Request{
+	id, created, err := h.cmds.Request(context.Background(), command.Request{
 		Action: action, Input: json.RawMessage(input), WithItems: items, Concurrency: window})
 	if err != nil || !created {
 		h.t.Fatalf("request with_items: %v (created %v)", err, created)
@@ -370,7 +370,7 @@ func TestPauseHoldsGrants(t *testing.T) {
 		if len(grants) != 3 || ended < paused || ended > resumed {
 			t.Fatalf("%d grants; the running one ended at %d (paused %d..%d)", len(grants), ended, paused, resumed)
 		}
-		if _, err := h.cmds.Pause(ctx, "nope", ""); err == nil || !errors.Is(err, executor.ErrUnknownAction) {
+		if _, err := h.cmds.Pause(ctx, "nope", ""); err == nil || !errors.Is(err, command.ErrUnknownAction) {
 			t.Fatalf("Pause of an unknown action = %v, want ErrUnknownAction", err)
 		}
 		h.auditClean() // also: no grant while paused

@@ -15,6 +15,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/clock"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/worker"
 )
@@ -33,7 +34,7 @@ func testNoGrantPastAWaiterBeingCancelled(t *testing.T, single bool) {
 	ctx := context.Background()
 	clk := clock.NewManual(t0)
 	store := clockedStore(clk, single)
-	cmds := &executor.Commands{Store: store, Writer: "test"}
+	cmds := &command.Service{Store: store, Writer: "test"}
 	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "q", Runner: "core.noop", MaxConcurrent: 2, QueueTimeoutSeconds: 60}); err != nil {
 		t.Fatal(err)
 	}
@@ -92,9 +93,9 @@ func clockedStore(clk *clock.Manual, single bool) eventstore.Store {
 	return s
 }
 
-func requestOne(t *testing.T, cmds *executor.Commands, action string) string {
+func requestOne(t *testing.T, cmds *command.Service, action string) string {
 	t.Helper()
-	id, _, err := cmds.Request(context.Background(), executor.Request{Action: action})
+	id, _, err := cmds.Request(context.Background(), command.Request{Action: action})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +113,11 @@ func whats(ds []executor.Decision) []string {
 // oneWorkerSteps sets up a step-driven executor (15 s worker lease) on
 // store, with action "q" (core.noop, limit 2) and worker w1 registered;
 // fold folds what the log holds beyond what the executor has folded.
-func oneWorkerSteps(t *testing.T, clk *clock.Manual, store eventstore.Store) (cmds *executor.Commands, w *worker.Worker, e *executor.Executor, fold func()) {
+func oneWorkerSteps(t *testing.T, clk *clock.Manual, store eventstore.Store) (cmds *command.Service, w *worker.Worker, e *executor.Executor, fold func()) {
 	t.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.DiscardHandler)
-	cmds = &executor.Commands{Store: store, Writer: "test"}
+	cmds = &command.Service{Store: store, Writer: "test"}
 	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "q", Runner: "core.noop", MaxConcurrent: 2}); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/node"
 )
 
@@ -120,7 +120,7 @@ func runUnderFaults(t *testing.T, store *faulty.Store, single bool) {
 			case "core.fail":
 				in = `{"message":"as asked"}`
 			}
-			r := executor.Request{Action: p.Ref, Input: json.RawMessage(in), IdempotencyKey: fmt.Sprintf("%s-%d", p.Ref, i)}
+			r := command.Request{Action: p.Ref, Input: json.RawMessage(in), IdempotencyKey: fmt.Sprintf("%s-%d", p.Ref, i)}
 			var id string
 			retry(t, "request "+r.IdempotencyKey, func() error {
 				var err error
@@ -140,7 +140,7 @@ func runUnderFaults(t *testing.T, store *faulty.Store, single bool) {
 	for i := 0; i < len(ids); i += 17 {
 		retry(t, "cancel", func() error {
 			err := cmds.RequestCancel(ctx, ids[i], "test")
-			if errors.Is(err, executor.ErrAlreadyEnded) {
+			if errors.Is(err, command.ErrAlreadyEnded) {
 				return nil
 			}
 			return err
@@ -152,7 +152,7 @@ func runUnderFaults(t *testing.T, store *faulty.Store, single bool) {
 	deadline := time.Now().Add(waitLimit)
 	for _, id := range ids {
 		for {
-			x, err := (&executor.Commands{Store: inner}).LoadExecution(ctx, id)
+			x, err := (&command.Service{Store: inner}).LoadExecution(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/worker"
 )
@@ -31,7 +32,7 @@ type Node struct {
 	Executor *executor.Executor // nil with Config.NoExecutor
 	Workers  []*worker.Worker
 	Fwd      *bus.Forwarder
-	Commands *executor.Commands
+	Commands *command.Service
 	// Poison counts the bus messages set aside in the poison topic.
 	Poison *bus.PoisonCounter
 
@@ -78,7 +79,7 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
 	}
-	n := &Node{Store: store, Bus: bus.NewInProcess(cfg.Logger), Commands: &executor.Commands{Store: store, Writer: "api"}, grace: cfg.StopGrace}
+	n := &Node{Store: store, Bus: bus.NewInProcess(cfg.Logger), Commands: &command.Service{Store: store, Writer: "api"}, grace: cfg.StopGrace}
 	fail := func(err error) (*Node, error) {
 		n.Stop()
 		return nil, err

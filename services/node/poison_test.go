@@ -17,7 +17,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/node"
 )
 
@@ -70,7 +70,7 @@ func TestPoisonIsSetAside(t *testing.T) {
 		badEventTypes, badDatas = []string{"execution.requested", "execution.mystery", "worker.heartbeat"}, []string{`{"action":42}`, `{}`, `{"in_flight":"many"}`}
 	)
 	for k := range actions * perAction {
-		id, _, err := cmds.Request(ctx, executor.Request{Action: fmt.Sprintf("poison.a%d", k%actions), Input: json.RawMessage(fmt.Sprintf(`{"k":%d}`, k))})
+		id, _, err := cmds.Request(ctx, command.Request{Action: fmt.Sprintf("poison.a%d", k%actions), Input: json.RawMessage(fmt.Sprintf(`{"k":%d}`, k))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -54,6 +54,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/runner"
 	"github.com/turnstile/turnstile/services/worker"
@@ -177,7 +178,7 @@ type world struct {
 	mem     *memstore.Store
 	store   *faulty.Store
 	writeTo eventstore.Store // what executors, workers and commands write to: store, or store without atomic multi-stream appends
-	cmds    *executor.Commands
+	cmds    *command.Service
 	runrs   *runner.Registry
 	log     *slog.Logger
 
@@ -197,8 +198,8 @@ type world struct {
 	statsSeen uint64 // position at which queue_stats were last compared
 
 	reqSeq  int
-	retries []executor.Request // requests whose outcome is unknown: the client sends them again
-	known   []string           // execution ids the client knows
+	retries []command.Request // requests whose outcome is unknown: the client sends them again
+	known   []string          // execution ids the client knows
 	refs    []string
 
 	healing bool
@@ -272,7 +273,7 @@ func Run(cfg Config) (*Result, error) {
 	if cfg.SingleStream {
 		w.writeTo = storetest.SingleStream(w.store)
 	}
-	w.cmds = &executor.Commands{Store: w.writeTo, Writer: "api", NewID: w.newID}
+	w.cmds = &command.Service{Store: w.writeTo, Writer: "api", NewID: w.newID}
 	w.runrs = runner.Builtins(runner.Config{})
 	for i := range cfg.Workers {
 		sw := &simWorker{id: fmt.Sprintf("w%d", i+1), slots: 1 + w.rng.IntN(3)}
@@ -606,7 +607,7 @@ func (w *world) request() {
 	w.reqSeq++
 	ref := w.refs[w.rng.IntN(len(w.refs))]
 	in := fmt.Sprintf(`{"n":%d,"customer":"c%d"}`, w.reqSeq, w.rng.IntN(3))
-	r := executor.Request{Action: ref, Input: json.RawMessage(in), IdempotencyKey: fmt.Sprintf("req-%d", w.reqSeq)}
+	r := command.Request{Action: ref, Input: json.RawMessage(in), IdempotencyKey: fmt.Sprintf("req-%d", w.reqSeq)}
 	if w.chance(0.08) {
 		n := 2 + w.rng.IntN(4)
 		for i := range n {
@@ -622,7 +623,7 @@ func (w *world) request() {
 
 // send requests r; an error leaves its outcome unknown, and the client
 // sends it again later with the same idempotency key.
-func (w *world) send(r executor.Request) {
+func (w *world) send(r command.Request) {
 	id, created, err := w.cmds.Request(w.ctx, r)
 	w.tracef("request %s %s: %s created=%v err=%v", r.IdempotencyKey, r.Action, short(id), created, err)
 	if err != nil {

@@ -1,4 +1,10 @@
-package executor
+// Package command is turnstile's command side: it validates what a client
+// asks (define, change, pause and resume an action; request and cancel an
+// execution), refuses what must be refused before anything is written, and
+// appends the domain's decisions to the log with expected versions. The
+// API and `turnstile bench` call it; it needs only the store (and, for the
+// API's early refusals, the read model), so any process can run it.
+package command
 
 import (
 	"context"
@@ -12,13 +18,14 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/aggregate"
 )
 
-// Commands is the command side that the API (and `turnstile bench`) use:
+// Service is the command side that the API (and `turnstile bench`) use:
 // it decides with the domain's aggregates and appends with expected
-// versions. It needs only the store, so any process can run it.
-type Commands struct {
+// versions.
+type Service struct {
 	Store eventstore.Store
 	// Writer names the process in the events it writes.
 	Writer string
@@ -27,9 +34,13 @@ type Commands struct {
 	// changes), so a simulation replays exactly. Nil: random ids (UUIDv7
 	// for execution ids).
 	NewID func() uuid.UUID
+	// Views, if set, is the read model the API's commands (Submit, Cancel)
+	// consult: to refuse early what the log would refuse anyway, and to
+	// answer with an execution's status.
+	Views *projections.Views
 }
 
-func (c *Commands) freshID() uuid.UUID {
+func (c *Service) freshID() uuid.UUID {
 	if c.NewID != nil {
 		return c.NewID()
 	}
@@ -100,45 +111,66 @@ func IDForKey(key string) string { return uuid.NewSHA1(idempotencyNS, []byte(key
 // same request returns the same id (created is false), and a different
 // request with the same key fails with ErrIdempotencyMismatch. The key lives
 // in the log, so this holds across restarts.
-func (c *Commands) Request(ctx context.Context, r Request) (id string, created bool, err error) {
-	switch {
-	case r.ConcurrencyKey != "":
-		return "", false, fmt.Errorf("%w: the concurrency key is derived from the input by the action's policy", ErrInvalidRequest)
-	case r.Parent != "" || r.ItemIndex != 0:
-		return "", false, fmt.Errorf("%w: with_items children are requested by the executor", ErrInvalidRequest)
-	}
-	var hash string // only a request with an idempotency key can be retried into its stream
-	if r.IdempotencyKey != "" {
-		hash = requestHash(r)
-		id = IDForKey(r.IdempotencyKey)
-	} else if c.NewID != nil {
-		id = c.NewID().String()
-	} else {
-		u, err := uuid.NewV7()
-		if err != nil {
-			return "", false, fmt.Errorf("new execution id: %w", err)
-		}
-		id = u.String()
-	}
-	x := domain.NewExecution(id)
-	ev, err := x.Request(domain.ExecutionRequested{
-		Action: r.Action, Input: r.Input, Items: r.Items, Concurrency: r.Concurrency, WithItems: r.WithItems,
-		IdempotencyKey: r.IdempotencyKey, RequestHash: hash,
-	})
+func (c *Service) Request(ctx context.Context, r Request) (id string, created bool, err error) {
+	d, err := c.decideRequest(r)
 	if err != nil {
 		return "", false, err
 	}
-	stream := domain.ExecutionStream(id)
+	return c.record(ctx, r, &d)
+}
+
+// requestDecision is a request the domain accepted, ready to append.
+type requestDecision struct {
+	id, stream, hash string
+	env              domain.Envelope
+}
+
+// decideRequest checks r with the domain's rule and encodes its
+// execution.requested; nothing is written.
+func (c *Service) decideRequest(r Request) (d requestDecision, err error) {
+	switch {
+	case r.ConcurrencyKey != "":
+		return d, fmt.Errorf("%w: the concurrency key is derived from the input by the action's policy", ErrInvalidRequest)
+	case r.Parent != "" || r.ItemIndex != 0:
+		return d, fmt.Errorf("%w: with_items children are requested by the executor", ErrInvalidRequest)
+	case r.WithItems != nil && len(r.WithItems) == 0: // the domain sees no items: a plain request
+		return d, fmt.Errorf("%w: with_items holds no items; it must hold 1..%d", ErrInvalidRequest, domain.MaxItems)
+	}
+	// only a request with an idempotency key can be retried into its stream
+	if r.IdempotencyKey != "" {
+		d.hash = requestHash(r)
+		d.id = IDForKey(r.IdempotencyKey)
+	} else if c.NewID != nil {
+		d.id = c.NewID().String()
+	} else {
+		u, err := uuid.NewV7()
+		if err != nil {
+			return d, fmt.Errorf("new execution id: %w", err)
+		}
+		d.id = u.String()
+	}
+	x := domain.NewExecution(d.id)
+	ev, err := x.Request(domain.ExecutionRequested{
+		Action: r.Action, Input: r.Input, Items: r.Items, Concurrency: r.Concurrency, WithItems: r.WithItems,
+		IdempotencyKey: r.IdempotencyKey, RequestHash: d.hash,
+	})
+	if err != nil {
+		return d, err
+	}
+	d.stream = domain.ExecutionStream(d.id)
 	// A fresh event id, not one derived from the stream: a retry of the same
 	// request must fail on "no stream" and be recognised by its hash below
 	// (created false), not pass as the store's idempotent re-append of the
 	// same event (which would report created again).
-	env, err := domain.Catalogue.Encode(domain.LocalEventID(c.freshID(), stream), ev, domain.OwnerExecutor, c.Writer)
-	if err != nil {
-		return "", false, err
-	}
-	_ = domain.Catalogue.Remember(&env) // for this process's folds
-	_, err = c.Store.Append(ctx, stream, eventstore.NoStream, env)
+	d.env, err = domain.Catalogue.Encode(domain.LocalEventID(c.freshID(), d.stream), ev, domain.OwnerExecutor, c.Writer)
+	return d, err
+}
+
+// record appends a decided request: see Request.
+func (c *Service) record(ctx context.Context, r Request, d *requestDecision) (id string, created bool, err error) {
+	id, stream, hash := d.id, d.stream, d.hash
+	_ = domain.Catalogue.Remember(&d.env) // for this process's folds
+	_, err = c.Store.Append(ctx, stream, eventstore.NoStream, d.env)
 	switch {
 	case err == nil:
 		return id, true, nil
@@ -197,7 +229,7 @@ func compactJSON(in json.RawMessage) json.RawMessage {
 // Asking again is a no-op. An unknown id fails with ErrUnknownExecution; an
 // execution that has already ended fails with ErrAlreadyEnded (it also
 // matches the *domain.RuleError that refused it) and nothing is written.
-func (c *Commands) RequestCancel(ctx context.Context, id, reason string) error {
+func (c *Service) RequestCancel(ctx context.Context, id, reason string) error {
 	x, err := aggregate.UpdateExecution(ctx, c.Store, id, domain.OwnerAPI, c.Writer, nil, func(x *domain.Execution) (domain.Event, error) {
 		ev, err := x.RequestCancel(reason)
 		if errors.Is(err, domain.ErrCancelAlreadyAsked) {
@@ -216,7 +248,7 @@ func (c *Commands) RequestCancel(ctx context.Context, id, reason string) error {
 
 // LoadExecution folds execution id's stream. An unknown id fails with
 // ErrUnknownExecution.
-func (c *Commands) LoadExecution(ctx context.Context, id string) (*domain.Execution, error) {
+func (c *Service) LoadExecution(ctx context.Context, id string) (*domain.Execution, error) {
 	x, err := aggregate.LoadExecution(ctx, c.Store, id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil, fmt.Errorf("load execution %s: %w", id, ErrUnknownExecution)
@@ -225,7 +257,7 @@ func (c *Commands) LoadExecution(ctx context.Context, id string) (*domain.Execut
 }
 
 // LoadAction folds action ref's stream (an empty Action if it does not exist).
-func (c *Commands) LoadAction(ctx context.Context, ref string) (*domain.Action, error) {
+func (c *Service) LoadAction(ctx context.Context, ref string) (*domain.Action, error) {
 	a := domain.NewAction()
 	if _, err := aggregate.Fold(ctx, c.Store, domain.ActionStream(ref), func(env *domain.Envelope, ev domain.Event) { a.Apply(ev, env.Version) }); err != nil {
 		return nil, fmt.Errorf("load action %s: %w", ref, err)
@@ -234,11 +266,11 @@ func (c *Commands) LoadAction(ctx context.Context, ref string) (*domain.Action, 
 }
 
 // updateAction decides on the action's current state and appends, reloading
-// after a lost race. It returns whether an event was written. Every action
-// event goes with a queue.action_changed on the action's queue stream, in the
-// same atomic append: that moves the fence of grants, so a grant decided on
-// the old policy or pause state fails and the change applies from the very
-// next grant in the log.
+// after a lost race. It returns the action after the change and whether an
+// event was written. Every action event goes with a queue.action_changed on
+// the action's queue stream, in the same atomic append: that moves the
+// fence of grants, so a grant decided on the old policy or pause state fails
+// and the change applies from the very next grant in the log.
 //
 // On a store without atomic multi-stream appends the queue.action_changed
 // comes first, alone, and announces the change (it carries the action
@@ -249,22 +281,25 @@ func (c *Commands) LoadAction(ctx context.Context, ref string) (*domain.Action, 
 // one in force at its position. If this process stops between the two
 // appends, the executor appends the announced event itself (the same
 // envelope: a late append of ours is then an idempotent replay).
-func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *domain.Action) (domain.Event, error)) (bool, error) {
+func (c *Service) updateAction(ctx context.Context, ref string, decide ActionChange) (*domain.Action, bool, error) {
 	if err := domain.ValidateRef(ref); err != nil {
-		return false, err
+		return nil, false, err
 	}
 	stream, qstream := domain.ActionStream(ref), domain.QueueStream(ref)
 	for attempt := 0; ; attempt++ {
 		a, err := c.LoadAction(ctx, ref)
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
 		ev, err := decide(a)
 		if errors.Is(err, domain.ErrNotFound) {
-			return false, fmt.Errorf("action %q: %w", ref, ErrUnknownAction)
+			return nil, false, fmt.Errorf("action %q: %w", ref, ErrUnknownAction)
 		}
-		if err != nil || ev == nil {
-			return false, err
+		if err != nil {
+			return nil, false, err
+		}
+		if ev == nil {
+			return a, false, nil
 		}
 		v := a.Version() + 1
 		// Fresh event ids: two API processes (or requests) deciding different
@@ -274,23 +309,23 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 		// attempt landed.
 		env, err := domain.Catalogue.Encode(c.freshID(), ev, domain.OwnerAPI, c.Writer)
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
 		fence := domain.QueueActionChanged{ActionVersion: uint64(v), Change: ev.EventType()}
 		single := !eventstore.AtomicMultiStream(c.Store)
 		if single {
 			if fence.Event, err = json.Marshal(env); err != nil {
-				return false, err
+				return nil, false, err
 			}
 		}
 		fenv, err := domain.Catalogue.Encode(c.freshID(), fence, domain.OwnerAPI, c.Writer)
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
 		change := eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(a.Version()), Events: []domain.Envelope{env}}
 		if single {
 			if _, err := c.Store.Append(ctx, qstream, eventstore.Any, fenv); err != nil {
-				return false, fmt.Errorf("announce %s on %s: %w", ev.EventType(), qstream, err)
+				return nil, false, fmt.Errorf("announce %s on %s: %w", ev.EventType(), qstream, err)
 			}
 			_, err = c.Store.Append(ctx, change.Stream, change.Expected, change.Events...)
 		} else {
@@ -298,35 +333,74 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 				eventstore.StreamAppend{Stream: qstream, Expected: eventstore.Any, Events: []domain.Envelope{fenv}})
 		}
 		if err == nil {
-			return true, nil
+			a.Apply(ev, uint64(v))
+			return a, true, nil
 		}
 		if !aggregate.LostRace(err) || attempt >= aggregate.MaxRetries {
-			return false, fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)
+			return nil, false, fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)
 		}
 	}
 }
 
 // DefineAction defines an action. created is false when the same policy was
 // already defined; a different existing policy fails with domain.ErrConflict.
-func (c *Commands) DefineAction(ctx context.Context, p domain.Policy) (created bool, err error) {
-	return c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.Define(p) })
+func (c *Service) DefineAction(ctx context.Context, p domain.Policy) (created bool, err error) {
+	_, created, err = c.ChangeAction(ctx, p.Ref, Define(p))
+	return created, err
 }
 
 // ChangePolicy replaces an action's policy from the next grant on. An
 // unknown action fails with ErrUnknownAction.
-func (c *Commands) ChangePolicy(ctx context.Context, p domain.Policy) (changed bool, err error) {
-	return c.updateAction(ctx, p.Ref, func(a *domain.Action) (domain.Event, error) { return a.ChangePolicy(p) })
+func (c *Service) ChangePolicy(ctx context.Context, p domain.Policy) (changed bool, err error) {
+	_, changed, err = c.ChangeAction(ctx, p.Ref, SetPolicy(p))
+	return changed, err
 }
 
 // Pause stops grants for an action: nothing is granted while it is paused,
 // running executions go on, requests still queue. An unknown action fails
 // with ErrUnknownAction.
-func (c *Commands) Pause(ctx context.Context, ref, reason string) (bool, error) {
-	return c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Pause(reason) })
+func (c *Service) Pause(ctx context.Context, ref, reason string) (bool, error) {
+	_, wrote, err := c.ChangeAction(ctx, ref, Pause(reason))
+	return wrote, err
 }
 
 // Resume lets grants for an action start again. An unknown action fails
 // with ErrUnknownAction.
-func (c *Commands) Resume(ctx context.Context, ref string) (bool, error) {
-	return c.updateAction(ctx, ref, func(a *domain.Action) (domain.Event, error) { return a.Resume() })
+func (c *Service) Resume(ctx context.Context, ref string) (bool, error) {
+	_, wrote, err := c.ChangeAction(ctx, ref, Resume())
+	return wrote, err
+}
+
+// ActionChange decides one change of an action on its current state (a nil
+// event: nothing to change). Define, SetPolicy, Pause and Resume make them.
+type ActionChange func(a *domain.Action) (domain.Event, error)
+
+// Define defines the action with policy p (see DefineAction).
+func Define(p domain.Policy) ActionChange {
+	return func(a *domain.Action) (domain.Event, error) { return a.Define(p) }
+}
+
+// SetPolicy replaces the action's policy with p (see ChangePolicy).
+func SetPolicy(p domain.Policy) ActionChange {
+	return func(a *domain.Action) (domain.Event, error) { return a.ChangePolicy(p) }
+}
+
+// Pause stops grants for the action (see Service.Pause).
+func Pause(reason string) ActionChange {
+	return func(a *domain.Action) (domain.Event, error) { return a.Pause(reason) }
+}
+
+// Resume lets grants for the action start again (see Service.Resume).
+func Resume() ActionChange {
+	return func(a *domain.Action) (domain.Event, error) { return a.Resume() }
+}
+
+// ChangeAction applies change to action ref and returns the action as the
+// log holds it after the change (or as it was, when there was nothing to
+// change) and whether an event was written. An unknown action fails with
+// ErrUnknownAction (except for Define), a different existing policy given
+// to Define with domain.ErrConflict.
+func (c *Service) ChangeAction(ctx context.Context, ref string, change ActionChange) (*domain.Action, bool, error) {
+	a, wrote, err := c.updateAction(ctx, ref, change)
+	return a, wrote, storeError(err)
 }

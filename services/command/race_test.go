@@ -1,4 +1,4 @@
-package executor_test
+package command_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/storetest"
-	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 // TestConcurrentPolicyChangesAreNotLost: two different policy changes decided
@@ -29,7 +29,7 @@ func TestConcurrentPolicyChangesAreNotLost(t *testing.T) {
 		if single {
 			st = storetest.SingleStream(store)
 		}
-		cmds := &executor.Commands{Store: st, Writer: "api"}
+		cmds := &command.Service{Store: st, Writer: "api"}
 		if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "p", Runner: "core.noop"}); err != nil {
 			t.Fatal(err)
 		}
@@ -73,4 +73,17 @@ func TestConcurrentPolicyChangesAreNotLost(t *testing.T) {
 			}
 		}
 	})
+}
+
+// bothLogs runs test on a store with atomic multi-stream appends and on one
+// without.
+func bothLogs(t *testing.T, test func(t *testing.T, single bool)) {
+	t.Helper()
+	for _, single := range []bool{false, true} {
+		name := "multi-stream"
+		if single {
+			name = "single-stream"
+		}
+		t.Run(name, func(t *testing.T) { test(t, single) })
+	}
 }

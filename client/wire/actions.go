@@ -1,0 +1,42 @@
+// Actions: the policy a client defines or changes, and the action as the
+// API shows it.
+package wire
+
+// RateLimit allows Count grants per PerSeconds seconds.
+type RateLimit struct {
+	Count      int     `json:"count"`
+	PerSeconds float64 `json:"per_seconds"`
+}
+
+// Policy is an action's definition: the body of POST /api/v1/actions and
+// PUT /api/v1/actions/{ref}/policy. Zero fields take the server's defaults.
+type Policy struct {
+	Ref                     string     `json:"ref"`
+	Runner                  string     `json:"runner"`
+	MaxConcurrent           int        `json:"max_concurrent,omitempty"`
+	MaxQueueLength          int        `json:"max_queue_length,omitempty"`
+	QueueTimeoutSeconds     float64    `json:"queue_timeout_seconds,omitempty"` // 0: wait forever
+	TimeoutSeconds          float64    `json:"timeout_seconds,omitempty"`
+	ScheduledTimeoutSeconds float64    `json:"scheduled_timeout_seconds,omitempty"`
+	MaxAttempts             int        `json:"max_attempts,omitempty"`
+	RateLimit               *RateLimit `json:"rate_limit,omitempty"`
+	ConcurrencyKey          string     `json:"concurrency_key,omitempty"`
+	OnLimit                 string     `json:"on_limit,omitempty"`
+}
+
+// Action is an action's policy in force (defaults filled in) and state.
+type Action struct {
+	Policy
+	Paused  bool  `json:"paused"`
+	Version int64 `json:"version"` // of the action's stream
+}
+
+// ActionList is the answer of GET /api/v1/actions, sorted by ref.
+type ActionList struct {
+	Actions []Action `json:"actions"`
+}
+
+// Reason is the optional body of pause and cancel requests.
+type Reason struct {
+	Reason string `json:"reason"`
+}

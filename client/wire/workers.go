@@ -1,0 +1,21 @@
+// Workers: the workers the log knows.
+package wire
+
+import "time"
+
+// Worker is a worker as the API shows it.
+type Worker struct {
+	ID          string     `json:"id"`
+	Status      string     `json:"status"`
+	Incarnation string     `json:"incarnation,omitempty"`
+	Slots       int        `json:"slots"`
+	Runners     []string   `json:"runners,omitempty"`
+	LastSeen    *time.Time `json:"last_heartbeat,omitempty"`
+	InFlight    int        `json:"in_flight"`
+	Executions  []string   `json:"executions"`
+}
+
+// WorkerList is the answer of GET /api/v1/workers, sorted by id.
+type WorkerList struct {
+	Workers []Worker `json:"workers"`
+}

@@ -1,0 +1,287 @@
+// The query façade: every read the API answers, from the live read model
+// or from the log, behind one type, so a reader needs no store.
+package projections
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// Queries answers reads: from the live Views (folded by their owner, see
+// Views.Run), or, for what the Views do not hold (an as_of point, a page of
+// the log, an action as its stream holds it), from the log. Errors match
+// the sentinels of errors.go.
+type Queries struct {
+	views *Views
+	store eventstore.Store
+}
+
+// NewQueries returns the façade over views, which follow store.
+func NewQueries(views *Views, store eventstore.Store) *Queries {
+	return &Queries{views: views, store: store}
+}
+
+// Views returns the live read model as folded now.
+func (q *Queries) Views() *Views { return q.views }
+
+// CaughtUp returns the live read model once it holds everything the log
+// held when CaughtUp was called (waiting at most readYourWrites): a read
+// that follows a write sees it.
+func (q *Queries) CaughtUp(ctx context.Context) *Views {
+	q.views.AwaitHead(ctx, q.store)
+	return q.views
+}
+
+// readYourWrites bounds how long a read waits for the views to fold what
+// the log held when it was asked.
+const readYourWrites = 2 * time.Second
+
+// AwaitHead waits (at most two seconds, or until ctx ends) until v has
+// applied everything store held when it was called.
+func (v *Views) AwaitHead(ctx context.Context, store eventstore.Store) {
+	head, err := store.Head(ctx)
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, readYourWrites)
+	defer cancel()
+	for {
+		ch := v.Changed()
+		if v.Next() >= head {
+			return
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// At returns the caught-up live views when asOf is "", else a fold of the
+// log up to asOf (a log position or an RFC 3339 time; anything else is
+// ErrInvalidQuery): a full read of the log up to it, an audit query.
+func (q *Queries) At(ctx context.Context, asOf string) (*Views, error) {
+	if asOf == "" {
+		return q.CaughtUp(ctx), nil
+	}
+	cut, err := parseCut(asOf)
+	if err != nil {
+		return nil, err
+	}
+	v, err := ViewsAsOf(ctx, q.store, cut)
+	return v, storeError(err)
+}
+
+func parseCut(asOf string) (Cut, error) {
+	cut, err := ParseCut(asOf)
+	if err != nil {
+		return Cut{}, &classified{err: err, kind: ErrInvalidQuery}
+	}
+	return cut, nil
+}
+
+// Execution returns an execution's current state: from the views (caught up
+// with the log first if they do not know it yet), or, for an ended execution
+// the views have forgotten (Views.Retain), folded from its stream. found is
+// false when the log has no such execution.
+func (q *Queries) Execution(ctx context.Context, id string) (view ExecutionView, found bool, err error) {
+	v, ok := q.views.View(id)
+	if !ok {
+		q.views.AwaitHead(ctx, q.store)
+		v, ok = q.views.View(id)
+	}
+	if !ok && q.views.Retention() > 0 {
+		v, ok, err = ExecutionAsOf(ctx, q.store, id, Cut{Position: math.MaxUint64})
+		if err != nil && !eventstoreNotFound(err) {
+			return ExecutionView{}, false, storeError(err)
+		}
+	}
+	return v, ok, nil
+}
+
+// ExecutionAt returns an execution's state as of asOf (see At), folded from
+// its stream. found is false when it had not been requested by then.
+func (q *Queries) ExecutionAt(ctx context.Context, id, asOf string) (view ExecutionView, found bool, err error) {
+	cut, err := parseCut(asOf)
+	if err != nil {
+		return ExecutionView{}, false, err
+	}
+	v, found, err := ExecutionAsOf(ctx, q.store, id, cut)
+	if eventstoreNotFound(err) {
+		return ExecutionView{}, false, nil
+	}
+	return v, found, storeError(err)
+}
+
+func eventstoreNotFound(err error) bool { return errors.Is(err, eventstore.ErrStreamNotFound) }
+
+// ActionFromLog returns an action as its stream holds it now (the views may
+// not have folded a change that was just acknowledged). found is false for
+// an action that is not defined.
+func (q *Queries) ActionFromLog(ctx context.Context, ref string) (view ActionView, found bool, err error) {
+	a := domain.NewAction()
+	stream := domain.ActionStream(ref)
+	for from := uint64(0); ; {
+		batch, err := q.store.ReadStream(ctx, stream, from, 1000)
+		if eventstoreNotFound(err) {
+			return ActionView{}, false, nil
+		}
+		if err != nil {
+			return ActionView{}, false, storeError(err)
+		}
+		for i := range batch {
+			ev, err := domain.Catalogue.Decode(&batch[i])
+			if err != nil {
+				return ActionView{}, false, err
+			}
+			a.Apply(ev, batch[i].Version)
+		}
+		if len(batch) < 1000 {
+			break
+		}
+		from += uint64(len(batch))
+	}
+	if !a.Defined() {
+		return ActionView{}, false, nil
+	}
+	return ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()}, true, nil
+}
+
+// EventPage is a page of the log or of one stream, and where the next page
+// starts (a position for the log, a version for a stream).
+type EventPage struct {
+	Events []domain.Envelope
+	Next   uint64
+}
+
+// Events returns up to limit events of the whole log from position from on.
+func (q *Queries) Events(ctx context.Context, from uint64, limit int) (EventPage, error) {
+	evs, err := q.store.ReadAll(ctx, from, limit)
+	if err != nil {
+		return EventPage{}, storeError(err)
+	}
+	next := from
+	if len(evs) > 0 {
+		next = evs[len(evs)-1].Position + 1
+	}
+	return EventPage{Events: evs, Next: next}, nil
+}
+
+// Stream returns up to limit events of one stream from version from on. A
+// stream that does not exist is ErrUnknownStream.
+func (q *Queries) Stream(ctx context.Context, stream string, from uint64, limit int) (EventPage, error) {
+	evs, err := q.store.ReadStream(ctx, stream, from, limit)
+	if err != nil {
+		return EventPage{}, storeError(err)
+	}
+	next := from
+	if len(evs) > 0 {
+		next = evs[len(evs)-1].Version + 1
+	}
+	return EventPage{Events: evs, Next: next}, nil
+}
+
+// Head returns the position the next event committed to the log will take.
+func (q *Queries) Head(ctx context.Context) (uint64, error) {
+	head, err := q.store.Head(ctx)
+	return head, storeError(err)
+}
+
+// Lag returns where the live views stand, the log's head, and how many
+// events lie between them.
+func (q *Queries) Lag(ctx context.Context) (next, head, lag uint64, err error) {
+	head, err = q.Head(ctx)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	next = q.views.Next()
+	if head > next {
+		lag = head - next
+	}
+	return next, head, lag, nil
+}
+
+// Rebuild is the answer of a rebuild check.
+type Rebuild struct {
+	Position    uint64   // where both folds stood when compared
+	Differences []string // empty: the incremental fold equals the rebuild
+}
+
+// Rebuild folds the log from position 0 up to where the live views are now
+// and compares (at most maxDiffs differences): any difference is a bug in
+// the incremental fold.
+func (q *Queries) Rebuild(ctx context.Context, maxDiffs int) (Rebuild, error) {
+	live := q.views
+	if live.Next() == 0 {
+		return Rebuild{Differences: []string{}}, nil
+	}
+	fresh := NewViews()
+	fresh.Retain(live.Retention()) // the same executions forgotten, so the same kept
+	// The live views go on folding meanwhile: bring the fresh fold to where
+	// they are and compare when both stand at the same position.
+	for {
+		if err := fresh.CatchUpTo(ctx, q.store, live.Next()); err != nil {
+			return Rebuild{}, storeError(err)
+		}
+		if diffs, ok := CompareAt(live, fresh, maxDiffs); ok {
+			if diffs == nil {
+				diffs = []string{}
+			}
+			return Rebuild{Position: fresh.Next(), Differences: diffs}, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return Rebuild{}, err
+		}
+	}
+}
+
+// FollowEvents calls fn with every event of the log from position from on,
+// in log order, catching up then live, until ctx ends or fn fails. With
+// action set, only the events of that action pass: its action and queue
+// streams and the streams of its executions (as the views know them once
+// they have folded the event).
+func (q *Queries) FollowEvents(ctx context.Context, from uint64, action string, fn func(env *domain.Envelope) error) error {
+	err := q.store.Subscribe(ctx, from, eventstore.Filter{}, func(batch []domain.Envelope) error {
+		for i := range batch {
+			env := &batch[i]
+			if action != "" && !q.ofAction(ctx, env, action) {
+				continue
+			}
+			if err := fn(env); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return storeError(err)
+}
+
+// ofAction reports whether env belongs to action ref.
+func (q *Queries) ofAction(ctx context.Context, env *domain.Envelope, ref string) bool {
+	cat, id := domain.SplitStream(env.Stream)
+	switch cat {
+	case domain.StreamAction, domain.StreamQueue:
+		return id == ref
+	case domain.StreamExecution:
+		for q.views.Next() <= env.Position {
+			changed := q.views.Changed()
+			if q.views.Next() > env.Position {
+				break
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				return false
+			}
+		}
+		v, ok := q.views.View(id)
+		return ok && v.Action == ref
+	}
+	return false
+}

@@ -1,0 +1,91 @@
+package command_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/services/command"
+)
+
+func TestRequestCommand(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close() })
+	cmds := &command.Service{Store: store, Writer: "test"}
+	ctx := context.Background()
+	items := []json.RawMessage{json.RawMessage(`{"a":1}`), json.RawMessage(`2`)}
+
+	for name, r := range map[string]command.Request{
+		"a concurrency key":   {Action: "a", ConcurrencyKey: "k"},
+		"a parent":            {Action: "a", Parent: "p"},
+		"an item index":       {Action: "a", ItemIndex: 1},
+		"items without items": {Action: "a", Items: 2},
+		"a window alone":      {Action: "a", Concurrency: 2},
+		"a bad item":          {Action: "a", WithItems: []json.RawMessage{json.RawMessage(`{`)}},
+	} {
+		if _, _, err := cmds.Request(ctx, r); !errors.Is(err, command.ErrInvalidRequest) {
+			t.Errorf("request with %s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+
+	id, created, err := cmds.Request(ctx, command.Request{Action: "a", WithItems: items, Concurrency: 1, IdempotencyKey: "k1"})
+	if err != nil || !created {
+		t.Fatalf("with_items request: %v %v", created, err)
+	}
+	again, created, err := cmds.Request(ctx, command.Request{Action: "a", WithItems: []json.RawMessage{json.RawMessage(`{ "a" : 1 }`), json.RawMessage(`2`)}, Concurrency: 1, IdempotencyKey: "k1"})
+	if err != nil || created || again != id {
+		t.Fatalf("the same request again: %s %v %v", again, created, err)
+	}
+	if _, _, err := cmds.Request(ctx, command.Request{Action: "a", WithItems: items[:1], Concurrency: 1, IdempotencyKey: "k1"}); !errors.Is(err, command.ErrIdempotencyMismatch) {
+		t.Fatalf("other items under the same key: %v, want ErrIdempotencyMismatch", err)
+	}
+	x, err := cmds.LoadExecution(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !x.IsParent() || x.Items() != 2 || x.Window() != 1 || len(x.State().Children) != 2 || x.State().Children[1] != domain.ChildID(id, 1) {
+		t.Fatalf("parent: items %d window %d children %v", x.Items(), x.Window(), x.State().Children)
+	}
+	if _, err := cmds.LoadExecution(ctx, "nope"); !errors.Is(err, command.ErrUnknownExecution) {
+		t.Fatalf("LoadExecution of an unknown id: %v", err)
+	}
+	if _, err := cmds.ChangePolicy(ctx, domain.Policy{Ref: "nope", Runner: "core.noop"}); !errors.Is(err, command.ErrUnknownAction) {
+		t.Fatalf("ChangePolicy of an unknown action: %v", err)
+	}
+}
+
+// TestChangeActionAnswersTheLog: the action ChangeAction returns is the one
+// a fold of its stream gives after the change, written or not.
+func TestChangeActionAnswersTheLog(t *testing.T) {
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close() })
+	cmds := &command.Service{Store: store, Writer: "test"}
+	ctx := context.Background()
+	p := domain.Policy{Ref: "a", Runner: "core.noop"}
+	for i, change := range []command.ActionChange{
+		command.Define(p), command.Define(p), command.Pause("why"), command.Pause("again"),
+		command.SetPolicy(domain.Policy{Ref: "a", Runner: "core.noop", MaxConcurrent: 3}), command.Resume(),
+	} {
+		got, wrote, err := cmds.ChangeAction(ctx, "a", change)
+		if err != nil {
+			t.Fatalf("change %d: %v", i, err)
+		}
+		want, err := cmds.LoadAction(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Version() != want.Version() || got.Paused() != want.Paused() || got.Policy() != want.Policy() {
+			t.Errorf("change %d (wrote %v): got version %d paused %v %+v, the log has %d %v %+v", i, wrote,
+				got.Version(), got.Paused(), got.Policy(), want.Version(), want.Paused(), want.Policy())
+		}
+		if wantWrote := i != 1 && i != 3; wrote != wantWrote {
+			t.Errorf("change %d: wrote %v, want %v", i, wrote, wantWrote)
+		}
+	}
+	if _, _, err := cmds.ChangeAction(ctx, "nope", command.Pause("")); !errors.Is(err, command.ErrUnknownAction) {
+		t.Errorf("pause of an unknown action: %v", err)
+	}
+}
