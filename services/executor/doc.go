@@ -4,8 +4,8 @@
 // cancellations, queue timeouts, with_items fan-out) with expected versions,
 // so a replaced executor that still runs fails to write instead of
 // over-granting, and a race with a worker is decided by the log: exactly one
-// side's append wins, the other gives up and says so in its log. Commands
-// holds the command side the API uses.
+// side's append wins, the other gives up and says so in its log. The command
+// side the API uses is package services/command.
 //
 // Time-based rules compare the executor's clock (Config.Clock) with the log
 // times of events (a handoff's, a worker's last event, a waiter's request,
@@ -57,7 +57,7 @@
 //     executions are handed again as after an expiry, and the verdict is
 //     decided again from the worker's lease. No verdict is decided while a
 //     handoff of this executor's to that worker is not folded yet.
-//   - Action change, by Commands (action.* on action-<ref> with
+//   - Action change, by the command side (action.* on action-<ref> with
 //     queue.action_changed on queue-<ref>). Here queue.action_changed comes
 //     first and carries the action event (an announcement); it moves the
 //     grant fence before the change exists, and the executor grants nothing
