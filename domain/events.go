@@ -309,10 +309,14 @@ func SplitStream(stream string) (category, id string) {
 	return "", stream
 }
 
-// Catalogue is turnstile's registry of event types.
-var Catalogue = mustCatalogue()
+// Catalogue is turnstile's event catalogue, sealed. It is read, never
+// added to; what encodes and decodes events is handed one (NewCatalogue)
+// rather than reaching for this one.
+var Catalogue = NewCatalogue()
 
-func mustCatalogue() *Registry {
+// NewCatalogue returns turnstile's event catalogue, sealed: every event
+// type of this package, at its schema version, with its owners and stream.
+func NewCatalogue() *Registry {
 	r := NewRegistry()
 	ex, wk, api := OwnerExecutor, OwnerWorker, OwnerAPI
 	for _, reg := range []struct {
@@ -349,5 +353,6 @@ func mustCatalogue() *Registry {
 			panic(fmt.Sprintf("domain catalogue: %v", err))
 		}
 	}
+	r.Seal()
 	return r
 }

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
 // Views is the read model the API serves: every execution (ended ones too),
@@ -269,7 +271,7 @@ func (v *Views) Apply(batch []domain.Envelope) error {
 		if env.Position < v.st.Next {
 			continue
 		}
-		ev, err := domain.Catalogue.Decode(env)
+		ev, err := codec.Events.Decode(env)
 		if err != nil {
 			v.skipped++
 			v.st.Next = env.Position + 1

@@ -11,7 +11,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/services/aggregate"
 )
 
@@ -133,11 +135,11 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 	// request must fail on "no stream" and be recognised by its hash below
 	// (created false), not pass as the store's idempotent re-append of the
 	// same event (which would report created again).
-	env, err := domain.Catalogue.Encode(domain.LocalEventID(c.freshID(), stream), ev, domain.OwnerExecutor, c.Writer)
+	env, err := codec.Events.Encode(domain.LocalEventID(c.freshID(), stream), ev, domain.OwnerExecutor, c.Writer)
 	if err != nil {
 		return "", false, err
 	}
-	_ = domain.Catalogue.Remember(&env) // for this process's folds
+	_ = codec.Events.Remember(&env) // for this process's folds
 	_, err = c.Store.Append(ctx, stream, eventstore.NoStream, env)
 	switch {
 	case err == nil:
@@ -147,7 +149,7 @@ func (c *Commands) Request(ctx context.Context, r Request) (id string, created b
 		if rerr != nil || len(first) == 0 {
 			return "", false, fmt.Errorf("idempotency key %q: read the first request: %w", r.IdempotencyKey, errors.Join(err, rerr))
 		}
-		prev, derr := domain.Catalogue.Decode(&first[0])
+		prev, derr := codec.Events.Decode(&first[0])
 		if derr != nil {
 			return "", false, derr
 		}
@@ -272,7 +274,7 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 		// pass as a replay of each other's events. A retry after an unknown
 		// outcome reloads and decides again, which writes nothing if the first
 		// attempt landed.
-		env, err := domain.Catalogue.Encode(c.freshID(), ev, domain.OwnerAPI, c.Writer)
+		env, err := codec.Events.Encode(c.freshID(), ev, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return false, err
 		}
@@ -283,7 +285,7 @@ func (c *Commands) updateAction(ctx context.Context, ref string, decide func(a *
 				return false, err
 			}
 		}
-		fenv, err := domain.Catalogue.Encode(c.freshID(), fence, domain.OwnerAPI, c.Writer)
+		fenv, err := codec.Events.Encode(c.freshID(), fence, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return false, err
 		}

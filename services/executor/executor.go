@@ -15,7 +15,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/internal/gopool"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/aggregate"
@@ -637,7 +639,7 @@ var errNotTried = errors.New("not attempted: an earlier append of the op failed"
 func (e *Executor) write(ctx context.Context, o *op) written {
 	for i := range o.appends { // decoded here, off the loop, for the folds of this process
 		for j := range o.appends[i].Events {
-			_ = domain.Catalogue.Remember(&o.appends[i].Events[j])
+			_ = codec.Events.Remember(&o.appends[i].Events[j])
 		}
 	}
 	w := written{errs: make([]error, len(o.appends))}
@@ -923,7 +925,7 @@ func followID(fence uuid.UUID, stream string, i int, typ string) uuid.UUID {
 func (e *Executor) stageIDs(stream string, version int64, id func(i int, typ string) uuid.UUID, events ...domain.Event) eventstore.StreamAppend {
 	a := eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(version)}
 	for i, ev := range events {
-		env, err := domain.Catalogue.Encode(id(i, ev.EventType()), ev, domain.OwnerExecutor, e.cfg.Name)
+		env, err := codec.Events.Encode(id(i, ev.EventType()), ev, domain.OwnerExecutor, e.cfg.Name)
 		if err != nil {
 			panic(fmt.Sprintf("executor: encode %s: %v", ev.EventType(), err)) // our own events always encode
 		}
@@ -1063,7 +1065,7 @@ func (e *Executor) queueGrant(o *op, ref string, qVersion map[string]int64, g do
 		if o.appends[i].Stream == qs {
 			a := &o.appends[i]
 			v := qVersion[ref] + int64(len(a.Events)) + 1
-			env, _ := domain.Catalogue.Encode(aggregate.EventID(e.cfg.Name, qs, v, g.EventType()), g, domain.OwnerExecutor, e.cfg.Name)
+			env, _ := codec.Events.Encode(aggregate.EventID(e.cfg.Name, qs, v, g.EventType()), g, domain.OwnerExecutor, e.cfg.Name)
 			a.Events = append(a.Events, env)
 			e.awaiting[qs] = uint64(v)
 			return env.ID
@@ -1149,7 +1151,7 @@ func (e *Executor) decideAnnounced(ops []op) []op {
 		if e.busy(as) || !e.ripe("action "+ref) {
 			continue
 		}
-		if spec, ok := domain.Catalogue.Spec(an.Event.Type); !ok || spec.Stream != domain.StreamAction ||
+		if spec, ok := codec.Events.Catalogue().Spec(an.Event.Type); !ok || spec.Stream != domain.StreamAction ||
 			an.Event.ID == (uuid.UUID{}) || an.Event.Owner != domain.OwnerAPI {
 			e.log.Error("cannot complete an announced action change: the announcement does not carry a usable event",
 				"action", ref, "position", an.Position)

@@ -1,4 +1,9 @@
-package domain
+// Package codec turns events into the bytes the log holds and back: Encode
+// writes an event's JSON at its current schema version, Decode upcasts and
+// strictly unmarshals it, and both keep what they did for the other readers
+// of the process, so that an event is decoded once however many folds read it.
+// A Codec is handed the event catalogue it serves (domain.NewCatalogue).
+package codec
 
 import (
 	"bytes"
@@ -9,141 +14,66 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/domain"
 )
 
-// Event is a typed event payload. EventType returns its stable name, such as
-// "execution.scheduled"; names are explicit constants, never derived from Go types.
-type Event interface {
-	EventType() string
+// Codec encodes and decodes the events of one catalogue.
+type Codec struct {
+	cat   *domain.Registry
+	types map[string]*entry
+	memo  memo
 }
 
-// Upcaster rewrites the JSON data of one event type from one schema version to
-// the next (from → from+1).
-type Upcaster func(data json.RawMessage) (json.RawMessage, error)
-
-// EventSpec describes one event type in a Registry.
-type EventSpec struct {
-	Type          string  // stable name
-	SchemaVersion int     // the version Encode writes and Decode returns
-	Owners        []Owner // who may write it
-	Stream        string  // stream category it lives in: "execution", "queue", "action" or "worker"
-	payloadType   reflect.Type
+// entry is what a Codec knows of one event type.
+type entry struct {
+	spec domain.EventSpec
 	// plan, if not nil, writes the JSON of a value and tells whether
 	// decoding it gives back that very value (see plan.appendJSON).
 	plan plan
 }
 
-// Registry maps stable event names to payload types, schema versions, owners
-// and upcasters. Build one with NewRegistry and Register; Catalogue is turnstile's.
-type Registry struct {
-	specs     map[string]*EventSpec
-	upcasters map[upcastKey]Upcaster
-	memo      memo
+// ErrDecode: event data does not decode.
+var ErrDecode = errors.New("event data does not decode")
+
+// Events is the codec of turnstile's catalogue that the parts of a process
+// share, so that they share what it remembers.
+var Events = New(domain.NewCatalogue())
+
+// New returns a codec of the event types in cat, as cat has them now: cat
+// is read once, so register everything before (domain.NewCatalogue is
+// sealed). Upcasters are looked up in cat as events need them.
+func New(cat *domain.Registry) *Codec {
+	c := &Codec{cat: cat, types: map[string]*entry{}}
+	for _, typ := range cat.Types() {
+		spec, _ := cat.Spec(typ)
+		c.types[typ] = &entry{spec: spec, plan: planOf(spec.Payload)}
+	}
+	return c
 }
 
-type upcastKey struct {
-	typ  string
-	from int
-}
-
-// Errors from Registry.
-var (
-	ErrUnknownEventType = errors.New("unknown event type")
-	ErrSchemaVersion    = errors.New("unsupported schema version")
-	ErrDecode           = errors.New("event data does not decode")
-)
-
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{specs: map[string]*EventSpec{}, upcasters: map[upcastKey]Upcaster{}}
-}
-
-// Register adds an event type. example is a zero value of its payload type, a
-// struct value; Decode returns values of that type. It fails if the name
-// is taken, the version is below 1, or no owner is given.
-func (r *Registry) Register(example Event, schemaVersion int, stream string, owners ...Owner) error {
-	typ := example.EventType()
-	if typ == "" {
-		return fmt.Errorf("register %T: empty event type", example)
-	}
-	if _, dup := r.specs[typ]; dup {
-		return fmt.Errorf("register %q: already registered", typ)
-	}
-	if schemaVersion < 1 {
-		return fmt.Errorf("register %q: schema version %d < 1", typ, schemaVersion)
-	}
-	if len(owners) == 0 {
-		return fmt.Errorf("register %q: no owner", typ)
-	}
-	rt := reflect.TypeOf(example)
-	if rt.Kind() != reflect.Struct {
-		return fmt.Errorf("register %q: payload %T must be a struct value", typ, example)
-	}
-	r.memo.forget()
-	r.specs[typ] = &EventSpec{
-		Type: typ, SchemaVersion: schemaVersion, Owners: owners, Stream: stream,
-		payloadType: rt, plan: planOf(rt),
-	}
-	return nil
-}
-
-// RegisterUpcaster adds the step that turns data of schema version from into
-// from+1 for the given type. Steps chain until the registered version.
-func (r *Registry) RegisterUpcaster(typ string, from int, up Upcaster) error {
-	spec, ok := r.specs[typ]
-	if !ok {
-		return fmt.Errorf("upcaster for %q: %w", typ, ErrUnknownEventType)
-	}
-	if from < 1 || from >= spec.SchemaVersion {
-		return fmt.Errorf("upcaster for %q from version %d: must be in 1..%d", typ, from, spec.SchemaVersion-1)
-	}
-	k := upcastKey{typ, from}
-	if _, dup := r.upcasters[k]; dup {
-		return fmt.Errorf("upcaster for %q from version %d: already registered", typ, from)
-	}
-	r.memo.forget()
-	r.upcasters[k] = up
-	return nil
-}
-
-// Spec returns the description of an event type.
-func (r *Registry) Spec(typ string) (EventSpec, bool) {
-	s, ok := r.specs[typ]
-	if !ok {
-		return EventSpec{}, false
-	}
-	return *s, true
-}
-
-// Types lists the registered event types, sorted.
-func (r *Registry) Types() []string {
-	out := make([]string, 0, len(r.specs))
-	for t := range r.specs {
-		out = append(out, t)
-	}
-	sort.Strings(out)
-	return out
-}
+// Catalogue returns the catalogue c serves.
+func (c *Codec) Catalogue() *domain.Registry { return c.cat }
 
 // Encode builds an envelope for ev at the current schema version, with the
 // given id, owner and writer. The store fills stream position and time.
-func (r *Registry) Encode(id uuid.UUID, ev Event, owner Owner, writer string) (Envelope, error) {
-	spec, ok := r.specs[ev.EventType()]
+func (c *Codec) Encode(id uuid.UUID, ev domain.Event, owner domain.Owner, writer string) (domain.Envelope, error) {
+	t, ok := c.types[ev.EventType()]
 	if !ok {
-		return Envelope{}, fmt.Errorf("encode %q: %w", ev.EventType(), ErrUnknownEventType)
+		return domain.Envelope{}, fmt.Errorf("encode %q: %w", ev.EventType(), domain.ErrUnknownEventType)
 	}
+	spec := &t.spec
 	var data []byte
 	exact := false
-	if spec.plan != nil {
+	if t.plan != nil {
 		bp := scratch.Get().(*[]byte)
-		*bp, exact = spec.plan.appendJSON((*bp)[:0], reflect.ValueOf(ev))
+		*bp, exact = t.plan.appendJSON((*bp)[:0], reflect.ValueOf(ev))
 		if exact {
 			data = bytes.Clone(*bp) // at its size
 		}
@@ -154,12 +84,12 @@ func (r *Registry) Encode(id uuid.UUID, ev Event, owner Owner, writer string) (E
 	if !exact {
 		var err error
 		if data, err = json.Marshal(ev); err != nil {
-			return Envelope{}, fmt.Errorf("encode %q: %w", spec.Type, err)
+			return domain.Envelope{}, fmt.Errorf("encode %q: %w", spec.Type, err)
 		}
 	}
-	env := Envelope{ID: id, Type: spec.Type, SchemaVersion: spec.SchemaVersion, Owner: owner, Writer: writer, Data: data}
+	env := domain.Envelope{ID: id, Type: spec.Type, SchemaVersion: spec.SchemaVersion, Owner: owner, Writer: writer, Data: data}
 	if exact {
-		r.memo.put(&env, ev) // what Decode would give: nothing to decode
+		c.memo.put(&env, ev) // what Decode would give: nothing to decode
 	}
 	return env, nil
 }
@@ -397,27 +327,27 @@ func canonicalJSON(b []byte) bool {
 // about to append, so that its own goroutine pays for the decoding, not
 // the folds that read the log one event after another. It returns Decode's
 // error.
-func (r *Registry) Remember(env *Envelope) error {
-	_, err := r.Decode(env)
+func (c *Codec) Remember(env *domain.Envelope) error {
+	_, err := c.Decode(env)
 	return err
 }
 
 // Upcast returns env's data at the registered schema version, applying the
 // upcaster chain from env.SchemaVersion.
-func (r *Registry) Upcast(env *Envelope) (json.RawMessage, error) {
-	spec, ok := r.specs[env.Type]
+func (c *Codec) Upcast(env *domain.Envelope) (json.RawMessage, error) {
+	t, ok := c.types[env.Type]
 	if !ok {
-		return nil, fmt.Errorf("decode %q at %s@%d: %w", env.Type, env.Stream, env.Version, ErrUnknownEventType)
+		return nil, fmt.Errorf("decode %q at %s@%d: %w", env.Type, env.Stream, env.Version, domain.ErrUnknownEventType)
 	}
 	data := env.Data
-	if env.SchemaVersion > spec.SchemaVersion || env.SchemaVersion < 1 {
+	if env.SchemaVersion > t.spec.SchemaVersion || env.SchemaVersion < 1 {
 		return nil, fmt.Errorf("decode %q at %s@%d: version %d, this build reads up to %d: %w",
-			env.Type, env.Stream, env.Version, env.SchemaVersion, spec.SchemaVersion, ErrSchemaVersion)
+			env.Type, env.Stream, env.Version, env.SchemaVersion, t.spec.SchemaVersion, domain.ErrSchemaVersion)
 	}
-	for v := env.SchemaVersion; v < spec.SchemaVersion; v++ {
-		up, ok := r.upcasters[upcastKey{env.Type, v}]
+	for v := env.SchemaVersion; v < t.spec.SchemaVersion; v++ {
+		up, ok := c.cat.Upcaster(env.Type, v)
 		if !ok {
-			return nil, fmt.Errorf("decode %q at %s@%d: no upcaster from version %d: %w", env.Type, env.Stream, env.Version, v, ErrSchemaVersion)
+			return nil, fmt.Errorf("decode %q at %s@%d: no upcaster from version %d: %w", env.Type, env.Stream, env.Version, v, domain.ErrSchemaVersion)
 		}
 		var err error
 		if data, err = up(data); err != nil {
@@ -437,24 +367,24 @@ func (r *Registry) Upcast(env *Envelope) (json.RawMessage, error) {
 // remembered event is returned only for the same type, schema version and
 // data, byte for byte, so the result is the same as decoding again. The
 // returned event is shared: callers must not modify what its fields refer to.
-func (r *Registry) Decode(env *Envelope) (Event, error) {
-	if ev, ok := r.memo.get(env); ok {
+func (c *Codec) Decode(env *domain.Envelope) (domain.Event, error) {
+	if ev, ok := c.memo.get(env); ok {
 		return ev, nil
 	}
-	data, err := r.Upcast(env)
+	data, err := c.Upcast(env)
 	if err != nil {
 		return nil, err
 	}
-	p := reflect.New(r.specs[env.Type].payloadType)
+	p := reflect.New(c.types[env.Type].spec.Payload)
 	if err := strictUnmarshal(data, p.Interface()); err != nil {
 		return nil, fmt.Errorf("decode %q at %s@%d: %w: %w", env.Type, env.Stream, env.Version, ErrDecode, err)
 	}
-	ev := p.Elem().Interface().(Event)
-	r.memo.put(env, ev)
+	ev := p.Elem().Interface().(domain.Event)
+	c.memo.put(env, ev)
 	return ev, nil
 }
 
-// memoSets × memoWays is how many decoded events a Registry remembers:
+// memoSets × memoWays is how many decoded events a Codec remembers:
 // enough for the folds of one process to read an event within some ten
 // thousand events of each other (each reads the log as it commits).
 const (
@@ -477,7 +407,7 @@ type memoSlot struct {
 	typ    string
 	schema int
 	data   []byte
-	ev     Event
+	ev     domain.Event
 }
 
 // memoSet returns the index of the first slot of id's set.
@@ -488,7 +418,7 @@ func memoSet(id uuid.UUID) int {
 	return int(h>>(64-memoBits)) * memoWays
 }
 
-func (m *memo) get(env *Envelope) (Event, bool) {
+func (m *memo) get(env *domain.Envelope) (domain.Event, bool) {
 	if env.ID == (uuid.UUID{}) {
 		return nil, false
 	}
@@ -510,7 +440,7 @@ func (m *memo) get(env *Envelope) (Event, bool) {
 	return nil, false
 }
 
-func (m *memo) put(env *Envelope, ev Event) {
+func (m *memo) put(env *domain.Envelope, ev domain.Event) {
 	if env.ID == (uuid.UUID{}) {
 		return
 	}
@@ -533,7 +463,7 @@ func (m *memo) put(env *Envelope, ev Event) {
 	set[0] = e
 }
 
-// forget drops everything remembered (the registry changed).
+// forget drops everything remembered.
 func (m *memo) forget() {
 	m.mu.Lock()
 	m.slots = nil
