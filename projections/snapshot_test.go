@@ -222,7 +222,7 @@ func TestSnapshotOfAnotherLogIsRefused(t *testing.T) {
 	}
 
 	// A snapshot of another type under the name.
-	if err := files.Save("state", 0, "", domain.QueuesSnapshot{}); err != nil {
+	if err := files.Save("state", 0, "", projections.QueuesSnapshot{}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := files.Load(ctx, store, "state", &sn); ok || !errors.Is(err, projections.ErrSnapshotMismatch) {
