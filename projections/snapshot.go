@@ -231,7 +231,7 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	sn := &ViewsSnapshot{State: *v.st.Snapshot(), Executions: ExecutionRecords{ids: kept, recs: make([]execRecord, len(kept))}}
 	for i, id := range kept {
 		// (A copy of each record: what they point to is never changed.)
-		sn.Executions.recs[i] = *v.execs.get(id)
+		sn.Executions.recs[i] = *v.execs.Get(id)
 		sn.Executions.recs[i].seq = i
 	}
 	for _, ref := range slices.Sorted(maps.Keys(v.stats)) {
@@ -267,7 +267,7 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 			id = own // one copy of a waiter's id, not two
 		}
 		v.order = append(v.order, id)
-		v.execs.put(id, rec)
+		v.execs.Put(id, rec, 0)
 		v.byRef[rec.action] = append(v.byRef[rec.action], i)
 		if rec.final != nil {
 			ended = append(ended, endedAt{rec.pos, id})
