@@ -758,3 +758,40 @@ const (
 )
 
 var t0 = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+
+// BenchmarkEncodeDecode encodes a handoff and decodes it, remembered (as
+// every fold of a process but the first reads it) and afresh.
+func BenchmarkEncodeDecode(b *testing.B) {
+	ev := domain.ExecutionScheduled{Worker: "w1", Incarnation: "i1", Attempt: 1, Action: "act", Runner: "core.noop",
+		Input: json.RawMessage(`{"n":1}`), TimeoutMillis: 1000}
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := codec.Events.Encode(uuid.New(), ev, oExec, "e"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	env, err := codec.Events.Encode(uuid.New(), ev, oExec, "e")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decode-remembered", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := codec.Events.Decode(&env); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		fresh := env
+		for b.Loop() {
+			fresh.ID = uuid.UUID{}
+			if _, err := codec.Events.Decode(&fresh); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
