@@ -309,10 +309,9 @@ func SplitStream(stream string) (category, id string) {
 	return "", stream
 }
 
-// Catalogue is turnstile's registry of event types.
-var Catalogue = mustCatalogue()
-
-func mustCatalogue() *Registry {
+// NewCatalogue returns turnstile's event catalogue, sealed: every event
+// type of this package, at its schema version, with its owners and stream.
+func NewCatalogue() *Registry {
 	r := NewRegistry()
 	ex, wk, api := OwnerExecutor, OwnerWorker, OwnerAPI
 	for _, reg := range []struct {
@@ -349,5 +348,6 @@ func mustCatalogue() *Registry {
 			panic(fmt.Sprintf("domain catalogue: %v", err))
 		}
 	}
+	r.Seal()
 	return r
 }

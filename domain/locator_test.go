@@ -38,7 +38,7 @@ func TestLocatorAgreesWithAMap(t *testing.T) {
 					t.Fatalf("seed %d step %d: %s is gone but located", seed, step, id)
 				}
 			}
-			if n := where.waiting.live + len(where.granted); n != len(model) {
+			if n := where.waiting.Len() + len(where.granted); n != len(model) {
 				t.Fatalf("seed %d step %d: %d entries, %d live", seed, step, n, len(model))
 			}
 		}

@@ -120,19 +120,9 @@ func (f *fifo) skip(kq *KeyQueue, where *locator) {
 		f.head++
 	}
 	if f.head > 1024 && f.head*2 > len(f.items) {
-		// Find the entries to renumber while the slots are where they
-		// say, then move the slots, then renumber.
-		var moved []int
-		for i := f.head; i < len(f.items); i++ {
-			if id := f.items[i].id; id != "" {
-				if j, ok, _ := where.waiting.find(id); ok && where.waiting.ents[j].placement() == (placement{kq: kq, i: i}) {
-					moved = append(moved, j)
-				}
-			}
-		}
-		for _, j := range moved {
-			where.waiting.ents[j].i -= int32(f.head)
-		}
+		// Renumber the entries while the slots are where they say, then
+		// move the slots.
+		where.waiting.Renumber(kq, f.head, len(f.items), f.head)
 		n := copy(f.items, f.items[f.head:])
 		clear(f.items[n:])
 		f.items = f.items[:n]

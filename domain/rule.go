@@ -191,16 +191,21 @@ func (r *RuleRow) applies(parent bool) bool {
 	return true
 }
 
-// ExecutionEventTypes lists the event types of an execution stream.
-func ExecutionEventTypes() []string {
-	out := make([]string, 0, len(executionRules))
-	for _, t := range Catalogue.Types() {
-		if _, ok := executionRules[t]; ok {
+// executionTypes are the catalogue's event types of execution streams.
+var executionTypes = func() []string {
+	cat := NewCatalogue()
+	var out []string
+	for _, t := range cat.Types() {
+		if spec, _ := cat.Spec(t); spec.Stream == StreamExecution {
 			out = append(out, t)
 		}
 	}
 	return out
-}
+}()
+
+// ExecutionEventTypes lists the event types of an execution stream, as the
+// catalogue registers them (independently of the handoff rule's rows).
+func ExecutionEventTypes() []string { return append([]string(nil), executionTypes...) }
 
 // Check applies the handoff rule: may owner (and, for a worker, writer) write
 // an event of type typ to this execution now? It returns nil or a *RuleError.

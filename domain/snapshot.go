@@ -157,11 +157,49 @@ type WaiterRequest struct {
 
 // Waiters is a queue's waiters, in FIFO order, laid out as the queue keeps
 // them: a queue may hold millions, and a restore then makes no other copy
-// of each. It encodes itself in a compact binary layout (MarshalBinary).
-// NewWaiters and List convert from and to plain WaiterSnapshots.
+// of each. NewWaiters, Add and List convert from and to plain
+// WaiterSnapshots; Each reads them one at a time, for an encoding.
 type Waiters struct {
 	slots []slot
 	taken bool // a restored queue uses slots: copy them for another
+}
+
+// Grow makes room for n more waiters.
+func (ws *Waiters) Grow(n int) {
+	ws.own()
+	ws.slots = slices.Grow(ws.slots, n)
+}
+
+// Add appends w, the last waiter now.
+func (ws *Waiters) Add(w *WaiterSnapshot) {
+	ws.own()
+	ws.slots = append(ws.slots, w.slot())
+}
+
+// own copies the slots when a restored queue uses them.
+func (ws *Waiters) own() {
+	if ws.taken {
+		ws.slots, ws.taken = slices.Clone(ws.slots), false
+	}
+}
+
+// Each calls fn with every waiter in FIFO order until fn returns false. fn
+// may keep w, and what w.Request points to, only until it returns.
+func (ws Waiters) Each(fn func(w *WaiterSnapshot) bool) {
+	var w WaiterSnapshot
+	var req WaiterRequest
+	for i := range ws.slots {
+		s := &ws.slots[i]
+		w = WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time()}
+		if r := s.req; r != nil && r.hasFields() {
+			req = WaiterRequest{Version: r.version, Input: r.input, Parent: r.parent, ItemIndex: r.itemIndex,
+				Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems}
+			w.Request = &req
+		}
+		if !fn(&w) {
+			return
+		}
+	}
 }
 
 // NewWaiters returns the waiters ws.

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
 // Cut is a point in the log for "as of" queries: every event at a position
@@ -53,7 +55,7 @@ func ExecutionAsOf(ctx context.Context, store eventstore.Store, id string, cut C
 			if !cut.Includes(env) {
 				return ExecutionView{ExecutionState: x.State(), Position: view.Position}, x.Version() >= 0, nil
 			}
-			ev, err := domain.Catalogue.Decode(env)
+			ev, err := codec.Events.Decode(env)
 			if err != nil {
 				return ExecutionView{}, false, err
 			}

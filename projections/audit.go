@@ -7,7 +7,9 @@ import (
 	"sort"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
 // Violation is one place where the log breaks a rule.
@@ -80,12 +82,12 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			env := &batch[i]
 			from = env.Position + 1
 			rep.Events++
-			ev, err := domain.Catalogue.Decode(env)
+			ev, err := codec.Events.Decode(env)
 			if err != nil {
 				add(env, "decode", err.Error())
 				continue
 			}
-			spec, _ := domain.Catalogue.Spec(env.Type)
+			spec, _ := codec.Events.Catalogue().Spec(env.Type)
 			if !ownerAllowed(spec.Owners, env.Owner) {
 				add(env, domain.RuleOwner, fmt.Sprintf("%s may not be written by %q", env.Type, env.Owner))
 				continue

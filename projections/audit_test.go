@@ -9,7 +9,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 )
@@ -23,7 +25,7 @@ type logWriter struct {
 
 func (w logWriter) put(stream string, owner domain.Owner, writer string, ev domain.Event) {
 	w.t.Helper()
-	env, err := domain.Catalogue.Encode(uuid.New(), ev, owner, writer)
+	env, err := codec.Events.Encode(uuid.New(), ev, owner, writer)
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -81,12 +81,12 @@ func (v *Views) ExecutionsSince(from uint64, action string, max int) ([]Executio
 	match := func(rec *execRecord) bool { return action == "" || rec.action == action }
 	var out []ExecutionView
 	next := v.sinceLocked(from, kindExecution, max, func(key string, pos uint64) {
-		if rec := v.execs.get(key); rec != nil && rec.pos == pos && match(rec) {
+		if rec := v.execs.Get(key); rec != nil && rec.pos == pos && match(rec) {
 			out = append(out, v.viewLocked(key, rec))
 		}
 	}, func() []keyPos {
 		var all []keyPos
-		v.execs.each(func(id string, rec *execRecord) {
+		v.execs.Each(func(id string, rec *execRecord, _ int) {
 			if rec.pos >= from && match(rec) {
 				all = append(all, keyPos{id, rec.pos})
 			}

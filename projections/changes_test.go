@@ -8,6 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
+	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
 // TestFeedFallsBackToScanWhenTheRingWrapped: a reader further behind than
@@ -16,7 +18,7 @@ func TestFeedFallsBackToScanWhenTheRingWrapped(t *testing.T) {
 	small, big := newViews(4), newViews(1<<10)
 	pos := uint64(0)
 	put := func(stream string, ev domain.Event) {
-		env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerExecutor, "x")
+		env, err := codec.Events.Encode(uuid.New(), ev, domain.OwnerExecutor, "x")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -59,7 +59,7 @@ func compare(a, b *Views, max int, onlyAtSamePosition bool) ([]string, bool) {
 			}
 			continue
 		}
-		va, vb := a.viewLocked(id, a.execs.get(id)), b.viewLocked(id, b.execs.get(id))
+		va, vb := a.viewLocked(id, a.execs.Get(id)), b.viewLocked(id, b.execs.Get(id))
 		if !same(va, vb) {
 			ja, _ := json.Marshal(va)
 			jb, _ := json.Marshal(vb)

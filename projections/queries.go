@@ -10,6 +10,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
 // Queries answers reads: from the live Views (folded by their owner, see
@@ -136,7 +137,7 @@ func (q *Queries) ActionFromLog(ctx context.Context, ref string) (view ActionVie
 			return ActionView{}, false, storeError(err)
 		}
 		for i := range batch {
-			ev, err := domain.Catalogue.Decode(&batch[i])
+			ev, err := codec.Events.Decode(&batch[i])
 			if err != nil {
 				return ActionView{}, false, err
 			}

@@ -20,32 +20,32 @@ func TestRecIndexAgreesWithAMap(t *testing.T) {
 			id := "e" + strconv.Itoa(step)
 			rec := &execRecord{seq: len(order)}
 			order = append(order, id)
-			x.put(id, rec)
+			x.Put(id, rec, 0)
 			model[id] = rec
 		} else { // (order keeps the removed ids, as the read model's does until it compacts)
 			for id := range model {
-				x.remove(id)
+				x.Remove(id)
 				delete(model, id)
 				break
 			}
 		}
 		if step%1000 == 0 || step == 49_999 {
-			if x.live != len(model) {
-				t.Fatalf("step %d: %d entries, %d records", step, x.live, len(model))
+			if x.Len() != len(model) {
+				t.Fatalf("step %d: %d entries, %d records", step, x.Len(), len(model))
 			}
 			for id, rec := range model {
-				if got := x.get(id); got != rec {
+				if got := x.Get(id); got != rec {
 					t.Fatalf("step %d: %s gives %p, want %p", step, id, got, rec)
 				}
 			}
 			n := 0
-			x.each(func(id string, rec *execRecord) {
+			x.Each(func(id string, rec *execRecord, _ int) {
 				if model[id] != rec {
 					t.Fatalf("step %d: each gives %s that the map does not have", step, id)
 				}
 				n++
 			})
-			if n != len(model) || x.get("e-none") != nil {
+			if n != len(model) || x.Get("e-none") != nil {
 				t.Fatalf("step %d: each visits %d of %d", step, n, len(model))
 			}
 		}

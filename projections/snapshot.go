@@ -20,7 +20,7 @@ import (
 // taken from would. Lists are sorted, so equal states give equal snapshots.
 type StateSnapshot struct {
 	Next       uint64
-	Queues     domain.QueuesSnapshot
+	Queues     QueuesSnapshot
 	Executions []domain.ExecutionSnapshot // live ones the queues do not keep (see State), by id
 	Workers    []WorkerSnapshot           // by id
 	Actions    []ActionSnapshot           // by ref
@@ -51,7 +51,7 @@ func (sn *StateSnapshot) withoutBulk() any {
 func (sn *StateSnapshot) writeBulk(emit func([]byte) error) error {
 	for _, q := range sn.Queues.Queues {
 		for _, k := range q.Keys {
-			if err := k.Waiting.EncodeChunks(emit); err != nil {
+			if err := encodeWaiters(k.Waiting, emit); err != nil {
 				return err
 			}
 		}
@@ -62,9 +62,11 @@ func (sn *StateSnapshot) writeBulk(emit func([]byte) error) error {
 func (sn *StateSnapshot) readBulk(next func() ([]byte, error)) error {
 	for _, q := range sn.Queues.Queues {
 		for j := range q.Keys {
-			if err := q.Keys[j].Waiting.DecodeChunks(next); err != nil {
+			ws, err := decodeWaiters(next)
+			if err != nil {
 				return err
 			}
+			q.Keys[j].Waiting = ws
 		}
 	}
 	return nil
@@ -127,7 +129,7 @@ type AnnouncedSnapshot struct {
 // Snapshot returns the state's content. It may be encoded while s goes on
 // folding: what it shares with s is never changed in place.
 func (s *State) Snapshot() *StateSnapshot {
-	sn := &StateSnapshot{Next: s.Next, Queues: s.Queues.Snapshot(), Attention: slices.Sorted(maps.Keys(s.Attention))}
+	sn := &StateSnapshot{Next: s.Next, Queues: QueuesSnapshot{s.Queues.Snapshot()}, Attention: slices.Sorted(maps.Keys(s.Attention))}
 	for _, id := range s.WorkerIDs() {
 		w := s.Workers[id]
 		sn.Workers = append(sn.Workers, WorkerSnapshot{Worker: w.Snapshot(), InFlight: slices.Sorted(maps.Keys(w.InFlight))})
@@ -160,7 +162,7 @@ func RestoreState(sn *StateSnapshot) *State {
 	for _, x := range sn.Executions {
 		s.live[x.ID] = domain.RestoreExecution(x)
 	}
-	s.Next, s.Queues = sn.Next, domain.RestoreQueues(sn.Queues)
+	s.Next, s.Queues = sn.Next, domain.RestoreQueues(sn.Queues.QueuesSnapshot)
 	for _, w := range sn.Workers {
 		s.Workers[w.Worker.ID] = &WorkerView{Worker: domain.RestoreWorker(w.Worker), InFlight: setOf(w.InFlight)}
 	}
@@ -229,7 +231,7 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 	sn := &ViewsSnapshot{State: *v.st.Snapshot(), Executions: ExecutionRecords{ids: kept, recs: make([]execRecord, len(kept))}}
 	for i, id := range kept {
 		// (A copy of each record: what they point to is never changed.)
-		sn.Executions.recs[i] = *v.execs.get(id)
+		sn.Executions.recs[i] = *v.execs.Get(id)
 		sn.Executions.recs[i].seq = i
 	}
 	for _, ref := range slices.Sorted(maps.Keys(v.stats)) {
@@ -265,7 +267,7 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 			id = own // one copy of a waiter's id, not two
 		}
 		v.order = append(v.order, id)
-		v.execs.put(id, rec)
+		v.execs.Put(id, rec, 0)
 		v.byRef[rec.action] = append(v.byRef[rec.action], i)
 		if rec.final != nil {
 			ended = append(ended, endedAt{rec.pos, id})

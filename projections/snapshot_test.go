@@ -15,7 +15,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 )
@@ -152,7 +154,7 @@ func singleStreamLog(t *testing.T) eventstore.Store {
 	w.put(domain.ExecutionStream("e2"), domain.OwnerExecutor, "x", domain.ExecutionCancelled{Reason: "client asked"})
 	w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e2"}) // void
 	// Pause a, announced first: the announcement carries the action event.
-	paused, err := domain.Catalogue.Encode(uuid.New(), domain.ActionPaused{Reason: "maintenance"}, domain.OwnerAPI, "api")
+	paused, err := codec.Events.Encode(uuid.New(), domain.ActionPaused{Reason: "maintenance"}, domain.OwnerAPI, "api")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +222,7 @@ func TestSnapshotOfAnotherLogIsRefused(t *testing.T) {
 	}
 
 	// A snapshot of another type under the name.
-	if err := files.Save("state", 0, "", domain.QueuesSnapshot{}); err != nil {
+	if err := files.Save("state", 0, "", projections.QueuesSnapshot{}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := files.Load(ctx, store, "state", &sn); ok || !errors.Is(err, projections.ErrSnapshotMismatch) {

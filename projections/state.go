@@ -11,6 +11,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
+	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
 // WorkerView is a worker as the log tells it, with the executions it holds
@@ -160,7 +162,7 @@ func (s *State) Apply(env *domain.Envelope) error {
 	if env.Position < s.Next {
 		return nil
 	}
-	ev, err := domain.Catalogue.Decode(env)
+	ev, err := codec.Events.Decode(env)
 	if err != nil {
 		return fmt.Errorf("fold position %d: %w", env.Position, err)
 	}

@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
 // Views is the read model the API serves: every execution (ended ones too),
@@ -182,14 +184,14 @@ func (v *Views) evictOverflow() {
 	}
 	for len(v.ended)-v.endedHead > v.retain {
 		id := v.ended[v.endedHead]
-		rec := v.execs.get(id)
+		rec := v.execs.Get(id)
 		if rec != nil && v.holding && rec.pos >= v.holdFrom {
 			break // held (HoldFrom); the ones after it ended later still
 		}
 		v.ended[v.endedHead] = ""
 		v.endedHead++
 		if rec != nil {
-			v.execs.remove(id)
+			v.execs.Remove(id)
 			v.order[rec.seq] = ""
 			v.holes++
 			v.evictedAll++
@@ -213,7 +215,7 @@ func (v *Views) compactOrder() {
 	recs := make([]*execRecord, 0, len(v.order)-v.holes)
 	for _, id := range v.order {
 		if id != "" {
-			order, recs = append(order, id), append(recs, v.execs.get(id))
+			order, recs = append(order, id), append(recs, v.execs.Get(id))
 		}
 	}
 	clear(v.byRef)
@@ -269,7 +271,7 @@ func (v *Views) Apply(batch []domain.Envelope) error {
 		if env.Position < v.st.Next {
 			continue
 		}
-		ev, err := domain.Catalogue.Decode(env)
+		ev, err := codec.Events.Decode(env)
 		if err != nil {
 			v.skipped++
 			v.st.Next = env.Position + 1
@@ -330,7 +332,7 @@ func (v *Views) broadcast() {
 func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
 	cat, id := domain.SplitStream(env.Stream)
 	var before domain.Status
-	if rec := v.execs.get(id); cat == domain.StreamExecution && rec != nil {
+	if rec := v.execs.Get(id); cat == domain.StreamExecution && rec != nil {
 		before = rec.status.status()
 	}
 	x := v.st.apply(env, ev)
@@ -349,14 +351,14 @@ func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
 // applyExecution updates the record of execution id after the fold applied
 // ev, which left the execution as x (nil if the fold ignored ev).
 func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string, before domain.Status, x *domain.Execution) {
-	rec := v.execs.get(id)
+	rec := v.execs.Get(id)
 	if req, ok := ev.(domain.ExecutionRequested); ok && rec == nil {
 		if x == nil { // ended at once (cannot happen with a requested event, but stay total)
 			return
 		}
 		rec = &execRecord{action: v.intern(req.Action), parent: x.Parent(), status: mustCode(x.Status()), seq: len(v.order)}
 		v.order = append(v.order, id)
-		v.execs.put(id, rec)
+		v.execs.Put(id, rec, 0)
 		v.byRef[req.Action] = append(v.byRef[req.Action], rec.seq)
 		if _, _, _, queued := v.st.Queues.Locate(id); queued {
 			v.statsFor(req.Action).enqueued++
@@ -460,7 +462,7 @@ type ExecutionView struct {
 func (v *Views) View(id string) (ExecutionView, bool) {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	rec := v.execs.get(id)
+	rec := v.execs.Get(id)
 	if rec == nil {
 		return ExecutionView{}, false
 	}
@@ -496,7 +498,7 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	defer v.mu.RUnlock()
 	start := len(v.order)
 	if f.After != "" {
-		rec := v.execs.get(f.After)
+		rec := v.execs.Get(f.After)
 		if rec == nil {
 			return nil, "", fmt.Errorf("%w %q", ErrUnknownCursor, f.After)
 		}
@@ -505,12 +507,12 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	var seqs []int // candidate indexes into order, ascending
 	switch {
 	case f.Parent != "":
-		p := v.execs.get(f.Parent)
+		p := v.execs.Get(f.Parent)
 		if p == nil {
 			return []ExecutionView{}, "", nil
 		}
 		for _, c := range v.stateOf(f.Parent, p).Children {
-			if r := v.execs.get(c); r != nil {
+			if r := v.execs.Get(c); r != nil {
 				seqs = append(seqs, r.seq)
 			}
 		}
@@ -525,7 +527,7 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	}
 	visit := func(seq int) bool { // reports whether the page is full
 		id := v.order[seq]
-		rec := v.execs.get(id)
+		rec := v.execs.Get(id)
 		if rec != nil && match(rec) { // nil: a forgotten execution (Retain)
 			out = append(out, v.viewLocked(id, rec))
 		}

@@ -15,7 +15,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 )
@@ -84,7 +86,7 @@ func streamFolds(evs []domain.Envelope, check func(i int, live map[string]*domai
 	for i := range evs {
 		env := &evs[i]
 		if cat, id := domain.SplitStream(env.Stream); cat == domain.StreamExecution {
-			ev, err := domain.Catalogue.Decode(env)
+			ev, err := codec.Events.Decode(env)
 			if err != nil {
 				return err
 			}
@@ -136,7 +138,7 @@ func TestStateKeepsEveryExecutionExactly(t *testing.T) {
 				case domain.StreamExecution:
 					id = xid
 				case domain.StreamQueue:
-					if ev, err := domain.Catalogue.Decode(&evs[i]); err == nil {
+					if ev, err := codec.Events.Decode(&evs[i]); err == nil {
 						if g, ok := ev.(domain.QueueGranted); ok {
 							id = g.Execution
 						}
@@ -320,7 +322,7 @@ func TestLargeSnapshotFilesRoundTrip(t *testing.T) {
 	t.Parallel()
 	evs := []domain.Envelope{}
 	add := func(stream string, ev domain.Event) {
-		env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerExecutor, "x")
+		env, err := codec.Events.Encode(uuid.New(), ev, domain.OwnerExecutor, "x")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
@@ -576,7 +578,7 @@ func checkLifecycles(ctx context.Context, t *testing.T, store eventstore.Store, 
 		)
 		for i := range evs {
 			env := &evs[i]
-			ev, err := domain.Catalogue.Decode(env)
+			ev, err := codec.Events.Decode(env)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -705,7 +707,7 @@ func checkStatsMatchLog(ctx context.Context, t *testing.T, store eventstore.Stor
 			return nil
 		}
 		if env.Type == domain.TypeExecutionRequested {
-			ev, err := domain.Catalogue.Decode(env)
+			ev, err := codec.Events.Decode(env)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/projections"
 )
@@ -185,7 +187,7 @@ func TestOverloadThroughHTTP(t *testing.T) {
 	views := projections.NewViews()
 	err = eachEvent(ctx, store, 0, func(env *domain.Envelope) error {
 		if env.Type == domain.TypeExecutionRequested {
-			ev, err := domain.Catalogue.Decode(env)
+			ev, err := codec.Events.Decode(env)
 			if err != nil {
 				return err
 			}

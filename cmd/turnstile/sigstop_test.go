@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
 )
@@ -97,7 +99,7 @@ func TestWorkerStoppedPastItsLease(t *testing.T) {
 	}
 	ends, lostAt := 0, -1
 	for i := range evs {
-		ev, err := domain.Catalogue.Decode(&evs[i])
+		ev, err := codec.Events.Decode(&evs[i])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,14 +9,16 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/faulty"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 )
 
 func event(t *testing.T, i int) domain.Envelope {
 	t.Helper()
-	env, err := domain.Catalogue.Encode(uuid.NewSHA1(uuid.Nil, []byte{byte(i), byte(i >> 8)}),
+	env, err := codec.Events.Encode(uuid.NewSHA1(uuid.Nil, []byte{byte(i), byte(i >> 8)}),
 		domain.WorkerHeartbeat{Incarnation: "i", InFlight: i}, domain.OwnerWorker, "w")
 	if err != nil {
 		t.Fatal(err)

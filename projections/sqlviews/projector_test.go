@@ -16,7 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/internal/pgtest"
@@ -545,7 +547,7 @@ func TestSingleStreamLog(t *testing.T) {
 	}
 	put := func(stream string, ev domain.Event) {
 		t.Helper()
-		env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerExecutor, "x")
+		env, err := codec.Events.Encode(uuid.New(), ev, domain.OwnerExecutor, "x")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -568,7 +570,7 @@ func TestSingleStreamLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pause, err := domain.Catalogue.Encode(uuid.New(), domain.ActionPaused{Reason: "announced"}, domain.OwnerAPI, "test")
+	pause, err := codec.Events.Encode(uuid.New(), domain.ActionPaused{Reason: "announced"}, domain.OwnerAPI, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -576,7 +578,7 @@ func TestSingleStreamLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	announce, err := domain.Catalogue.Encode(uuid.New(), domain.QueueActionChanged{ActionVersion: uint64(a.Version() + 1), Change: pause.Type, Event: raw}, domain.OwnerAPI, "test")
+	announce, err := codec.Events.Encode(uuid.New(), domain.QueueActionChanged{ActionVersion: uint64(a.Version() + 1), Change: pause.Type, Event: raw}, domain.OwnerAPI, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
 // namespace seeds deterministic event ids: retrying the same decision gives
@@ -83,7 +85,7 @@ func Expected(v int64) eventstore.ExpectedVersion {
 func Fold(ctx context.Context, store eventstore.Store, stream string, apply func(env *domain.Envelope, ev domain.Event)) (found bool, err error) {
 	found = true
 	err = readStream(ctx, store, stream, 0, func(env *domain.Envelope) error {
-		ev, err := domain.Catalogue.Decode(env)
+		ev, err := codec.Events.Decode(env)
 		if err != nil {
 			return err
 		}
@@ -184,11 +186,11 @@ func UpdateExecutionGuarded(ctx context.Context, store eventstore.Store, id stri
 				return x, err
 			}
 		}
-		env, err := domain.Catalogue.Encode(EventID(writer, stream, x.Version()+1, ev.EventType()), ev, owner, writer)
+		env, err := codec.Events.Encode(EventID(writer, stream, x.Version()+1, ev.EventType()), ev, owner, writer)
 		if err != nil {
 			return x, err
 		}
-		_ = domain.Catalogue.Remember(&env) // for this process's folds (it encodes, so it decodes)
+		_ = codec.Events.Remember(&env) // for this process's folds (it encodes, so it decodes)
 		var res eventstore.AppendResult
 		if cond.Stream == "" {
 			res, err = store.Append(ctx, stream, Expected(x.Version()), env)
@@ -230,7 +232,7 @@ func CatchUpWorker(ctx context.Context, store eventstore.Store, id string, known
 func catchUpWorker(ctx context.Context, store eventstore.Store, w *domain.Worker) (*domain.Worker, error) {
 	id := w.ID()
 	err := readStream(ctx, store, domain.WorkerStream(id), uint64(w.Version()+1), func(env *domain.Envelope) error {
-		ev, err := domain.Catalogue.Decode(env)
+		ev, err := codec.Events.Decode(env)
 		if err != nil {
 			ev = nil // passed over: Apply only takes its version
 		}
@@ -261,11 +263,11 @@ func UpdateWorker(ctx context.Context, store eventstore.Store, id string, owner 
 		if err != nil || ev == nil {
 			return w, err
 		}
-		env, err := domain.Catalogue.Encode(EventID(writer, stream, w.Version()+1, ev.EventType()), ev, owner, writer)
+		env, err := codec.Events.Encode(EventID(writer, stream, w.Version()+1, ev.EventType()), ev, owner, writer)
 		if err != nil {
 			return w, err
 		}
-		_ = domain.Catalogue.Remember(&env)
+		_ = codec.Events.Remember(&env)
 		res, err := store.Append(ctx, stream, Expected(w.Version()), env)
 		if err == nil {
 			w.Apply(ev, res.Version, time.Time{})

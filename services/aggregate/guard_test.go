@@ -9,7 +9,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/services/aggregate"
 )
@@ -60,7 +62,7 @@ func TestGuardFencesTheAppend(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	req, err := domain.Catalogue.Encode(uuid.New(), domain.ExecutionRequested{Action: "a"}, domain.OwnerAPI, "api")
+	req, err := codec.Events.Encode(uuid.New(), domain.ExecutionRequested{Action: "a"}, domain.OwnerAPI, "api")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +71,7 @@ func TestGuardFencesTheAppend(t *testing.T) {
 	}
 	fence := domain.WorkerStream("w1")
 	for i := range 3 {
-		e, _ := domain.Catalogue.Encode(uuid.New(), domain.WorkerHeartbeat{Incarnation: "inc-1"}, domain.OwnerWorker, "w1")
+		e, _ := codec.Events.Encode(uuid.New(), domain.WorkerHeartbeat{Incarnation: "inc-1"}, domain.OwnerWorker, "w1")
 		if _, err := store.Append(ctx, fence, eventstore.Any, e); err != nil {
 			t.Fatal(i, err)
 		}

@@ -22,7 +22,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/crashpoint"
 )
@@ -315,7 +317,7 @@ func (f *Forwarder) publish(batch []domain.Envelope) error {
 		env := &batch[i]
 		topic := TopicCancel
 		if env.Type == domain.TypeExecutionScheduled {
-			ev, err := domain.Catalogue.Decode(env)
+			ev, err := codec.Events.Decode(env)
 			if err != nil {
 				f.log.Error("cannot read handoff, not forwarded", "position", env.Position, "err", err)
 				continue

@@ -14,7 +14,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
@@ -44,7 +46,7 @@ func TestFeedPublisherCarriesTheAPIFeeds(t *testing.T) {
 	go func() { done <- fp.Run(ctx) }()
 
 	put := func(stream string, ev domain.Event) uuid.UUID {
-		env, err := domain.Catalogue.Encode(uuid.New(), ev, domain.OwnerExecutor, "test")
+		env, err := codec.Events.Encode(uuid.New(), ev, domain.OwnerExecutor, "test")
 		if err != nil {
 			t.Fatal(err)
 		}

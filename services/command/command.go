@@ -18,6 +18,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/aggregate"
 )
@@ -162,14 +163,14 @@ func (c *Service) decideRequest(r Request) (d requestDecision, err error) {
 	// request must fail on "no stream" and be recognised by its hash below
 	// (created false), not pass as the store's idempotent re-append of the
 	// same event (which would report created again).
-	d.env, err = domain.Catalogue.Encode(domain.LocalEventID(c.freshID(), d.stream), ev, domain.OwnerExecutor, c.Writer)
+	d.env, err = codec.Events.Encode(domain.LocalEventID(c.freshID(), d.stream), ev, domain.OwnerExecutor, c.Writer)
 	return d, err
 }
 
 // record appends a decided request: see Request.
 func (c *Service) record(ctx context.Context, r Request, d *requestDecision) (id string, created bool, err error) {
 	id, stream, hash := d.id, d.stream, d.hash
-	_ = domain.Catalogue.Remember(&d.env) // for this process's folds
+	_ = codec.Events.Remember(&d.env) // for this process's folds
 	_, err = c.Store.Append(ctx, stream, eventstore.NoStream, d.env)
 	switch {
 	case err == nil:
@@ -179,7 +180,7 @@ func (c *Service) record(ctx context.Context, r Request, d *requestDecision) (id
 		if rerr != nil || len(first) == 0 {
 			return "", false, fmt.Errorf("idempotency key %q: read the first request: %w", r.IdempotencyKey, errors.Join(err, rerr))
 		}
-		prev, derr := domain.Catalogue.Decode(&first[0])
+		prev, derr := codec.Events.Decode(&first[0])
 		if derr != nil {
 			return "", false, derr
 		}
@@ -307,7 +308,7 @@ func (c *Service) updateAction(ctx context.Context, ref string, decide ActionCha
 		// pass as a replay of each other's events. A retry after an unknown
 		// outcome reloads and decides again, which writes nothing if the first
 		// attempt landed.
-		env, err := domain.Catalogue.Encode(c.freshID(), ev, domain.OwnerAPI, c.Writer)
+		env, err := codec.Events.Encode(c.freshID(), ev, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return nil, false, err
 		}
@@ -318,7 +319,7 @@ func (c *Service) updateAction(ctx context.Context, ref string, decide ActionCha
 				return nil, false, err
 			}
 		}
-		fenv, err := domain.Catalogue.Encode(c.freshID(), fence, domain.OwnerAPI, c.Writer)
+		fenv, err := codec.Events.Encode(c.freshID(), fence, domain.OwnerAPI, c.Writer)
 		if err != nil {
 			return nil, false, err
 		}

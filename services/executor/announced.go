@@ -17,6 +17,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/services/aggregate"
 )
 
@@ -32,7 +33,7 @@ func (e *Executor) decideAnnounced(ops []op) []op {
 		if e.busy(as) || !e.ripe("action "+ref) {
 			continue
 		}
-		if spec, ok := domain.Catalogue.Spec(an.Event.Type); !ok || spec.Stream != domain.StreamAction ||
+		if spec, ok := codec.Events.Catalogue().Spec(an.Event.Type); !ok || spec.Stream != domain.StreamAction ||
 			an.Event.ID == (uuid.UUID{}) || an.Event.Owner != domain.OwnerAPI {
 			e.log.Error("cannot complete an announced action change: the announcement does not carry a usable event",
 				"action", ref, "position", an.Position)

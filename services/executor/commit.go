@@ -13,6 +13,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/crashpoint"
 )
@@ -33,7 +34,7 @@ var errNotTried = errors.New("not attempted: an earlier append of the op failed"
 func (e *Executor) write(ctx context.Context, o *op) written {
 	for i := range o.appends { // decoded here, off the loop, for the folds of this process
 		for j := range o.appends[i].Events {
-			_ = domain.Catalogue.Remember(&o.appends[i].Events[j])
+			_ = codec.Events.Remember(&o.appends[i].Events[j])
 		}
 	}
 	w := written{errs: make([]error, len(o.appends))}

@@ -15,7 +15,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/runner"
@@ -372,7 +374,7 @@ func TestAnnouncedChangeHoldsGrants(t *testing.T) {
 	h.waitStatus(a, domain.StatusRunning)
 
 	ann := domain.QueueActionChanged{ActionVersion: 1, Change: domain.TypeActionPaused, Event: json.RawMessage(`{}`)}
-	env, err := domain.Catalogue.Encode(uuid.New(), ann, domain.OwnerAPI, "broken-api")
+	env, err := codec.Events.Encode(uuid.New(), ann, domain.OwnerAPI, "broken-api")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
@@ -490,7 +492,7 @@ func decodeAll(t *testing.T, envs []domain.Envelope) []rec {
 	t.Helper()
 	out := make([]rec, len(envs))
 	for i := range envs {
-		ev, err := domain.Catalogue.Decode(&envs[i])
+		ev, err := codec.Events.Decode(&envs[i])
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,7 +14,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/command"
@@ -196,7 +198,7 @@ func grantOrderMatchesRequests(t *testing.T, store eventstore.Store, limits map[
 	isActive := map[string]bool{}
 	for i := range evs {
 		env := &evs[i]
-		ev, err := domain.Catalogue.Decode(env)
+		ev, err := codec.Events.Decode(env)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -299,7 +301,7 @@ func TestRejectionsAndFailures(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		last, _ := domain.Catalogue.Decode(&evs[len(evs)-1])
+		last, _ := codec.Events.Decode(&evs[len(evs)-1])
 		if f, ok := last.(domain.ExecutionFailed); !ok || f.Error != "boom" {
 			t.Fatalf("last event %#v, want execution.failed with boom", last)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/services/aggregate"
 )
 
@@ -80,7 +81,7 @@ func followID(fence uuid.UUID, stream string, i int, typ string) uuid.UUID {
 func (e *Executor) stageIDs(stream string, version int64, id func(i int, typ string) uuid.UUID, events ...domain.Event) eventstore.StreamAppend {
 	a := eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(version)}
 	for i, ev := range events {
-		env, err := domain.Catalogue.Encode(id(i, ev.EventType()), ev, domain.OwnerExecutor, e.cfg.Name)
+		env, err := codec.Events.Encode(id(i, ev.EventType()), ev, domain.OwnerExecutor, e.cfg.Name)
 		if err != nil {
 			panic(fmt.Sprintf("executor: encode %s: %v", ev.EventType(), err)) // our own events always encode
 		}

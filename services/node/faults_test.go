@@ -13,7 +13,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/faulty"
 	"github.com/turnstile/turnstile/eventstore/memstore"
@@ -208,7 +210,7 @@ func checkLog(t *testing.T, store eventstore.Store, ids []string) {
 			domain.TypeExecutionCancelled, domain.TypeExecutionRejected:
 			terminal[id]++
 		case domain.TypeExecutionRunning:
-			ev, err := domain.Catalogue.Decode(e)
+			ev, err := codec.Events.Decode(e)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/turnstile/turnstile/domain"
+
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -93,11 +95,11 @@ func (c *checker) check(env *domain.Envelope) *violation {
 		return bad("log", "position %d follows %d", env.Position, c.next-1)
 	}
 	c.next = env.Position + 1
-	ev, err := domain.Catalogue.Decode(env)
+	ev, err := codec.Events.Decode(env)
 	if err != nil {
 		return bad("decode", "%v", err)
 	}
-	spec, _ := domain.Catalogue.Spec(env.Type)
+	spec, _ := codec.Events.Catalogue().Spec(env.Type)
 	if !slices.Contains(spec.Owners, env.Owner) {
 		return bad(domain.RuleOwner, "%s may not be written by %q", env.Type, env.Owner)
 	}

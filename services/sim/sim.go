@@ -49,7 +49,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/faulty"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
@@ -787,7 +789,7 @@ func (w *world) forward() {
 		var to []*simWorker
 		switch env.Type {
 		case domain.TypeExecutionScheduled:
-			ev, err := domain.Catalogue.Decode(&env)
+			ev, err := codec.Events.Decode(&env)
 			if err != nil {
 				continue
 			}
@@ -1116,7 +1118,7 @@ func overGrant(evs []domain.Envelope) {
 		if env.Type != domain.TypeActionDefined && env.Type != domain.TypeActionPolicyChanged {
 			continue
 		}
-		ev, err := domain.Catalogue.Decode(env)
+		ev, err := codec.Events.Decode(env)
 		if err != nil {
 			continue
 		}
@@ -1128,7 +1130,7 @@ func overGrant(evs []domain.Envelope) {
 			e.Policy.MaxConcurrent++
 			ev = e
 		}
-		if re, err := domain.Catalogue.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
+		if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
 			env.Data = re.Data
 		}
 	}

@@ -9,7 +9,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/aggregate"
@@ -31,7 +33,7 @@ func TestWriteForAnotherWorkersExecution(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	renv, err := domain.Catalogue.Encode(uuid.New(), req, domain.OwnerExecutor, "executor")
+	renv, err := codec.Events.Encode(uuid.New(), req, domain.OwnerExecutor, "executor")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +78,7 @@ func TestWriteForAnotherWorkersExecution(t *testing.T) {
 	})
 
 	// Skipping the rule with a raw append does not go unnoticed.
-	env, err := domain.Catalogue.Encode(uuid.New(), domain.ExecutionCompleted{}, domain.OwnerWorker, "w2")
+	env, err := codec.Events.Encode(uuid.New(), domain.ExecutionCompleted{}, domain.OwnerWorker, "w2")
 	if err != nil {
 		t.Fatal(err)
 	}

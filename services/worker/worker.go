@@ -30,7 +30,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/internal/gopool"
 	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/bus"
@@ -507,7 +509,7 @@ type Run struct {
 // draining (the executor takes it back). Anything but a handoff is an error.
 // The Run holds one of the worker's slots until Close.
 func (w *Worker) Take(env domain.Envelope) (*Run, error) {
-	ev, err := domain.Catalogue.Decode(&env)
+	ev, err := codec.Events.Decode(&env)
 	if err != nil {
 		return nil, err
 	}

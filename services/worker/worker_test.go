@@ -10,6 +10,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile/turnstile/domain"
+
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/worker"
@@ -109,7 +111,7 @@ func TestSameIDInTwoProcesses(t *testing.T) {
 	}
 	regs := 0
 	for i := range envs {
-		ev, err := domain.Catalogue.Decode(&envs[i])
+		ev, err := codec.Events.Decode(&envs[i])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +125,7 @@ func TestSameIDInTwoProcesses(t *testing.T) {
 	if regs != 2 {
 		t.Errorf("%d registrations of worker twin, want 2 (no re-registration by the superseded one)", regs)
 	}
-	last, err := domain.Catalogue.Decode(&envs[len(envs)-1])
+	last, err := codec.Events.Decode(&envs[len(envs)-1])
 	if err != nil {
 		t.Fatal(err)
 	}

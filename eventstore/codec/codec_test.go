@@ -1,4 +1,4 @@
-package domain_test
+package codec_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
 // everyType lists every Type* constant of the domain, written out by hand so
@@ -70,13 +71,13 @@ func sortedOwners(os []domain.Owner) []domain.Owner {
 func TestCatalogue(t *testing.T) {
 	t.Parallel()
 	want := slices.Sorted(slices.Values(everyType))
-	if got := domain.Catalogue.Types(); !slices.Equal(got, want) {
+	if got := codec.Events.Catalogue().Types(); !slices.Equal(got, want) {
 		t.Fatalf("Catalogue.Types() = %v\nwant %v", got, want)
 	}
 	for _, typ := range everyType {
 		t.Run(typ, func(t *testing.T) {
 			t.Parallel()
-			spec, ok := domain.Catalogue.Spec(typ)
+			spec, ok := codec.Events.Catalogue().Spec(typ)
 			if !ok {
 				t.Fatalf("Spec(%q) not found", typ)
 			}
@@ -95,26 +96,8 @@ func TestCatalogue(t *testing.T) {
 			}
 		})
 	}
-	if _, ok := domain.Catalogue.Spec("execution.nope"); ok {
+	if _, ok := codec.Events.Catalogue().Spec("execution.nope"); ok {
 		t.Error("Spec of an unknown type found")
-	}
-}
-
-// TestCatalogueOwnersMatchHandoffRule: the owners the catalogue allows for an
-// execution event are exactly the owners the handoff rule lets write it.
-func TestCatalogueOwnersMatchHandoffRule(t *testing.T) {
-	t.Parallel()
-	for _, typ := range domain.ExecutionEventTypes() {
-		var fromRule []domain.Owner
-		for _, r := range handoffSpec {
-			if r.typ == typ {
-				fromRule = append(fromRule, r.owner)
-			}
-		}
-		spec, _ := domain.Catalogue.Spec(typ)
-		if got, want := sortedOwners(spec.Owners), sortedOwners(fromRule); !slices.Equal(got, want) {
-			t.Errorf("%s: catalogue owners %v, handoff rule owners %v", typ, got, want)
-		}
 	}
 }
 
@@ -177,7 +160,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 		t.Run(ev.EventType(), func(t *testing.T) {
 			t.Parallel()
 			id := uuid.New()
-			env, err := domain.Catalogue.Encode(id, ev, oExec, "exec-1")
+			env, err := codec.Events.Encode(id, ev, oExec, "exec-1")
 			if err != nil {
 				t.Fatalf("Encode: %v", err)
 			}
@@ -188,7 +171,7 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 				t.Fatalf("data %s is not JSON", env.Data)
 			}
 			env.Stream, env.Version, env.Position, env.Time = "s-1", 4, 99, t0
-			got, err := domain.Catalogue.Decode(&env)
+			got, err := codec.Events.Decode(&env)
 			if err != nil {
 				t.Fatalf("Decode: %v", err)
 			}
@@ -213,14 +196,14 @@ func TestDecodeRefusals(t *testing.T) {
 	}{
 		{"unknown type", domain.Envelope{Type: "execution.teleported", SchemaVersion: 1, Data: []byte(`{}`)}, domain.ErrUnknownEventType},
 		{"empty type", domain.Envelope{SchemaVersion: 1, Data: []byte(`{}`)}, domain.ErrUnknownEventType},
-		{"unknown field", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"worker":"w1","attempt":1,"colour":"red"}`)}, domain.ErrDecode},
-		{"wrong field type", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"attempt":"one"}`)}, domain.ErrDecode},
-		{"not an object", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`[1]`)}, domain.ErrDecode},
-		{"not JSON", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"worker":`)}, domain.ErrDecode},
-		{"trailing value", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{} {}`)}, domain.ErrDecode},
-		{"trailing bracket", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"worker":"w1"}]`)}, domain.ErrDecode},
-		{"trailing brace", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{}}`)}, domain.ErrDecode},
-		{"trailing non-JSON space", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte("{}\u00a0")}, domain.ErrDecode},
+		{"unknown field", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"worker":"w1","attempt":1,"colour":"red"}`)}, codec.ErrDecode},
+		{"wrong field type", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"attempt":"one"}`)}, codec.ErrDecode},
+		{"not an object", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`[1]`)}, codec.ErrDecode},
+		{"not JSON", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"worker":`)}, codec.ErrDecode},
+		{"trailing value", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{} {}`)}, codec.ErrDecode},
+		{"trailing bracket", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{"worker":"w1"}]`)}, codec.ErrDecode},
+		{"trailing brace", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(`{}}`)}, codec.ErrDecode},
+		{"trailing non-JSON space", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte("{}\u00a0")}, codec.ErrDecode},
 		{"schema version above registered", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 2, Data: []byte(`{}`)}, domain.ErrSchemaVersion},
 		{"schema version zero", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 0, Data: []byte(`{}`)}, domain.ErrSchemaVersion},
 		{"schema version negative", domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: -1, Data: []byte(`{}`)}, domain.ErrSchemaVersion},
@@ -229,7 +212,7 @@ func TestDecodeRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.env.Stream = "execution-e1"
-			ev, err := domain.Catalogue.Decode(&tc.env)
+			ev, err := codec.Events.Decode(&tc.env)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("Decode = %v, %v; want %v", ev, err, tc.want)
 			}
@@ -247,7 +230,7 @@ func TestDecodeLenientInputs(t *testing.T) {
 	t.Parallel()
 	for _, data := range []string{"", "{}", " {} \n", "null"} {
 		env := domain.Envelope{Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(data)}
-		ev, err := domain.Catalogue.Decode(&env)
+		ev, err := codec.Events.Decode(&env)
 		if err != nil {
 			t.Errorf("Decode(%q): %v", data, err)
 			continue
@@ -260,7 +243,7 @@ func TestDecodeLenientInputs(t *testing.T) {
 
 func TestEncodeUnknownType(t *testing.T) {
 	t.Parallel()
-	_, err := domain.NewRegistry().Encode(uuid.New(), domain.ActionResumed{}, oAPI, "")
+	_, err := codec.New(domain.NewRegistry()).Encode(uuid.New(), domain.ActionResumed{}, oAPI, "")
 	if !errors.Is(err, domain.ErrUnknownEventType) {
 		t.Fatalf("Encode with an empty registry: %v, want ErrUnknownEventType", err)
 	}
@@ -326,7 +309,7 @@ func personRegistry(t *testing.T) *domain.Registry {
 
 func TestUpcasting(t *testing.T) {
 	t.Parallel()
-	r := personRegistry(t)
+	r := codec.New(personRegistry(t))
 	want := personV3{GivenName: "Ada", FamilyName: "Lovelace", Age: 36}
 	tests := []struct {
 		version int
@@ -398,7 +381,7 @@ func TestUpcasting(t *testing.T) {
 			t.Fatal(err)
 		}
 		env := domain.Envelope{Type: "test.person", SchemaVersion: 1, Data: []byte(`{"name":"Ada Lovelace"}`)}
-		if _, err := r.Decode(&env); !errors.Is(err, domain.ErrSchemaVersion) {
+		if _, err := codec.New(r).Decode(&env); !errors.Is(err, domain.ErrSchemaVersion) {
 			t.Fatalf("Decode v1 with no 1→2 step = %v, want ErrSchemaVersion", err)
 		}
 	})
@@ -414,7 +397,7 @@ func TestUpcasting(t *testing.T) {
 	t.Run("upcast result still decoded strictly", func(t *testing.T) {
 		t.Parallel()
 		env := domain.Envelope{Type: "test.person", SchemaVersion: 1, Data: []byte(`{"name":"Ada Lovelace","nickname":"Ada"}`)}
-		if _, err := r.Decode(&env); !errors.Is(err, domain.ErrDecode) {
+		if _, err := r.Decode(&env); !errors.Is(err, codec.ErrDecode) {
 			t.Fatalf("Decode of v1 data with an unknown field = %v, want ErrDecode", err)
 		}
 	})
@@ -431,6 +414,10 @@ func (emptyName) EventType() string { return "" }
 func TestRegisterErrors(t *testing.T) {
 	t.Parallel()
 	r := personRegistry(t)
+	versionOne := domain.NewRegistry()
+	if err := versionOne.Register(domain.ExecutionRunning{}, 1, domain.StreamExecution, oWorker); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		err  error
@@ -443,7 +430,9 @@ func TestRegisterErrors(t *testing.T) {
 		{"duplicate upcaster", r.RegisterUpcaster("test.person", 1, renameNameToFullName)},
 		{"upcaster from 0", r.RegisterUpcaster("test.person", 0, renameNameToFullName)},
 		{"upcaster from the current version", r.RegisterUpcaster("test.person", 3, renameNameToFullName)},
-		{"upcaster for a version-1 type", domain.Catalogue.RegisterUpcaster(domain.TypeExecutionRunning, 1, renameNameToFullName)},
+		{"upcaster for a version-1 type", versionOne.RegisterUpcaster(domain.TypeExecutionRunning, 1, renameNameToFullName)},
+		{"upcaster added to the sealed catalogue", domain.NewCatalogue().RegisterUpcaster(domain.TypeExecutionRunning, 1, renameNameToFullName)},
+		{"type added to the sealed catalogue", domain.NewCatalogue().Register(personV3{}, 1, "test", oAPI)},
 	}
 	for _, tc := range tests {
 		if tc.err == nil {
@@ -500,9 +489,9 @@ func TestOwnerValid(t *testing.T) {
 // the registry's sentinels, and whatever it accepts must be valid JSON that
 // survives encode → decode unchanged.
 func FuzzDecode(f *testing.F) {
-	types := domain.Catalogue.Types()
+	types := codec.Events.Catalogue().Types()
 	for i, ev := range registryExamples {
-		env, err := domain.Catalogue.Encode(uuid.Nil, ev, oExec, "")
+		env, err := codec.Events.Encode(uuid.Nil, ev, oExec, "")
 		if err != nil {
 			f.Fatal(err)
 		}
@@ -527,9 +516,9 @@ func FuzzDecode(f *testing.F) {
 			typ = types[i]
 		}
 		env := domain.Envelope{Stream: "fuzz-1", Type: typ, SchemaVersion: version, Data: data}
-		ev, err := domain.Catalogue.Decode(&env)
+		ev, err := codec.Events.Decode(&env)
 		if err != nil {
-			if !errors.Is(err, domain.ErrUnknownEventType) && !errors.Is(err, domain.ErrSchemaVersion) && !errors.Is(err, domain.ErrDecode) {
+			if !errors.Is(err, domain.ErrUnknownEventType) && !errors.Is(err, domain.ErrSchemaVersion) && !errors.Is(err, codec.ErrDecode) {
 				t.Fatalf("Decode error %v matches none of the registry's sentinels", err)
 			}
 			if ev != nil {
@@ -546,11 +535,11 @@ func FuzzDecode(f *testing.F) {
 		if len(data) != 0 && !json.Valid(data) {
 			t.Fatalf("accepted data that is not JSON: %q", data)
 		}
-		env2, err := domain.Catalogue.Encode(uuid.Nil, ev, oExec, "")
+		env2, err := codec.Events.Encode(uuid.Nil, ev, oExec, "")
 		if err != nil {
 			t.Fatalf("decoded %#v does not encode: %v", ev, err)
 		}
-		ev2, err := domain.Catalogue.Decode(&env2)
+		ev2, err := codec.Events.Decode(&env2)
 		if err != nil {
 			t.Fatalf("re-decode of %s: %v", env2.Data, err)
 		}
@@ -558,7 +547,7 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decode(encode(x)) differs from x at %s\n got %#v\nwant %#v", d, ev2, ev)
 		}
 		// After one encode the value is canonical: a second round trip is exact.
-		env3, err := domain.Catalogue.Encode(uuid.Nil, ev2, oExec, "")
+		env3, err := codec.Events.Encode(uuid.Nil, ev2, oExec, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -574,7 +563,7 @@ func FuzzDecode(f *testing.F) {
 // its data buffer after Remember does not change what is remembered.
 func TestDecodeRemembers(t *testing.T) {
 	t.Parallel()
-	r := personRegistry(t)
+	r := codec.New(personRegistry(t))
 	id := uuid.New()
 	ada := domain.Envelope{ID: id, Stream: "test-1", Type: "test.person", SchemaVersion: 3, Data: []byte(`{"given_name":"Ada","family_name":"Lovelace","age":36}`)}
 	if err := r.Remember(&ada); err != nil {
@@ -597,13 +586,13 @@ func TestDecodeRemembers(t *testing.T) {
 	}
 	bad := ada
 	bad.Data = []byte(`{"given_name":"Ada","family_name":"Lovelace","age":36,"extra":1}`)
-	if _, err := r.Decode(&bad); !errors.Is(err, domain.ErrDecode) {
+	if _, err := r.Decode(&bad); !errors.Is(err, codec.ErrDecode) {
 		t.Fatalf("Decode of the same id with an unknown field = %v, want ErrDecode", err)
 	}
 	wrongType := ada
 	wrongType.Type = "test.other"
 	wrongType.SchemaVersion = 2
-	if _, err := r.Decode(&wrongType); !errors.Is(err, domain.ErrDecode) {
+	if _, err := r.Decode(&wrongType); !errors.Is(err, codec.ErrDecode) {
 		t.Fatalf("Decode of the same id as another type = %v, want ErrDecode", err)
 	}
 	// A writer that reuses its buffer: the memo kept its own copy.
@@ -641,7 +630,7 @@ func TestEncodeRemembersExactly(t *testing.T) {
 	raws := []json.RawMessage{nil, {}, json.RawMessage(`null`), json.RawMessage(`{"a":1,"b":[true,null]}`),
 		json.RawMessage(`{ "a" : 1 }`), json.RawMessage(`"<b>&"`), json.RawMessage("\"\u2028\""), json.RawMessage(`1e3`), json.RawMessage(`"\u00e9"`)}
 	lists := [][]json.RawMessage{nil, {}, {json.RawMessage(`1`), json.RawMessage(`{"x":"y"}`)}, {nil}, {json.RawMessage(` 2`)}, {json.RawMessage(`"&"`)}}
-	for i, typ := range domain.Catalogue.Types() {
+	for i, typ := range codec.Events.Catalogue().Types() {
 		for round := 0; round < 3*len(raws); round++ {
 			ev := fillEvent(t, typ, func(k reflect.Kind, field int) any {
 				switch k {
@@ -657,17 +646,17 @@ func TestEncodeRemembersExactly(t *testing.T) {
 					return ints[(round+field+i)%len(ints)]
 				}
 			})
-			env, err := domain.Catalogue.Encode(uuid.New(), ev, oExec, "w")
+			env, err := codec.Events.Encode(uuid.New(), ev, oExec, "w")
 			if err != nil {
 				continue // refused to encode: nothing remembered either
 			}
 			if want, err := json.Marshal(ev); err != nil || !bytes.Equal(env.Data, want) {
 				t.Fatalf("%s round %d: Encode wrote %s, json.Marshal %s (%v)", typ, round, env.Data, want, err)
 			}
-			got, err := domain.Catalogue.Decode(&env)
+			got, err := codec.Events.Decode(&env)
 			fresh := env
 			fresh.ID = uuid.New()
-			want, werr := domain.Catalogue.Decode(&fresh)
+			want, werr := codec.Events.Decode(&fresh)
 			if (err == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
 				t.Fatalf("%s round %d: Decode of the encoded event = %#v, %v; decoded afresh %#v, %v", typ, round, got, err, want, werr)
 			}
@@ -681,7 +670,7 @@ func TestEncodeRemembersExactly(t *testing.T) {
 func fillEvent(t *testing.T, typ string, pick func(k reflect.Kind, field int) any) domain.Event {
 	t.Helper()
 	env := domain.Envelope{Type: typ, SchemaVersion: mustSpec(t, typ).SchemaVersion, Data: []byte(`{}`)}
-	zero, err := domain.Catalogue.Decode(&env)
+	zero, err := codec.Events.Decode(&env)
 	if err != nil {
 		t.Fatalf("%s: a zero value does not decode: %v", typ, err)
 	}
@@ -722,7 +711,7 @@ func fillEvent(t *testing.T, typ string, pick func(k reflect.Kind, field int) an
 
 func mustSpec(t *testing.T, typ string) domain.EventSpec {
 	t.Helper()
-	s, ok := domain.Catalogue.Spec(typ)
+	s, ok := codec.Events.Catalogue().Spec(typ)
 	if !ok {
 		t.Fatalf("no spec for %s", typ)
 	}
@@ -744,19 +733,64 @@ func FuzzEncode(f *testing.F) {
 		}
 		for _, ev := range evs {
 			want, merr := json.Marshal(ev)
-			env, err := domain.Catalogue.Encode(uuid.New(), ev, oExec, "w")
+			env, err := codec.Events.Encode(uuid.New(), ev, oExec, "w")
 			if (err == nil) != (merr == nil) || (err == nil && !bytes.Equal(env.Data, want)) {
 				t.Fatalf("%T: Encode wrote %q (%v), json.Marshal %q (%v)", ev, env.Data, err, want, merr)
 			}
 			if err != nil {
 				continue
 			}
-			got, gerr := domain.Catalogue.Decode(&env)
+			got, gerr := codec.Events.Decode(&env)
 			fresh := env
 			fresh.ID = uuid.New()
-			again, aerr := domain.Catalogue.Decode(&fresh)
+			again, aerr := codec.Events.Decode(&fresh)
 			if (gerr == nil) != (aerr == nil) || !reflect.DeepEqual(got, again) {
 				t.Fatalf("%T: Decode after Encode = %#v (%v), afresh %#v (%v)", ev, got, gerr, again, aerr)
+			}
+		}
+	})
+}
+
+const (
+	oAPI    = domain.OwnerAPI
+	oExec   = domain.OwnerExecutor
+	oWorker = domain.OwnerWorker
+)
+
+var t0 = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
+
+// BenchmarkEncodeDecode encodes a handoff and decodes it, remembered (as
+// every fold of a process but the first reads it) and afresh.
+func BenchmarkEncodeDecode(b *testing.B) {
+	ev := domain.ExecutionScheduled{Worker: "w1", Incarnation: "i1", Attempt: 1, Action: "act", Runner: "core.noop",
+		Input: json.RawMessage(`{"n":1}`), TimeoutMillis: 1000}
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := codec.Events.Encode(uuid.New(), ev, oExec, "e"); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	env, err := codec.Events.Encode(uuid.New(), ev, oExec, "e")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("decode-remembered", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := codec.Events.Decode(&env); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		fresh := env
+		for b.Loop() {
+			fresh.ID = uuid.UUID{}
+			if _, err := codec.Events.Decode(&fresh); err != nil {
+				b.Fatal(err)
 			}
 		}
 	})

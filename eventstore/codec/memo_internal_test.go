@@ -1,17 +1,19 @@
-package domain
+package codec
 
 import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/domain"
 )
 
 // TestHotEventsNeedNoDecoding: the events of every execution's lifecycle
 // are remembered by Encode without decoding (their types have a plan).
 func TestHotEventsNeedNoDecoding(t *testing.T) {
-	for _, typ := range []string{TypeExecutionRequested, TypeQueueGranted, TypeExecutionScheduling, TypeExecutionScheduled,
-		TypeExecutionRunning, TypeExecutionCompleted, TypeExecutionFailed, TypeWorkerHeartbeat} {
-		if Catalogue.specs[typ].plan == nil {
+	for _, typ := range []string{domain.TypeExecutionRequested, domain.TypeQueueGranted, domain.TypeExecutionScheduling, domain.TypeExecutionScheduled,
+		domain.TypeExecutionRunning, domain.TypeExecutionCompleted, domain.TypeExecutionFailed, domain.TypeWorkerHeartbeat} {
+		if Events.types[typ].plan == nil {
 			t.Errorf("%s: no plan, so every Encode of it is decoded again", typ)
 		}
 	}
@@ -22,24 +24,24 @@ func TestHotEventsNeedNoDecoding(t *testing.T) {
 // drops everything.
 func TestMemo(t *testing.T) {
 	var m memo
-	env := func(id uuid.UUID, data string) *Envelope {
-		return &Envelope{ID: id, Type: TypeExecutionRunning, SchemaVersion: 1, Data: []byte(data)}
+	env := func(id uuid.UUID, data string) *domain.Envelope {
+		return &domain.Envelope{ID: id, Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: []byte(data)}
 	}
-	ev := ExecutionRunning{Worker: "w"}
+	ev := domain.ExecutionRunning{Worker: "w"}
 	a := uuid.New()
 	if _, ok := m.get(env(a, `{}`)); ok {
 		t.Fatal("a hit in an empty memo")
 	}
 	buf := []byte(`{"worker":"w"}`)
-	m.put(&Envelope{ID: a, Type: TypeExecutionRunning, SchemaVersion: 1, Data: buf}, ev)
+	m.put(&domain.Envelope{ID: a, Type: domain.TypeExecutionRunning, SchemaVersion: 1, Data: buf}, ev)
 	buf[2] = 'X' // the writer reuses its buffer
-	if got, ok := m.get(env(a, `{"worker":"w"}`)); !ok || got != Event(ev) {
+	if got, ok := m.get(env(a, `{"worker":"w"}`)); !ok || got != domain.Event(ev) {
 		t.Fatalf("get = %v, %v; want the event put", got, ok)
 	}
-	for _, other := range []*Envelope{
+	for _, other := range []*domain.Envelope{
 		env(a, `{"worker":"v"}`),
-		{ID: a, Type: TypeExecutionCompleted, SchemaVersion: 1, Data: []byte(`{"worker":"w"}`)},
-		{ID: a, Type: TypeExecutionRunning, SchemaVersion: 2, Data: []byte(`{"worker":"w"}`)},
+		{ID: a, Type: domain.TypeExecutionCompleted, SchemaVersion: 1, Data: []byte(`{"worker":"w"}`)},
+		{ID: a, Type: domain.TypeExecutionRunning, SchemaVersion: 2, Data: []byte(`{"worker":"w"}`)},
 		env(uuid.Nil, `{"worker":"w"}`),
 	} {
 		if _, ok := m.get(other); ok {

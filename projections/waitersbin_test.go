@@ -1,4 +1,7 @@
-package domain_test
+package projections
+
+// Tests of the waiters' binary layout, and of the queue aggregate's waiters
+// through it (moved here with the layout from the domain).
 
 import (
 	"bytes"
@@ -74,18 +77,18 @@ func TestWaitingExecutionIsTheFoldsAggregate(t *testing.T) {
 		for qi := range sn.Queues {
 			for ki := range sn.Queues[qi].Keys {
 				k := &sn.Queues[qi].Keys[ki]
-				b, err := k.Waiting.MarshalBinary()
+				b, err := marshalWaiters(k.Waiting)
 				if err != nil {
 					t.Fatal(err)
 				}
-				var back domain.Waiters
-				if err := back.UnmarshalBinary(b); err != nil {
+				back, err := unmarshalWaiters(b)
+				if err != nil {
 					t.Fatal(err)
 				}
 				if !sameWaiters(back.List(), k.Waiting.List()) {
 					t.Fatalf("round %d: waiters differ after the binary layout:\n%+v\n%+v", round, back.List(), k.Waiting.List())
 				}
-				if again, err := back.MarshalBinary(); err != nil || !bytes.Equal(again, b) {
+				if again, err := marshalWaiters(back); err != nil || !bytes.Equal(again, b) {
 					t.Fatalf("round %d: decoded waiters encode otherwise (%v)", round, err)
 				}
 				k.Waiting = back
@@ -174,7 +177,7 @@ func sameButTime(a, b domain.ExecutionSnapshot) bool {
 }
 
 // TestWaitersBinaryCoversEveryField fills every field of a WaiterSnapshot
-// (by reflection, so a new field is filled too) and checks the binary layout
+// (by reflection, so a new field is filled too) and checks the binary layout (marshalWaiters)
 // and a queue slot carry it.
 func TestWaitersBinaryCoversEveryField(t *testing.T) {
 	var w domain.WaiterSnapshot
@@ -182,12 +185,12 @@ func TestWaitersBinaryCoversEveryField(t *testing.T) {
 	if w.Request == nil {
 		t.Fatal("the request was not filled")
 	}
-	b, err := domain.NewWaiters(w).MarshalBinary()
+	b, err := marshalWaiters(domain.NewWaiters(w))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var back domain.Waiters
-	if err := back.UnmarshalBinary(b); err != nil {
+	back, err := unmarshalWaiters(b)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if back.Len() != 1 || !reflect.DeepEqual(back.List()[0], w) {
@@ -200,11 +203,11 @@ func TestWaitersBinaryCoversEveryField(t *testing.T) {
 		t.Fatalf("a queue lost a field:\n%+v\n%+v", got.Queues[0].Keys[0].Waiting.List()[0], w)
 	}
 	for cut := range len(b) {
-		if err := back.UnmarshalBinary(b[:cut]); err == nil {
+		if _, err := unmarshalWaiters(b[:cut]); err == nil {
 			t.Fatalf("a layout cut at byte %d of %d decodes", cut, len(b))
 		}
 	}
-	if err := back.UnmarshalBinary(append([]byte{9}, b[1:]...)); err == nil {
+	if _, err := unmarshalWaiters(append([]byte{9}, b[1:]...)); err == nil {
 		t.Fatal("another layout's format byte is accepted")
 	}
 }
@@ -252,7 +255,7 @@ func TestWaitersInPieces(t *testing.T) {
 		in = append(in, w)
 	}
 	var pieces [][]byte
-	if err := domain.NewWaiters(in...).EncodeChunks(func(p []byte) error {
+	if err := encodeWaiters(domain.NewWaiters(in...), func(p []byte) error {
 		pieces = append(pieces, bytes.Clone(p))
 		return nil
 	}); err != nil {
@@ -271,19 +274,19 @@ func TestWaitersInPieces(t *testing.T) {
 			return p, nil
 		}
 	}
-	var back domain.Waiters
-	if err := back.DecodeChunks(from(pieces)); err != nil {
+	back, err := decodeWaiters(from(pieces))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(back.List(), in) {
 		t.Fatal("the waiters differ after pieces")
 	}
-	if err := back.DecodeChunks(from(pieces[:len(pieces)-1])); err == nil {
+	if _, err := decodeWaiters(from(pieces[:len(pieces)-1])); err == nil {
 		t.Fatal("waiters without their last piece decode")
 	}
 }
 
-// FuzzWaitersDecode feeds arbitrary bytes to Waiters' decoder: it must fail
+// FuzzWaitersDecode feeds arbitrary bytes to the waiters' decoder: it must fail
 // cleanly or give waiters that encode back to bytes that decode the same.
 func FuzzWaitersDecode(f *testing.F) {
 	ws := domain.NewWaiters(
@@ -291,24 +294,27 @@ func FuzzWaitersDecode(f *testing.F) {
 		domain.WaiterSnapshot{Execution: "b", Position: 4, EnqueuedAt: t0.In(time.FixedZone("", 3600)),
 			Request: &domain.WaiterRequest{Version: 1, Input: json.RawMessage(`{}`), Parent: "p", ItemIndex: 2, WithItems: []json.RawMessage{nil, {}}}},
 	)
-	b, err := ws.MarshalBinary()
+	b, err := marshalWaiters(ws)
 	if err != nil {
 		f.Fatal(err)
 	}
 	f.Add(b)
 	f.Add(b[:len(b)/2])
 	f.Fuzz(func(t *testing.T, data []byte) {
-		var w domain.Waiters
-		if w.UnmarshalBinary(data) != nil {
+		w, err := unmarshalWaiters(data)
+		if err != nil {
 			return
 		}
-		again, err := w.MarshalBinary()
+		again, err := marshalWaiters(w)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var back domain.Waiters
-		if err := back.UnmarshalBinary(again); err != nil || !sameWaiters(back.List(), w.List()) {
+		back, err := unmarshalWaiters(again)
+		if err != nil || !sameWaiters(back.List(), w.List()) {
 			t.Fatalf("decoded waiters do not survive another round: %v", err)
 		}
 	})
 }
+
+// t0 is the domain tests' time.
+var t0 = time.Date(2025, 3, 14, 15, 9, 26, 0, time.UTC)
