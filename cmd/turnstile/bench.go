@@ -384,7 +384,7 @@ func benchRestart(ctx context.Context, where, ref string, n int, whenReady func(
 	if err != nil {
 		return restartResult{}, err
 	}
-	snaps := projections.SnapshotFiles{Dir: checkpointDir(kind, dir)}
+	snaps := projections.SnapshotFiles{Dir: node.CheckpointDir(kind, dir)}
 	var loadViews func(context.Context, eventstore.Store, *slog.Logger) *projections.Views
 	if snaps.Dir != "" {
 		loadViews = projections.ReadViews(snaps) // decodes while the log opens, as in serve
@@ -498,7 +498,7 @@ func benchSchema(storeURL string) (string, func(), error) {
 		return "", nil, usageError{err}
 	}
 	q := u.Query()
-	if q.Get("schema") != "" || pgSchema() != "" {
+	if q.Get("schema") != "" || node.PGSchema() != "" {
 		return storeURL, func() {}, nil
 	}
 	b := make([]byte, 5)

@@ -17,6 +17,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/internal/gopool"
+	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/clock"
@@ -142,6 +143,7 @@ type Executor struct {
 	saving     atomic.Bool    // a periodic save is under way
 
 	ready    atomic.Bool
+	readied  startstop.Signal // closed with ready (lifecycle.go)
 	active   atomic.Bool
 	wakeup   chan struct{} // buffered: SetActive(true) asks for a decision cycle
 	position atomic.Uint64
@@ -390,7 +392,7 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 	defer close(stopWriters) // after land: no append is under way any more
 	defer e.land(ctx, fl)
 	if head == 0 {
-		e.ready.Store(true) // an empty log: no worker of a previous run to lose
+		e.markReady() // an empty log: no worker of a previous run to lose
 	} else if e.active.Load() && e.state.Next >= head && e.becomeReady(ctx, head) { // a snapshot at the log's end
 		e.run(ctx, e.Decide(true))
 	}
@@ -429,7 +431,7 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 		}
 		if !e.active.Load() {
 			if !e.ready.Load() && e.state.Next >= head {
-				e.ready.Store(true)
+				e.markReady()
 				e.log.Info("caught up with the log (standby: folding, not deciding)", "position", e.state.Next)
 			}
 			continue
@@ -547,7 +549,7 @@ func (e *Executor) becomeReady(ctx context.Context, head uint64) bool {
 		return false
 	}
 	e.run(ctx, e.DecideAtStart())
-	e.ready.Store(true)
+	e.markReady()
 	e.log.Info("caught up with the log", "position", e.state.Next)
 	return true
 }

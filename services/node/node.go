@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/executor"
@@ -125,12 +126,8 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		}
 		// Wait for the fold to catch up (and the previous run's workers to be
 		// declared lost) before this run's workers register.
-		for !n.Executor.Ready() {
-			select {
-			case <-ctx.Done():
-				return fail(ctx.Err())
-			case <-time.After(5 * time.Millisecond):
-			}
+		if err := startstop.WaitAllStarted(ctx, n.Executor); err != nil {
+			return fail(fmt.Errorf("node: the executor did not catch up with the log: %w", err))
 		}
 	}
 	for _, id := range ids {
@@ -186,7 +183,7 @@ func (n *Node) drain(ctx context.Context, grace time.Duration) {
 	}
 	wg.Wait()
 	if n.Fwd != nil {
-		_ = n.Fwd.Stop()
+		n.Fwd.Stop()
 	}
 	if n.Executor != nil {
 		n.Executor.Stop()
