@@ -73,8 +73,9 @@ type Config struct {
 	ForwardFromHead bool
 }
 
-// Start starts the executor, waits until it has caught up with the log,
-// then starts the workers and the forwarder.
+// Start starts the executor, waits until it has caught up with the log
+// (its Started signal), then starts the workers and the forwarder, and
+// returns once every part is ready.
 func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
@@ -152,6 +153,13 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		return fail(err)
 	}
 	if err := n.Fwd.Start(ctx); err != nil {
+		return fail(err)
+	}
+	parts := []startstop.Service{n.Fwd}
+	for _, w := range n.Workers {
+		parts = append(parts, w)
+	}
+	if err := startstop.WaitAllStarted(ctx, parts...); err != nil {
 		return fail(err)
 	}
 	return n, nil
