@@ -28,6 +28,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/postgres"
+	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/node"
@@ -413,12 +414,8 @@ func benchRestart(ctx context.Context, where, ref string, n int, whenReady func(
 		return restartResult{}, err
 	}
 	defer ex.Stop()
-	for !ex.Ready() {
-		select {
-		case <-ctx.Done():
-			return restartResult{}, ctx.Err()
-		case <-time.After(time.Millisecond):
-		}
+	if err := startstop.WaitAllStarted(ctx, ex); err != nil {
+		return restartResult{}, err
 	}
 	if err := <-caught; err != nil {
 		return restartResult{}, err
