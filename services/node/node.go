@@ -1,7 +1,15 @@
-// Package node assembles one process's services: the executor (active, or
-// standing by), in-process workers, the in-process bus and the forwarder
-// that feeds it from the log. turnstile serve, executor and worker, and
-// tests use it.
+// Package node is the one place that assembles a turnstile process:
+// Serve (turnstile serve: the log, the read model, the executor, in-process
+// workers and the API), RunExecutor and RunWorker (one executor, or one
+// worker, as a process of its own on a shared log), and Start, the shared
+// core of them all and of turnstile bench: the executor (active, or standing
+// by), in-process workers, the in-process bus and the forwarder that feeds
+// it from the log. cmd/turnstile parses flags into their configs; tests use
+// Start directly.
+//
+// Every long-running part has the lifecycle of internal/startstop: Start,
+// Started (readiness, a signal), Stop. A process starts its parts in order,
+// each once the one before it is ready, and stops them in reverse.
 //
 // Across processes the log is the bus: each process that runs workers has
 // its own forwarder, which subscribes to the log (on PostgreSQL, woken by
