@@ -400,24 +400,21 @@ func benchRestart(ctx context.Context, where, ref string, n int, whenReady func(
 	if loadViews != nil {
 		views = loadViews(ctx, store, log)
 	}
-	caught := make(chan error, 1)
-	go func() { caught <- views.CatchUp(ctx, store) }()
-	cfg := executor.Config{Store: store, Logger: log}
-	if snaps.Dir != "" {
-		cfg.Snapshots = &snaps
+	// As in serve: the read model and the executor fold at the same time.
+	readModel := node.NewReadModel(views, store, nil, 0, log)
+	if err := readModel.Start(ctx); err != nil {
+		return restartResult{}, err
 	}
-	ex, err := executor.New(cfg)
+	defer readModel.Stop()
+	nd, err := node.Start(ctx, store, node.Config{SnapshotDir: snaps.Dir, Logger: log})
 	if err != nil {
 		return restartResult{}, err
 	}
-	if err := ex.Start(ctx); err != nil {
-		return restartResult{}, err
-	}
-	defer ex.Stop()
-	if err := startstop.WaitAllStarted(ctx, ex); err != nil {
-		return restartResult{}, err
-	}
-	if err := <-caught; err != nil {
+	defer nd.Stop()
+	if err := startstop.WaitAllStarted(ctx, readModel); err != nil {
+		if rerr := readModel.Err(); rerr != nil {
+			return restartResult{}, rerr
+		}
 		return restartResult{}, err
 	}
 	res := restartResult{took: time.Since(start), events: views.Next()}

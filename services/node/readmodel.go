@@ -19,10 +19,11 @@ import (
 	"github.com/turnstile/turnstile/projections/sqlviews"
 )
 
-// newViewsRunner returns the runner of views on store: it folds the log up
-// to its head as it is at Start (Started is closed then), then follows it,
-// and with snaps saves a snapshot every snapEvery events, until Stop.
-func newViewsRunner(views *projections.Views, store eventstore.Store, snaps *projections.SnapshotFiles, snapEvery uint64, log *slog.Logger) *startstop.Func {
+// NewReadModel returns the runner of the read model views on store: it
+// folds the log up to its head as it is at Start (Started is closed then),
+// then follows it, and with snaps saves a snapshot every snapEvery events,
+// until Stop. Err says why it ended by itself.
+func NewReadModel(views *projections.Views, store eventstore.Store, snaps *projections.SnapshotFiles, snapEvery uint64, log *slog.Logger) *startstop.Func {
 	return startstop.NewFunc(func(ctx context.Context, started func()) error {
 		if err := views.CatchUp(ctx, store); err != nil {
 			return fmt.Errorf("fold the log into the read model: %w", err)

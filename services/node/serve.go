@@ -108,7 +108,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		views = loadViews(ctx, store, log)
 	}
 	views.Retain(cfg.RetainEnded)
-	readModel := newViewsRunner(views, store, snaps, cfg.SnapshotEvery, log)
+	readModel := NewReadModel(views, store, snaps, cfg.SnapshotEvery, log)
 	if err := readModel.Start(ctx); err != nil {
 		return err
 	}
