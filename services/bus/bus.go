@@ -23,8 +23,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/crashpoint"
 )
