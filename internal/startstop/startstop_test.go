@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/turnstile/turnstile/internal/startstop"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestFuncLifecycle(t *testing.T) {
 	t.Parallel()
