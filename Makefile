@@ -25,7 +25,7 @@ test: ## vet, every test with the race detector (PostgreSQL included), a minute 
 	TURNSTILE_SIM_BUDGET=5s scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 30m ./...
 	@# The simulation's random seeds run ~9x faster without the race detector:
 	@# a minute of them is over a million simulated lifecycle steps.
-	TURNSTILE_SIM_BUDGET=60s $(GO) test -count=1 -run '^TestSeeds$$' -v ./services/sim
+	TURNSTILE_SIM_BUDGET=60s $(GO) test -count=1 -run '^TestSeeds$$' -v ./internal/sim
 	$(MAKE) --no-print-directory soak-short
 
 .PHONY: torture
@@ -52,7 +52,7 @@ SEED ?= 0
 STEPS ?= 5000
 .PHONY: simulate
 simulate: ## replay one deterministic simulation: make simulate SEED=… STEPS=… [TRACE=1] [SINGLE=1] [SPLIT=1] (SEED=0 picks one and prints it; SINGLE: a log without atomic multi-stream appends; SPLIT: two executors at once now and then)
-	TURNSTILE_SIMULATE=1 $(GO) test -count=1 -run '^TestSimulate$$' -v ./services/sim -args -seed=$(SEED) -steps=$(STEPS) $(if $(TRACE),-trace) $(if $(SINGLE),-single-stream) $(if $(SPLIT),-split-brain)
+	TURNSTILE_SIMULATE=1 $(GO) test -count=1 -run '^TestSimulate$$' -v ./internal/sim -args -seed=$(SEED) -steps=$(STEPS) $(if $(TRACE),-trace) $(if $(SINGLE),-single-stream) $(if $(SPLIT),-split-brain)
 
 .PHONY: bench
 bench: ## micro-benchmarks of the log (see BENCHMARKS.md for whole-system ones)

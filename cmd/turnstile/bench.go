@@ -28,9 +28,9 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/postgres"
+	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
-	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/node"
 )
 
@@ -385,7 +385,7 @@ func benchRestart(ctx context.Context, where, ref string, n int, whenReady func(
 	if err != nil {
 		return restartResult{}, err
 	}
-	snaps := projections.SnapshotFiles{Dir: checkpointDir(kind, dir)}
+	snaps := projections.SnapshotFiles{Dir: node.CheckpointDir(kind, dir)}
 	var loadViews func(context.Context, eventstore.Store, *slog.Logger) *projections.Views
 	if snaps.Dir != "" {
 		loadViews = projections.ReadViews(snaps) // decodes while the log opens, as in serve
@@ -400,28 +400,21 @@ func benchRestart(ctx context.Context, where, ref string, n int, whenReady func(
 	if loadViews != nil {
 		views = loadViews(ctx, store, log)
 	}
-	caught := make(chan error, 1)
-	go func() { caught <- views.CatchUp(ctx, store) }()
-	cfg := executor.Config{Store: store, Logger: log}
-	if snaps.Dir != "" {
-		cfg.Snapshots = &snaps
+	// As in serve: the read model and the executor fold at the same time.
+	readModel := node.NewReadModel(views, store, nil, 0, log)
+	if err := readModel.Start(ctx); err != nil {
+		return restartResult{}, err
 	}
-	ex, err := executor.New(cfg)
+	defer readModel.Stop()
+	nd, err := node.Start(ctx, store, node.Config{SnapshotDir: snaps.Dir, Logger: log})
 	if err != nil {
 		return restartResult{}, err
 	}
-	if err := ex.Start(ctx); err != nil {
-		return restartResult{}, err
-	}
-	defer ex.Stop()
-	for !ex.Ready() {
-		select {
-		case <-ctx.Done():
-			return restartResult{}, ctx.Err()
-		case <-time.After(time.Millisecond):
+	defer nd.Stop()
+	if err := startstop.WaitAllStarted(ctx, readModel); err != nil {
+		if rerr := readModel.Err(); rerr != nil {
+			return restartResult{}, rerr
 		}
-	}
-	if err := <-caught; err != nil {
 		return restartResult{}, err
 	}
 	res := restartResult{took: time.Since(start), events: views.Next()}
@@ -499,7 +492,7 @@ func benchSchema(storeURL string) (string, func(), error) {
 		return "", nil, usageError{err}
 	}
 	q := u.Query()
-	if q.Get("schema") != "" || pgSchema() != "" {
+	if q.Get("schema") != "" || node.PGSchema() != "" {
 		return storeURL, func() {}, nil
 	}
 	b := make([]byte, 5)

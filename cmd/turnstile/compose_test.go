@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/turnstile/turnstile/services/node"
 )
 
 // composeFile is the part of docker-compose.yaml the test checks.
@@ -194,14 +196,14 @@ func TestHealthcheckCommand(t *testing.T) {
 		t.Errorf("healthcheck of a closed port: exit %d, want 3", code)
 	}
 	var logs serveLog
-	stop, err := serveHealth("127.0.0.1:0", newLogger(&logs), func() (bool, any) { return false, "not yet" })
+	health, err := node.StartHealth("127.0.0.1:0", newLogger(&logs), func() (bool, any) { return false, "not yet" })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stop()
+	defer health.Stop()
 	m := regexp.MustCompile(`msg="health endpoints" addr=(\S+)`).FindStringSubmatch(logs.String())
 	if m == nil {
-		t.Fatalf("serveHealth logged no address: %s", logs.String())
+		t.Fatalf("StartHealth logged no address: %s", logs.String())
 	}
 	if code := run(context.Background(), []string{"healthcheck", "http://" + m[1] + "/healthz"}, &out, &errOut); code != 0 {
 		t.Errorf("healthcheck of /healthz: exit %d, want 0 (%s)", code, errOut.String())

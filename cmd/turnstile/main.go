@@ -9,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -126,45 +124,6 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
 	return nil
-}
-
-// storeLocation resolves --store and --data into a backend and a location.
-func storeLocation(storeURL, dataDir string) (kind, where string, err error) {
-	if storeURL == "" {
-		if dataDir == "" {
-			return "", "", usageError{errors.New("give --data DIR or --store URL")}
-		}
-		abs, err := filepath.Abs(dataDir)
-		if err != nil {
-			return "", "", err
-		}
-		return "embedded", abs, nil
-	}
-	if scheme, _, _ := strings.Cut(storeURL, "://"); strings.HasPrefix(scheme, "kurrentdb") || strings.HasPrefix(scheme, "kurrent") ||
-		strings.HasPrefix(scheme, "kdb") || strings.HasPrefix(scheme, "esdb") {
-		return "kurrentdb", "kurrentdb", nil // url.Parse refuses a host list; the store validates the URL
-	}
-	u, err := url.Parse(storeURL)
-	if err != nil {
-		return "", "", usageError{fmt.Errorf("store URL %q: %w", storeURL, err)}
-	}
-	switch u.Scheme {
-	case "embedded":
-		p := u.Path
-		if u.Host != "" { // embedded://relative/dir
-			p = filepath.Join(u.Host, u.Path)
-		}
-		if p == "" {
-			return "", "", usageError{fmt.Errorf("store URL %q names no directory", storeURL)}
-		}
-		return "embedded", p, nil
-	case "memory":
-		return "memory", "", nil
-	case "postgres", "postgresql":
-		return "postgres", u.Redacted(), nil
-	default:
-		return "", "", usageError{fmt.Errorf("store URL %q: unknown scheme %q (embedded:// is supported)", storeURL, u.Scheme)}
-	}
 }
 
 func newLogger(stderr io.Writer) *slog.Logger {

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/turnstile/turnstile/eventstore"
-	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/projections/sqlviews"
+	"github.com/turnstile/turnstile/services/node"
 )
 
 // The PostgreSQL read model tables (projections/sqlviews): created by
@@ -21,7 +19,7 @@ import (
 // openSQLViews connects to the database of a postgres:// store URL; the
 // tables live in the log's schema.
 func openSQLViews(ctx context.Context, storeURL string) (*pgxpool.Pool, sqlviews.Options, error) {
-	pool, schema, err := sqlviews.Connect(ctx, storeURL, pgSchema())
+	pool, schema, err := sqlviews.Connect(ctx, storeURL, node.PGSchema())
 	if err != nil {
 		return nil, sqlviews.Options{}, err
 	}
@@ -37,49 +35,13 @@ func migrateSQLViews(ctx context.Context, storeURL string, out io.Writer) error 
 	defer pool.Close()
 	applied, err := sqlviews.Migrate(ctx, pool, opts.Schema)
 	if err != nil {
-		return fmt.Errorf("migrate %s: %w", redactURL(storeURL), err)
+		return fmt.Errorf("migrate %s: %w", node.RedactURL(storeURL), err)
 	}
 	for _, m := range applied {
 		fmt.Fprintf(out, "applied read model migration %d: %s\n", m.Version, m.Name)
 	}
 	fmt.Fprintf(out, "read model tables at version %d\n", sqlviews.SchemaVersion())
 	return nil
-}
-
-// startSQLViews starts the projector that keeps the tables, retrying after
-// a failure (it resumes from the committed checkpoint) until ctx ends; with
-// snaps, its fold keeps snapshots there every snapEvery events, and it keeps
-// retainEnded ended executions in memory as serve's read model does. stop
-// waits for it and closes its pool.
-func startSQLViews(ctx context.Context, storeURL string, store eventstore.Store, snaps *projections.SnapshotFiles, snapEvery uint64, retainEnded int, log *slog.Logger) (p *sqlviews.Projector, stop func(), err error) {
-	pool, opts, err := openSQLViews(ctx, storeURL)
-	if err != nil {
-		return nil, nil, err
-	}
-	opts.Logger, opts.Snapshots, opts.SnapshotEvery, opts.RetainEnded = log, snaps, snapEvery, retainEnded
-	p, err = sqlviews.New(ctx, pool, store, opts)
-	if err != nil {
-		pool.Close()
-		return nil, nil, fmt.Errorf("%w (or run serve with --sql-views=false)", err)
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
-			err := p.Run(rctx)
-			if rctx.Err() != nil {
-				return
-			}
-			log.Error("sql views: projector stopped; restarting from the checkpoint", "err", err, "in", wait)
-			select {
-			case <-rctx.Done():
-				return
-			case <-time.After(wait):
-			}
-		}
-	}()
-	return p, func() { cancel(); <-done; pool.Close() }, nil
 }
 
 // rebuildSQLViews checks the tables against a rebuild from position 0 (exit

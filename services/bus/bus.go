@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
+	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/crashpoint"
 )
@@ -232,6 +234,10 @@ type Forwarder struct {
 	log    *slog.Logger
 	cancel context.CancelFunc
 	done   chan error
+
+	started  startstop.Signal // closed by Start (lifecycle.go)
+	stopOnce sync.Once
+	err      error
 }
 
 // NewForwarder checks cfg and returns a forwarder; it does nothing until Start.
@@ -305,6 +311,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 		}
 		f.done <- err
 	}()
+	f.started.Close()
 	return nil
 }
 
@@ -343,12 +350,12 @@ func (f *Forwarder) publish(batch []domain.Envelope) error {
 	return nil
 }
 
-// Stop ends forwarding, saving the checkpoint, and returns the error that
-// stopped it, if any other than the stop itself.
-func (f *Forwarder) Stop() error {
+// Stop ends forwarding, saving the checkpoint; Err then says what stopped
+// it, if anything other than the stop itself.
+func (f *Forwarder) Stop() {
 	if f.cancel == nil {
-		return nil
+		return
 	}
 	f.cancel()
-	return <-f.done
+	f.stopOnce.Do(func() { f.err = <-f.done })
 }

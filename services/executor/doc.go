@@ -84,7 +84,7 @@
 // Commit writes its appends one stream at a time; "two timed cycles" are two
 // calls of Decide(true). Snapshots of the fold carry its partial writes
 // (projections.StateSnapshot), so a restarted executor completes them too.
-// services/sim runs the executor on such a log (sim.Config.SingleStream),
+// internal/sim runs the executor on such a log (sim.Config.SingleStream),
 // where the log's faults cut these chains short.
 //
 // Not covered by any fence, on either kind of store: two executors that run

@@ -38,6 +38,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/clock"
 )
@@ -161,6 +162,7 @@ type Executor struct {
 	saving     atomic.Bool    // a periodic save is under way
 
 	ready    atomic.Bool
+	readied  startstop.Signal // closed with ready (lifecycle.go)
 	active   atomic.Bool
 	wakeup   chan struct{} // buffered: SetActive(true) asks for a decision cycle
 	position atomic.Uint64

@@ -350,7 +350,7 @@ func (h *harness) stop() {
 	wg.Wait()
 	h.workers = nil
 	if h.fwd != nil {
-		_ = h.fwd.Stop()
+		h.fwd.Stop()
 		h.fwd = nil
 	}
 	_ = h.bus.Close()

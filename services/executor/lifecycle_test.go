@@ -92,7 +92,7 @@ func (s *system) stop() {
 	}
 	s.workers = nil
 	if s.fwd != nil {
-		_ = s.fwd.Stop()
+		s.fwd.Stop()
 		s.fwd = nil
 	}
 	_ = s.bus.Close()

@@ -104,7 +104,7 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 	defer close(stopWriters) // after land: no append is under way any more
 	defer e.land(ctx, fl)
 	if head == 0 {
-		e.ready.Store(true) // an empty log: no worker of a previous run to lose
+		e.markReady() // an empty log: no worker of a previous run to lose
 	} else if e.active.Load() && e.state.Next >= head && e.becomeReady(ctx, head) { // a snapshot at the log's end
 		e.run(ctx, e.Decide(true))
 	}
@@ -143,7 +143,7 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 		}
 		if !e.active.Load() {
 			if !e.ready.Load() && e.state.Next >= head {
-				e.ready.Store(true)
+				e.markReady()
 				e.log.Info("caught up with the log (standby: folding, not deciding)", "position", e.state.Next)
 			}
 			continue
@@ -172,7 +172,7 @@ func (e *Executor) becomeReady(ctx context.Context, head uint64) bool {
 		return false
 	}
 	e.run(ctx, e.DecideAtStart())
-	e.ready.Store(true)
+	e.markReady()
 	e.log.Info("caught up with the log", "position", e.state.Next)
 	return true
 }

@@ -173,19 +173,7 @@ func (h *pgHeld) Release() {
 	<-h.done
 }
 
-// Always is the lease of a store only one process uses (embedded, memory):
-// it is held at once and never lost.
-type Always struct{}
-
-type alwaysHeld struct{}
-
-func (alwaysHeld) Lost() <-chan struct{} { return nil }
-func (alwaysHeld) Release()              {}
-
-// Acquire returns at once.
-func (Always) Acquire(context.Context, func()) (Held, error) { return alwaysHeld{}, nil }
-
-// Lease is what Postgres and Always have in common.
+// Lease is what Follow contends for (Postgres).
 type Lease interface {
 	Acquire(ctx context.Context, waiting func()) (Held, error)
 }

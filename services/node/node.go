@@ -1,7 +1,15 @@
-// Package node assembles one process's services: the executor (active, or
-// standing by), in-process workers, the in-process bus and the forwarder
-// that feeds it from the log. turnstile serve, executor and worker, and
-// tests use it.
+// Package node is the one place that assembles a turnstile process:
+// Serve (turnstile serve: the log, the read model, the executor, in-process
+// workers and the API), RunExecutor and RunWorker (one executor, or one
+// worker, as a process of its own on a shared log), and Start, the shared
+// core of them all and of turnstile bench: the executor (active, or standing
+// by), in-process workers, the in-process bus and the forwarder that feeds
+// it from the log. cmd/turnstile parses flags into their configs; tests use
+// Start directly.
+//
+// Every long-running part has the lifecycle of internal/startstop: Start,
+// Started (readiness, a signal), Stop. A process starts its parts in order,
+// each once the one before it is ready, and stops them in reverse.
 //
 // Across processes the log is the bus: each process that runs workers has
 // its own forwarder, which subscribes to the log (on PostgreSQL, woken by
@@ -17,6 +25,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/command"
@@ -73,8 +82,9 @@ type Config struct {
 	ForwardFromHead bool
 }
 
-// Start starts the executor, waits until it has caught up with the log,
-// then starts the workers and the forwarder.
+// Start starts the executor, waits until it has caught up with the log
+// (its Started signal), then starts the workers and the forwarder, and
+// returns once every part is ready.
 func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, error) {
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
@@ -126,12 +136,8 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		}
 		// Wait for the fold to catch up (and the previous run's workers to be
 		// declared lost) before this run's workers register.
-		for !n.Executor.Ready() {
-			select {
-			case <-ctx.Done():
-				return fail(ctx.Err())
-			case <-time.After(5 * time.Millisecond):
-			}
+		if err := startstop.WaitAllStarted(ctx, n.Executor); err != nil {
+			return fail(fmt.Errorf("node: the executor did not catch up with the log: %w", err))
 		}
 	}
 	for _, id := range ids {
@@ -156,6 +162,13 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		return fail(err)
 	}
 	if err := n.Fwd.Start(ctx); err != nil {
+		return fail(err)
+	}
+	parts := []startstop.Service{n.Fwd}
+	for _, w := range n.Workers {
+		parts = append(parts, w)
+	}
+	if err := startstop.WaitAllStarted(ctx, parts...); err != nil {
 		return fail(err)
 	}
 	return n, nil
@@ -187,7 +200,7 @@ func (n *Node) drain(ctx context.Context, grace time.Duration) {
 	}
 	wg.Wait()
 	if n.Fwd != nil {
-		_ = n.Fwd.Stop()
+		n.Fwd.Stop()
 	}
 	if n.Executor != nil {
 		n.Executor.Stop()

@@ -34,6 +34,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/internal/gopool"
+	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/crashpoint"
@@ -102,7 +103,8 @@ type Worker struct {
 	runs *gopool.Pool // the goroutines that drive runs (see spawn); set by Start
 
 	cancel context.CancelFunc
-	done   chan struct{} // closed when the heartbeat loop has returned
+	done   chan struct{}    // closed when the heartbeat loop has returned
+	ready  startstop.Signal // closed once Start has registered (lifecycle.go)
 }
 
 // runKey names one run: an attempt of an execution. A worker may be handed
@@ -237,6 +239,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Unlock()
 	w.done = make(chan struct{})
 	go w.heartbeats(ctx)
+	w.ready.Close()
 	return nil
 }
 

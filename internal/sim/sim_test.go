@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turnstile/turnstile/services/sim"
+	"github.com/turnstile/turnstile/internal/sim"
 )
 
 var (

@@ -1,0 +1,122 @@
+// turnstile executor and turnstile worker assembled: one executor, or one
+// worker, as a process of its own on a shared log.
+
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/turnstile/turnstile/services/lease"
+)
+
+// ExecutorProcessConfig says what an executor process runs.
+type ExecutorProcessConfig struct {
+	StoreURL    string // a shared log (postgres://)
+	Name        string // the executor's writer name in the log, distinct per process
+	Lease       lease.Lease
+	WorkerLease time.Duration
+	HealthAddr  string // "" serves no health endpoints
+	Logger      *slog.Logger
+}
+
+// RunExecutor runs an executor until ctx ends: it stands by with its fold
+// current and decides while it holds the lease, which it releases on the
+// way out (so a standby takes over at once), or gives up at once when its
+// fold fails (an error).
+func RunExecutor(ctx context.Context, cfg ExecutorProcessConfig) error {
+	log := cfg.Logger
+	store, where, err := OpenStore(cfg.StoreURL, "")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	n, err := Start(context.WithoutCancel(ctx), store, Config{Standby: true, ExecutorName: cfg.Name, WorkerLease: cfg.WorkerLease, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer n.Stop()
+	ex := n.Executor
+	health, err := StartHealth(cfg.HealthAddr, log, func() (bool, any) {
+		role := "standby"
+		if ex.Active() {
+			role = "active"
+		}
+		return ex.Ready(), map[string]any{"role": role, "name": cfg.Name, "position": ex.Position()}
+	})
+	if err != nil {
+		return err
+	}
+	defer health.Stop()
+	log.Info("turnstile executor started", "store", where, "position", ex.Position(), "worker_lease", cfg.WorkerLease)
+	follower := newLeaseFollower(cfg.Lease, log, ex.SetActive)
+	if err := follower.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done(): // SIGTERM
+	case <-ex.Done(): // the fold failed: give the lease up to a standby
+	case <-follower.Done():
+	}
+	follower.Stop()
+	if ctx.Err() == nil {
+		return errors.New("the executor stopped following the log (see the log above); lease released")
+	}
+	log.Info("stopping")
+	return nil
+}
+
+// WorkerProcessConfig says what a worker process runs.
+type WorkerProcessConfig struct {
+	StoreURL   string // a shared log (postgres://)
+	ID         string // unique among running workers
+	Slots      int
+	Heartbeat  time.Duration
+	Grace      time.Duration
+	HealthAddr string // "" serves no health endpoints
+	Logger     *slog.Logger
+}
+
+// RunWorker runs one worker until ctx ends, then drains it within Grace.
+// It stops with an error when another process registers the same worker
+// id and takes it over.
+func RunWorker(ctx context.Context, cfg WorkerProcessConfig) error {
+	log := cfg.Logger
+	store, where, err := OpenStore(cfg.StoreURL, "")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	n, err := Start(context.WithoutCancel(ctx), store, Config{NoExecutor: true, WorkerIDs: []string{cfg.ID}, Slots: cfg.Slots,
+		Heartbeat: cfg.Heartbeat, ForwardFromHead: true, StopGrace: cfg.Grace, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer n.Stop()
+	w := n.Workers[0]
+	health, err := StartHealth(cfg.HealthAddr, log, func() (bool, any) {
+		select {
+		case <-w.Superseded():
+			return false, map[string]any{"id": cfg.ID, "superseded_by": w.SupersededBy()}
+		default:
+			return true, map[string]any{"id": cfg.ID, "incarnation": w.Incarnation(), "slots": cfg.Slots}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	defer health.Stop()
+	log.Info("turnstile worker started", "worker", cfg.ID, "incarnation", w.Incarnation(), "slots", cfg.Slots, "store", where)
+	select {
+	case <-ctx.Done():
+		log.Info("draining", "grace", cfg.Grace)
+		n.Drain(context.Background(), cfg.Grace)
+		return nil
+	case <-w.Superseded():
+		n.Stop()
+		return fmt.Errorf("worker %s: another process registered the same worker id (incarnation %s) and took over; this one stopped", cfg.ID, w.SupersededBy())
+	}
+}

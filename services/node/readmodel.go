@@ -1,0 +1,93 @@
+// The read model's runners in the shape of every long-running part
+// (internal/startstop): the in-memory views the API reads, and the
+// PostgreSQL tables (projections/sqlviews) kept beside them.
+
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/startstop"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/projections/sqlviews"
+)
+
+// NewReadModel returns the runner of the read model views on store: it
+// folds the log up to its head as it is at Start (Started is closed then),
+// then follows it, and with snaps saves a snapshot every snapEvery events,
+// until Stop. Err says why it ended by itself.
+func NewReadModel(views *projections.Views, store eventstore.Store, snaps *projections.SnapshotFiles, snapEvery uint64, log *slog.Logger) *startstop.Func {
+	return startstop.NewFunc(func(ctx context.Context, started func()) error {
+		if err := views.CatchUp(ctx, store); err != nil {
+			return fmt.Errorf("fold the log into the read model: %w", err)
+		}
+		started()
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		if snaps != nil {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				views.KeepSnapshots(ctx, *snaps, snapEvery, log)
+			}()
+		}
+		if err := views.Run(ctx, store); err != nil {
+			return fmt.Errorf("read model stopped: %w", err)
+		}
+		return nil
+	})
+}
+
+// sqlViews keeps the PostgreSQL read model tables: its projector runs from
+// Start, restarting from the committed checkpoint after a failure, until
+// Stop, which also closes its pool.
+type sqlViews struct {
+	*startstop.Func
+	Projector *sqlviews.Projector
+	pool      *pgxpool.Pool
+}
+
+// newSQLViews connects to the database of a postgres:// store URL (the
+// tables live in the log's schema) and readies the projector; with snaps,
+// its fold keeps snapshots there every snapEvery events, and it keeps
+// retainEnded ended executions in memory as serve's read model does.
+func newSQLViews(ctx context.Context, storeURL string, store eventstore.Store, snaps *projections.SnapshotFiles, snapEvery uint64, retainEnded int, log *slog.Logger) (*sqlViews, error) {
+	pool, schema, err := sqlviews.Connect(ctx, storeURL, PGSchema())
+	if err != nil {
+		return nil, err
+	}
+	opts := sqlviews.Options{Schema: schema, Logger: log, Snapshots: snaps, SnapshotEvery: snapEvery, RetainEnded: retainEnded}
+	p, err := sqlviews.New(ctx, pool, store, opts)
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("%w (or run serve with --sql-views=false)", err)
+	}
+	return &sqlViews{Projector: p, pool: pool, Func: startstop.NewFunc(func(ctx context.Context, started func()) error {
+		started()
+		for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+			err := p.Run(ctx)
+			if ctx.Err() != nil {
+				return nil
+			}
+			log.Error("sql views: projector stopped; restarting from the checkpoint", "err", err, "in", wait)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(wait):
+			}
+		}
+	})}, nil
+}
+
+// Stop stops the projector and closes its pool.
+func (s *sqlViews) Stop() {
+	s.Func.Stop()
+	s.pool.Close()
+}

@@ -1,0 +1,204 @@
+// turnstile serve assembled: the log, the read model, the executor (alone,
+// or contending for a lease), in-process workers and the API, started in
+// order and stopped in reverse.
+
+package node
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/startstop"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/command"
+	"github.com/turnstile/turnstile/services/lease"
+)
+
+// ServeConfig says what a serve process runs. The command line checks the
+// flags; Serve trusts them.
+type ServeConfig struct {
+	StoreURL string // "" for the embedded store in DataDir
+	DataDir  string
+	Addr     string // the API's listen address (port 0: any free port)
+
+	WorkerIDs []string // the in-process workers
+	Slots     int      // executions each worker runs at once
+	Grace     time.Duration
+
+	// NoExecutor runs no executor here (API and workers only, on a
+	// shared log where another process grants).
+	NoExecutor bool
+	// Lease, when set, is the lease the in-process executor contends for
+	// (a shared PostgreSQL log): it stands by until it holds it.
+	Lease        lease.Lease
+	ExecutorName string
+	WorkerLease  time.Duration
+
+	// SnapshotDir holds snapshots of the executor's fold and the read
+	// model; "" is the embedded store's checkpoints/ directory, or none.
+	SnapshotDir   string
+	SnapshotEvery uint64
+	RetainEnded   int  // ended executions the read model keeps (0: all)
+	SQLViews      bool // with a PostgreSQL store, keep the SQL read model tables
+
+	// API builds the HTTP API on the process's parts.
+	API  func(APIParts) http.Handler
+	Auth bool // whether API asks for tokens (for the start's log line)
+
+	Logger *slog.Logger
+}
+
+// APIParts is what the HTTP API serves from.
+type APIParts struct {
+	Commands *command.Service
+	Queries  *projections.Queries
+	// Ready reports whether the executor (if this process runs one) has
+	// caught up with the log.
+	Ready    func() bool
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+}
+
+// Serve runs a serve process until ctx ends, then stops it: the API stops
+// answering, the workers drain within Grace, then the executor and the
+// read model stop and save their snapshots.
+func Serve(ctx context.Context, cfg ServeConfig) error {
+	log := cfg.Logger
+	storeKind, storeWhere, err := Locate(cfg.StoreURL, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if storeKind == "kurrentdb" {
+		log.Warn("KurrentDB has no atomic multi-stream appends: the executor and the commands take their single-stream path " +
+			"(fence first, the rest after it, completed from the log after a crash). That path is tested here against an " +
+			"in-memory store without multi-stream appends and the store against a fake gRPC server, not against a real KurrentDB server")
+	}
+	// Other processes may write a PostgreSQL or KurrentDB log.
+	shared := storeKind == "postgres" || storeKind == "kurrentdb"
+	var snaps *projections.SnapshotFiles
+	snapDir := cfg.SnapshotDir
+	if snapDir == "" {
+		snapDir = CheckpointDir(storeKind, storeWhere)
+	}
+	if snapDir != "" {
+		snaps = &projections.SnapshotFiles{Dir: snapDir}
+	}
+	// The read model's snapshot decodes while the log opens.
+	var loadViews func(context.Context, eventstore.Store, *slog.Logger) *projections.Views
+	if snaps != nil {
+		loadViews = projections.ReadViews(*snaps)
+	}
+	store, where, err := OpenStore(cfg.StoreURL, cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	// The read model and the executor fold the log at the same time (two
+	// folds, two cores); the API listens once both have caught up.
+	views := projections.NewViews()
+	if loadViews != nil {
+		views = loadViews(ctx, store, log)
+	}
+	views.Retain(cfg.RetainEnded)
+	readModel := NewReadModel(views, store, snaps, cfg.SnapshotEvery, log)
+	if err := readModel.Start(ctx); err != nil {
+		return err
+	}
+	defer readModel.Stop()
+	// The node outlives the signal: on SIGTERM its workers drain (see below).
+	// One process owns an embedded log, so at start every worker it names
+	// died with the previous run; a shared PostgreSQL or KurrentDB log has
+	// other processes' workers, which only their leases can judge.
+	n, err := Start(context.WithoutCancel(ctx), store, Config{WorkerIDs: cfg.WorkerIDs, Slots: cfg.Slots, LoseWorkers: !shared,
+		CheckpointDir: CheckpointDir(storeKind, where), SnapshotDir: snapDir, SnapshotEvery: cfg.SnapshotEvery, Logger: log, StopGrace: cfg.Grace,
+		NoExecutor: cfg.NoExecutor, Standby: cfg.Lease != nil, ExecutorName: cfg.ExecutorName, WorkerLease: cfg.WorkerLease, ForwardFromHead: shared})
+	if err != nil {
+		return err
+	}
+	defer n.Stop()
+	ready := func() bool { return true }
+	if n.Executor != nil {
+		ready = n.Executor.Ready
+	}
+	if cfg.Lease != nil {
+		// On a shared log the in-process executor is one of the contenders.
+		follower := newLeaseFollower(cfg.Lease, log.With("executor", cfg.ExecutorName), n.Executor.SetActive)
+		if err := follower.Start(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+		defer follower.Stop()
+	}
+	if err := startstop.WaitAllStarted(ctx, readModel); err != nil {
+		if rerr := readModel.Err(); rerr != nil {
+			return rerr
+		}
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_bus_poison_messages_total",
+		Help: "Bus messages set aside in the poison topic after their retries."}, func() float64 { return float64(n.Poison.Count()) }))
+	if n.Executor != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "turnstile_executor_skipped_events_total",
+			Help: "Events the executor's fold passed over because they did not decode (the audit lists them)."},
+			func() float64 { return float64(n.Executor.Stats.Undecodable.Load()) }))
+	}
+	if storeKind == "postgres" && cfg.SQLViews {
+		proj, err := newSQLViews(ctx, cfg.StoreURL, store, snaps, cfg.SnapshotEvery, cfg.RetainEnded, log)
+		if err != nil {
+			return err
+		}
+		if err := proj.Start(ctx); err != nil {
+			return err
+		}
+		defer proj.Stop()
+		reg.MustRegister(proj.Projector.Collector())
+	}
+	api := &HTTPServer{Addr: cfg.Addr, Logger: log, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		Handler: cfg.API(APIParts{Commands: n.Commands, Queries: projections.NewQueries(views, store), Ready: ready, Registry: reg, Logger: log})}
+	if err := api.Start(ctx); err != nil {
+		return err
+	}
+	defer api.Stop()
+	log.Info("turnstile serving", "addr", api.ListenAddr(), "store", where, "workers", len(cfg.WorkerIDs), "slots", cfg.Slots, "executor", !cfg.NoExecutor,
+		"position", views.Next(), "auth", cfg.Auth)
+
+	select {
+	case <-ctx.Done():
+	case <-api.Done():
+		return fmt.Errorf("http server: %w", api.Err())
+	case <-readModel.Done():
+		if err := readModel.Err(); err != nil {
+			return err
+		}
+	}
+	log.Info("stopping")
+	api.Stop() // ends the feeds first, so the shutdown does not wait for them
+	log.Info("draining workers", "grace", cfg.Grace)
+	n.Stop() // workers drain, then the executor and the bus stop (saving its snapshot)
+	if snaps != nil {
+		readModel.Stop()
+		if err := views.SaveSnapshot(*snaps); err != nil {
+			log.Warn("cannot save the read model's snapshot", "err", err)
+		}
+	}
+	return nil
+}
+
+// newLeaseFollower returns the follower of lease l: from Start until Stop
+// it contends for the lease and tells set whether it holds it (released on
+// Stop, so a standby takes over at once).
+func newLeaseFollower(l lease.Lease, log *slog.Logger, set func(active bool)) *startstop.Func {
+	return startstop.NewFunc(func(ctx context.Context, started func()) error {
+		started()
+		lease.Follow(ctx, l, log, set)
+		return nil
+	})
+}
