@@ -261,8 +261,8 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		"ExecutionView": projections.ExecutionView{},
 		"QueueStats":    projections.QueueStats{},
 		"QueueContents": projections.QueueContents{},
-		"Waiter":        projections.Waiter{},
-		"WorkerInfo":    projections.WorkerInfo{},
+		"Waiter":        projections.WaiterView{},
+		"WorkerInfo":    projections.WorkerView{},
 		"Event":         domain.Envelope{},
 	} {
 		s := doc.Components.Schemas[name]

@@ -65,7 +65,7 @@ func eventOut(e *domain.Envelope) wire.Event {
 		CausationID: e.CausationID, Writer: e.Writer, Data: e.Data, Metadata: e.Metadata}
 }
 
-func workerOut(w projections.WorkerInfo) wire.Worker {
+func workerOut(w projections.WorkerView) wire.Worker {
 	out := wire.Worker{ID: w.ID, Status: string(w.Status), Incarnation: w.Incarnation, Slots: w.Slots, Runners: w.Runners,
 		LastSeen: w.LastSeen, InFlight: w.InFlight, Executions: w.Executions}
 	if out.Executions == nil {

@@ -27,9 +27,9 @@ func TestWireMatchesTheReadModel(t *testing.T) {
 		"stats": {projections.QueueStats{Action: "a", QueueLength: 1, ActiveCount: 2, MaxConcurrent: 3, Paused: true, OldestEnqueuedAt: &at,
 			TotalEnqueued: 4, TotalGranted: 5, TotalCompleted: 6, TotalFailed: 7, TotalTimedOut: 8, TotalRejected: 9, TotalCancelled: 10,
 			WaitP50Ms: 1.5, WaitP95Ms: 2.5, Position: 11}, nil},
-		"queue": {projections.QueueContents{Action: "a", Paused: true, Waiting: []projections.Waiter{{ID: "x", ConcurrencyKey: "k", Position: 1, EnqueuedAt: at}},
+		"queue": {projections.QueueContents{Action: "a", Paused: true, Waiting: []projections.WaiterView{{ID: "x", ConcurrencyKey: "k", Position: 1, EnqueuedAt: at}},
 			Active: []string{"y"}, Position: 2}, nil},
-		"worker": {projections.WorkerInfo{ID: "w", Status: domain.WorkerStatus("live"), Incarnation: "i", Slots: 1, Runners: []string{"core.noop"},
+		"worker": {projections.WorkerView{ID: "w", Status: domain.WorkerStatus("live"), Incarnation: "i", Slots: 1, Runners: []string{"core.noop"},
 			LastSeen: &at, InFlight: 2, Executions: []string{"x"}}, nil},
 		"event": {domain.Envelope{Stream: "s", Version: 1, Position: 2, ID: uuid.MustParse("0b0e8f3c-58a4-4f0e-8f57-8c6f1d6f0d42"), Type: "t",
 			SchemaVersion: 3, Time: at, Owner: domain.OwnerAPI, CorrelationID: "c", CausationID: "d", Writer: "w",
@@ -39,8 +39,8 @@ func TestWireMatchesTheReadModel(t *testing.T) {
 		"action":    {projections.ActionView{}, nil},
 		"execution": {projections.ExecutionView{}, nil},
 		"stats":     {projections.QueueStats{}, nil},
-		"queue":     {projections.QueueContents{Waiting: []projections.Waiter{}, Active: []string{}}, nil},
-		"worker":    {projections.WorkerInfo{Executions: []string{}}, nil},
+		"queue":     {projections.QueueContents{Waiting: []projections.WaiterView{}, Active: []string{}}, nil},
+		"worker":    {projections.WorkerView{Executions: []string{}}, nil},
 		"event":     {domain.Envelope{}, nil},
 	}
 	for _, set := range []map[string][2]any{full, zero} {
@@ -55,7 +55,7 @@ func TestWireMatchesTheReadModel(t *testing.T) {
 				conv = statsOut(v)
 			case projections.QueueContents:
 				conv = queueOut(v)
-			case projections.WorkerInfo:
+			case projections.WorkerView:
 				conv = workerOut(v)
 			case domain.Envelope:
 				conv = eventOut(&v)

@@ -22,8 +22,8 @@ type StateSnapshot struct {
 	Next       uint64
 	Queues     QueuesSnapshot
 	Executions []domain.ExecutionSnapshot // live ones the queues do not keep (see State), by id
-	Workers    []WorkerSnapshot           // by id
-	Actions    []ActionSnapshot           // by ref
+	Workers    []WorkerStateSnapshot      // by id
+	Actions    []ActionStateSnapshot      // by ref
 	Attention  []string
 	Fanouts    []FanoutSnapshot // by parent id
 	// The single-stream path's partial writes (see State.Unscheduled and
@@ -93,14 +93,14 @@ func (sn *ViewsSnapshot) readBulk(next func() ([]byte, error)) error {
 	return sn.Executions.decodeChunks(next)
 }
 
-// WorkerSnapshot is a WorkerView.
-type WorkerSnapshot struct {
+// WorkerStateSnapshot is a WorkerState.
+type WorkerStateSnapshot struct {
 	Worker   domain.WorkerSnapshot
 	InFlight []string
 }
 
-// ActionSnapshot is one action of a State.
-type ActionSnapshot struct {
+// ActionStateSnapshot is one action of a State.
+type ActionStateSnapshot struct {
 	Ref    string
 	Action domain.ActionSnapshot
 }
@@ -132,10 +132,10 @@ func (s *State) Snapshot() *StateSnapshot {
 	sn := &StateSnapshot{Next: s.Next, Queues: QueuesSnapshot{s.Queues.Snapshot()}, Attention: slices.Sorted(maps.Keys(s.Attention))}
 	for _, id := range s.WorkerIDs() {
 		w := s.Workers[id]
-		sn.Workers = append(sn.Workers, WorkerSnapshot{Worker: w.Snapshot(), InFlight: slices.Sorted(maps.Keys(w.InFlight))})
+		sn.Workers = append(sn.Workers, WorkerStateSnapshot{Worker: w.Snapshot(), InFlight: slices.Sorted(maps.Keys(w.InFlight))})
 	}
 	for _, ref := range slices.Sorted(maps.Keys(s.Actions)) {
-		sn.Actions = append(sn.Actions, ActionSnapshot{Ref: ref, Action: s.Actions[ref].Snapshot()})
+		sn.Actions = append(sn.Actions, ActionStateSnapshot{Ref: ref, Action: s.Actions[ref].Snapshot()})
 	}
 	for _, id := range slices.Sorted(maps.Keys(s.Fanouts)) {
 		f := s.Fanouts[id]
@@ -164,7 +164,7 @@ func RestoreState(sn *StateSnapshot) *State {
 	}
 	s.Next, s.Queues = sn.Next, domain.RestoreQueues(sn.Queues.QueuesSnapshot)
 	for _, w := range sn.Workers {
-		s.Workers[w.Worker.ID] = &WorkerView{Worker: domain.RestoreWorker(w.Worker), InFlight: setOf(w.InFlight)}
+		s.Workers[w.Worker.ID] = &WorkerState{Worker: domain.RestoreWorker(w.Worker), InFlight: setOf(w.InFlight)}
 	}
 	for _, a := range sn.Actions {
 		s.Actions[a.Ref] = domain.RestoreAction(a.Action)

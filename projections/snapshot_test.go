@@ -273,7 +273,7 @@ func TestStateSnapshotCoversEveryField(t *testing.T) {
 		{projections.State{}, projections.StateSnapshot{}, 1},
 		// FanoutSnapshot names its parent, the key of State.Fanouts.
 		{projections.Fanout{}, projections.FanoutSnapshot{}, -1},
-		{projections.WorkerView{}, projections.WorkerSnapshot{}, 0},
+		{projections.WorkerState{}, projections.WorkerStateSnapshot{}, 0},
 	} {
 		f, s := reflect.TypeOf(c.fold), reflect.TypeOf(c.snap)
 		if f.NumField() != s.NumField()+c.extra {

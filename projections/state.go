@@ -15,15 +15,15 @@ import (
 	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
-// WorkerView is a worker as the log tells it, with the executions it holds
+// WorkerState is a worker as the log tells it, with the executions it holds
 // (handed to it and not ended or taken back).
-type WorkerView struct {
+type WorkerState struct {
 	*domain.Worker
 	InFlight map[string]struct{}
 }
 
 // Free returns how many more executions the worker may be handed now.
-func (w *WorkerView) Free() int {
+func (w *WorkerState) Free() int {
 	if !w.Accepting() {
 		return 0
 	}
@@ -41,7 +41,7 @@ func (w *WorkerView) Free() int {
 type State struct {
 	Queues  *domain.Queues
 	live    map[string]*domain.Execution // executions that have not ended, but for those only their queue keeps
-	Workers map[string]*WorkerView
+	Workers map[string]*WorkerState
 	Actions map[string]*domain.Action
 	Next    uint64 // position after the last applied event
 
@@ -79,7 +79,7 @@ func NewState() *State {
 	return &State{
 		Queues:    domain.NewQueues(),
 		live:      map[string]*domain.Execution{},
-		Workers:   map[string]*WorkerView{},
+		Workers:   map[string]*WorkerState{},
 		Actions:   map[string]*domain.Action{},
 		Attention: map[string]struct{}{},
 		Fanouts:   map[string]*Fanout{},
@@ -201,7 +201,7 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 	case domain.StreamWorker:
 		w := s.Workers[id]
 		if w == nil {
-			w = &WorkerView{Worker: domain.NewWorker(id), InFlight: map[string]struct{}{}}
+			w = &WorkerState{Worker: domain.NewWorker(id), InFlight: map[string]struct{}{}}
 			s.Workers[id] = w
 		}
 		w.Apply(ev, env.Version, env.Time)
@@ -275,7 +275,7 @@ func (s *State) announce(env *domain.Envelope, ref string, c domain.QueueActionC
 	s.Announced[ref] = an
 }
 
-// trackWorker keeps WorkerView.InFlight equal to the executions handed to
+// trackWorker keeps WorkerState.InFlight equal to the executions handed to
 // each worker and not yet ended or taken back.
 func (s *State) trackWorker(id, prevWorker string, prevStatus domain.Status, x *domain.Execution) {
 	held := func(st domain.Status) bool { return st == domain.StatusScheduled || st == domain.StatusRunning }
@@ -287,7 +287,7 @@ func (s *State) trackWorker(id, prevWorker string, prevStatus domain.Status, x *
 	if held(x.Status()) {
 		w := s.Workers[x.Worker()]
 		if w == nil {
-			w = &WorkerView{Worker: domain.NewWorker(x.Worker()), InFlight: map[string]struct{}{}}
+			w = &WorkerState{Worker: domain.NewWorker(x.Worker()), InFlight: map[string]struct{}{}}
 			s.Workers[x.Worker()] = w
 		}
 		w.InFlight[id] = struct{}{}

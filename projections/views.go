@@ -674,16 +674,16 @@ func (v *Views) Actions() []ActionView {
 // QueueContents is an action's queue: the waiting executions in FIFO order,
 // then the active ones (granted and not ended), sorted by id.
 type QueueContents struct {
-	Action   string   `json:"action"`
-	Paused   bool     `json:"paused"`
-	Waiting  []Waiter `json:"waiting"`
-	Active   []string `json:"active"`
-	Position uint64   `json:"position"` // the log position the queue is as of
+	Action   string       `json:"action"`
+	Paused   bool         `json:"paused"`
+	Waiting  []WaiterView `json:"waiting"`
+	Active   []string     `json:"active"`
+	Position uint64       `json:"position"` // the log position the queue is as of
 }
 
-// Waiter is a waiting execution: its id, key, and the log position and time
+// WaiterView is a waiting execution: its id, key, and the log position and time
 // of its request (the FIFO order).
-type Waiter struct {
+type WaiterView struct {
 	ID             string    `json:"id"`
 	ConcurrencyKey string    `json:"concurrency_key,omitempty"`
 	Position       uint64    `json:"position"`
@@ -701,7 +701,7 @@ func (v *Views) Queue(ref string) (QueueContents, bool) {
 }
 
 func queueContents(st *State, ref string) QueueContents {
-	out := QueueContents{Action: ref, Waiting: []Waiter{}, Active: []string{}, Position: st.Next}
+	out := QueueContents{Action: ref, Waiting: []WaiterView{}, Active: []string{}, Position: st.Next}
 	q := st.Queues.Get(ref)
 	if q == nil {
 		return out
@@ -710,7 +710,7 @@ func queueContents(st *State, ref string) QueueContents {
 	for _, k := range q.Keys() {
 		kq := q.Key(k)
 		kq.EachWaiting(func(w domain.Waiter) bool {
-			out.Waiting = append(out.Waiting, Waiter{ID: w.Execution, ConcurrencyKey: w.Key, Position: w.Position, EnqueuedAt: w.EnqueuedAt})
+			out.Waiting = append(out.Waiting, WaiterView{ID: w.Execution, ConcurrencyKey: w.Key, Position: w.Position, EnqueuedAt: w.EnqueuedAt})
 			return true
 		})
 		out.Active = append(out.Active, kq.ActiveIDs()...)
@@ -721,8 +721,8 @@ func queueContents(st *State, ref string) QueueContents {
 	return out
 }
 
-// WorkerInfo is a worker as the API shows it.
-type WorkerInfo struct {
+// WorkerView is a worker as the API shows it.
+type WorkerView struct {
 	ID          string              `json:"id"`
 	Status      domain.WorkerStatus `json:"status"`
 	Incarnation string              `json:"incarnation,omitempty"`
@@ -734,19 +734,19 @@ type WorkerInfo struct {
 }
 
 // Workers returns every worker the log knows, sorted by id.
-func (v *Views) Workers() []WorkerInfo {
+func (v *Views) Workers() []WorkerView {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	out := []WorkerInfo{}
+	out := []WorkerView{}
 	for _, id := range v.st.WorkerIDs() {
 		out = append(out, v.workerLocked(id))
 	}
 	return out
 }
 
-func (v *Views) workerLocked(id string) WorkerInfo {
+func (v *Views) workerLocked(id string) WorkerView {
 	w := v.st.Workers[id]
-	info := WorkerInfo{ID: id, Status: w.Status(), Incarnation: w.Incarnation(), Slots: w.Slots(),
+	info := WorkerView{ID: id, Status: w.Status(), Incarnation: w.Incarnation(), Slots: w.Slots(),
 		Runners: w.Runners(), InFlight: len(w.InFlight), Executions: v.st.HeldBy(id)}
 	if info.Executions == nil {
 		info.Executions = []string{}

@@ -880,7 +880,7 @@ func (w *world) deliver() {
 		sw.w.Cancel(env)
 		return
 	}
-	r, err := sw.w.Take(env)
+	r, err := sw.w.AcceptHandoff(env)
 	if err != nil || r == nil {
 		return
 	}

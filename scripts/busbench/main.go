@@ -112,7 +112,7 @@ func run(dbURL, mode string, rate, n, writers int, poll time.Duration) error {
 	if err != nil {
 		return err
 	}
-	topic := bus.AssignTopic("w1")
+	topic := bus.HandoffTopic("w1")
 	filter := eventstore.Filter{Types: []string{domain.TypeExecutionScheduled}}
 	subCtx, stopSub := context.WithCancel(ctx)
 	defer stopSub()

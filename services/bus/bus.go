@@ -37,8 +37,8 @@ const (
 	TopicPoison = "turnstile.poison" // messages no handler could process
 )
 
-// AssignTopic is the topic of the handoffs to one worker.
-func AssignTopic(worker string) string { return "turnstile.assign." + worker }
+// HandoffTopic is the topic of the handoffs to one worker.
+func HandoffTopic(worker string) string { return "turnstile.handoff." + worker }
 
 // Metadata keys set on every message.
 const (
@@ -329,7 +329,7 @@ func (f *Forwarder) publish(batch []domain.Envelope) error {
 				f.log.Error("cannot read handoff, not forwarded", "position", env.Position, "err", err)
 				continue
 			}
-			topic = AssignTopic(ev.(domain.ExecutionScheduled).Worker)
+			topic = HandoffTopic(ev.(domain.ExecutionScheduled).Worker)
 		}
 		g, ok := groups[topic]
 		if !ok {

@@ -93,7 +93,7 @@ const MaxBatch = 512
 // forms, each after its length; the message UUID derives from all their ids
 // (the same events give the same UUID), and the metadata describe the first
 // event and give the count. Handlers stay idempotent by event id: a message
-// delivered again hands over each of its events again.
+// delivered again delivers each of its events again.
 func EncodeEvents(envs []*domain.Envelope) *message.Message {
 	if len(envs) == 1 {
 		return EncodeEventCompact(envs[0])

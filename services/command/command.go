@@ -20,7 +20,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/aggregate"
+	"github.com/turnstile/turnstile/services/repository"
 )
 
 // Service is the command side that the API (and `turnstile bench`) use:
@@ -231,7 +231,7 @@ func compactJSON(in json.RawMessage) json.RawMessage {
 // execution that has already ended fails with ErrAlreadyEnded (it also
 // matches the *domain.RuleError that refused it) and nothing is written.
 func (c *Service) RequestCancel(ctx context.Context, id, reason string) error {
-	x, err := aggregate.UpdateExecution(ctx, c.Store, id, domain.OwnerAPI, c.Writer, nil, func(x *domain.Execution) (domain.Event, error) {
+	x, err := repository.UpdateExecution(ctx, c.Store, id, domain.OwnerAPI, c.Writer, nil, func(x *domain.Execution) (domain.Event, error) {
 		ev, err := x.RequestCancel(reason)
 		if errors.Is(err, domain.ErrCancelAlreadyAsked) {
 			return nil, nil // asking again is harmless
@@ -250,7 +250,7 @@ func (c *Service) RequestCancel(ctx context.Context, id, reason string) error {
 // LoadExecution folds execution id's stream. An unknown id fails with
 // ErrUnknownExecution.
 func (c *Service) LoadExecution(ctx context.Context, id string) (*domain.Execution, error) {
-	x, err := aggregate.LoadExecution(ctx, c.Store, id)
+	x, err := repository.LoadExecution(ctx, c.Store, id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil, fmt.Errorf("load execution %s: %w", id, ErrUnknownExecution)
 	}
@@ -260,7 +260,7 @@ func (c *Service) LoadExecution(ctx context.Context, id string) (*domain.Executi
 // LoadAction folds action ref's stream (an empty Action if it does not exist).
 func (c *Service) LoadAction(ctx context.Context, ref string) (*domain.Action, error) {
 	a := domain.NewAction()
-	if _, err := aggregate.Fold(ctx, c.Store, domain.ActionStream(ref), func(env *domain.Envelope, ev domain.Event) { a.Apply(ev, env.Version) }); err != nil {
+	if _, err := repository.Fold(ctx, c.Store, domain.ActionStream(ref), func(env *domain.Envelope, ev domain.Event) { a.Apply(ev, env.Version) }); err != nil {
 		return nil, fmt.Errorf("load action %s: %w", ref, err)
 	}
 	return a, nil
@@ -323,7 +323,7 @@ func (c *Service) updateAction(ctx context.Context, ref string, decide ActionCha
 		if err != nil {
 			return nil, false, err
 		}
-		change := eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(a.Version()), Events: []domain.Envelope{env}}
+		change := eventstore.StreamAppend{Stream: stream, Expected: repository.Expected(a.Version()), Events: []domain.Envelope{env}}
 		if single {
 			if _, err := c.Store.Append(ctx, qstream, eventstore.Any, fenv); err != nil {
 				return nil, false, fmt.Errorf("announce %s on %s: %w", ev.EventType(), qstream, err)
@@ -337,7 +337,7 @@ func (c *Service) updateAction(ctx context.Context, ref string, decide ActionCha
 			a.Apply(ev, uint64(v))
 			return a, true, nil
 		}
-		if !aggregate.LostRace(err) || attempt >= aggregate.MaxRetries {
+		if !repository.LostRace(err) || attempt >= repository.MaxRetries {
 			return nil, false, fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)
 		}
 	}

@@ -39,9 +39,9 @@ const (
 	// ForwarderBeforeCheckpoint: messages are published and the checkpoint
 	// that covers them is not saved yet.
 	ForwarderBeforeCheckpoint = "forwarder.before-checkpoint"
-	// WorkerAssigned: a worker took a handoff from the bus and has not
+	// WorkerGotHandoff: a worker took a handoff from the bus and has not
 	// written execution.running.
-	WorkerAssigned = "worker.assigned"
+	WorkerGotHandoff = "worker.got_handoff"
 	// WorkerStarted: execution.running is in the log; the runner has not run.
 	WorkerStarted = "worker.started"
 	// WorkerFinished: the runner returned; the result is not in the log yet.
@@ -51,7 +51,7 @@ const (
 // Names lists every crash point placed in the code.
 func Names() []string {
 	return []string{ExecutorAppended, ExecutorGranted, ExecutorTakenBack, ForwarderBeforePublish,
-		ForwarderBeforeCheckpoint, WorkerAssigned, WorkerStarted, WorkerFinished}
+		ForwarderBeforeCheckpoint, WorkerGotHandoff, WorkerStarted, WorkerFinished}
 }
 
 type point struct {

@@ -18,7 +18,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
-	"github.com/turnstile/turnstile/services/aggregate"
+	"github.com/turnstile/turnstile/services/repository"
 )
 
 // decideAnnounced completes action changes announced on their queue stream
@@ -43,7 +43,7 @@ func (e *Executor) decideAnnounced(ops []op) []op {
 		env.Stream, env.Version, env.Position, env.Time = "", 0, 0, time.Time{}
 		e.awaiting[as] = an.ActionVersion
 		ops = append(ops, op{what: "complete action change " + ref, count: &e.Stats.Repairs,
-			appends: []eventstore.StreamAppend{{Stream: as, Expected: aggregate.Expected(int64(an.ActionVersion) - 1), Events: []domain.Envelope{env}}}})
+			appends: []eventstore.StreamAppend{{Stream: as, Expected: repository.Expected(int64(an.ActionVersion) - 1), Events: []domain.Envelope{env}}}})
 	}
 	return ops
 }

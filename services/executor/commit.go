@@ -14,8 +14,8 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
-	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/crashpoint"
+	"github.com/turnstile/turnstile/services/repository"
 )
 
 // written is the outcome of an op's appends: each one's error (nil: it
@@ -66,7 +66,7 @@ func (e *Executor) write(ctx context.Context, o *op) written {
 		}
 		switch {
 		case i > 0 && o.seq == seqEach:
-		case i > 0 && o.seq == seqChainPastRaces && aggregate.LostRace(err):
+		case i > 0 && o.seq == seqChainPastRaces && repository.LostRace(err):
 		default:
 			for j := i + 1; j < len(o.appends); j++ {
 				w.errs[j] = errNotTried
@@ -82,7 +82,7 @@ func (e *Executor) write(ctx context.Context, o *op) written {
 // returns the store's error (on a store without atomic multi-stream appends,
 // the first of its appends' errors: the appends before it, the fence first,
 // may have landed, and the fold shows what is missing). A lost race
-// (aggregate.LostRace) is expected and harmless: the fold shows the winner's
+// (repository.LostRace) is expected and harmless: the fold shows the winner's
 // events and the next cycle decides again. So is any other failure: the ids
 // of a decision's events are derived from what it decides, so deciding it
 // again on a fold that already shows it writes nothing twice.
@@ -108,7 +108,7 @@ func (e *Executor) landed(ctx context.Context, o *op, w written) map[string]bool
 	}
 	var out map[string]bool
 	for i, a := range o.appends {
-		if err := w.errs[i]; err == nil || errors.Is(err, errNotTried) || aggregate.LostRace(err) {
+		if err := w.errs[i]; err == nil || errors.Is(err, errNotTried) || repository.LostRace(err) {
 			continue // landed, or known not to have landed
 		}
 		e.mu.Lock()
@@ -147,7 +147,7 @@ func (e *Executor) settle(ctx context.Context, o *op, w written, landed map[stri
 		// It will not (or whether it will is unknown: then, as after a lost
 		// race, the decision is taken again on the fold, and its ids make a
 		// landed twin an idempotent replay).
-		notLanded := errors.Is(err, errNotTried) || aggregate.LostRace(err) || known
+		notLanded := errors.Is(err, errNotTried) || repository.LostRace(err) || known
 		if cat, _ := domain.SplitStream(a.Stream); o.takeBack && !notLanded && cat == domain.StreamWorker {
 			e.doubted[a.Stream] = e.awaiting[a.Stream] // a lost verdict that may have landed
 		}
@@ -159,7 +159,7 @@ func (e *Executor) settle(ctx context.Context, o *op, w written, landed map[stri
 	if w.errs[0] == nil {
 		// A single-stream op cut short after its fence: the fold shows what
 		// is missing, and the next cycles complete it.
-		if aggregate.LostRace(w.err) {
+		if repository.LostRace(w.err) {
 			e.Stats.Conflicts.Add(1)
 		}
 		if ctx.Err() == nil {
@@ -168,7 +168,7 @@ func (e *Executor) settle(ctx context.Context, o *op, w written, landed map[stri
 		return
 	}
 	err := w.err
-	if aggregate.LostRace(err) {
+	if repository.LostRace(err) {
 		e.Stats.Conflicts.Add(1)
 		if o.takeBack {
 			// A worker (or another executor) wrote first: the log has

@@ -21,7 +21,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
-	"github.com/turnstile/turnstile/services/aggregate"
+	"github.com/turnstile/turnstile/services/repository"
 )
 
 // rateMargin is how much earlier than its clock the executor judges the
@@ -125,7 +125,7 @@ func (e *Executor) queueGrant(o *op, ref string, qVersion map[string]int64, g do
 		if o.appends[i].Stream == qs {
 			a := &o.appends[i]
 			v := qVersion[ref] + int64(len(a.Events)) + 1
-			env, _ := codec.Events.Encode(aggregate.EventID(e.cfg.Name, qs, v, g.EventType()), g, domain.OwnerExecutor, e.cfg.Name)
+			env, _ := codec.Events.Encode(repository.EventID(e.cfg.Name, qs, v, g.EventType()), g, domain.OwnerExecutor, e.cfg.Name)
 			a.Events = append(a.Events, env)
 			e.awaiting[qs] = uint64(v)
 			return env.ID
@@ -160,7 +160,7 @@ func (e *Executor) decideUnscheduled(ops []op, workers []*freeWorker) []op {
 		if !ok {
 			continue
 		}
-		ops = append(ops, op{what: "hand over " + id, count: &e.Stats.Repairs, appends: []eventstore.StreamAppend{a}})
+		ops = append(ops, op{what: "handoff " + id, count: &e.Stats.Repairs, appends: []eventstore.StreamAppend{a}})
 	}
 	return ops
 }

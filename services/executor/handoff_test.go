@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/services/aggregate"
+	"github.com/turnstile/turnstile/services/repository"
 	"github.com/turnstile/turnstile/services/runner"
 )
 
@@ -291,7 +291,7 @@ func TestLoseWorkersAtStartSparesNewWorkers(t *testing.T) {
 	bothLogs(t, func(t *testing.T, single bool) {
 		h := newHarness(t, harnessConfig{single: single, noExecutor: true, loseAtStart: true})
 		old := domain.WorkerRegistered{Slots: 1, Incarnation: "old-run"}
-		if _, err := aggregate.UpdateWorker(context.Background(), h.store, "w-old", domain.OwnerWorker, "w-old", nil,
+		if _, err := repository.UpdateWorker(context.Background(), h.store, "w-old", domain.OwnerWorker, "w-old", nil,
 			func(*domain.Worker) (domain.Event, error) { return old, nil }); err != nil {
 			t.Fatal(err)
 		}

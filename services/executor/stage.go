@@ -16,7 +16,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
-	"github.com/turnstile/turnstile/services/aggregate"
+	"github.com/turnstile/turnstile/services/repository"
 )
 
 // op is one decision of the executor: one atomic append, or, on a store
@@ -58,7 +58,7 @@ func (e *Executor) busy(stream string) bool {
 // Its events' ids derive from this executor, the stream and the version.
 func (e *Executor) stage(stream string, version int64, events ...domain.Event) eventstore.StreamAppend {
 	return e.stageIDs(stream, version, func(i int, typ string) uuid.UUID {
-		return aggregate.EventID(e.cfg.Name, stream, version+1+int64(i), typ)
+		return repository.EventID(e.cfg.Name, stream, version+1+int64(i), typ)
 	}, events...)
 }
 
@@ -79,7 +79,7 @@ func followID(fence uuid.UUID, stream string, i int, typ string) uuid.UUID {
 }
 
 func (e *Executor) stageIDs(stream string, version int64, id func(i int, typ string) uuid.UUID, events ...domain.Event) eventstore.StreamAppend {
-	a := eventstore.StreamAppend{Stream: stream, Expected: aggregate.Expected(version)}
+	a := eventstore.StreamAppend{Stream: stream, Expected: repository.Expected(version)}
 	for i, ev := range events {
 		env, err := codec.Events.Encode(id(i, ev.EventType()), ev, domain.OwnerExecutor, e.cfg.Name)
 		if err != nil {

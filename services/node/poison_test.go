@@ -82,7 +82,7 @@ func TestPoisonIsSetAside(t *testing.T) {
 		// the cancel topic (both workers take it), and one malformed event.
 		i := k / 100
 		m := message.NewMessage(uuid.NewString(), badPayloads[i%len(badPayloads)])
-		if err := n.Bus.Publisher.Publish(bus.AssignTopic(workers[i%2]), m); err != nil {
+		if err := n.Bus.Publisher.Publish(bus.HandoffTopic(workers[i%2]), m); err != nil {
 			t.Fatal(err)
 		}
 		if err := n.Bus.Publisher.Publish(bus.TopicCancel, message.NewMessage(uuid.NewString(), []byte("{{{"))); err != nil {

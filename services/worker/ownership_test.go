@@ -14,7 +14,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/aggregate"
+	"github.com/turnstile/turnstile/services/repository"
 )
 
 // TestWriteForAnotherWorkersExecution: a worker's writes go through the
@@ -40,18 +40,18 @@ func TestWriteForAnotherWorkersExecution(t *testing.T) {
 	if _, err := store.Append(ctx, domain.ExecutionStream(id), eventstore.NoStream, renv); err != nil {
 		t.Fatal(err)
 	}
-	for _, step := range []aggregate.Decision{
+	for _, step := range []repository.Decide{
 		func(x *domain.Execution) (domain.Event, error) { return x.Grant("") },
 		func(x *domain.Execution) (domain.Event, error) { return x.Schedule("w1", "inc-1", p) },
 	} {
-		if _, err := aggregate.UpdateExecution(ctx, store, id, domain.OwnerExecutor, "executor", nil, step); err != nil {
+		if _, err := repository.UpdateExecution(ctx, store, id, domain.OwnerExecutor, "executor", nil, step); err != nil {
 			t.Fatal(err)
 		}
 	}
-	intruder := func(what string, decide aggregate.Decision) {
+	intruder := func(what string, decide repository.Decide) {
 		t.Helper()
 		head, _ := store.Head(ctx)
-		_, err := aggregate.UpdateExecution(ctx, store, id, domain.OwnerWorker, "w2", nil, decide)
+		_, err := repository.UpdateExecution(ctx, store, id, domain.OwnerWorker, "w2", nil, decide)
 		var re *domain.RuleError
 		if !errors.As(err, &re) {
 			t.Errorf("w2 %s an execution handed to w1: err %v, want a *domain.RuleError", what, err)
@@ -64,7 +64,7 @@ func TestWriteForAnotherWorkersExecution(t *testing.T) {
 	intruder("completes", func(x *domain.Execution) (domain.Event, error) {
 		return x.Complete(domain.OwnerWorker, "w2", json.RawMessage(`{}`))
 	})
-	if _, err := aggregate.UpdateExecution(ctx, store, id, domain.OwnerWorker, "w1", nil, func(x *domain.Execution) (domain.Event, error) { return x.Start("w1") }); err != nil {
+	if _, err := repository.UpdateExecution(ctx, store, id, domain.OwnerWorker, "w1", nil, func(x *domain.Execution) (domain.Event, error) { return x.Start("w1") }); err != nil {
 		t.Fatalf("w1 starts its own execution: %v", err)
 	}
 	intruder("completes", func(x *domain.Execution) (domain.Event, error) {

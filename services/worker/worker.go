@@ -35,9 +35,9 @@ import (
 	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/internal/gopool"
 	"github.com/turnstile/turnstile/internal/startstop"
-	"github.com/turnstile/turnstile/services/aggregate"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/crashpoint"
+	"github.com/turnstile/turnstile/services/repository"
 	"github.com/turnstile/turnstile/services/runner"
 )
 
@@ -212,7 +212,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.AddConsumerHandler("assign-"+w.cfg.ID, bus.AssignTopic(w.cfg.ID), w.cfg.Bus.Subscriber, w.onAssign)
+	r.AddConsumerHandler("handoff-"+w.cfg.ID, bus.HandoffTopic(w.cfg.ID), w.cfg.Bus.Subscriber, w.onHandoffs)
 	r.AddConsumerHandler("cancel-"+w.cfg.ID, bus.TopicCancel, w.cfg.Bus.Subscriber, w.onCancel)
 	w.router = r
 	ctx, cancel := context.WithCancel(ctx)
@@ -250,7 +250,7 @@ func (w *Worker) Register(ctx context.Context) error { return w.register(ctx) }
 // registerRetrying registers, trying again while the store is unavailable.
 func (w *Worker) registerRetrying(ctx context.Context) error {
 	err := w.register(ctx)
-	for try := 0; aggregate.Unavailable(err) && try < maxTries && pause(ctx, try); try++ {
+	for try := 0; repository.Unavailable(err) && try < maxTries && pause(ctx, try); try++ {
 		err = w.register(ctx)
 	}
 	return err
@@ -275,7 +275,7 @@ func pause(ctx context.Context, try int) bool {
 
 func (w *Worker) register(ctx context.Context) error {
 	inc := w.Incarnation()
-	st, err := aggregate.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, nil, func(s *domain.Worker) (domain.Event, error) {
+	st, err := repository.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, nil, func(s *domain.Worker) (domain.Event, error) {
 		return s.Register(inc, w.cfg.Slots, w.cfg.Runners.Names(), w.cfg.Host, w.cfg.PID)
 	})
 	if err != nil {
@@ -316,7 +316,7 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 	w.mu.Lock()
 	known, inFlight, inc := w.state.Clone(), len(w.running), w.incarnation
 	w.mu.Unlock()
-	st, err := aggregate.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
+	st, err := repository.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
 		return s.Heartbeat(inc, inFlight)
 	})
 	switch {
@@ -354,7 +354,7 @@ func (w *Worker) setState(inc string, st *domain.Worker) {
 func (w *Worker) replaced(ctx context.Context, old string) {
 	w.regMu.Lock()
 	defer w.regMu.Unlock()
-	if cur, err := aggregate.LoadWorker(ctx, w.cfg.Store, w.cfg.ID); err == nil && cur.Status() != domain.WorkerUnknown {
+	if cur, err := repository.LoadWorker(ctx, w.cfg.Store, w.cfg.ID); err == nil && cur.Status() != domain.WorkerUnknown {
 		w.mu.Lock()
 		other := !w.mine[cur.Incarnation()]
 		w.mu.Unlock()
@@ -409,7 +409,7 @@ func (w *Worker) supersede(old, by string) {
 // current one there.
 func (w *Worker) checkReplaced(inc string) {
 	ctx := w.ctx
-	st, err := aggregate.LoadWorker(ctx, w.cfg.Store, w.cfg.ID)
+	st, err := repository.LoadWorker(ctx, w.cfg.Store, w.cfg.ID)
 	if err != nil {
 		return
 	}
@@ -419,20 +419,20 @@ func (w *Worker) checkReplaced(inc string) {
 	w.replaced(ctx, inc)
 }
 
-// onAssign takes the handoffs of a message. It returns at once (each run
+// onHandoffs takes the handoffs of a message. It returns at once (each run
 // goes on in its own goroutine) so one slow action never holds up the
 // topic. A handoff it cannot take (an undecodable event) fails the message,
 // after the others were taken: it is retried, then set aside as poison;
-// handing over the others again does nothing (Take is idempotent, and the
+// handing the others again does nothing (AcceptHandoff is idempotent, and the
 // log refuses a second start).
-func (w *Worker) onAssign(msg *message.Message) error {
+func (w *Worker) onHandoffs(msg *message.Message) error {
 	envs, err := bus.DecodeEvents(msg)
 	if err != nil {
 		return err // poison after retries
 	}
 	var first error
 	for _, env := range envs {
-		r, err := w.Take(env)
+		r, err := w.AcceptHandoff(env)
 		if err != nil {
 			first = cmp.Or(first, err)
 			continue
@@ -506,12 +506,12 @@ type Run struct {
 	close  sync.Once
 }
 
-// Take takes a handoff (the execution.scheduled event, as the bus delivers
+// AcceptHandoff takes a handoff (the execution.scheduled event, as the bus delivers
 // it). It returns nil and no error when the handoff is for another worker or
 // incarnation, was already taken (a duplicate message), or the worker is
 // draining (the executor takes it back). Anything but a handoff is an error.
 // The Run holds one of the worker's slots until Close.
-func (w *Worker) Take(env domain.Envelope) (*Run, error) {
+func (w *Worker) AcceptHandoff(env domain.Envelope) (*Run, error) {
 	ev, err := codec.Events.Decode(&env)
 	if err != nil {
 		return nil, err
@@ -575,7 +575,7 @@ func (r *Run) Close() {
 // store is unavailable.
 func (w *Worker) drive(r *Run) {
 	wctx := context.WithoutCancel(r.ctx) // writes must happen even after the run's ctx ended
-	crashpoint.Hit(crashpoint.WorkerAssigned)
+	crashpoint.Hit(crashpoint.WorkerGotHandoff)
 	started, err := r.Begin(wctx)
 	for try := 0; err != nil && try < maxTries && pause(w.ctx, try); try++ {
 		started, err = r.Begin(wctx)
@@ -599,7 +599,7 @@ func (w *Worker) drive(r *Run) {
 // under wraps a worker decision: it is taken only while the handoff r acts
 // under (worker, incarnation, attempt) is the current one and r's
 // incarnation is still the worker's.
-func (r *Run) under(act func(x *domain.Execution) (domain.Event, error)) aggregate.Decision {
+func (r *Run) under(act func(x *domain.Execution) (domain.Event, error)) repository.Decide {
 	w, me := r.w, r.w.cfg.ID
 	return func(x *domain.Execution) (domain.Event, error) {
 		if cur := w.Incarnation(); cur != r.inc || w.isSuperseded() {
@@ -634,7 +634,7 @@ func (r *Run) guard(ctx context.Context, fresh bool) (eventstore.StreamAppend, e
 	w.mu.Unlock()
 	if st == nil || fresh {
 		var err error
-		if st, err = aggregate.CatchUpWorker(ctx, w.cfg.Store, w.cfg.ID, st); err != nil {
+		if st, err = repository.CatchUpWorker(ctx, w.cfg.Store, w.cfg.ID, st); err != nil {
 			return eventstore.StreamAppend{}, err
 		}
 		w.setState(r.inc, st) // the log's state: the next guard starts from it
@@ -643,14 +643,14 @@ func (r *Run) guard(ctx context.Context, fresh bool) (eventstore.StreamAppend, e
 		return eventstore.StreamAppend{}, fmt.Errorf("worker %s incarnation %s: its stream says incarnation %s, %s: %w",
 			w.cfg.ID, r.inc, st.Incarnation(), st.Status(), domain.ErrWorkerReplaced)
 	}
-	return eventstore.StreamAppend{Stream: domain.WorkerStream(w.cfg.ID), Expected: aggregate.Expected(st.Version())}, nil
+	return eventstore.StreamAppend{Stream: domain.WorkerStream(w.cfg.ID), Expected: repository.Expected(st.Version())}, nil
 }
 
 // Begin records the start of the run (execution.running), or its
 // cancellation if one was requested before it started. started says whether
 // the work should go on. A refusal (the execution was taken back or ended
 // meanwhile) is logged and gives started false; the error is non-nil only
-// when the store was unavailable (aggregate.Unavailable): the write may or
+// when the store was unavailable (repository.Unavailable): the write may or
 // may not have landed, and Begin may be called again, which is safe.
 func (r *Run) Begin(ctx context.Context) (started bool, err error) {
 	w, id, me := r.w, r.key.id, r.w.cfg.ID
@@ -659,7 +659,7 @@ func (r *Run) Begin(ctx context.Context) (started bool, err error) {
 		w.log.Info("not starting a handoff", "execution", id, "attempt", r.key.attempt, "cause", cause)
 		return false, nil
 	}
-	x, err := aggregate.UpdateExecutionGuarded(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.guard, r.under(func(x *domain.Execution) (domain.Event, error) {
+	x, err := repository.UpdateExecutionGuarded(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.guard, r.under(func(x *domain.Execution) (domain.Event, error) {
 		if x.CancelRequested() {
 			ev, err := x.Cancel(domain.OwnerWorker, me, "cancelled before it started")
 			ev.Code = domain.CancelRequested
@@ -667,7 +667,7 @@ func (r *Run) Begin(ctx context.Context) (started bool, err error) {
 		}
 		return x.Start(me)
 	}))
-	if aggregate.Unavailable(err) {
+	if repository.Unavailable(err) {
 		r.x = x // the state it decided on: the same decision is tried again
 		return false, err
 	}
@@ -700,7 +700,7 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		partial = interrupted(runErr)
 	}
 	var drained drainError
-	x, err := aggregate.UpdateExecutionGuarded(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.guard, r.under(func(x *domain.Execution) (domain.Event, error) {
+	x, err := repository.UpdateExecutionGuarded(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.guard, r.under(func(x *domain.Execution) (domain.Event, error) {
 		switch {
 		case runErr == nil:
 			return x.Complete(domain.OwnerWorker, me, result)
@@ -724,7 +724,7 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 			return x.Fail(domain.OwnerWorker, me, runErr.Error(), partial)
 		}
 	}))
-	if aggregate.Unavailable(err) {
+	if repository.Unavailable(err) {
 		r.x = x
 		return err
 	}
@@ -813,7 +813,7 @@ func (w *Worker) Drain(ctx context.Context, grace time.Duration) error {
 
 	wctx, cancelWrite := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelWrite()
-	st, err := aggregate.UpdateWorker(wctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
+	st, err := repository.UpdateWorker(wctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
 		return s.Drain(inc)
 	})
 	if err != nil {
@@ -852,7 +852,7 @@ func (w *Worker) Drain(ctx context.Context, grace time.Duration) error {
 	w.mu.Unlock()
 	sctx, cancelStop := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancelStop()
-	_, err = aggregate.UpdateWorker(sctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
+	_, err = repository.UpdateWorker(sctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
 		return s.Stop(inc)
 	})
 	if errors.Is(err, domain.ErrWorkerReplaced) {

@@ -1,7 +1,7 @@
-// Package aggregate loads aggregates from the log and appends the events
+// Package repository loads aggregates from the log and appends the events
 // their commands decide, with the stream's version as the optimistic lock:
 // when another writer got there first, it reloads and decides again.
-package aggregate
+package repository
 
 import (
 	"context"
@@ -136,9 +136,9 @@ func LoadExecution(ctx context.Context, store eventstore.Store, id string) (*dom
 	return x, nil
 }
 
-// Decision decides, on the current state of an execution, the event to
+// Decide decides, on the current state of an execution, the event to
 // append (nil: nothing to do).
-type Decision func(x *domain.Execution) (domain.Event, error)
+type Decide func(x *domain.Execution) (domain.Event, error)
 
 // MaxRetries bounds how often UpdateExecution reloads after losing a race.
 const MaxRetries = 20
@@ -150,7 +150,7 @@ const MaxRetries = 20
 // error (such as a handoff-rule refusal) is returned as is. It returns the
 // state after the append (or the state on which nothing was to do).
 func UpdateExecution(ctx context.Context, store eventstore.Store, id string, owner domain.Owner, writer string,
-	known *domain.Execution, decide Decision) (*domain.Execution, error) {
+	known *domain.Execution, decide Decide) (*domain.Execution, error) {
 	return UpdateExecutionGuarded(ctx, store, id, owner, writer, known, nil, decide)
 }
 
@@ -165,7 +165,7 @@ type Guard func(ctx context.Context, fresh bool) (eventstore.StreamAppend, error
 // append it tries (guard nil: none). When the condition fails it asks guard
 // again (fresh) and decides again on the execution's state it has.
 func UpdateExecutionGuarded(ctx context.Context, store eventstore.Store, id string, owner domain.Owner, writer string,
-	known *domain.Execution, guard Guard, decide Decision) (*domain.Execution, error) {
+	known *domain.Execution, guard Guard, decide Decide) (*domain.Execution, error) {
 	x := known
 	stream := domain.ExecutionStream(id)
 	fresh := false

@@ -1,4 +1,4 @@
-package aggregate_test
+package repository_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
-	"github.com/turnstile/turnstile/services/aggregate"
+	"github.com/turnstile/turnstile/services/repository"
 )
 
 // TestLoadWorkerPassesOverUndecodableEvents: an event of the worker stream
@@ -23,7 +23,7 @@ func TestLoadWorkerPassesOverUndecodableEvents(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	w, err := aggregate.UpdateWorker(ctx, store, "w1", domain.OwnerWorker, "w1", nil, func(s *domain.Worker) (domain.Event, error) {
+	w, err := repository.UpdateWorker(ctx, store, "w1", domain.OwnerWorker, "w1", nil, func(s *domain.Worker) (domain.Event, error) {
 		return s.Register("inc-1", 4, []string{"core.noop"}, "host", 1)
 	})
 	if err != nil {
@@ -33,7 +33,7 @@ func TestLoadWorkerPassesOverUndecodableEvents(t *testing.T) {
 	if _, err := store.Append(ctx, domain.WorkerStream("w1"), eventstore.Exact(uint64(w.Version())), bad); err != nil {
 		t.Fatal(err)
 	}
-	got, err := aggregate.LoadWorker(ctx, store, "w1")
+	got, err := repository.LoadWorker(ctx, store, "w1")
 	if err != nil {
 		t.Fatalf("LoadWorker over an undecodable event: %v", err)
 	}
@@ -42,15 +42,15 @@ func TestLoadWorkerPassesOverUndecodableEvents(t *testing.T) {
 	}
 	// A heartbeat decided on the state before it (version 0) loses the race,
 	// catches up (CatchUpWorker) and lands at the next version.
-	if _, err := aggregate.UpdateWorker(ctx, store, "w1", domain.OwnerWorker, "w1", w, func(s *domain.Worker) (domain.Event, error) {
+	if _, err := repository.UpdateWorker(ctx, store, "w1", domain.OwnerWorker, "w1", w, func(s *domain.Worker) (domain.Event, error) {
 		return s.Heartbeat("inc-1", 0)
 	}); err != nil {
 		t.Fatalf("heartbeat after an undecodable event: %v", err)
 	}
-	if got, _ := aggregate.LoadWorker(ctx, store, "w1"); got.Version() != 2 {
+	if got, _ := repository.LoadWorker(ctx, store, "w1"); got.Version() != 2 {
 		t.Fatalf("after the heartbeat the version is %d, want 2", got.Version())
 	}
-	if none, err := aggregate.LoadWorker(ctx, store, "nobody"); err != nil || none.Status() != domain.WorkerUnknown {
+	if none, err := repository.LoadWorker(ctx, store, "nobody"); err != nil || none.Status() != domain.WorkerUnknown {
 		t.Fatalf("LoadWorker of a missing stream: %v, %v", none, err)
 	}
 }
@@ -85,7 +85,7 @@ func TestGuardFencesTheAppend(t *testing.T) {
 		return eventstore.StreamAppend{Stream: fence, Expected: eventstore.Exact(2)}, nil
 	}
 	cancel := func(x *domain.Execution) (domain.Event, error) { return x.Cancel(domain.OwnerExecutor, "e", "test") }
-	x, err := aggregate.UpdateExecutionGuarded(ctx, store, "x1", domain.OwnerExecutor, "e", nil, guard, cancel)
+	x, err := repository.UpdateExecutionGuarded(ctx, store, "x1", domain.OwnerExecutor, "e", nil, guard, cancel)
 	if err != nil {
 		t.Fatalf("guarded append: %v", err)
 	}
@@ -93,7 +93,7 @@ func TestGuardFencesTheAppend(t *testing.T) {
 		t.Fatalf("the guard was asked %v (want [false true]); version %d, want 1", asked, x.Version())
 	}
 	refused := errors.New("not mine any more")
-	_, err = aggregate.UpdateExecutionGuarded(ctx, store, "x1", domain.OwnerExecutor, "e", nil,
+	_, err = repository.UpdateExecutionGuarded(ctx, store, "x1", domain.OwnerExecutor, "e", nil,
 		func(context.Context, bool) (eventstore.StreamAppend, error) {
 			return eventstore.StreamAppend{}, refused
 		},
