@@ -413,7 +413,7 @@ func TestWriteFailureStopsAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.f = ro
+	s.f = osFile{ro}
 	for i := range 2 {
 		_, err := s.Append(ctxT(t), "execution-1", eventstore.Any, ev("test.fail", i))
 		if err == nil || errors.Is(err, eventstore.ErrWrongExpectedVersion) {
