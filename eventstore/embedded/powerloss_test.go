@@ -331,7 +331,7 @@ func (m *logModel) write(t *testing.T, s *Store, gen int, rng *rand.Rand, steps 
 			}
 		}()
 	}
-	wg.Wait()
+	waitT(t, &wg, fmt.Sprintf("gen %d: %d writers (until the power cut)", gen, writers), nil)
 }
 
 // powerWriter appends to streams it alone writes, so it knows their versions.
