@@ -142,17 +142,20 @@ func powerLossRun(t *testing.T, seed uint64, gens int) powerStats {
 			_ = s.Close()
 			return st
 		}
-		if !early {
+		closing := !early && rng.IntN(4) == 0
+		if !early && !closing {
 			disk.planCut(1+rng.IntN(400), diskRng)
 		}
-		closing := rng.IntN(4) == 0
 		steps := 100_000 // until the cut stops the writers
 		if closing {
 			steps = 1 + rng.IntN(60)
 		}
 		m.write(t, s, gen, rng, steps)
-		if closing && !disk.wasCut() {
-			_ = s.Close() // the cut may come during Close (its seal, its trim)
+		if closing {
+			// Writers done; the cut comes during Close (its seal, its
+			// trim, their syncs), or just after.
+			disk.planCut(1+rng.IntN(16), diskRng)
+			_ = s.Close()
 			if disk.wasCut() {
 				st.closeCuts++
 			}
