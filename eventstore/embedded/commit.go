@@ -598,7 +598,7 @@ func (s *Store) preallocate() {
 		s.log.Warn("preallocating the log failed; continuing without", "err", err)
 		return
 	}
-	startWriteback(s.f, off, int64(n))
+	s.f.Writeback(off, int64(n))
 	s.alloc = off + int64(n)
 }
 

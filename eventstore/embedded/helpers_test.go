@@ -48,6 +48,51 @@ func crash(s *Store) {
 	})
 }
 
+// waitFor is the deadline of every wait in these tests: a hang is a bug in
+// the store or in the test, and it must fail, saying what the test saw.
+const waitFor = 30 * time.Second
+
+// recvT receives from ch, or fails after waitFor with what and, if saw is
+// not nil, what it says the test saw.
+func recvT[T any](t testing.TB, ch <-chan T, what string, saw func() string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitFor):
+		t.Fatalf("%s: nothing after %v%s", what, waitFor, sawText(saw))
+		panic("unreachable")
+	}
+}
+
+// waitT waits for wg, or fails after waitFor as recvT does.
+func waitT(t testing.TB, wg *sync.WaitGroup, what string, saw func() string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(waitFor):
+		t.Fatalf("%s: still running after %v%s", what, waitFor, sawText(saw))
+	}
+}
+
+// recvDone waits for done to be closed, as recvT does.
+func recvDone(t testing.TB, done <-chan struct{}, what string) {
+	t.Helper()
+	recvT(t, done, what, nil)
+}
+
+func sawText(saw func() string) string {
+	if saw == nil {
+		return ""
+	}
+	return "; saw " + saw()
+}
+
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)

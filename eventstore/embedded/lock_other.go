@@ -4,6 +4,7 @@ package embedded
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 )
@@ -13,4 +14,4 @@ func lockDir(path string) (*os.File, error) {
 	return nil, fmt.Errorf("embedded: locking %s: not supported on %s", path, runtime.GOOS)
 }
 
-func unlockDir(f *os.File) error { return f.Close() }
+func unlockDir(f io.Closer) error { return f.Close() }

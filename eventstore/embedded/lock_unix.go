@@ -5,6 +5,7 @@ package embedded
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"syscall"
@@ -51,7 +52,7 @@ func lockDir(path string) (*os.File, error) {
 }
 
 // unlockDir releases the lock taken by lockDir. The lock file stays.
-func unlockDir(f *os.File) error {
+func unlockDir(f io.Closer) error {
 	// Closing the only descriptor of the open file releases the flock.
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("embedded: releasing lock: %w", err)

@@ -3,11 +3,8 @@ package embedded
 import (
 	"bufio"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"github.com/turnstile/turnstile/eventstore"
@@ -19,9 +16,9 @@ const scanChunk = 4 << 20
 // inspectDir looks at dir without changing it. It reports whether dir holds a
 // log, and fails with ErrNotOurs when dir holds files but no turnstile log
 // (or a log with another header).
-func inspectDir(dir string) (hasLog bool, err error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
+func inspectDir(fsys fileSystem, dir string) (hasLog bool, err error) {
+	entries, err := fsys.ReadDir(dir)
+	if isNotExist(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -29,8 +26,8 @@ func inspectDir(dir string) (hasLog bool, err error) {
 	}
 	var hasIndex bool
 	var foreign string
-	for _, e := range entries {
-		switch e.Name() {
+	for _, name := range entries {
+		switch name {
 		case logName:
 			hasLog = true
 		case sealedName, oldIndexName:
@@ -38,7 +35,7 @@ func inspectDir(dir string) (hasLog bool, err error) {
 		case lockName, logName + tmpSuffix, sealedName + tmpSuffix, oldIndexName + tmpSuffix:
 		default:
 			if foreign == "" {
-				foreign = e.Name()
+				foreign = name
 			}
 		}
 	}
@@ -51,13 +48,13 @@ func inspectDir(dir string) (hasLog bool, err error) {
 		}
 		return false, nil
 	}
-	f, err := os.Open(filepath.Join(dir, logName))
+	f, err := fsys.Open(filepath.Join(dir, logName))
 	if err != nil {
 		return false, fmt.Errorf("embedded: opening log: %w", err)
 	}
 	defer func() { _ = f.Close() }() // read-only: nothing to lose
 	h := make([]byte, headerSize)
-	if _, err := io.ReadFull(f, h); err != nil || string(h[:8]) != logMagic || string(h[8:12]) != logKind {
+	if _, err := f.ReadAt(h, 0); err != nil || string(h[:8]) != logMagic || string(h[8:12]) != logKind {
 		return false, fmt.Errorf("embedded: %s: not a turnstile log (bad header): %w", filepath.Join(dir, logName), eventstore.ErrNotOurs)
 	}
 	if v := binary.LittleEndian.Uint32(h[12:]); v != formatVersion {
@@ -70,9 +67,9 @@ func inspectDir(dir string) (hasLog bool, err error) {
 // rename, fsync the directory.
 func (s *Store) initLog() error {
 	tmp := filepath.Join(s.dir, logName+tmpSuffix)
-	err := writeFileSync(tmp, logHeader(), !s.opts.NoSync)
+	err := writeFileSync(s.fs, tmp, logHeader(), !s.opts.NoSync)
 	if err == nil {
-		err = os.Rename(tmp, filepath.Join(s.dir, logName))
+		err = s.fs.Rename(tmp, filepath.Join(s.dir, logName))
 	}
 	if err == nil {
 		err = s.syncDir()
@@ -83,8 +80,8 @@ func (s *Store) initLog() error {
 	return nil
 }
 
-func writeFileSync(path string, data []byte, doSync bool) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+func writeFileSync(fsys fileSystem, path string, data []byte, doSync bool) error {
+	f, err := fsys.Create(path)
 	if err != nil {
 		return err
 	}
@@ -103,14 +100,13 @@ func writeFileSync(path string, data []byte, doSync bool) error {
 // unless TrustIndex), then the hot part by scanning the rest of the log. A
 // torn or incomplete last write is cut off the file.
 func (s *Store) recover() error {
-	fi, err := s.f.Stat()
+	size, err := s.f.Size()
 	if err != nil {
 		return fmt.Errorf("embedded: opening log: %w", err)
 	}
-	size := fi.Size()
 	s.resetIndexes()
 	start := int64(headerSize)
-	sl, err := loadSealed(filepath.Join(s.dir, sealedName), size)
+	sl, err := loadSealed(s.fs, filepath.Join(s.dir, sealedName), size)
 	if err == nil && sl != nil {
 		var ok bool
 		if ok, err = s.checkSealed(sl); err != nil {
@@ -274,7 +270,7 @@ func (s *Store) resetIndexes() {
 
 // window reads a file sequentially in big chunks.
 type window struct {
-	f    *os.File
+	f    io.ReaderAt
 	size int64 // bytes of the file to consider
 	buf  []byte
 	base int64

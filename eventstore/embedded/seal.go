@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -200,22 +199,22 @@ func (s *Store) writeSeal(open bool) (*sealed, error) {
 	}
 	tmp := filepath.Join(s.dir, sealedName+tmpSuffix)
 	path := filepath.Join(s.dir, sealedName)
-	ns, err := writeSealedFile(tmp, old, base, &hot, end, !s.opts.NoSync)
+	ns, err := writeSealedFile(s.fs, tmp, old, base, &hot, end, !s.opts.NoSync)
 	if err == nil {
-		err = os.Rename(tmp, path)
+		err = s.fs.Rename(tmp, path)
 	}
 	if err == nil {
 		err = s.syncDir()
 	}
 	if err == nil && open {
-		ns.f, err = os.Open(path)
+		ns.f, err = s.fs.Open(path)
 		ns.reads = &s.lookups
 	}
 	if err != nil {
 		return nil, fmt.Errorf("embedded: writing %s: %w", sealedName, err)
 	}
 	// The index file of earlier versions is stale from now on.
-	_ = os.Remove(filepath.Join(s.dir, oldIndexName))
+	_ = s.fs.Remove(filepath.Join(s.dir, oldIndexName))
 	return ns, nil
 }
 
@@ -308,8 +307,8 @@ func (c *crcWriter) Write(b []byte) (int, error) {
 // base+len(hot)): old's sections merged with the hot part, read and written
 // sequentially. It returns the new sealed part's in-memory state (without
 // its file).
-func writeSealedFile(path string, old *sealed, base uint64, hot *hotPart, end int64, doSync bool) (_ *sealed, err error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot *hotPart, end int64, doSync bool) (_ *sealed, err error) {
+	f, err := fsys.Create(path)
 	if err != nil {
 		return nil, err
 	}

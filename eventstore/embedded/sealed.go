@@ -9,7 +9,6 @@ import (
 	"hash/crc32"
 	"hash/maphash"
 	"io"
-	"os"
 	"slices"
 	"sort"
 	"sync"
@@ -106,10 +105,10 @@ func (s *sums) addVersion(nameHash, version, pos uint64) {
 // published; a store replaces it whole. Its file is closed by the os.File
 // finaliser once no view refers to it (or by Close for the current one).
 type sealed struct {
-	f          *os.File // nil when n == 0
-	n          uint64   // positions sealed
-	end        int64    // log bytes covered: the end of the record of position n-1
-	m          uint64   // streams
+	f          file   // nil when n == 0
+	n          uint64 // positions sealed
+	end        int64  // log bytes covered: the end of the record of position n-1
+	m          uint64 // streams
 	idsOff     int64
 	streamsOff int64
 	listsOff   int64
@@ -331,10 +330,10 @@ func (ft *sealedFooter) append(b []byte) []byte {
 // logSize bytes: its checksum, that its sections add up, and that its ids and
 // names are sorted. It builds the fences and filters from one sequential
 // read. It does not look at the log. (nil, nil) means there is no file.
-func loadSealed(path string, logSize int64) (_ *sealed, err error) {
-	f, err := os.Open(path)
+func loadSealed(fsys fileSystem, path string, logSize int64) (_ *sealed, err error) {
+	f, err := fsys.Open(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
+		if isNotExist(err) {
 			return nil, nil
 		}
 		return nil, err
@@ -347,11 +346,10 @@ func loadSealed(path string, logSize int64) (_ *sealed, err error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: "+format, append([]any{errBadSealed}, args...)...)
 	}
-	fi, err := f.Stat()
+	size, err := f.Size()
 	if err != nil {
 		return nil, err
 	}
-	size := fi.Size()
 	tail := sealedFooterSize + sealedTrailer
 	if size < sealedHeaderSize+int64(tail) {
 		return nil, bad("%d bytes", size)

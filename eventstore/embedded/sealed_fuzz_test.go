@@ -75,7 +75,7 @@ func exerciseSealed(t *testing.T, b []byte) bool {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sl, err := loadSealed(path, 1<<40)
+	sl, err := loadSealed(osFS{}, path, 1<<40)
 	if err != nil || sl == nil {
 		return false
 	}

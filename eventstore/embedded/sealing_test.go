@@ -118,7 +118,7 @@ func (r *modelRun) stopSub() {
 	r.t.Helper()
 	// Wait until the subscription has had a chance to catch up, then stop it.
 	r.subStop()
-	got := <-r.subDone
+	got := recvT(r.t, r.subDone, "the model run's subscription after cancel", nil)
 	if len(got) == 0 {
 		return
 	}
@@ -373,7 +373,7 @@ func TestSealingTrimsMemory(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	waitT(t, &wg, "8 writers", nil)
 	sealNow(t, s)
 	mustAppend(t, s, "execution-new", eventstore.NoStream, ev("test.after", 0))
 	mustAppend(t, s, "execution-7", eventstore.Exact(n/streams-1), ev("test.after", 1))
@@ -518,7 +518,7 @@ func TestReadersDuringSeals(t *testing.T) {
 		}
 	}
 	close(done)
-	wg.Wait()
+	waitT(t, &wg, "readers told to stop", nil)
 	close(reads)
 	if seals := s.seals.Load(); seals < n/100 {
 		t.Fatalf("%d seals installed while writing, want at least %d", seals, n/100)

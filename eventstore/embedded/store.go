@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -36,8 +36,9 @@ type Store struct {
 	dir  string
 	opts Options
 	log  *slog.Logger
-	lock *os.File
-	f    *os.File
+	fs   fileSystem // the data directory's files (osFS but in power-loss tests)
+	lock io.Closer
+	f    file
 
 	// mu guards the headers of the slices and maps below (not their
 	// elements) and the fields of the streams. The committer appends to them
@@ -140,17 +141,22 @@ type stream struct {
 // eventstore.ErrNotOurs, and one that another Store (in this process or
 // another) has open fails with eventstore.ErrLocked; both change nothing.
 func Open(dir string, opts Options) (*Store, error) {
+	return openFS(osFS{}, dir, opts)
+}
+
+// openFS is Open on the file system fsys.
+func openFS(fsys fileSystem, dir string, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
-	if _, err := inspectDir(dir); err != nil {
+	if _, err := inspectDir(fsys, dir); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsys.MkdirAll(dir); err != nil {
 		return nil, fmt.Errorf("embedded: creating data directory: %w", err)
 	}
-	lock, err := lockDir(filepath.Join(dir, lockName))
+	lock, err := fsys.Lock(filepath.Join(dir, lockName))
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +164,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		dir:           dir,
 		opts:          opts,
 		log:           opts.Logger.With("store", "embedded", "dir", dir),
+		fs:            fsys,
 		lock:          lock,
 		streams:       make(map[string]*stream),
 		recent:        new([4096]*stream),
@@ -195,7 +202,7 @@ func Open(dir string, opts Options) (*Store, error) {
 
 // open loads the log (the directory is locked).
 func (s *Store) open() error {
-	hasLog, err := inspectDir(s.dir)
+	hasLog, err := inspectDir(s.fs, s.dir)
 	if err != nil {
 		return err
 	}
@@ -204,7 +211,7 @@ func (s *Store) open() error {
 			return err
 		}
 	}
-	s.f, err = os.OpenFile(filepath.Join(s.dir, logName), os.O_RDWR, 0)
+	s.f, err = s.fs.OpenRW(filepath.Join(s.dir, logName))
 	if err != nil {
 		return fmt.Errorf("embedded: opening log: %w", err)
 	}
@@ -242,7 +249,7 @@ func (s *Store) close() error {
 		}
 	}
 	// Give back the preallocated zeros (and any failed write past the end).
-	if fi, err := s.f.Stat(); err == nil && fi.Size() > s.end {
+	if size, err := s.f.Size(); err == nil && size > s.end {
 		if err := s.f.Truncate(s.end); err != nil {
 			errs = append(errs, fmt.Errorf("embedded: close: trimming the log: %w", err))
 		} else if err := s.syncAll(); err != nil {
@@ -285,7 +292,7 @@ func (s *Store) sync() error {
 	if s.opts.NoSync {
 		return nil
 	}
-	return fdatasync(s.f)
+	return s.f.Datasync()
 }
 
 // syncAll makes the log durable with its metadata (fsync), unless NoSync:
@@ -302,13 +309,5 @@ func (s *Store) syncDir() error {
 	if s.opts.NoSync {
 		return nil
 	}
-	d, err := os.Open(s.dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return s.fs.SyncDir(s.dir)
 }

@@ -287,7 +287,7 @@ func TestGroupCommit(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitT(t, &wg, "32 writers", nil)
 	if t.Failed() {
 		return
 	}
@@ -328,7 +328,7 @@ func TestConcurrentReappend(t *testing.T) {
 				results[g] = res
 			})
 		}
-		wg.Wait()
+		waitT(t, &wg, fmt.Sprintf("round %d: 16 appends of the same events", round), nil)
 		for _, r := range results {
 			if r != results[0] {
 				t.Fatalf("round %d: results differ: %+v", round, results)
@@ -413,7 +413,7 @@ func TestWriteFailureStopsAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.f = ro
+	s.f = osFile{ro}
 	for i := range 2 {
 		_, err := s.Append(ctxT(t), "execution-1", eventstore.Any, ev("test.fail", i))
 		if err == nil || errors.Is(err, eventstore.ErrWrongExpectedVersion) {
@@ -460,8 +460,8 @@ func TestCloseEndsEverything(t *testing.T) {
 	}()
 	time.Sleep(20 * time.Millisecond)
 	requireClose(t, s)
-	wg.Wait()
-	if err := <-subErr; !errors.Is(err, eventstore.ErrClosed) {
+	waitT(t, &wg, "writers racing Close", nil)
+	if err := recvT(t, subErr, "Subscribe across Close", nil); !errors.Is(err, eventstore.ErrClosed) {
 		t.Fatalf("Subscribe after Close = %v, want ErrClosed", err)
 	}
 	n := 0
@@ -504,7 +504,7 @@ func TestMaxBatch(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitT(t, &wg, "writers", nil)
 	close(results)
 	all := readAllT(t, s)
 	total := 0

@@ -18,7 +18,9 @@
 //
 //   - Durable: Append returns once PostgreSQL has committed the events (with
 //     the server's synchronous_commit = on, the default, that is once the
-//     commit is flushed to its WAL).
+//     commit is flushed to its WAL). Open refuses a database where fsync or
+//     synchronous_commit is off (ErrNotDurable), unless
+//     Options.AllowNotDurable.
 //   - Positions are dense and in commit order: the n-th event ever committed
 //     has position n-1, Head is the number of events, and at every moment
 //     the committed events are exactly positions 0 to Head-1. A reader

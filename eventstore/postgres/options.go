@@ -47,8 +47,16 @@ type Options struct {
 	// DefaultCommitTimeout; at least 100ms.
 	CommitTimeout time.Duration
 
+	// AllowNotDurable lets Open open a database whose fsync or
+	// synchronous_commit is off, where a crash of the server may lose
+	// appends that returned (Open then logs a warning instead of failing
+	// with ErrNotDurable). It is for tests and throwaway data only. In a
+	// store URL: allow_not_durable=true.
+	AllowNotDurable bool
+
 	// Logger receives what the store cannot return to a caller: the listening
-	// connection breaking and reconnecting. Default: discard.
+	// connection breaking and reconnecting, and a database that is not
+	// durable when AllowNotDurable lets Open go on. Default: discard.
 	Logger *slog.Logger
 }
 

@@ -51,14 +51,19 @@ var _ eventstore.Store = (*Store)(nil)
 // Open returns a Store on the log in opts.Schema of the database pool
 // connects to. It never changes the database: if the schema is missing or
 // not at SchemaVersion it fails with an error wrapping ErrSchemaNotReady (or
-// ErrSchemaTooNew) that says to run `turnstile migrate` (Migrate). Close does
-// not close pool.
+// ErrSchemaTooNew) that says to run `turnstile migrate` (Migrate). If the
+// database runs with fsync or synchronous_commit off (as a connection of
+// pool sees them), it fails with an error wrapping ErrNotDurable, unless
+// opts.AllowNotDurable. Close does not close pool.
 func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	opts = opts.withDefaults()
 	if err := checkSchema(ctx, pool, opts.Schema); err != nil {
+		return nil, err
+	}
+	if err := checkDurable(ctx, pool, opts); err != nil {
 		return nil, err
 	}
 	s := &Store{
@@ -83,13 +88,15 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 // postgres://user:password@host:port/database?param=value&… (postgresql://
 // too), with libpq's parameters (sslmode, …) and pgxpool's (pool_max_conns,
 // …). A "schema" parameter names the schema when opts.Schema is "" (and must
-// agree with it otherwise).
+// agree with it otherwise); allow_not_durable=true sets
+// opts.AllowNotDurable.
 func OpenURL(ctx context.Context, url string, opts Options) (*Store, error) {
-	cfg, schema, err := parseURL(url, opts.Schema)
+	cfg, schema, allow, err := parseURL(url, opts.Schema)
 	if err != nil {
 		return nil, err
 	}
 	opts.Schema = schema
+	opts.AllowNotDurable = opts.AllowNotDurable || allow
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -106,31 +113,41 @@ func OpenURL(ctx context.Context, url string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// parseURL checks a postgres:// URL, takes its "schema" parameter out (it is
-// ours, not a server setting) and returns the pool configuration and the
-// schema to use.
-func parseURL(raw, schema string) (*pgxpool.Config, string, error) {
+// parseURL checks a postgres:// URL, takes its own parameters out ("schema"
+// and "allow_not_durable": they are the store's, not server settings) and
+// returns the pool configuration, the schema to use and whether
+// allow_not_durable=true.
+func parseURL(raw, schema string) (*pgxpool.Config, string, bool, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil, "", fmt.Errorf("postgres: store URL: %w", err) // url.Error hides the password
+		return nil, "", false, fmt.Errorf("postgres: store URL: %w", err) // url.Error hides the password
 	}
 	if u.Scheme != "postgres" && u.Scheme != "postgresql" {
-		return nil, "", fmt.Errorf("postgres: store URL scheme %q: want postgres:// or postgresql://", u.Scheme)
+		return nil, "", false, fmt.Errorf("postgres: store URL scheme %q: want postgres:// or postgresql://", u.Scheme)
 	}
 	q := u.Query()
 	if v := q.Get("schema"); v != "" {
 		if schema != "" && schema != v {
-			return nil, "", fmt.Errorf("postgres: store URL names schema %q, the options %q", v, schema)
+			return nil, "", false, fmt.Errorf("postgres: store URL names schema %q, the options %q", v, schema)
 		}
 		schema = v
 	}
+	allow := false
+	if q.Has("allow_not_durable") {
+		v := q.Get("allow_not_durable")
+		if v != "true" && v != "false" {
+			return nil, "", false, fmt.Errorf("postgres: store URL: allow_not_durable=%q: want true or false", v)
+		}
+		allow = v == "true"
+	}
 	q.Del("schema")
+	q.Del("allow_not_durable")
 	u.RawQuery = q.Encode()
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
-		return nil, "", fmt.Errorf("postgres: store URL: %w", err)
+		return nil, "", false, fmt.Errorf("postgres: store URL: %w", err)
 	}
-	return cfg, schema, nil
+	return cfg, schema, allow, nil
 }
 
 // statements are the store's SQL, with its schema spelled out.

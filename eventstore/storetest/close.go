@@ -64,8 +64,12 @@ func (s suite) closeTests() []subtest {
 					}
 				case <-time.After(promptly):
 					k.cancel()
-					<-k.done
-					t.Errorf("%s subscription did not return within %v of Close", name, promptly)
+					select {
+					case <-k.done:
+						t.Errorf("%s subscription did not return within %v of Close (it did once cancelled, after %d events)", name, promptly, k.count())
+					case <-time.After(promptly):
+						t.Errorf("%s subscription did not return within %v of Close, nor within %v of its context's end (after %d events)", name, promptly, promptly, k.count())
+					}
 				}
 			}
 		}},

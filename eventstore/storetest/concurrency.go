@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
@@ -29,6 +30,7 @@ func (s suite) concurrencyTests() []subtest {
 			}
 			wins := make([][]win, goroutines)
 			errs := make([]error, goroutines)
+			var won atomic.Int64
 			var wg sync.WaitGroup
 			for g := range goroutines {
 				wg.Go(func() {
@@ -41,6 +43,7 @@ func (s suite) concurrencyTests() []subtest {
 							res, err := st.Append(ctx, stream, expected, e)
 							if err == nil {
 								wins[g] = append(wins[g], win{res.Version, e.ID})
+								won.Add(1)
 								expected, known, seen = eventstore.Exact(res.Version), res.Version, true
 								break
 							}
@@ -62,7 +65,9 @@ func (s suite) concurrencyTests() []subtest {
 					}
 				})
 			}
-			wg.Wait()
+			if !waitGroup(&wg, testTimeout) {
+				t.Fatalf("%d goroutines still appending after %v: %d of %d versions won", goroutines, testTimeout, won.Load(), goroutines*winsEach)
+			}
 			if err := errors.Join(errs...); err != nil {
 				t.Fatal(err)
 			}
@@ -97,12 +102,14 @@ func (s suite) concurrencyTests() []subtest {
 			}
 			results := make([][]done, goroutines)
 			errs := make([]error, goroutines)
+			var returned atomic.Int64
 			var wg sync.WaitGroup
 			for g := range goroutines {
 				wg.Go(func() {
 					for range appendsEach {
 						evs := NewEvents("test.pair", 2)
 						res, err := st.Append(ctx, stream, eventstore.Any, evs...)
+						returned.Add(1)
 						if err != nil {
 							errs[g] = err
 							return
@@ -111,7 +118,9 @@ func (s suite) concurrencyTests() []subtest {
 					}
 				})
 			}
-			wg.Wait()
+			if !waitGroup(&wg, testTimeout) {
+				t.Fatalf("%d goroutines still appending after %v: %d of %d appends returned", goroutines, testTimeout, returned.Load(), goroutines*appendsEach)
+			}
 			if err := errors.Join(errs...); err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,24 @@ import (
 
 // testTimeout bounds every subtest so a hung backend fails instead of hanging CI.
 const testTimeout = 60 * time.Second
+
+// waitGroup waits for wg as wg.Wait does, but for limit at most: it reports
+// false if the goroutines were still running then. Every wait of the suite
+// has a deadline: a backend that ignores its context must fail the suite
+// (with what it saw), not hang it.
+func waitGroup(wg *sync.WaitGroup, limit time.Duration) bool {
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(limit):
+		return false
+	}
+}
 
 // readBatch is the page size the suite uses when it reads a whole stream or log.
 const readBatch = 1000
@@ -284,6 +303,7 @@ type appended struct {
 // them) and returns every append's result.
 func writeConcurrently(ctx context.Context, st eventstore.Store, writers, each int, stream func(w int) string, after func(w, i int)) ([]appended, error) {
 	var wg sync.WaitGroup
+	var returned atomic.Int64
 	errs := make([]error, writers)
 	results := make([][]appended, writers)
 	for w := range writers {
@@ -291,6 +311,7 @@ func writeConcurrently(ctx context.Context, st eventstore.Store, writers, each i
 			for i := range each {
 				e := NewEvent("test.w", map[string]int{"w": w, "i": i})
 				res, err := st.Append(ctx, stream(w), eventstore.Any, e)
+				returned.Add(1)
 				if err != nil {
 					errs[w] = fmt.Errorf("writer %d, append %d: %w", w, i, err)
 					return
@@ -306,7 +327,9 @@ func writeConcurrently(ctx context.Context, st eventstore.Store, writers, each i
 			}
 		})
 	}
-	wg.Wait()
+	if !waitGroup(&wg, testTimeout) {
+		return nil, fmt.Errorf("%d writers still running after %v: %d of %d appends returned", writers, testTimeout, returned.Load(), writers*each)
+	}
 	var all []appended
 	for _, r := range results {
 		all = append(all, r...)

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/turnstile/turnstile/domain"
@@ -150,11 +151,14 @@ func (s suite) appendMultiTests() []subtest {
 			ctx := testContext(t)
 			const writers, appendsEach, multis = 4, 25, 20
 			var wg sync.WaitGroup
+			var returned atomic.Int64
 			errs := make(chan error, writers+1)
 			for w := range writers {
 				wg.Go(func() {
 					for i := range appendsEach {
-						if _, err := st.Append(ctx, fmt.Sprintf("worker-%d", w), eventstore.Any, NewEvent("test.noise", i)); err != nil {
+						_, err := st.Append(ctx, fmt.Sprintf("worker-%d", w), eventstore.Any, NewEvent("test.noise", i))
+						returned.Add(1)
+						if err != nil {
 							errs <- err
 							return
 						}
@@ -169,6 +173,7 @@ func (s suite) appendMultiTests() []subtest {
 						eventstore.StreamAppend{Stream: "execution-a", Expected: eventstore.Any, Events: a},
 						eventstore.StreamAppend{Stream: "execution-b", Expected: eventstore.Any, Events: b},
 					)
+					returned.Add(1)
 					if err != nil {
 						errs <- err
 						return
@@ -176,7 +181,9 @@ func (s suite) appendMultiTests() []subtest {
 					batches[i] = append(a, b...)
 				}
 			})
-			wg.Wait()
+			if !waitGroup(&wg, testTimeout) {
+				t.Fatalf("appends still running after %v: %d of %d returned", testTimeout, returned.Load(), writers*appendsEach+multis)
+			}
 			close(errs)
 			for err := range errs {
 				t.Fatalf("append: %v", err)

@@ -250,7 +250,9 @@ func (s suite) headTests() []subtest {
 			})
 			written, err := writeConcurrently(ctx, st, writers, each, func(w int) string { return fmt.Sprintf("execution-%d", w) }, nil)
 			close(stop)
-			wg.Wait()
+			if !waitGroup(&wg, testTimeout) {
+				t.Fatalf("the reader was still in Head or ReadAll %v after it was told to stop (writers: %v)", testTimeout, err)
+			}
 			if err := errors.Join(err, readerErr); err != nil {
 				t.Fatalf("concurrent appends and reads: %v", err)
 			}

@@ -164,7 +164,7 @@ func (k *sink) waitEntered(t *testing.T, ctx context.Context) {
 	case <-k.done:
 		t.Fatalf("subscription ended with %v before its first delivery", k.err)
 	case <-ctx.Done():
-		t.Fatal("subscription got no event before the test timed out")
+		t.Fatalf("subscription from %d (filter %+v) got no event before the test timed out (%v)", k.from, k.filter, testTimeout)
 	}
 }
 

@@ -1,0 +1,112 @@
+package worker_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/services/aggregate"
+	"github.com/turnstile/turnstile/services/worker"
+)
+
+// TestLostWorkersLateStart: a worker holds a handoff; an executor that has
+// not seen that handoff (a handover: the new executor's view stops before
+// the scheduled event) declares the worker lost, so nobody abandons the
+// execution; then the worker, which has not heard the verdict, starts the
+// run. The fence on its own stream (Run.guard: every write of a run
+// carries the condition that the worker stream is where the incarnation
+// last saw it) refuses the start atomically: the execution stays scheduled,
+// and the worker learns that it was declared lost and registers anew.
+// Without the fence, execution.running by a lost incarnation follows its
+// worker.lost in the log.
+func TestLostWorkersLateStart(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(memstore.Options{})
+	t.Cleanup(func() { _ = store.Close() })
+	n := 0
+	w, err := worker.New(worker.Config{ID: "w1", Store: store, Logger: quiet(), Heartbeat: time.Hour,
+		NewIncarnation: func() string { n++; return "inc-" + string(rune('0'+n)) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	inc := w.Incarnation()
+
+	// An execution handed to w1's incarnation.
+	const id = "x1"
+	p := domain.Policy{Ref: "act", Runner: "core.noop"}.WithDefaults()
+	req, err := domain.NewExecution(id).Request(domain.ExecutionRequested{Action: "act"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renv, err := domain.Catalogue.Encode(uuid.New(), req, domain.OwnerExecutor, "executor-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Append(ctx, domain.ExecutionStream(id), eventstore.NoStream, renv); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []aggregate.Decision{
+		func(x *domain.Execution) (domain.Event, error) { return x.Grant("") },
+		func(x *domain.Execution) (domain.Event, error) { return x.Schedule("w1", inc, p) },
+	} {
+		if _, err := aggregate.UpdateExecution(ctx, store, id, domain.OwnerExecutor, "executor-1", nil, step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs, err := store.ReadStream(ctx, domain.ExecutionStream(id), 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := w.Take(evs[len(evs)-1])
+	if err != nil || r == nil {
+		t.Fatalf("Take of the handoff = %v, %v", r, err)
+	}
+	defer r.Close()
+
+	// executor-2, which has not folded the handoff, declares w1 lost: no
+	// abandonment of x1 comes with the verdict.
+	if _, err := aggregate.UpdateWorker(ctx, store, "w1", domain.OwnerExecutor, "executor-2", nil, func(s *domain.Worker) (domain.Event, error) {
+		return s.DeclareLost(time.Now(), time.Second, true, "its lease expired (test)")
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	started, err := r.Begin(ctx)
+	if err != nil {
+		t.Fatalf("Begin after the verdict: %v", err)
+	}
+	types := func(stream string) []string {
+		evs, err := store.ReadStream(ctx, stream, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.Type)
+		}
+		return out
+	}
+	got := types(domain.ExecutionStream(id))
+	if started || slices.Contains(got, domain.TypeExecutionRunning) {
+		t.Fatalf("a worker declared lost started a run after its verdict (Begin = %v): execution stream %v, worker stream %v", started, got, types(domain.WorkerStream("w1")))
+	}
+	if want := []string{domain.TypeExecutionRequested, domain.TypeExecutionScheduling, domain.TypeExecutionScheduled}; !slices.Equal(got, want) {
+		t.Fatalf("execution stream %v, want %v (nothing written by the lost incarnation)", got, want)
+	}
+	if now := w.Incarnation(); now == inc {
+		t.Fatalf("the refused start did not tell the worker it was declared lost: still incarnation %s", inc)
+	}
+	ws := types(domain.WorkerStream("w1"))
+	if want := []string{domain.TypeWorkerRegistered, domain.TypeWorkerLost, domain.TypeWorkerRegistered}; !slices.Equal(ws, want) {
+		t.Fatalf("worker stream %v, want %v", ws, want)
+	}
+}
