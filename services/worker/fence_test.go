@@ -10,8 +10,9 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
-	"github.com/turnstile/turnstile/services/aggregate"
+	"github.com/turnstile/turnstile/services/repository"
 	"github.com/turnstile/turnstile/services/worker"
 )
 
@@ -47,18 +48,18 @@ func TestLostWorkersLateStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	renv, err := domain.Catalogue.Encode(uuid.New(), req, domain.OwnerExecutor, "executor-1")
+	renv, err := codec.Events.Encode(uuid.New(), req, domain.OwnerExecutor, "executor-1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.Append(ctx, domain.ExecutionStream(id), eventstore.NoStream, renv); err != nil {
 		t.Fatal(err)
 	}
-	for _, step := range []aggregate.Decision{
+	for _, step := range []repository.Decide{
 		func(x *domain.Execution) (domain.Event, error) { return x.Grant("") },
 		func(x *domain.Execution) (domain.Event, error) { return x.Schedule("w1", inc, p) },
 	} {
-		if _, err := aggregate.UpdateExecution(ctx, store, id, domain.OwnerExecutor, "executor-1", nil, step); err != nil {
+		if _, err := repository.UpdateExecution(ctx, store, id, domain.OwnerExecutor, "executor-1", nil, step); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -66,7 +67,7 @@ func TestLostWorkersLateStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := w.Take(evs[len(evs)-1])
+	r, err := w.AcceptHandoff(evs[len(evs)-1])
 	if err != nil || r == nil {
 		t.Fatalf("Take of the handoff = %v, %v", r, err)
 	}
@@ -74,7 +75,7 @@ func TestLostWorkersLateStart(t *testing.T) {
 
 	// executor-2, which has not folded the handoff, declares w1 lost: no
 	// abandonment of x1 comes with the verdict.
-	if _, err := aggregate.UpdateWorker(ctx, store, "w1", domain.OwnerExecutor, "executor-2", nil, func(s *domain.Worker) (domain.Event, error) {
+	if _, err := repository.UpdateWorker(ctx, store, "w1", domain.OwnerExecutor, "executor-2", nil, func(s *domain.Worker) (domain.Event, error) {
 		return s.DeclareLost(time.Now(), time.Second, true, "its lease expired (test)")
 	}); err != nil {
 		t.Fatal(err)
