@@ -51,16 +51,16 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 
-		if in, err := decodeShell(data); err == nil {
+		if in, err := decodeShellConfig(data); err == nil {
 			if !valid {
-				t.Fatalf("decodeShell accepted invalid JSON %q", data)
+				t.Fatalf("decodeShellConfig accepted invalid JSON %q", data)
 			}
 			if in.Command == "" {
-				t.Fatalf("decodeShell(%q) accepted an empty command", data)
+				t.Fatalf("decodeShellConfig(%q) accepted an empty command", data)
 			}
 			for k, v := range in.Env {
 				if checkEnvVar(k, v) != nil {
-					t.Fatalf("decodeShell(%q) accepted env %q=%q", data, k, v)
+					t.Fatalf("decodeShellConfig(%q) accepted env %q=%q", data, k, v)
 				}
 			}
 		}
