@@ -30,7 +30,7 @@ type httpRunner struct {
 // pool of connections for what every action may reach, another for the
 // actions allowed internal addresses, so that no connection crosses over.
 func newHTTPRunner(base *http.Client, maxBody int) *httpRunner {
-	return &httpRunner{guarded: newHTTPClient(base, true), open: newHTTPClient(base, false), maxBody: maxBody}
+	return &httpRunner{guarded: newHTTPClient(base, checkDialAddr), open: newHTTPClient(base, nil), maxBody: maxBody}
 }
 
 // httpConfig is core.http's runner_config.

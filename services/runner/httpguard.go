@@ -86,12 +86,13 @@ func checkDialAddr(address string) error {
 	return nil
 }
 
-// newDialer returns the dialer of core.http's transports. A guarded one
-// checks, at connect time, every address it is about to connect to.
-func newDialer(guarded bool) *net.Dialer {
+// newDialer returns the dialer of core.http's transports. With a check
+// (checkDialAddr), it calls it at connect time on every address it is
+// about to connect to, and connects only if it returns nil.
+func newDialer(check func(address string) error) *net.Dialer {
 	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	if guarded {
-		d.Control = func(_, address string, _ syscall.RawConn) error { return checkDialAddr(address) }
+	if check != nil {
+		d.Control = func(_, address string, _ syscall.RawConn) error { return check(address) }
 	}
 	return d
 }
@@ -145,9 +146,9 @@ func underPrefix(u, prefix *url.URL) bool {
 }
 
 // newHTTPClient returns a client for core.http over a clone of base's
-// transport (nil: http.DefaultTransport) that dials with newDialer(guarded),
+// transport (nil: http.DefaultTransport) that dials with newDialer(check),
 // uses no proxy and no cookie jar, and follows redirects by checkRedirect.
-func newHTTPClient(base *http.Client, guarded bool) *http.Client {
+func newHTTPClient(base *http.Client, check func(address string) error) *http.Client {
 	var t *http.Transport
 	if bt, ok := base.Transport.(*http.Transport); ok {
 		t = bt.Clone()
@@ -158,7 +159,7 @@ func newHTTPClient(base *http.Client, guarded bool) *http.Client {
 	}
 	t.Proxy = nil
 	t.Dial, t.DialTLS, t.DialTLSContext = nil, nil, nil //nolint:staticcheck // cleared so every dial is ours
-	t.DialContext = newDialer(guarded).DialContext
+	t.DialContext = newDialer(check).DialContext
 	return &http.Client{Transport: t, Timeout: base.Timeout, CheckRedirect: checkRedirect}
 }
 
