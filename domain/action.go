@@ -104,19 +104,27 @@ func (p Policy) WithDefaults() Policy {
 	return p
 }
 
-// compactConfig returns c in the form the log keeps it in (compact JSON, nil
-// for absent or null), so a policy compares equal to itself read back from
-// the log. Invalid JSON is returned as is, for Validate to refuse.
+// compactConfig returns c in the one form the log keeps it in (compact
+// JSON, object keys sorted, nil for absent or null), so a policy compares
+// equal to itself read back from the log and to the same config written
+// with other white space or key order. Numbers keep their text. Invalid
+// JSON is returned as is, for Validate to refuse.
 func compactConfig(c json.RawMessage) json.RawMessage {
 	t := bytes.TrimSpace(c)
 	if len(t) == 0 || string(t) == "null" {
 		return nil
 	}
-	var buf bytes.Buffer
-	if err := json.Compact(&buf, t); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
 		return c
 	}
-	return buf.Bytes()
+	b, err := json.Marshal(v)
+	if err != nil {
+		return c
+	}
+	return b
 }
 
 // Validate checks every field's range. It expects defaults applied.
