@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -221,9 +222,9 @@ func TestInternalAddr(t *testing.T) {
 
 // refusedHTTP runs r and checks that it failed with ErrAddressRefused and
 // that the server saw nothing.
-func refusedHTTP(t *testing.T, r Runner, input string, hits *int) {
+func refusedHTTP(t *testing.T, r Runner, input string, hits *atomic.Int64) {
 	t.Helper()
-	before := *hits
+	before := hits.Load()
 	out, err := r.Run(context.Background(), json.RawMessage(input))
 	if out != nil {
 		t.Fatalf("input %s: result %s", input, out)
@@ -232,7 +233,7 @@ func refusedHTTP(t *testing.T, r Runner, input string, hits *int) {
 	if !errors.Is(err, ErrAddressRefused) {
 		t.Fatalf("input %s: error %v, want ErrAddressRefused", input, err)
 	}
-	if *hits != before {
+	if hits.Load() != before {
 		t.Fatalf("input %s reached the server", input)
 	}
 }
@@ -241,9 +242,9 @@ func refusedHTTP(t *testing.T, r Runner, input string, hits *int) {
 // no loopback, link-local or metadata address, directly, by a DNS name, or
 // through a redirect; allow_private lets the same requests through.
 func TestHTTPInternalAddressesRefused(t *testing.T) {
-	hits := 0
+	var hits atomic.Int64
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits++
+		hits.Add(1)
 		_, _ = w.Write([]byte("secret"))
 	}))
 	t.Cleanup(srv.Close)
