@@ -18,6 +18,9 @@ const (
 	MaxQueueLengthLimit = 10_000_000
 	MaxTimeoutSeconds   = 7 * 24 * 3600
 	MaxAttemptsLimit    = 100
+	// MaxRunnerConfigLen bounds a policy's runner_config, in bytes of
+	// compact JSON.
+	MaxRunnerConfigLen = 64 << 10
 )
 
 // Policy defaults, applied by Policy.WithDefaults to fields left at zero.
@@ -58,6 +61,12 @@ type Policy struct {
 	RateLimit               *RateLimit `json:"rate_limit,omitempty"`
 	ConcurrencyKey          string     `json:"concurrency_key,omitempty"`
 	OnLimit                 string     `json:"on_limit,omitempty"`
+	// RunnerConfig is the runner's own configuration, fixed by whoever
+	// defines the action and handed to the runner with every run, next to
+	// the input: what core.shell runs, what core.http may reach. A request's
+	// input can never change it. nil or a JSON object (compact once
+	// WithDefaults has run); what it may hold is the runner's to say.
+	RunnerConfig json.RawMessage `json:"runner_config,omitempty"`
 }
 
 // ErrInvalidPolicy is wrapped by every policy validation error.
@@ -91,7 +100,31 @@ func (p Policy) WithDefaults() Policy {
 	if p.OnLimit == "" {
 		p.OnLimit = OnLimitQueue
 	}
+	p.RunnerConfig = compactConfig(p.RunnerConfig)
 	return p
+}
+
+// compactConfig returns c in the one form the log keeps it in (compact
+// JSON, object keys sorted, nil for absent or null), so a policy compares
+// equal to itself read back from the log and to the same config written
+// with other white space or key order. Numbers keep their text. Invalid
+// JSON is returned as is, for Validate to refuse.
+func compactConfig(c json.RawMessage) json.RawMessage {
+	t := bytes.TrimSpace(c)
+	if len(t) == 0 || string(t) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(t))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		return c
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return c
+	}
+	return b
 }
 
 // Validate checks every field's range. It expects defaults applied.
@@ -134,6 +167,14 @@ func (p Policy) Validate() error {
 	}
 	if p.OnLimit != OnLimitQueue && p.OnLimit != OnLimitReject {
 		return fmt.Errorf("%w: on_limit %q must be %q or %q", ErrInvalidPolicy, clip(p.OnLimit), OnLimitQueue, OnLimitReject)
+	}
+	if c := p.RunnerConfig; c != nil {
+		if t := bytes.TrimSpace(c); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
+			return fmt.Errorf("%w: runner_config must be a JSON object", ErrInvalidPolicy)
+		}
+		if len(c) > MaxRunnerConfigLen {
+			return fmt.Errorf("%w: runner_config longer than %d bytes", ErrInvalidPolicy, MaxRunnerConfigLen)
+		}
 	}
 	return nil
 }

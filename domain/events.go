@@ -110,6 +110,9 @@ type ExecutionScheduled struct {
 	Input              json.RawMessage `json:"input,omitempty"`
 	TimeoutMillis      int64           `json:"timeout_ms"`           // the action's run timeout
 	ScheduledTimeoutMS int64           `json:"scheduled_timeout_ms"` // the worker must start within this
+	// RunnerConfig is the runner_config of the action's policy in force at
+	// the grant, for the runner to read next to the input.
+	RunnerConfig json.RawMessage `json:"runner_config,omitempty"`
 }
 
 // ExecutionRunning says the named worker started the execution.

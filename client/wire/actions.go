@@ -2,6 +2,8 @@
 // API shows it.
 package wire
 
+import "encoding/json"
+
 // RateLimit allows Count grants per PerSeconds seconds.
 type RateLimit struct {
 	Count      int     `json:"count"`
@@ -22,6 +24,14 @@ type Policy struct {
 	RateLimit               *RateLimit `json:"rate_limit,omitempty"`
 	ConcurrencyKey          string     `json:"concurrency_key,omitempty"`
 	OnLimit                 string     `json:"on_limit,omitempty"`
+	// RunnerConfig is the runner's own configuration, a JSON object fixed
+	// by the definition and handed to the runner with every run: what
+	// core.shell runs ({"command": "/usr/bin/convert", "args": [...],
+	// "env": {...}, "dir": "/abs", "input_args": true}), what core.http
+	// reaches ({"url": "https://api.example.com/v1/", "methods": ["GET"],
+	// "allow_private": false}). Every reader of the action sees it: it is
+	// no place for secrets.
+	RunnerConfig json.RawMessage `json:"runner_config,omitempty"`
 }
 
 // Action is an action's policy in force (defaults filled in) and state.

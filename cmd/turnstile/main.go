@@ -20,7 +20,7 @@ import (
 const usage = `turnstile runs actions under per-action concurrency policies, event-sourced.
 
 Usage:
-  turnstile serve   [--addr 127.0.0.1:8080] [--data ./data] [--store URL] [--workers N] [--slots N] [--executor=false] [--token ROLE:SECRET]...
+  turnstile serve   [--addr 127.0.0.1:8080] [--data ./data] [--store URL] [--workers N] [--slots N] [--executor=false] [--token-file FILE] [--token ROLE:SECRET]...
   turnstile executor --store postgres://... [--name N] [--worker-lease 15s] [--health-addr ADDR]
       (one of any number: the one holding the lease decides, the others stand by)
   turnstile worker  --store postgres://... --id W [--slots 16] [--heartbeat 2s] [--grace 10s] [--health-addr ADDR]

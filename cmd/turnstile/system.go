@@ -95,9 +95,17 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this address, apart from the API and without auth; loopback addresses only")
 	sqlViews := fs.Bool("sql-views", true, "with a postgres:// store, keep the executions and queue_stats tables (see README)")
 	var tokens tokenFlags
-	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...)")
+	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...); visible to local users in the process's argv: prefer --token-file")
+	tokenFile := fs.String("token-file", "", "read bearer tokens from FILE, one ROLE:SECRET (or ROLE:NAME:SECRET) a line; mode 0600 (see docs/security.md)")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *tokenFile != "" {
+		specs, err := api.ReadTokenFile(*tokenFile)
+		if err != nil {
+			return usageError{err}
+		}
+		tokens = append(tokens, specs...)
 	}
 	if *workers < 0 || *slots < 1 || *workerLease < 10*time.Millisecond {
 		return usageError{errors.New("--workers must be >= 0, --slots >= 1 and --worker-lease >= 10ms")}

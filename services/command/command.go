@@ -21,6 +21,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/repository"
+	"github.com/turnstile/turnstile/services/runner"
 )
 
 // Service is the command side that the API (and `turnstile bench`) use:
@@ -376,14 +377,37 @@ func (c *Service) Resume(ctx context.Context, ref string) (bool, error) {
 // event: nothing to change). Define, SetPolicy, Pause and Resume make them.
 type ActionChange func(a *domain.Action) (domain.Event, error)
 
-// Define defines the action with policy p (see DefineAction).
+// Define defines the action with policy p (see DefineAction). A
+// runner_config that the built-in runner it names would refuse is
+// ErrInvalidPolicy (checkRunnerConfig).
 func Define(p domain.Policy) ActionChange {
-	return func(a *domain.Action) (domain.Event, error) { return a.Define(p) }
+	return func(a *domain.Action) (domain.Event, error) { return checkRunnerConfig(a.Define(p)) }
 }
 
-// SetPolicy replaces the action's policy with p (see ChangePolicy).
+// SetPolicy replaces the action's policy with p (see ChangePolicy), with
+// the same check of its runner_config as Define.
 func SetPolicy(p domain.Policy) ActionChange {
-	return func(a *domain.Action) (domain.Event, error) { return a.ChangePolicy(p) }
+	return func(a *domain.Action) (domain.Event, error) { return checkRunnerConfig(a.ChangePolicy(p)) }
+}
+
+// checkRunnerConfig passes on a decided definition or policy change unless
+// the built-in runner it names refuses its runner_config
+// (runner.ValidateConfig): then nothing is written and the error wraps
+// ErrInvalidPolicy. Other runners' configs are theirs to read.
+func checkRunnerConfig(ev domain.Event, err error) (domain.Event, error) {
+	var p domain.Policy
+	switch e := ev.(type) {
+	case domain.ActionDefined:
+		p = e.Policy
+	case domain.ActionPolicyChanged:
+		p = e.Policy
+	default:
+		return ev, err
+	}
+	if cerr := runner.ValidateConfig(p.Runner, p.RunnerConfig); cerr != nil {
+		return nil, fmt.Errorf("%w: runner_config of %s: %v", ErrInvalidPolicy, p.Runner, cerr)
+	}
+	return ev, err
 }
 
 // Pause stops grants for the action (see Service.Pause).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/turnstile/turnstile/domain"
@@ -77,7 +78,7 @@ func TestChangeActionAnswersTheLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Version() != want.Version() || got.Paused() != want.Paused() || got.Policy() != want.Policy() {
+		if got.Version() != want.Version() || got.Paused() != want.Paused() || !reflect.DeepEqual(got.Policy(), want.Policy()) {
 			t.Errorf("change %d (wrote %v): got version %d paused %v %+v, the log has %d %v %+v", i, wrote,
 				got.Version(), got.Paused(), got.Policy(), want.Version(), want.Paused(), want.Policy())
 		}

@@ -137,10 +137,11 @@ func TestCancelInEveryState(t *testing.T) {
 			}
 			h := newHarness(t, harnessConfig{single: single})
 			h.addWorker("w1", 4, time.Hour, nil) // core.shell kill grace 300ms
-			h.define(domain.Policy{Ref: "c.shell", Runner: runner.NameShell, MaxConcurrent: 2})
+			h.define(domain.Policy{Ref: "c.shell", Runner: runner.NameShell, MaxConcurrent: 2,
+				RunnerConfig: json.RawMessage(`{"command":"sh","args":["-c"],"input_args":true}`)})
 			ready := filepath.Join(t.TempDir(), "ready")
-			polite := h.request("c.shell", `{"command":"sleep","args":["3600"]}`)
-			stubborn := h.request("c.shell", `{"command":"sh","args":["-c","trap '' INT; touch `+ready+`; sleep 3600"]}`)
+			polite := h.request("c.shell", `{"args":["exec sleep 3600"]}`)
+			stubborn := h.request("c.shell", `{"args":["trap '' INT; touch `+ready+`; sleep 3600"]}`)
 			h.waitStatus(polite, domain.StatusRunning)
 			h.waitFor("the stubborn shell to ignore SIGINT", func() bool { _, err := os.Stat(ready); return err == nil })
 			h.cancel(polite)
@@ -163,8 +164,9 @@ func TestCancelInEveryState(t *testing.T) {
 			}
 			h := newHarness(t, harnessConfig{single: single})
 			h.addWorker("w1", 4, time.Hour, nil)
-			h.define(domain.Policy{Ref: "c.timeout", Runner: runner.NameShell, TimeoutSeconds: 0.2})
-			id := h.request("c.timeout", `{"command":"sleep","args":["3600"]}`)
+			h.define(domain.Policy{Ref: "c.timeout", Runner: runner.NameShell, TimeoutSeconds: 0.2,
+				RunnerConfig: json.RawMessage(`{"command":"sleep","args":["3600"]}`)})
+			id := h.request("c.timeout", `{}`)
 			x := h.waitStatus(id, domain.StatusTimedOut).State()
 			var res struct {
 				Signal string `json:"signal"`

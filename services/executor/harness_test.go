@@ -311,11 +311,12 @@ func (h *harness) startForwarder() {
 	h.fwd = f
 }
 
-// addWorker starts a worker with the built-in runners (core.shell with a
-// short kill grace) plus extra, heartbeating every hb (real time).
+// addWorker starts a worker with every built-in runner (core.shell with a
+// short kill grace, as the test's user) plus extra, heartbeating every hb
+// (real time).
 func (h *harness) addWorker(id string, slots int, hb time.Duration, extra map[string]runner.Runner) *worker.Worker {
 	h.t.Helper()
-	reg := runner.Builtins(runner.Config{ShellKillGrace: 300 * time.Millisecond})
+	reg := runner.Builtins(runner.Config{Enabled: runner.AllBuiltins, ShellAllowRoot: true, ShellKillGrace: 300 * time.Millisecond})
 	for name, r := range extra {
 		if err := reg.Register(name, r); err != nil {
 			h.t.Fatal(err)

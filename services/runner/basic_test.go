@@ -148,7 +148,7 @@ func TestDoneContext(t *testing.T) {
 		NameShell: `{"command":"/bin/echo"}`,
 		NameHTTP:  `{"url":"http://127.0.0.1:1/"}`,
 	}
-	reg := Builtins(Config{})
+	reg := Builtins(Config{Enabled: AllBuiltins, ShellAllowRoot: true})
 	for _, name := range reg.Names() {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -183,7 +183,7 @@ func jsonEqual(t *testing.T, got json.RawMessage, want string) bool {
 // TestIsInstant: only the runners that wait on nothing may run without a
 // deadline of their own; the ones that wait must get the action's timeout.
 func TestIsInstant(t *testing.T) {
-	reg := Builtins(Config{})
+	reg := Builtins(Config{Enabled: AllBuiltins, ShellAllowRoot: true})
 	for name, want := range map[string]bool{NameNoop: true, NameEcho: true, NameFail: true, NameSleep: false, NameShell: false, NameHTTP: false} {
 		r, ok := reg.Lookup(name)
 		if !ok {

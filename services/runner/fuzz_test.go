@@ -2,7 +2,9 @@ package runner
 
 import (
 	"encoding/json"
+	"net/url"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -51,16 +53,16 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 
-		if in, err := decodeShell(data); err == nil {
+		if in, err := decodeShellConfig(data); err == nil {
 			if !valid {
-				t.Fatalf("decodeShell accepted invalid JSON %q", data)
+				t.Fatalf("decodeShellConfig accepted invalid JSON %q", data)
 			}
 			if in.Command == "" {
-				t.Fatalf("decodeShell(%q) accepted an empty command", data)
+				t.Fatalf("decodeShellConfig(%q) accepted an empty command", data)
 			}
 			for k, v := range in.Env {
 				if checkEnvVar(k, v) != nil {
-					t.Fatalf("decodeShell(%q) accepted env %q=%q", data, k, v)
+					t.Fatalf("decodeShellConfig(%q) accepted env %q=%q", data, k, v)
 				}
 			}
 		}
@@ -121,4 +123,72 @@ func TestDecodeStrict(t *testing.T) {
 			t.Errorf("decodeStrict(%q) = %v, want error %v", tt.input, err, tt.wantErr)
 		}
 	}
+}
+
+// FuzzRunnerConfig feeds arbitrary bytes to the runner_config decoders and
+// to core.shell's input decoder under a config: none may panic, and what
+// they accept keeps their promises.
+func FuzzRunnerConfig(f *testing.F) {
+	for _, seed := range []string{
+		``, `{}`, `{"url":"https://api.example.com/v1/","methods":["GET","post"],"allow_private":true}`,
+		`{"url":"ftp://x/"}`, `{"url":"https://x/?q=1"}`, `{"methods":["TRACE"]}`,
+		`{"command":"/bin/echo","args":["a"],"env":{"A":"b"},"dir":"/tmp","input_args":true}`,
+		`{"args":["x"]}`, `{"command":"/bin/sh"}`, `{"env":{"PATH":"/tmp"}}`, `{"dir":"/"}`, `{"args":null}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if c, err := decodeHTTPConfig(data); err == nil {
+			if c.base != nil && ((c.base.Scheme != "http" && c.base.Scheme != "https") || c.base.Host == "" || c.base.RawQuery != "") {
+				t.Fatalf("decodeHTTPConfig(%q) accepted url %v", data, c.base)
+			}
+			for _, m := range c.methods {
+				if !slices.Contains(httpMethods, m) {
+					t.Fatalf("decodeHTTPConfig(%q) accepted method %q", data, m)
+				}
+			}
+		}
+		if c, err := decodeShellConfig(data); err == nil && c.Command == "" {
+			t.Fatalf("decodeShellConfig(%q) accepted an empty command", data)
+		}
+		for _, inputArgs := range []bool{false, true} {
+			in, err := decodeShellInput(shellConfig{Command: "/bin/echo", InputArgs: inputArgs}, data)
+			if err != nil {
+				continue
+			}
+			if in.Command != "" || in.Env != nil || in.Dir != "" || (!inputArgs && in.Args != nil) {
+				t.Fatalf("decodeShellInput(%q, input_args %v) let the input choose %+v", data, inputArgs, in)
+			}
+		}
+	})
+}
+
+// FuzzJoinPath: whatever path an input gives, the URL core.http requests
+// lies under the definition's url.
+func FuzzJoinPath(f *testing.F) {
+	for _, seed := range []string{"", "users/1", "a?b=c", "../x", "%2e%2e/x", "..%2fx", "/x", "//evil/x",
+		"http://evil/", "a/./b", "a%2F..%2F..%2Fb", "a\\b", "a#f", ";x", "%", "a/%2e"} {
+		f.Add(seed)
+	}
+	base, _ := url.Parse("https://api.example.com/v1/")
+	f.Fuzz(func(t *testing.T, p string) {
+		u, err := joinPath(base, p)
+		if err != nil {
+			return
+		}
+		if !underPrefix(u, base) || u.Host != base.Host || u.Scheme != base.Scheme || u.User != nil {
+			t.Fatalf("joinPath(%q) = %v, outside %v", p, u, base)
+		}
+		// What is sent is what was checked: parsing the request line again
+		// keeps it under the url.
+		again, err := url.Parse(u.String())
+		if err != nil || !underPrefix(again, base) {
+			t.Fatalf("joinPath(%q) = %q, which parses back as %v (%v)", p, u.String(), again, err)
+		}
+		for _, seg := range strings.Split(again.Path, "/") {
+			if seg == "." || seg == ".." {
+				t.Fatalf("joinPath(%q) = %q has a %q segment", p, u.String(), seg)
+			}
+		}
+	})
 }

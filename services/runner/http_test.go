@@ -12,6 +12,10 @@ import (
 	"time"
 )
 
+// privateOK is the runner_config of an action allowed internal addresses:
+// the test servers listen on loopback.
+const privateOK = `{"allow_private":true}`
+
 // echoServer answers every request with a JSON description of it, status from
 // the "status" query parameter, and sets X-Reply: yes.
 func echoServer(t *testing.T) *httptest.Server {
@@ -65,7 +69,7 @@ func decodeHTTPResult(t *testing.T, raw json.RawMessage) httpTestResult {
 func TestHTTPSuccess(t *testing.T) {
 	t.Parallel()
 	srv := echoServer(t)
-	r := mustRunner(t, Config{HTTPClient: srv.Client()}, NameHTTP)
+	r := withConfig(mustRunner(t, Config{HTTPClient: srv.Client()}, NameHTTP), privateOK)
 	tests := []struct {
 		name       string
 		input      map[string]any
@@ -135,7 +139,7 @@ func TestHTTPSuccess(t *testing.T) {
 func TestHTTPFailOnStatus(t *testing.T) {
 	t.Parallel()
 	srv := echoServer(t)
-	r := mustRunner(t, Config{HTTPClient: srv.Client()}, NameHTTP)
+	r := withConfig(mustRunner(t, Config{HTTPClient: srv.Client()}, NameHTTP), privateOK)
 	for _, status := range []string{"404", "500"} {
 		t.Run(status, func(t *testing.T) {
 			t.Parallel()
@@ -176,7 +180,7 @@ func TestHTTPBodyBounded(t *testing.T) {
 				_, _ = io.WriteString(w, tt.body)
 			}))
 			defer srv.Close()
-			r := mustRunner(t, Config{HTTPClient: srv.Client(), MaxOutputBytes: tt.max}, NameHTTP)
+			r := withConfig(mustRunner(t, Config{HTTPClient: srv.Client(), MaxOutputBytes: tt.max}, NameHTTP), privateOK)
 			out, err := r.Run(context.Background(), json.RawMessage(`{"url":"`+srv.URL+`"}`))
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -206,7 +210,7 @@ func TestHTTPContext(t *testing.T) {
 	// Cleanups (not defers): the parallel subtests run after this function returns.
 	t.Cleanup(srv.Close)
 	t.Cleanup(func() { close(release) })
-	r := mustRunner(t, Config{HTTPClient: srv.Client()}, NameHTTP)
+	r := withConfig(mustRunner(t, Config{HTTPClient: srv.Client()}, NameHTTP), privateOK)
 	tests := []struct {
 		name    string
 		path    string
@@ -255,7 +259,7 @@ func TestHTTPFailure(t *testing.T) {
 
 	client := &http.Client{Timeout: 5 * time.Second}
 	t.Cleanup(client.CloseIdleConnections)
-	r := mustRunner(t, Config{HTTPClient: client}, NameHTTP)
+	r := withConfig(mustRunner(t, Config{HTTPClient: client}, NameHTTP), privateOK)
 	tests := []struct {
 		name    string
 		input   string
@@ -299,7 +303,7 @@ func TestHTTPFailure(t *testing.T) {
 
 func TestHTTPDisabled(t *testing.T) {
 	t.Parallel()
-	if _, ok := Builtins(Config{DisableHTTP: true}).Lookup(NameHTTP); ok {
+	if _, ok := Builtins(Config{Enabled: AllBuiltins, DisableHTTP: true, ShellAllowRoot: true}).Lookup(NameHTTP); ok {
 		t.Fatal("core.http registered although disabled")
 	}
 }

@@ -13,9 +13,18 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// mustRunner returns the runner named name from Builtins(cfg).
+// mustRunner returns the runner named name from Builtins(cfg). A cfg that
+// enables nothing explicitly enables every built-in, and core.shell may run
+// as the test's own user even when that is root (the tests of ShellUser
+// and of the refusal set the fields themselves).
 func mustRunner(t *testing.T, cfg Config, name string) Runner {
 	t.Helper()
+	if cfg.Enabled == nil {
+		cfg.Enabled = AllBuiltins
+	}
+	if cfg.ShellUser == "" {
+		cfg.ShellAllowRoot = true
+	}
 	r, ok := Builtins(cfg).Lookup(name)
 	if !ok {
 		t.Fatalf("Builtins has no %s", name)
@@ -57,4 +66,28 @@ func decodeJSON(t *testing.T, raw json.RawMessage) map[string]any {
 		t.Fatalf("result %s is not a JSON object: %v", raw, err)
 	}
 	return m
+}
+
+// withConfig returns r run with config as its action's runner_config: the
+// argument of Run is then the request's input.
+func withConfig(r Runner, config string) Runner {
+	return Func(func(ctx context.Context, input json.RawMessage) (json.RawMessage, error) {
+		return RunWith(ctx, r, json.RawMessage(config), input)
+	})
+}
+
+// programRunner returns r run with the argument of Run as its action's
+// runner_config and no input: the shell tables describe programs as an
+// action's definition now does.
+func programRunner(r Runner) Runner {
+	return Func(func(ctx context.Context, config json.RawMessage) (json.RawMessage, error) {
+		return RunWith(ctx, r, config, nil)
+	})
+}
+
+// mustShell returns core.shell from Builtins(cfg) (see mustRunner), run by
+// programRunner.
+func mustShell(t *testing.T, cfg Config) Runner {
+	t.Helper()
+	return programRunner(mustRunner(t, cfg, NameShell))
 }

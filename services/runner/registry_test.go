@@ -79,9 +79,12 @@ func TestBuiltinsNames(t *testing.T) {
 		cfg  Config
 		want []string
 	}{
-		{"defaults", Config{}, []string{NameEcho, NameFail, NameHTTP, NameNoop, NameShell, NameSleep}},
-		{"no shell", Config{DisableShell: true}, []string{NameEcho, NameFail, NameHTTP, NameNoop, NameSleep}},
-		{"no http", Config{DisableHTTP: true}, []string{NameEcho, NameFail, NameNoop, NameShell, NameSleep}},
+		{"defaults", Config{}, []string{NameEcho, NameFail, NameNoop, NameSleep}},
+		{"all", Config{Enabled: AllBuiltins, ShellAllowRoot: true}, []string{NameEcho, NameFail, NameHTTP, NameNoop, NameShell, NameSleep}},
+		{"no shell", Config{Enabled: AllBuiltins, DisableShell: true}, []string{NameEcho, NameFail, NameHTTP, NameNoop, NameSleep}},
+		{"no http", Config{Enabled: AllBuiltins, DisableHTTP: true, ShellAllowRoot: true}, []string{NameEcho, NameFail, NameNoop, NameShell, NameSleep}},
+		{"shell and echo", Config{Enabled: []string{NameShell, NameEcho}, ShellAllowRoot: true}, []string{NameEcho, NameShell}},
+		{"none", Config{Enabled: []string{}}, []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,6 +116,8 @@ func TestConfigValidate(t *testing.T) {
 		{"NUL env value", Config{ShellEnv: map[string]string{"PATH": "/bin\x00"}}, "NUL"},
 		{"relative allowed", Config{ShellAllowedCommands: []string{"echo"}}, "absolute"},
 		{"unclean allowed", Config{ShellAllowedCommands: []string{"/bin/../bin/echo"}}, "absolute"},
+		{"unknown runner", Config{Enabled: []string{"core.nope"}}, "unknown built-in runner"},
+		{"custom transport", Config{HTTPClient: &http.Client{Transport: http.NewFileTransport(http.Dir("/"))}}, "not an *http.Transport"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,54 @@ const (
 // execution of every action that names it.
 type Runner interface {
 	Run(ctx context.Context, input json.RawMessage) (json.RawMessage, error)
+}
+
+// Configured is a Runner that reads the runner_config of the action it runs
+// for. The config is the action definition's, handed over with every run
+// next to the input: a request's input never chooses it. RunConfigured
+// keeps Run's promises; config is nil when the action defines none, and
+// Run(ctx, input) means RunConfigured(ctx, nil, input).
+type Configured interface {
+	Runner
+	RunConfigured(ctx context.Context, config, input json.RawMessage) (json.RawMessage, error)
+}
+
+// RunWith runs r for one attempt with the action's runner_config next to
+// the input: a Configured runner gets config, any other runner the input
+// alone.
+func RunWith(ctx context.Context, r Runner, config, input json.RawMessage) (json.RawMessage, error) {
+	if c, ok := r.(Configured); ok {
+		return c.RunConfigured(ctx, config, input)
+	}
+	return r.Run(ctx, input)
+}
+
+// ValidateConfig reports whether config (an action's runner_config; nil
+// for none) suits the built-in runner name: core.shell's and core.http's
+// are checked as the package doc describes, and the other built-ins take
+// none. The config of a runner that is not built in is that runner's to
+// read: ValidateConfig accepts it.
+func ValidateConfig(name string, config json.RawMessage) error {
+	none := len(bytes.TrimSpace(config)) == 0 || string(bytes.TrimSpace(config)) == "null"
+	switch name {
+	case NameShell:
+		if none {
+			return nil // allowed to define; every run fails, saying why
+		}
+		_, err := decodeShellConfig(config)
+		return err
+	case NameHTTP:
+		if none {
+			return nil
+		}
+		_, err := decodeHTTPConfig(config)
+		return err
+	case NameNoop, NameEcho, NameSleep, NameFail:
+		if !none {
+			return fmt.Errorf("%s takes no runner_config", name)
+		}
+	}
+	return nil
 }
 
 // instant marks the built-in runners that return at once, waiting on

@@ -1,6 +1,8 @@
 package runner
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -21,8 +23,22 @@ type shellRunner struct {
 	grace     time.Duration
 	baseEnv   map[string]string
 	allowed   []string
+	cred      *shellUser // nil: the server's own user
 }
 
+// shellConfig is core.shell's runner_config: the program, fixed by the
+// action's definition.
+type shellConfig struct {
+	Command   string            `json:"command"`
+	Args      []string          `json:"args"`
+	Env       map[string]string `json:"env"`
+	Dir       string            `json:"dir"`
+	InputArgs bool              `json:"input_args"`
+}
+
+// shellInput is what a request's input may hold: arguments to append, when
+// the config's input_args allows. command, env and dir are decoded only to
+// be refused with a clear message.
 type shellInput struct {
 	Command string            `json:"command"`
 	Args    []string          `json:"args"`
@@ -39,48 +55,117 @@ type shellResult struct {
 	Signal          string `json:"signal,omitempty"`
 }
 
-// decodeShell decodes and validates core.shell's input.
-func decodeShell(input []byte) (shellInput, error) {
+// errShellNoConfig is the failure of a core.shell run whose action
+// defines no runner_config.
+var errShellNoConfig = errors.New(`core.shell: the action defines no runner_config, so there is no program to run: ` +
+	`the program is fixed by the action's definition (runner_config {"command": "/abs/path", "args": [...], "input_args": true}), ` +
+	`never chosen by a request's input`)
+
+// decodeShellConfig decodes and validates core.shell's runner_config.
+func decodeShellConfig(config []byte) (shellConfig, error) {
+	var c shellConfig
+	if err := decodeStrict(config, &c, "command", "args", "env", "dir", "input_args"); err != nil {
+		return c, fmt.Errorf("core.shell runner_config: %w", err)
+	}
+	if err := c.check(); err != nil {
+		return c, fmt.Errorf("core.shell runner_config: %w", err)
+	}
+	return c, nil
+}
+
+func (c shellConfig) check() error {
+	switch {
+	case c.Command == "":
+		return errors.New(`"command" is required`)
+	case strings.ContainsRune(c.Command, 0):
+		return errors.New(`"command" contains NUL`)
+	case !filepath.IsAbs(c.Command) && strings.ContainsRune(c.Command, '/'):
+		return fmt.Errorf(`"command" %q must be an absolute path or a bare name`, c.Command)
+	case c.Command == "." || c.Command == "..":
+		return fmt.Errorf(`"command" %q is not a program`, c.Command)
+	}
+	if err := checkArgs(c.Args); err != nil {
+		return err
+	}
+	for k, v := range c.Env {
+		if err := checkEnvVar(k, v); err != nil {
+			return fmt.Errorf(`"env": %w`, err)
+		}
+	}
+	if p, ok := c.Env["PATH"]; ok && p == "" {
+		return errors.New(`"env": PATH must not be empty`)
+	}
+	if c.Dir != "" && (!filepath.IsAbs(c.Dir) || strings.ContainsRune(c.Dir, 0)) {
+		return fmt.Errorf(`"dir" %q must be an absolute path`, c.Dir)
+	}
+	return nil
+}
+
+func checkArgs(args []string) error {
+	for i, a := range args {
+		if strings.ContainsRune(a, 0) {
+			return fmt.Errorf(`"args"[%d] contains NUL`, i)
+		}
+	}
+	return nil
+}
+
+// decodeShellInput decodes a request's input under config c: at most
+// "args", and only when c.InputArgs.
+func decodeShellInput(c shellConfig, input []byte) (shellInput, error) {
 	var in shellInput
+	if len(bytes.TrimSpace(input)) == 0 {
+		return in, nil // no input: nothing to append
+	}
 	if err := decodeStrict(input, &in, "command", "args", "env", "dir"); err != nil {
 		return in, err
 	}
 	switch {
-	case in.Command == "":
-		return in, errors.New(`"command" is required`)
-	case strings.ContainsRune(in.Command, 0):
-		return in, errors.New(`"command" contains NUL`)
-	case !filepath.IsAbs(in.Command) && strings.ContainsRune(in.Command, '/'):
-		return in, fmt.Errorf(`"command" %q must be an absolute path or a bare name`, in.Command)
-	case in.Command == "." || in.Command == "..":
-		return in, fmt.Errorf(`"command" %q is not a program`, in.Command)
+	case in.Command != "":
+		return in, errors.New(`"command": the program is fixed by the action's runner_config, not chosen by the input`)
+	case in.Env != nil:
+		return in, errors.New(`"env": the environment is fixed by the action's runner_config, not chosen by the input`)
+	case in.Dir != "":
+		return in, errors.New(`"dir": the working directory is fixed by the action's runner_config, not chosen by the input`)
+	case in.Args != nil && !c.InputArgs:
+		return in, errors.New(`"args": the action's runner_config does not let the input add arguments (input_args is false)`)
 	}
-	for i, a := range in.Args {
-		if strings.ContainsRune(a, 0) {
-			return in, fmt.Errorf(`"args"[%d] contains NUL`, i)
-		}
+	return in, checkArgs(in.Args)
+}
+
+// shellRun is one run's program, decided from the config and the input.
+type shellRun struct {
+	command string   // as the config names it: argv[0]
+	args    []string // the config's, then the input's
+	env     map[string]string
+	dir     string
+}
+
+// plan decides what one run executes: the program and everything around it
+// from config, only extra arguments from input. A Failure says why not.
+func plan(config, input json.RawMessage) (shellRun, *Failure) {
+	if t := bytes.TrimSpace(config); len(t) == 0 || string(t) == "null" {
+		return shellRun{}, &Failure{Message: errShellNoConfig.Error(), Err: errShellNoConfig}
 	}
-	for k, v := range in.Env {
-		if err := checkEnvVar(k, v); err != nil {
-			return in, fmt.Errorf(`"env": %w`, err)
-		}
+	c, err := decodeShellConfig(config)
+	if err != nil {
+		return shellRun{}, &Failure{Message: "invalid runner_config: " + err.Error(), Err: err}
 	}
-	if p, ok := in.Env["PATH"]; ok && p == "" {
-		return in, errors.New(`"env": PATH must not be empty`)
+	in, err := decodeShellInput(c, input)
+	if err != nil {
+		return shellRun{}, invalidInput(err)
 	}
-	if in.Dir != "" && (!filepath.IsAbs(in.Dir) || strings.ContainsRune(in.Dir, 0)) {
-		return in, fmt.Errorf(`"dir" %q must be an absolute path`, in.Dir)
-	}
-	return in, nil
+	args := append(slices.Clip(c.Args), in.Args...)
+	return shellRun{command: c.Command, args: args, env: c.Env, dir: c.Dir}, nil
 }
 
 // prepare resolves the program to run and builds its environment, sorted.
-func (r *shellRunner) prepare(in shellInput) (path string, env []string, f *Failure) {
-	vars := make(map[string]string, len(r.baseEnv)+len(in.Env))
+func (r *shellRunner) prepare(in shellRun) (path string, env []string, f *Failure) {
+	vars := make(map[string]string, len(r.baseEnv)+len(in.env))
 	for k, v := range r.baseEnv {
 		vars[k] = v
 	}
-	for k, v := range in.Env {
+	for k, v := range in.env {
 		vars[k] = v
 	}
 	env = make([]string, 0, len(vars))
@@ -89,11 +174,11 @@ func (r *shellRunner) prepare(in shellInput) (path string, env []string, f *Fail
 	}
 	slices.Sort(env)
 
-	if filepath.IsAbs(in.Command) {
-		path = filepath.Clean(in.Command)
+	if filepath.IsAbs(in.command) {
+		path = filepath.Clean(in.command)
 	} else {
 		var err error
-		if path, err = lookPath(in.Command, vars["PATH"]); err != nil {
+		if path, err = lookPath(in.command, vars["PATH"]); err != nil {
 			return "", nil, failf(nil, "core.shell: %w", err)
 		}
 	}

@@ -13,14 +13,20 @@ import (
 	"unsafe"
 )
 
-// Run runs the command the input names; the contract is in the package doc.
+// Run fails: with no runner_config there is no program to run.
 func (r *shellRunner) Run(ctx context.Context, input json.RawMessage) (json.RawMessage, error) {
+	return r.RunConfigured(ctx, nil, input)
+}
+
+// RunConfigured runs the program config names, with the arguments input
+// may add; the contract is in the package doc.
+func (r *shellRunner) RunConfigured(ctx context.Context, config, input json.RawMessage) (json.RawMessage, error) {
 	if ctx.Err() != nil {
 		return nil, ctxError(ctx, NameShell)
 	}
-	in, err := decodeShell(input)
-	if err != nil {
-		return nil, invalidInput(err)
+	in, f := plan(config, input)
+	if f != nil {
+		return nil, f
 	}
 	path, env, f := r.prepare(in)
 	if f != nil {
@@ -28,14 +34,18 @@ func (r *shellRunner) Run(ctx context.Context, input json.RawMessage) (json.RawM
 	}
 
 	stdout, stderr := newBoundedBuffer(r.maxOutput), newBoundedBuffer(r.maxOutput)
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if u := r.cred; u != nil {
+		attr.Credential = &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}
+	}
 	cmd := &exec.Cmd{
 		Path:        path,
-		Args:        append([]string{in.Command}, in.Args...),
+		Args:        append([]string{in.command}, in.args...),
 		Env:         env, // never nil: it holds at least PATH
-		Dir:         in.Dir,
+		Dir:         in.dir,
 		Stdout:      stdout,
 		Stderr:      stderr,
-		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+		SysProcAttr: attr,
 		WaitDelay:   pipeWaitDelay,
 	}
 	if err := cmd.Start(); err != nil {
@@ -101,11 +111,11 @@ func (r *shellRunner) Run(ctx context.Context, input json.RawMessage) (json.RawM
 	case stopped != "":
 		return nil, &Interrupted{Err: fmt.Errorf("core.shell: %s to the process group: %w", stopped, ctx.Err()), Result: raw}
 	case res.Signal != "":
-		return nil, failf(raw, "core.shell: command %q killed by signal %s", in.Command, res.Signal)
+		return nil, failf(raw, "core.shell: command %q killed by signal %s", in.command, res.Signal)
 	case res.ExitCode != 0:
-		return nil, failf(raw, "core.shell: command %q exited with status %d", in.Command, res.ExitCode)
+		return nil, failf(raw, "core.shell: command %q exited with status %d", in.command, res.ExitCode)
 	case waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay):
-		return nil, failf(raw, "core.shell: wait for %q: %w", in.Command, waitErr)
+		return nil, failf(raw, "core.shell: wait for %q: %w", in.command, waitErr)
 	}
 	return raw, nil
 }

@@ -15,7 +15,8 @@ import (
 	"time"
 )
 
-// shellInputJSON builds a core.shell input.
+// shellInputJSON builds a core.shell runner_config (once the input, whence
+// the name); mustShell's runner takes it as the action's.
 func shellInputJSON(t *testing.T, command string, args []string, env map[string]string, dir string) json.RawMessage {
 	t.Helper()
 	in := map[string]any{"command": command}
@@ -95,7 +96,7 @@ func TestShellSuccess(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r := mustRunner(t, tt.cfg, NameShell)
+			r := mustShell(t, tt.cfg)
 			out, err := r.Run(context.Background(), shellInputJSON(t, tt.command, tt.args, tt.env, tt.dir))
 			if err != nil {
 				t.Fatalf("Run: %v", err)
@@ -130,7 +131,7 @@ func TestShellFailure(t *testing.T) {
 			wantMsg: "killed by signal SIGTERM", wantResult: &shellResult{ExitCode: -1, Signal: "SIGTERM"}},
 		{name: "bare name not found", input: shellInputJSON(t, "no-such-command-turnstile", nil, nil, ""),
 			wantMsg: "not found"},
-		{name: "not found with input PATH", input: shellInputJSON(t, "echo", nil, map[string]string{"PATH": "/nonexistent"}, ""),
+		{name: "not found with config PATH", input: shellInputJSON(t, "echo", nil, map[string]string{"PATH": "/nonexistent"}, ""),
 			wantMsg: "not found"},
 		{name: "absolute not found", input: shellInputJSON(t, "/no/such/program", nil, nil, ""),
 			wantMsg: "cannot start"},
@@ -140,19 +141,19 @@ func TestShellFailure(t *testing.T) {
 			wantMsg: "cannot start"},
 		{name: "not allowed", cfg: Config{ShellAllowedCommands: []string{"/nonexistent/echo"}}, input: shellInputJSON(t, "/bin/echo", nil, nil, ""),
 			wantMsg: "not in the allowed commands"},
-		{name: "relative command", input: shellInputJSON(t, "./echo", nil, nil, ""), wantMsg: "invalid input"},
-		{name: "no command", input: json.RawMessage(`{"args":["x"]}`), wantMsg: `invalid input: "command" is required`},
-		{name: "unknown field", input: json.RawMessage(`{"command":"/bin/echo","shell":true}`), wantMsg: `invalid input: unknown field "shell"`},
-		{name: "args not array", input: json.RawMessage(`{"command":"/bin/echo","args":"hi"}`), wantMsg: "invalid input"},
-		{name: "bad env name", input: shellInputJSON(t, "/bin/echo", nil, map[string]string{"A=B": "1"}, ""), wantMsg: "invalid input"},
-		{name: "empty PATH", input: shellInputJSON(t, "/bin/echo", nil, map[string]string{"PATH": ""}, ""), wantMsg: "invalid input"},
-		{name: "relative dir", input: shellInputJSON(t, "/bin/echo", nil, nil, "tmp"), wantMsg: "invalid input"},
-		{name: "NUL in arg", input: shellInputJSON(t, "/bin/echo", []string{"a\x00b"}, nil, ""), wantMsg: "invalid input"},
+		{name: "relative command", input: shellInputJSON(t, "./echo", nil, nil, ""), wantMsg: "invalid runner_config"},
+		{name: "no command", input: json.RawMessage(`{"args":["x"]}`), wantMsg: `invalid runner_config: core.shell runner_config: "command" is required`},
+		{name: "unknown field", input: json.RawMessage(`{"command":"/bin/echo","shell":true}`), wantMsg: `invalid runner_config: core.shell runner_config: unknown field "shell"`},
+		{name: "args not array", input: json.RawMessage(`{"command":"/bin/echo","args":"hi"}`), wantMsg: "invalid runner_config"},
+		{name: "bad env name", input: shellInputJSON(t, "/bin/echo", nil, map[string]string{"A=B": "1"}, ""), wantMsg: "invalid runner_config"},
+		{name: "empty PATH", input: shellInputJSON(t, "/bin/echo", nil, map[string]string{"PATH": ""}, ""), wantMsg: "invalid runner_config"},
+		{name: "relative dir", input: shellInputJSON(t, "/bin/echo", nil, nil, "tmp"), wantMsg: "invalid runner_config"},
+		{name: "NUL in arg", input: shellInputJSON(t, "/bin/echo", []string{"a\x00b"}, nil, ""), wantMsg: "invalid runner_config"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			out, err := mustRunner(t, tt.cfg, NameShell).Run(context.Background(), tt.input)
+			out, err := mustShell(t, tt.cfg).Run(context.Background(), tt.input)
 			if out != nil {
 				t.Fatalf("result %s alongside an error", out)
 			}
@@ -263,7 +264,7 @@ func interruptedResult(t *testing.T, err error) shellResult {
 
 func TestShellCancelSIGINT(t *testing.T) {
 	t.Parallel()
-	r := mustRunner(t, Config{ShellKillGrace: 20 * time.Second}, NameShell)
+	r := mustShell(t, Config{ShellKillGrace: 20 * time.Second})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pidFile := filepath.Join(t.TempDir(), "pids")
@@ -286,7 +287,7 @@ func TestShellCancelSIGINT(t *testing.T) {
 func TestShellCancelEscalatesToSIGKILL(t *testing.T) {
 	t.Parallel()
 	const grace = 300 * time.Millisecond
-	r := mustRunner(t, Config{ShellKillGrace: grace}, NameShell)
+	r := mustShell(t, Config{ShellKillGrace: grace})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	pidFile := filepath.Join(t.TempDir(), "pids")
@@ -318,7 +319,7 @@ func TestShellCancelEscalatesToSIGKILL(t *testing.T) {
 
 func TestShellTimeout(t *testing.T) {
 	t.Parallel()
-	r := mustRunner(t, Config{ShellKillGrace: time.Second}, NameShell)
+	r := mustShell(t, Config{ShellKillGrace: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -340,7 +341,7 @@ func TestShellTimeout(t *testing.T) {
 func TestShellKillsLeftovers(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	out, err := mustRunner(t, Config{}, NameShell).Run(context.Background(),
+	out, err := mustShell(t, Config{}).Run(context.Background(),
 		shellInputJSON(t, "/bin/sh", []string{"-c", "sleep 30 & echo $!"}, nil, ""))
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -358,14 +359,14 @@ func TestShellKillsLeftovers(t *testing.T) {
 
 func TestShellDisabled(t *testing.T) {
 	t.Parallel()
-	if _, ok := Builtins(Config{DisableShell: true}).Lookup(NameShell); ok {
+	if _, ok := Builtins(Config{Enabled: AllBuiltins, DisableShell: true, ShellAllowRoot: true}).Lookup(NameShell); ok {
 		t.Fatal("core.shell registered although disabled")
 	}
 }
 
 func TestShellConcurrentRuns(t *testing.T) {
 	t.Parallel()
-	r := mustRunner(t, Config{}, NameShell)
+	r := mustShell(t, Config{})
 	errs := make(chan error, 8)
 	for i := range 8 {
 		go func() {

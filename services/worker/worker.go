@@ -47,7 +47,7 @@ type Config struct {
 	Slots   int    // executions run at once; default 16
 	Store   eventstore.Store
 	Bus     *bus.Bus
-	Runners *runner.Registry // default runner.Builtins(runner.Config{})
+	Runners *runner.Registry // default runner.Builtins(runner.Config{}): neither core.shell nor core.http
 	Logger  *slog.Logger
 	// Heartbeat is the lease renewal interval. Default 2s.
 	Heartbeat time.Duration
@@ -758,7 +758,8 @@ func (w *Worker) refused(msg, id string, attempt int, inc string, err error) {
 	}
 }
 
-// execute runs sched's runner under ctx with the action's timeout as its
+// execute runs sched's runner, with the action's runner_config next to the
+// input (runner.RunWith), under ctx with the action's timeout as its
 // deadline; an instant runner (runner.IsInstant) gets no deadline of its
 // own, as none can pass while it runs.
 func (w *Worker) execute(ctx context.Context, sched domain.ExecutionScheduled) (json.RawMessage, error) {
@@ -771,7 +772,7 @@ func (w *Worker) execute(ctx context.Context, sched domain.ExecutionScheduled) (
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return r.Run(ctx, sched.Input)
+	return runner.RunWith(ctx, r, sched.RunnerConfig, sched.Input)
 }
 
 // Drain ends the worker gracefully. It records worker.draining (from then on
