@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/turnstile/turnstile/internal/gctune"
+	"github.com/turnstile/turnstile/services/runner"
 )
 
 const usage = `turnstile runs actions under per-action concurrency policies, event-sourced.
@@ -136,3 +137,24 @@ func newLogger(stderr io.Writer) *slog.Logger {
 
 // version is set at build time (-ldflags "-X main.version=…").
 var version = "dev"
+
+// runnerFlags adds the flags that choose the built-in runners a process
+// offers; its result, called after parsing, gives the runner.Config (or a
+// usage error).
+func runnerFlags(fs *flag.FlagSet) func() (runner.Config, error) {
+	enabled := fs.String("runners", strings.Join(runner.DefaultEnabled, ","),
+		"the built-in runners this process offers, comma-separated (core.shell and core.http are off unless named here: see docs/security.md)")
+	shellUser := fs.String("shell-user", "", "run core.shell's processes as this user (name or uid); required when the process is root and core.shell is on")
+	allowRoot := fs.Bool("shell-allow-root", false, "let core.shell run its processes as root when the process is root and --shell-user is empty (not recommended)")
+	return func() (runner.Config, error) {
+		names, err := runner.ParseEnabled(*enabled)
+		if err != nil {
+			return runner.Config{}, usageError{fmt.Errorf("--runners: %w", err)}
+		}
+		cfg := runner.Config{Enabled: names, ShellUser: *shellUser, ShellAllowRoot: *allowRoot}
+		if err := cfg.Validate(); err != nil {
+			return runner.Config{}, usageError{err}
+		}
+		return cfg, nil
+	}
+}

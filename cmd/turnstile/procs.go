@@ -57,7 +57,12 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	heartbeat := fs.Duration("heartbeat", 2*time.Second, "lease renewal interval (keep it well below the executors' --worker-lease)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on this address (empty: none)")
+	runnerCfg := runnerFlags(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	runners, err := runnerCfg()
+	if err != nil {
 		return err
 	}
 	if err := sharedStore("worker", *storeURL); err != nil {
@@ -67,7 +72,7 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 		return usageError{errors.New("--id must be set, --slots must be 1..100000 and --heartbeat at least 1ms")}
 	}
 	return node.RunWorker(ctx, node.WorkerProcessConfig{StoreURL: *storeURL, ID: *id, Slots: *slots, Heartbeat: *heartbeat, Grace: *grace,
-		HealthAddr: *healthAddr, Logger: newLogger(stderr)})
+		HealthAddr: *healthAddr, Runners: runners, Logger: newLogger(stderr)})
 }
 
 // sharedStore checks that storeURL is a log several processes can share.

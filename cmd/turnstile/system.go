@@ -97,7 +97,12 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...); visible to local users in the process's argv: prefer --token-file")
 	tokenFile := fs.String("token-file", "", "read bearer tokens from FILE, one ROLE:SECRET (or ROLE:NAME:SECRET) a line; mode 0600 (see docs/security.md)")
+	runnerCfg := runnerFlags(fs)
 	if err := parse(fs, args); err != nil {
+		return err
+	}
+	runners, err := runnerCfg()
+	if err != nil {
 		return err
 	}
 	if *tokenFile != "" {
@@ -169,7 +174,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	return node.Serve(ctx, node.ServeConfig{StoreURL: *storeURL, DataDir: *data, Addr: *addr, WorkerIDs: workerIDs, Slots: *slots, Grace: *grace,
 		NoExecutor: !*runExecutor, Lease: execLease, ExecutorName: *executorName, WorkerLease: *workerLease,
-		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews,
+		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners,
 		API: func(p node.APIParts) http.Handler {
 			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger,
 				Ready: p.Ready, Version: version, Registry: p.Registry}).Handler()

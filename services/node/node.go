@@ -30,6 +30,7 @@ import (
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/executor"
+	"github.com/turnstile/turnstile/services/runner"
 	"github.com/turnstile/turnstile/services/worker"
 )
 
@@ -75,6 +76,9 @@ type Config struct {
 	WorkerLease time.Duration
 	// Heartbeat is the workers' heartbeat interval (0: their default).
 	Heartbeat time.Duration
+	// Runners configures the built-in runners the in-process workers offer
+	// (the zero value: runner.DefaultEnabled, neither core.shell nor core.http).
+	Runners runner.Config
 	// ForwardFromHead starts the forwarder at the log's head as it is when
 	// the node starts (before its workers register, so none of their
 	// handoffs can be earlier) instead of at its checkpoint: for a log that
@@ -86,6 +90,9 @@ type Config struct {
 // (its Started signal), then starts the workers and the forwarder, and
 // returns once every part is ready.
 func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, error) {
+	if err := cfg.Runners.Validate(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
 	if cfg.StopGrace <= 0 {
 		cfg.StopGrace = 10 * time.Second
 	}
@@ -140,8 +147,9 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 			return fail(fmt.Errorf("node: the executor did not catch up with the log: %w", err))
 		}
 	}
+	runners := runner.Builtins(cfg.Runners) // one registry, shared by the workers
 	for _, id := range ids {
-		w, err := worker.New(worker.Config{ID: id, Slots: cfg.Slots, Store: store, Bus: n.Bus, Logger: cfg.Logger, Heartbeat: cfg.Heartbeat})
+		w, err := worker.New(worker.Config{ID: id, Slots: cfg.Slots, Store: store, Bus: n.Bus, Logger: cfg.Logger, Heartbeat: cfg.Heartbeat, Runners: runners})
 		if err != nil {
 			return fail(err)
 		}

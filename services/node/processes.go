@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/services/lease"
+	"github.com/turnstile/turnstile/services/runner"
 )
 
 // ExecutorProcessConfig says what an executor process runs.
@@ -76,7 +77,8 @@ type WorkerProcessConfig struct {
 	Slots      int
 	Heartbeat  time.Duration
 	Grace      time.Duration
-	HealthAddr string // "" serves no health endpoints
+	HealthAddr string        // "" serves no health endpoints
+	Runners    runner.Config // the built-in runners this worker offers
 	Logger     *slog.Logger
 }
 
@@ -91,7 +93,7 @@ func RunWorker(ctx context.Context, cfg WorkerProcessConfig) error {
 	}
 	defer store.Close()
 	n, err := Start(context.WithoutCancel(ctx), store, Config{NoExecutor: true, WorkerIDs: []string{cfg.ID}, Slots: cfg.Slots,
-		Heartbeat: cfg.Heartbeat, ForwardFromHead: true, StopGrace: cfg.Grace, Logger: log})
+		Heartbeat: cfg.Heartbeat, ForwardFromHead: true, StopGrace: cfg.Grace, Runners: cfg.Runners, Logger: log})
 	if err != nil {
 		return err
 	}

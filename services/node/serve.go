@@ -18,6 +18,7 @@ import (
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/lease"
+	"github.com/turnstile/turnstile/services/runner"
 )
 
 // ServeConfig says what a serve process runs. The command line checks the
@@ -44,8 +45,9 @@ type ServeConfig struct {
 	// model; "" is the embedded store's checkpoints/ directory, or none.
 	SnapshotDir   string
 	SnapshotEvery uint64
-	RetainEnded   int  // ended executions the read model keeps (0: all)
-	SQLViews      bool // with a PostgreSQL store, keep the SQL read model tables
+	RetainEnded   int           // ended executions the read model keeps (0: all)
+	SQLViews      bool          // with a PostgreSQL store, keep the SQL read model tables
+	Runners       runner.Config // the built-in runners the in-process workers offer
 
 	// API builds the HTTP API on the process's parts.
 	API  func(APIParts) http.Handler
@@ -118,7 +120,8 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	// other processes' workers, which only their leases can judge.
 	n, err := Start(context.WithoutCancel(ctx), store, Config{WorkerIDs: cfg.WorkerIDs, Slots: cfg.Slots, LoseWorkers: !shared,
 		CheckpointDir: CheckpointDir(storeKind, where), SnapshotDir: snapDir, SnapshotEvery: cfg.SnapshotEvery, Logger: log, StopGrace: cfg.Grace,
-		NoExecutor: cfg.NoExecutor, Standby: cfg.Lease != nil, ExecutorName: cfg.ExecutorName, WorkerLease: cfg.WorkerLease, ForwardFromHead: shared})
+		NoExecutor: cfg.NoExecutor, Standby: cfg.Lease != nil, ExecutorName: cfg.ExecutorName, WorkerLease: cfg.WorkerLease, ForwardFromHead: shared,
+		Runners: cfg.Runners})
 	if err != nil {
 		return err
 	}
