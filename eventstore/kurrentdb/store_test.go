@@ -302,7 +302,8 @@ func TestWrongVersionFallback(t *testing.T) {
 }
 
 // TestSubscribeAfterDrop: a subscription the server drops as unavailable
-// resumes after the last event delivered, with no gap and no duplicate; one
+// resumes after the last event delivered, with no gap and no duplicate (so
+// does one it drops with CANCELLED while the caller's context is alive); one
 // dropped for another reason ends with that reason.
 func TestSubscribeAfterDrop(t *testing.T) {
 	t.Parallel()
@@ -333,6 +334,11 @@ func TestSubscribeAfterDrop(t *testing.T) {
 	f.dropSubscriptions(codes.Aborted)
 	mustAppend(t, s, "execution-2", eventstore.NoStream, storetest.NewEvents("test.d", 1)...)
 	waitFor(t, func() bool { return count() == 6 })
+	// A node shutting down or losing its leadership sends CANCELLED: not the
+	// caller's cancellation.
+	f.dropSubscriptions(codes.Canceled)
+	mustAppend(t, s, "execution-2", eventstore.Exact(0), storetest.NewEvents("test.d", 1)...)
+	waitFor(t, func() bool { return count() == 7 })
 
 	f.dropSubscriptions(codes.PermissionDenied)
 	select {
@@ -633,5 +639,32 @@ func TestSubscribeBeyondEnd(t *testing.T) {
 	}
 	if len(got) == 0 || got[0].ID != want.ID {
 		t.Fatalf("first delivery %+v, want the first event at or after %d (%s)", got, from, want.ID)
+	}
+}
+
+// TestHeadPastLegacyTransactions: events of legacy (TCP API) transactions
+// have no turnstile position; Head passes over those that are not the
+// store's instead of failing, and resumes a page from such an event.
+func TestHeadPastLegacyTransactions(t *testing.T) {
+	t.Parallel()
+	f, s := openFake(t, Options{Namespace: "app-"})
+	ours := mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvent("test.ours", nil))
+	f.mu.Lock()
+	f.writeTransaction("legacy-orders-1", "OrderPlaced", []byte(`{}`))
+	for range pageSize - 1 { // the next page starts at the transaction's event
+		f.write("$stats-127.0.0.1:2113", "$statsCollected", []byte(`{}`), nil)
+	}
+	f.mu.Unlock()
+	if h, err := s.Head(t.Context()); err != nil || h != after(ours.Position) {
+		t.Fatalf("Head = %d, %v; want %d, past another writer's transaction", h, err, after(ours.Position))
+	}
+	f.mu.Lock()
+	f.writeTransaction("legacy-orders-2", "OrderPlaced", []byte(`{}`))
+	f.mu.Unlock()
+	if h, err := s.Head(t.Context()); err != nil || h != after(ours.Position) {
+		t.Fatalf("Head = %d, %v; want %d, past another writer's transaction at the end", h, err, after(ours.Position))
+	}
+	if evs := mustReadAll(t, s); len(evs) != 1 {
+		t.Fatalf("ReadAll = %d events, want ours", len(evs))
 	}
 }
