@@ -48,7 +48,7 @@ func Open(client *esdb.Client, opts Options) (*Store, error) {
 	}
 	opts.setDefaults()
 	return &Store{
-		client: &conn{Client: client, idle: make(chan struct{})},
+		client: newConn(client),
 		ns:     opts.Namespace,
 		origin: opts.Origin,
 		window: opts.IdempotencyWindow,
@@ -145,6 +145,7 @@ func (s *Store) fail(ctx context.Context, c *conn, op string, err error) error {
 		return fmt.Errorf("kurrentdb: %s: %w", op, eventstore.ErrClosed)
 	}
 	if clientGone(err) {
+		c.buried(err)
 		s.revive(c)
 	}
 	return translate(ctx, op, err)

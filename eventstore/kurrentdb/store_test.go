@@ -603,42 +603,56 @@ func TestClientReplaced(t *testing.T) {
 }
 
 // TestSubscribeBeyondEnd: a subscription from a position past the end of the
-// log delivers the first events at or after it, and nothing below.
+// log delivers the first events at or after it, and nothing below, even when
+// the server drops it after the log has grown past that position (which
+// need not be a record boundary).
 func TestSubscribeBeyondEnd(t *testing.T) {
 	t.Parallel()
-	_, s := openFake(t, Options{})
-	ctx := t.Context()
-	first := mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvent("test.a", nil))
-	from := first.Position + 1000 // even, past the end: no record there yet
-	var got []domain.Envelope
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Subscribe(sctx, from, eventstore.Filter{}, func(b []domain.Envelope) error {
-			got = append(got, b...)
-			cancel()
-			return nil
+	for _, drop := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drop=%v", drop), func(t *testing.T) {
+			t.Parallel()
+			f, s := openFake(t, Options{})
+			ctx := t.Context()
+			// Below the start: must not be delivered, though it passes the filter.
+			first := mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvent("test.wanted", nil))
+			from := first.Position + 1000 // even, past the end: no record there yet
+			var mu sync.Mutex
+			var got []domain.Envelope
+			sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				done <- s.Subscribe(sctx, from, eventstore.Filter{Types: []string{"test.wanted"}}, func(b []domain.Envelope) error {
+					mu.Lock()
+					defer mu.Unlock()
+					got = append(got, b...)
+					cancel()
+					return nil
+				})
+			}()
+			// The position must still be past the end when the subscription
+			// starts: wait for the server to confirm it.
+			waitFor(t, func() bool { return f.subscriptions() == 1 })
+			var written []domain.Envelope
+			for len(written) == 0 || written[len(written)-1].Position < from {
+				mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvents("test.b", 3)...)
+				written = mustReadAll(t, s)
+			}
+			if drop {
+				f.dropSubscriptions(codes.Unavailable)
+				waitFor(t, func() bool { return f.subscriptions() >= 2 })
+			}
+			mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvent("test.wanted", nil))
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Subscribe: %v", err)
+			}
+			written = mustReadAll(t, s)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 1 || got[0].ID != written[len(written)-1].ID {
+				t.Fatalf("delivered %+v, want the one wanted event at or after %d", got, from)
+			}
 		})
-	}()
-	var written []domain.Envelope
-	for len(written) == 0 || written[len(written)-1].Position < from {
-		mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvents("test.b", 3)...)
-		evs := mustReadAll(t, s)
-		written = evs
-	}
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Subscribe: %v", err)
-	}
-	var want domain.Envelope
-	for _, e := range written {
-		if e.Position >= from {
-			want = e
-			break
-		}
-	}
-	if len(got) == 0 || got[0].ID != want.ID {
-		t.Fatalf("first delivery %+v, want the first event at or after %d (%s)", got, from, want.ID)
 	}
 }
 

@@ -87,7 +87,9 @@ type subscription struct {
 	server *esdb.SubscriptionFilter
 	handle func([]domain.Envelope) error
 
-	delivered     bool // something was delivered since the last attempt began
+	delivered     bool   // something was delivered since the last attempt began
+	beyond        bool   // next was past the end of the log when first subscribed, and nothing has been delivered since
+	resume        uint64 // if beyond: the end of the log then, where every attempt starts
 	handlerFailed bool // follow's error is the handler's
 }
 
@@ -126,7 +128,12 @@ func (sub *subscription) follow(ctx context.Context) error {
 	}
 	start := readFrom(sub.next)
 	switch {
+	case sub.beyond:
+		// The log may have grown past sub.next since, which need not be a
+		// record boundary: start where the first attempt did.
+		start = readFrom(sub.resume)
 	case sub.next > end:
+		sub.beyond, sub.resume = true, end
 		start = readFrom(end)
 	case atEvent(sub.next):
 		if err := sub.first(ctx); err != nil {
@@ -183,7 +190,7 @@ func (sub *subscription) follow(ctx context.Context) error {
 				return err
 			}
 			sub.next = after(batch[len(batch)-1].Position)
-			sub.delivered = true
+			sub.delivered, sub.beyond = true, false
 		}
 		if failed != nil {
 			return s.fail(ctx, c, "subscription to $all", failed)
