@@ -80,7 +80,7 @@ type fakeServer struct {
 	mu      sync.Mutex
 	cache   map[uuid.UUID]fakeCached // the recent-events cache: id -> where
 	cacheQ  []uuid.UUID              // cache entries, oldest first
-	headers []metadata.MD            // request headers of every call, in order
+	headers []fakeCall               // every call's method and request headers, in order
 	subs    int                      // subscriptions confirmed so far
 	log     []fakeRecord
 	streams map[string][]int // stream -> indexes in log, by revision
@@ -91,6 +91,11 @@ type fakeServer struct {
 
 // defaultCacheLimit is the fake's recent-events cache size.
 const defaultCacheLimit = 1000
+
+type fakeCall struct {
+	method string
+	md     metadata.MD
+}
 
 type fakeCached struct {
 	stream string
@@ -134,11 +139,11 @@ func (f *fakeServer) start(t *testing.T) {
 		t.Fatalf("listen: %v", err)
 	}
 	f.addr = lis.Addr().String()
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-		f.keepHeaders(ctx)
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		f.keepHeaders(ctx, info.FullMethod)
 		return h(ctx, req)
-	}), grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-		f.keepHeaders(ss.Context())
+	}), grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		f.keepHeaders(ss.Context(), info.FullMethod)
 		return h(srv, ss)
 	}))
 	api.RegisterStreamsServer(srv, f)
@@ -149,11 +154,20 @@ func (f *fakeServer) start(t *testing.T) {
 }
 
 // keepHeaders records the request headers of a call.
-func (f *fakeServer) keepHeaders(ctx context.Context) {
+func (f *fakeServer) keepHeaders(ctx context.Context, method string) {
 	md, _ := metadata.FromIncomingContext(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.headers = append(f.headers, md.Copy())
+	f.headers = append(f.headers, fakeCall{method, md.Copy()})
+}
+
+// calls returns the calls received so far, and forgets them.
+func (f *fakeServer) calls() []fakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.headers
+	f.headers = nil
+	return c
 }
 
 // shutdown is stop as a node shutting down does it: live subscriptions end

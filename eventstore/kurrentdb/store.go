@@ -23,13 +23,14 @@ const pageSize = 512
 // Store is an eventstore.Store on a KurrentDB (or EventStoreDB) server. It is
 // safe for concurrent use. The zero value is not usable; call Open or OpenURL.
 type Store struct {
-	mu     sync.Mutex
-	client *conn               // see Store.conn
-	cfg    *esdb.Configuration // set when the store owns its client (OpenURL): to replace it
-	ns     string
-	origin uint64
-	window int
-	log    *slog.Logger
+	mu      sync.Mutex
+	client  *conn               // see Store.conn
+	cfg     *esdb.Configuration // set when the store owns its client (OpenURL): to replace it
+	ns      string
+	origin  uint64
+	anyNode bool // Options.FollowerReads
+	window  int
+	log     *slog.Logger
 
 	done chan struct{} // closed by Close
 }
@@ -48,12 +49,13 @@ func Open(client *esdb.Client, opts Options) (*Store, error) {
 	}
 	opts.setDefaults()
 	return &Store{
-		client: newConn(client),
-		ns:     opts.Namespace,
-		origin: opts.Origin,
-		window: opts.IdempotencyWindow,
-		log:    opts.Logger.With("component", "eventstore/kurrentdb"),
-		done:   make(chan struct{}),
+		client:  newConn(client),
+		ns:      opts.Namespace,
+		origin:  opts.Origin,
+		anyNode: opts.FollowerReads,
+		window:  opts.IdempotencyWindow,
+		log:     opts.Logger.With("component", "eventstore/kurrentdb"),
+		done:    make(chan struct{}),
 	}, nil
 }
 
@@ -61,7 +63,7 @@ func Open(client *esdb.Client, opts Options) (*Store, error) {
 // server's whole $all, system events included, or 0 if $all is empty. It is
 // the Origin of a namespace created now.
 func LogEnd(ctx context.Context, client *esdb.Client) (uint64, error) {
-	end, err := logEnd(ctx, bounded, client)
+	end, err := logEnd(leader(ctx), bounded, client)
 	if err != nil {
 		return 0, translate(ctx, "read the end of $all", err)
 	}
@@ -170,6 +172,8 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err := s.check(ctx); err != nil {
 		return none, err
 	}
+	ctx = leader(ctx) // the tail and the search for a retry must be the leader's
+
 	if err := validate([]eventstore.StreamAppend{{Stream: stream, Expected: expected, Events: events}}); err != nil {
 		return none, err
 	}
@@ -471,6 +475,8 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limi
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	ctx = s.forRead(ctx)
+
 	if err := eventstore.ValidateStream(stream); err != nil {
 		return nil, err
 	}
@@ -521,6 +527,8 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	ctx = s.forRead(ctx)
+
 	out := []domain.Envelope{}
 	if limit <= 0 {
 		return out, nil
@@ -585,6 +593,8 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
+	ctx = s.forRead(ctx)
+
 	var from esdb.AllPosition = esdb.End{}
 	oldest := esdb.Position{Commit: noCommit, Prepare: noCommit} // the oldest event seen
 	c := s.conn()

@@ -42,6 +42,8 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	ctx = s.forRead(ctx)
+
 	sub := &subscription{
 		s:      s,
 		next:   max(from, s.origin),
@@ -90,7 +92,7 @@ type subscription struct {
 	delivered     bool   // something was delivered since the last attempt began
 	beyond        bool   // next was past the end of the log when first subscribed, and nothing has been delivered since
 	resume        uint64 // if beyond: the end of the log then, where every attempt starts
-	handlerFailed bool // follow's error is the handler's
+	handlerFailed bool   // follow's error is the handler's
 }
 
 // received is one event of the subscription, or the error that ended it.
