@@ -140,3 +140,18 @@ func TestLostExactRace(t *testing.T) {
 		t.Fatalf("the losing append read %d events; a lost race should read the stream's tail only", n)
 	}
 }
+
+// TestRetryBelowTheSearchFloor: a retry whose expected version is past the
+// batch (no writer does that, but the contract allows it) still finds it:
+// the search goes on below its floor once it has met some of the ids.
+func TestRetryBelowTheSearchFloor(t *testing.T) {
+	t.Parallel()
+	_, s := openFake(t, Options{})
+	batch := storetest.NewEvents("test.f", 5)
+	first := mustAppend(t, s, "execution-f", eventstore.NoStream, batch...)
+	mustAppend(t, s, "execution-f", eventstore.Exact(4), storetest.NewEvents("test.later", 6)...)
+	res, err := s.Append(t.Context(), "execution-f", eventstore.Exact(7), batch...)
+	if err != nil || res != first {
+		t.Fatalf("retry with Exact(7): %+v, %v; want %+v", res, err, first)
+	}
+}

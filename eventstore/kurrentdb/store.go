@@ -352,9 +352,10 @@ func holdsAny(evs, batch []domain.Envelope) bool {
 
 // stored looks for batch among the last IdempotencyWindow events of stream
 // from top (End, or the stream's last revision if known) down to version
-// floor. found is false if none of its ids is there. If the whole batch is there, in
-// order, at consecutive versions, with the same content, it returns the
-// result of the append that stored it. Anything in between is
+// floor, or further (within the window) once some of its ids have been
+// found. found is false if none of its ids is there. If the whole batch is
+// there, in order, at consecutive versions, with the same content, it
+// returns the result of the append that stored it. Anything in between is
 // ErrIdempotencyConflict.
 func (s *Store) stored(ctx context.Context, stream string, batch []domain.Envelope, top esdb.StreamPosition, floor uint64) (res eventstore.AppendResult, found bool, err error) {
 	name := s.ns + stream
@@ -368,10 +369,12 @@ func (s *Store) stored(ctx context.Context, stream string, batch []domain.Envelo
 	for scanned := 0; scanned < s.window && first == nil; {
 		count := min(pageSize, s.window-scanned)
 		if r, ok := from.(esdb.StreamRevision); ok {
-			if r.Value < floor {
+			if hits == 0 && r.Value < floor {
 				break
 			}
-			count = min(count, int(min(r.Value-floor+1, pageSize)))
+			if hits == 0 {
+				count = min(count, int(min(r.Value-floor+1, pageSize)))
+			}
 		}
 		page, err := s.readStream(ctx, name, esdb.Backwards, from, uint64(count))
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
@@ -390,7 +393,7 @@ func (s *Store) stored(ctx context.Context, stream string, batch []domain.Envelo
 			}
 		}
 		scanned += len(page)
-		if len(page) < count || page[len(page)-1].Version <= floor {
+		if len(page) < count || page[len(page)-1].Version == 0 || (hits == 0 && page[len(page)-1].Version <= floor) {
 			break
 		}
 		from = esdb.Revision(page[len(page)-1].Version - 1)
