@@ -74,9 +74,11 @@ image() {
 }
 
 # Settings of every node: no TLS, appends up to turnstile's limit (16 MiB plus headers),
-# small chunks so that a scavenge has completed chunks to work on.
+# small chunks so that a scavenge has completed chunks to work on, AtomPub to read a
+# scavenge's stream over HTTP.
 COMMON="-e EVENTSTORE_INSECURE=true -e EVENTSTORE_MAX_APPEND_SIZE=20971520 -e EVENTSTORE_CHUNK_SIZE=4194304
-	-e EVENTSTORE_RUN_PROJECTIONS=None -e EVENTSTORE_TELEMETRY_OPTOUT=true -e EVENTSTORE_ALLOW_UNKNOWN_OPTIONS=true"
+	-e EVENTSTORE_RUN_PROJECTIONS=None -e EVENTSTORE_TELEMETRY_OPTOUT=true -e EVENTSTORE_ALLOW_UNKNOWN_OPTIONS=true
+	-e EVENTSTORE_ENABLE_ATOM_PUB_OVER_HTTP=true"
 
 # waitup PORT: waits until the node on localhost:PORT answers /health/live.
 waitup() {
@@ -115,9 +117,14 @@ for v in $VERSIONS; do
 	export TURNSTILE_KURRENTDB_RESTART='docker restart turnstile-kdb >/dev/null'
 	export TURNSTILE_KURRENTDB_STOP='docker stop turnstile-kdb >/dev/null'
 	export TURNSTILE_KURRENTDB_START='docker start turnstile-kdb >/dev/null'
-	# A scavenge runs in the background; wait for its end in its stream.
+	# A scavenge runs in the background: wait for its end, as /admin/scavenge/last reports
+	# it (newer servers) or as its stream $scavenges-<id> records it (AtomPub, enabled above).
 	export TURNSTILE_KURRENTDB_SCAVENGE='id=$(curl -fsS -u admin:changeit -X POST http://localhost:2113/admin/scavenge | sed -n "s/.*\"scavengeId\" *: *\"\([^\"]*\)\".*/\1/p");
-		for i in $(seq 120); do curl -fsS -u admin:changeit -H "Accept: application/json" "http://localhost:2113/streams/%24scavenges-$id?embed=body" 2>/dev/null | grep -q scavengeCompleted && exit 0; sleep 1; done; exit 1'
+		echo "scavenge $id started";
+		for i in $(seq 300); do
+			curl -fsS -u admin:changeit http://localhost:2113/admin/scavenge/last 2>/dev/null | grep -qi "success" && exit 0;
+			curl -fsS -u admin:changeit -H "Accept: application/json" "http://localhost:2113/streams/%24scavenges-$id?embed=body" 2>/dev/null | grep -q scavengeCompleted && exit 0;
+			sleep 1; done; echo "scavenge $id did not end in 5 minutes"; exit 1'
 	unset TURNSTILE_KURRENTDB_KILL_LEADER
 	runtests "$v-single"
 	docker logs turnstile-kdb >"$OUT/$v-single.server.log" 2>&1
