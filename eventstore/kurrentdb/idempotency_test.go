@@ -71,8 +71,7 @@ func TestAnyIdsOutOfPlace(t *testing.T) {
 // writes it again, and so does the store (the gap the README names).
 func TestAnyRetryAcrossRestart(t *testing.T) {
 	t.Parallel()
-	f, client := newFakeServer(t)
-	_ = client
+	f, _ := newFakeServer(t)
 	s, err := OpenURL(t.Context(), "kurrentdb://"+f.addr+"?tls=false&maxDiscoverAttempts=3&discoveryInterval=10")
 	if err != nil {
 		t.Fatal(err)

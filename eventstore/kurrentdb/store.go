@@ -214,7 +214,8 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 		// A retry of an append that did commit, with an expected version
 		// that no longer holds? The server has compared the ids after an
 		// exact or no-stream expectation: look only where the batch could
-		// be other than there (see searchFloor), never deeper.
+		// be other than there (see searchFloor), and deeper only once some
+		// of its ids have turned up.
 		var top esdb.StreamPosition = esdb.End{}
 		if _, exists, actual, ok := parseWrongVersion(ee.Error()); ok && exists {
 			top = esdb.Revision(actual)
