@@ -621,8 +621,15 @@ func TestSubscribeBeyondEnd(t *testing.T) {
 			sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 			defer cancel()
 			done := make(chan error, 1)
+			// Without a drop, every event counts (the first at or after from
+			// is delivered first); with one, only the wanted ones, so that
+			// nothing is delivered before the drop.
+			filter := eventstore.Filter{}
+			if drop {
+				filter.Types = []string{"test.wanted"}
+			}
 			go func() {
-				done <- s.Subscribe(sctx, from, eventstore.Filter{Types: []string{"test.wanted"}}, func(b []domain.Envelope) error {
+				done <- s.Subscribe(sctx, from, filter, func(b []domain.Envelope) error {
 					mu.Lock()
 					defer mu.Unlock()
 					got = append(got, b...)
@@ -638,10 +645,26 @@ func TestSubscribeBeyondEnd(t *testing.T) {
 				mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvents("test.b", 3)...)
 				written = mustReadAll(t, s)
 			}
-			if drop {
-				f.dropSubscriptions(codes.Unavailable)
-				waitFor(t, func() bool { return f.subscriptions() >= 2 })
+			if !drop {
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Fatalf("Subscribe: %v", err)
+				}
+				var want domain.Envelope
+				for _, e := range written {
+					if e.Position >= from {
+						want = e
+						break
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(got) == 0 || got[0].ID != want.ID {
+					t.Fatalf("first delivery %+v, want the first event at or after %d (%s)", got, from, want.ID)
+				}
+				return
 			}
+			f.dropSubscriptions(codes.Unavailable)
+			waitFor(t, func() bool { return f.subscriptions() >= 2 })
 			mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvent("test.wanted", nil))
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("Subscribe: %v", err)
