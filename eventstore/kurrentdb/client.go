@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
@@ -39,6 +40,25 @@ type conn struct {
 	*esdb.Client
 	calls int           // goroutines of the store inside the client, under Store.mu
 	idle  chan struct{} // closed once the store is closed and calls is 0
+
+	gone    chan struct{} // closed once a call has found the client closed for good
+	goneErr error         // that call's error, set before gone is closed
+	bury    sync.Once
+}
+
+// newConn returns the conn of a client.
+func newConn(c *esdb.Client) *conn {
+	return &conn{Client: c, idle: make(chan struct{}), gone: make(chan struct{})}
+}
+
+// buried records that the client closed itself for good, as err (from the
+// client) says: calls stuck in it return err at once instead of waiting for
+// their context, which may have no deadline (a subscription's).
+func (c *conn) buried(err error) {
+	c.bury.Do(func() {
+		c.goneErr = err
+		close(c.gone)
+	})
 }
 
 // conn returns the client to call.
@@ -64,7 +84,8 @@ func bounded(ctx context.Context, fn func() error) error {
 }
 
 // bounded is bounded for a call into c, counting the goroutine inside c
-// until it returns, so that Close knows when it may close the client. Once
+// until it returns, so that Close knows when it may close the client, and
+// returning the client's closed error as soon as any call has seen it. Once
 // the store is closed it refuses to enter the client (ErrClosed).
 func (s *Store) bounded(ctx context.Context, c *conn, fn func() error) error {
 	s.mu.Lock()
@@ -74,7 +95,8 @@ func (s *Store) bounded(ctx context.Context, c *conn, fn func() error) error {
 	}
 	c.calls++
 	s.mu.Unlock()
-	return bounded(ctx, func() error {
+	done := make(chan error, 1)
+	go func() {
 		defer func() {
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -83,8 +105,18 @@ func (s *Store) bounded(ctx context.Context, c *conn, fn func() error) error {
 				close(c.idle) // Close saw calls > 0, so it has not closed idle
 			}
 		}()
-		return fn()
-	})
+		done <- fn()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.gone:
+		// Another call found the client closed for good: this one may be
+		// stuck in it forever (see above).
+		return c.goneErr
+	}
 }
 
 // runner returns Store.bounded for c, for read.
@@ -159,5 +191,5 @@ func (s *Store) revive(dead *conn) {
 		return
 	}
 	s.log.Warn("the KurrentDB client closed itself after failing to reach the server; replaced it")
-	s.client = &conn{Client: fresh, idle: make(chan struct{})}
+	s.client = newConn(fresh)
 }

@@ -13,12 +13,15 @@
 //     checked by the server; a failed check is an *eventstore.WrongVersionError
 //     naming the stream's real state.
 //   - Event ids are the server's event ids, so a retried append is
-//     recognised: by the server (an expected version the append itself
-//     overtook; Any through its cache of recent ids), by a read of the
-//     stream's tail before every append, and by a search of the stream's last
-//     Options.IdempotencyWindow events when the server reports a wrong
-//     expected version. A recognised retry returns the original result and
-//     writes nothing; ids stored but not as the same batch are
+//     recognised: by the server, which compares ids only (after an expected
+//     version the append itself overtook; for Any and StreamExists through
+//     each node's bounded cache of recent ids, which a restart empties), and
+//     then checked by the store over the whole batch, order and content; by
+//     a read of the stream's tail before every append; and, when the server
+//     reports a wrong expected version, by a search from a batch's length
+//     before the expected version (within Options.IdempotencyWindow). A
+//     recognised retry returns the original result and writes nothing; ids
+//     stored but not as the same batch, or with other content, are
 //     ErrIdempotencyConflict.
 //   - Every envelope field round-trips: type and id natively, data byte for
 //     byte, the rest in the event's user metadata (see convert.go); the time is
@@ -37,8 +40,15 @@
 //   - Errors: wrong version and stream-not-found become the eventstore
 //     sentinels; deadlines match context.DeadlineExceeded; an unreachable or
 //     not-ready server, a lost leader or an aborted call match ErrUnavailable;
-//     refused credentials ErrAccessDenied; the client's *esdb.Error stays in
-//     the chain for errors.As.
+//     refused credentials ErrAccessDenied; a CANCELLED status the server
+//     sends (a node shutting down) is ErrUnavailable, and only the caller's
+//     own context ending gives context.Canceled; the client's *esdb.Error
+//     stays in the chain for errors.As.
+//   - Every call asks for the leader (the requires-leader header, which
+//     the client itself fails to send), so a node that lost its leadership
+//     redirects the client; Options.FollowerReads (set by OpenURL from a
+//     nodePreference other than leader) lets reads go to any node, but an
+//     append's own reads always ask for the leader.
 //   - Every call returns when its context ends, even while the client is
 //     stuck looking for the server (it ignores contexts there). An append
 //     gets the caller's deadline, not the client's default of 10s (which
@@ -58,9 +68,11 @@
 //     executor and commands then fence on one stream and append the rest
 //     after it, repairing a cut sequence from the log (services/executor).
 //   - Event ids are not unique across streams: KurrentDB keeps no id index,
-//     so an id already stored in another stream (or deeper in the same stream
-//     than the tail and the window, with an expected version that still
-//     holds) is written again.
+//     so an id already stored in another stream is written again; so is a
+//     batch deeper in its stream than the tail the store reads, retried with
+//     an expected version that still holds (the current Exact, or Any once
+//     the server's cache has lost the ids: after a restart, a fail-over, or
+//     8 MiB of later appends).
 //   - Positions are not dense, and only positions the store handed out, one
 //     past them, Head, 0, or values past the end of the log are valid places
 //     to start reading: another even number inside the log is not a record
@@ -72,10 +84,8 @@
 //   - Stream names and event types starting with "$" are refused
 //     (ErrInvalidStream, ErrInvalidEvent): KurrentDB reserves them.
 //   - Durability and visibility are the server's: an append is acknowledged
-//     once the server has written it (to a quorum in a cluster). The client
-//     talks to the node its discovery picked (the leader by default) until an
-//     error makes it look again, so after a leader change reads may come from
-//     a follower, slightly behind, for a while.
+//     once the server has written it (to a quorum in a cluster). With
+//     FollowerReads, reads may come from a follower, slightly behind.
 //   - The client itself (v4.2.0) leaves a goroutine stuck for good for each
 //     call that entered it while a discovery failed, and leaks the gRPC
 //     connection it replaces at each new discovery; only a server outage
@@ -84,5 +94,6 @@
 //     what can be recovered (schema version 0, no owner, their user metadata
 //     as Metadata); events of explicit (legacy TCP) transactions, whose commit
 //     and prepare positions differ, have no turnstile position and fail the
-//     read.
+//     read when they are in the store's streams (Head, ReadAll and Subscribe
+//     pass over those in other streams).
 package kurrentdb

@@ -46,7 +46,9 @@ var (
 // translate turns an error of the client (an *esdb.Error, possibly wrapped, or
 // a bare gRPC status error as subscriptions report them) into this package's
 // vocabulary, keeping the original in the chain. The caller's context wins:
-// if ctx has ended, the result matches ctx.Err(). It does not handle the
+// if ctx has ended, the result matches ctx.Err(), and only then does it
+// match context.Canceled: a CANCELLED status the server sends while ctx is
+// alive is ErrUnavailable. It does not handle the
 // wrong-expected-version case of appends, which needs the append's details.
 func translate(ctx context.Context, op string, err error) error {
 	if err == nil {
@@ -97,12 +99,15 @@ func classify(err error) error {
 			return eventstore.ErrEventTooLarge
 		}
 		switch st.Code() {
-		case codes.Unavailable, codes.Aborted:
+		case codes.Unavailable, codes.Aborted, codes.Canceled:
+			// Canceled: translate has found the caller's context alive, so
+			// the server (or the connection under the call) cancelled it, as
+			// a node shutting down or losing its leadership does. It is not
+			// the caller's context.Canceled: the call may succeed elsewhere
+			// or later.
 			return ErrUnavailable
 		case codes.DeadlineExceeded:
 			return context.DeadlineExceeded
-		case codes.Canceled:
-			return context.Canceled
 		case codes.Unauthenticated, codes.PermissionDenied:
 			return ErrAccessDenied
 		}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 )
 
@@ -44,13 +46,23 @@ import (
 //   - Stream reads carry no commit position (math.MaxUint64), only the
 //     prepare position, as servers before 22.6 do; set streamCommit for newer.
 //   - Appends: the expected-version check and idempotency of the server's
-//     CheckCommit: with an exact or no-stream expectation behind the stream,
-//     a batch matching the events after it is acknowledged without writing;
-//     with Any or StreamExists, a batch whose ids are all in the
-//     recent-events cache for this stream is; otherwise the expectation
-//     decides, and a batch that matches only in part is a wrong expected
-//     version. A write acknowledges with the last event's revision and
-//     commit position.
+//     CheckCommit (IndexWriter.cs), which compares event ids only, never
+//     content: with an exact or no-stream expectation behind the stream, a
+//     batch whose ids are those of the events after it is acknowledged
+//     without writing; with Any or StreamExists, a batch whose first id is in
+//     the node's recent-events cache for this stream is acknowledged with the
+//     revision of its last id if all its ids are there (in any order, at any
+//     revision), and is a wrong expected version if only some are; a first id
+//     not in the cache is written again. The cache is bounded (the server's
+//     holds 8 MiB of entries, oldest out first; here cacheLimit entries) and
+//     in memory: a restart (stop, start) empties it. A write acknowledges with
+//     the last event's revision and commit position.
+//   - A node shutting down (shutdown) ends live subscriptions with CANCELLED
+//     before it closes its connections.
+//   - Events of legacy transactions (written with the TCP API) have a commit
+//     position above their prepare position (writeTransaction).
+//   - Every call's request headers are kept (headers), so tests can see what
+//     the client sends (requires-leader).
 type fakeServer struct {
 	api.UnimplementedStreamsServer
 
@@ -61,7 +73,15 @@ type fakeServer struct {
 	streamCommit bool                                           // stream reads carry the commit position (servers 22.6+)
 	hook         func(ctx context.Context, method string) error // called first by every call ("append", "read"), and by appends once the request is read ("append:end"); an error fails the call
 
+	cacheLimit int // entries of the recent-events cache; 0: defaultCacheLimit
+
+	sent atomic.Int64 // events sent by reads and subscriptions
+
 	mu      sync.Mutex
+	cache   map[uuid.UUID]fakeCached // the recent-events cache: id -> where
+	cacheQ  []uuid.UUID              // cache entries, oldest first
+	headers []fakeCall               // every call's method and request headers, in order
+	subs    int                      // subscriptions confirmed so far
 	log     []fakeRecord
 	streams map[string][]int // stream -> indexes in log, by revision
 	next    uint64           // position of the next record
@@ -69,10 +89,24 @@ type fakeServer struct {
 	kill    chan codes.Code  // drops live subscriptions
 }
 
+// defaultCacheLimit is the fake's recent-events cache size.
+const defaultCacheLimit = 1000
+
+type fakeCall struct {
+	method string
+	md     metadata.MD
+}
+
+type fakeCached struct {
+	stream string
+	rev    uint64
+}
+
 type fakeRecord struct {
 	stream      string
 	rev         uint64
-	pos         uint64
+	pos         uint64 // commit position
+	prepare     uint64 // prepare position: pos, except in legacy transactions
 	id          uuid.UUID
 	typ         string
 	contentType string
@@ -84,7 +118,7 @@ type fakeRecord struct {
 // and returns it with a client connected to it.
 func newFakeServer(t *testing.T) (*fakeServer, *esdb.Client) {
 	t.Helper()
-	f := &fakeServer{streams: map[string][]int{}, next: 0, wake: make(chan struct{}), kill: make(chan codes.Code)}
+	f := &fakeServer{streams: map[string][]int{}, cache: map[uuid.UUID]fakeCached{}, next: 0, wake: make(chan struct{}), kill: make(chan codes.Code)}
 	// What a fresh server holds before anyone writes: system streams, a
 	// metadata stream and a link.
 	f.write("$settings", "$settings", []byte(`{}`), nil)
@@ -105,7 +139,13 @@ func (f *fakeServer) start(t *testing.T) {
 		t.Fatalf("listen: %v", err)
 	}
 	f.addr = lis.Addr().String()
-	srv := grpc.NewServer()
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+		f.keepHeaders(ctx, info.FullMethod)
+		return h(ctx, req)
+	}), grpc.ChainStreamInterceptor(func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+		f.keepHeaders(ss.Context(), info.FullMethod)
+		return h(srv, ss)
+	}))
 	api.RegisterStreamsServer(srv, f)
 	f.mu.Lock()
 	f.srv = srv
@@ -113,12 +153,45 @@ func (f *fakeServer) start(t *testing.T) {
 	go func() { _ = srv.Serve(lis) }()
 }
 
-// stop stops serving, as a server going down does; start serves again.
+// keepHeaders records the request headers of a call.
+func (f *fakeServer) keepHeaders(ctx context.Context, method string) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.headers = append(f.headers, fakeCall{method, md.Copy()})
+}
+
+// calls returns the calls received so far, and forgets them.
+func (f *fakeServer) calls() []fakeCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	c := f.headers
+	f.headers = nil
+	return c
+}
+
+// shutdown is stop as a node shutting down does it: live subscriptions end
+// with CANCELLED first.
+func (f *fakeServer) shutdown() {
+	f.dropSubscriptions(codes.Canceled)
+	f.stop()
+}
+
+// stop stops serving, as a server that goes away does: connections close,
+// and the recent-events cache is lost. start serves again.
 func (f *fakeServer) stop() {
 	f.mu.Lock()
 	srv := f.srv
+	f.cache, f.cacheQ = map[uuid.UUID]fakeCached{}, nil
 	f.mu.Unlock()
 	srv.Stop()
+}
+
+// subscriptions returns how many subscriptions the fake has confirmed.
+func (f *fakeServer) subscriptions() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.subs
 }
 
 // newClient returns a client of the fake, with extra connection-string
@@ -142,13 +215,40 @@ func (f *fakeServer) newClient(t *testing.T, settings string) *esdb.Client {
 func (f *fakeServer) write(stream, typ string, data, meta []byte) *fakeRecord {
 	revs := f.streams[stream]
 	r := fakeRecord{
-		stream: stream, rev: uint64(len(revs)), pos: f.next, id: uuid.New(), typ: typ,
+		stream: stream, rev: uint64(len(revs)), pos: f.next, prepare: f.next, id: uuid.New(), typ: typ,
 		contentType: "application/json", created: time.Now().UnixNano() / 100, data: data, meta: meta,
 	}
 	f.next += 64 + uint64(len(stream)+len(typ)+len(data)+len(meta)) + uint64(len(f.log)%7)
 	f.streams[stream] = append(revs, len(f.log))
 	f.log = append(f.log, r)
 	return &f.log[len(f.log)-1]
+}
+
+// writeTransaction appends one event as a legacy (TCP API) transaction
+// writes it: its prepare record first, its commit record after it, and the
+// event at the commit position with the prepare position of its own. f.mu
+// must be held.
+func (f *fakeServer) writeTransaction(stream, typ string, data []byte) *fakeRecord {
+	prepare := f.next
+	f.next += 96
+	r := f.write(stream, typ, data, nil)
+	r.prepare = prepare
+	return r
+}
+
+// remember puts an appended event in the recent-events cache, dropping the
+// oldest entries beyond the limit; f.mu must be held.
+func (f *fakeServer) remember(r *fakeRecord) {
+	limit := f.cacheLimit
+	if limit == 0 {
+		limit = defaultCacheLimit
+	}
+	f.cache[r.id] = fakeCached{r.stream, r.rev}
+	f.cacheQ = append(f.cacheQ, r.id)
+	for len(f.cacheQ) > limit {
+		delete(f.cache, f.cacheQ[0])
+		f.cacheQ = f.cacheQ[1:]
+	}
 }
 
 // dropSubscriptions ends every live subscription with code.
@@ -243,12 +343,11 @@ func (f *fakeServer) Append(stream api.Streams_AppendServer) error {
 	}
 	// The recent-events cache: id -> record, for this stream.
 	cached := func(id uuid.UUID) *fakeRecord {
-		for _, i := range revs {
-			if f.log[i].id == id {
-				return &f.log[i]
-			}
+		c, ok := f.cache[id]
+		if !ok || c.stream != name {
+			return nil
 		}
-		return nil
+		return &f.log[revs[c.rev]]
 	}
 	expected := int64(-2) // Any
 	switch e := opts.GetExpectedStreamRevision().(type) {
@@ -293,6 +392,7 @@ write:
 	for _, p := range batch {
 		last = f.write(name, p.typ, p.data, p.meta)
 		last.id, last.contentType = p.id, p.ct
+		f.remember(last)
 	}
 	close(f.wake)
 	f.wake = make(chan struct{})
@@ -363,6 +463,7 @@ func (f *fakeServer) readStream(o *api.ReadReq_Options_StreamOptions, backwards 
 		if f.streamCommit {
 			commit = recs[i].pos
 		}
+		f.sent.Add(1)
 		if err := out.Send(readEvent(&recs[i], commit, false)); err != nil {
 			return err
 		}
@@ -370,12 +471,13 @@ func (f *fakeServer) readStream(o *api.ReadReq_Options_StreamOptions, backwards 
 	return nil
 }
 
-// boundary reports whether pos starts a record; f.mu must be held. The fake
-// refuses positions past the end too: what a server does with them is not
-// documented, and the backend must not depend on it.
-func (f *fakeServer) boundary(pos uint64) bool {
-	_, ok := slices.BinarySearchFunc(f.log, pos, func(r fakeRecord, p uint64) int { return cmpUint(r.pos, p) })
-	return ok
+// boundary reports whether a record is at commit position pos with prepare
+// position prepare; f.mu must be held. The fake refuses positions past the
+// end too: what a server does with them is not documented, and the backend
+// must not depend on it.
+func (f *fakeServer) boundary(pos, prepare uint64) bool {
+	i, ok := slices.BinarySearchFunc(f.log, pos, func(r fakeRecord, p uint64) int { return cmpUint(r.pos, p) })
+	return ok && f.log[i].prepare == prepare
 }
 
 func cmpUint(a, b uint64) int {
@@ -399,7 +501,7 @@ func (f *fakeServer) readAll(o *api.ReadReq_Options_AllOptions, backwards bool, 
 		from = f.next
 	default:
 		p := o.GetPosition()
-		if p.GetCommitPosition() != p.GetPreparePosition() || !f.boundary(p.GetCommitPosition()) {
+		if !f.boundary(p.GetCommitPosition(), p.GetPreparePosition()) {
 			f.mu.Unlock()
 			return status.Errorf(codes.Internal, "log record at position %d is not a record boundary", p.GetCommitPosition())
 		}
@@ -417,6 +519,7 @@ func (f *fakeServer) readAll(o *api.ReadReq_Options_AllOptions, backwards bool, 
 	}
 	f.mu.Unlock()
 	for i := range recs {
+		f.sent.Add(1)
 		if err := out.Send(readEvent(&recs[i], recs[i].pos, true)); err != nil {
 			return err
 		}
@@ -440,12 +543,13 @@ func (f *fakeServer) subscribe(o *api.ReadReq_Options, out api.Streams_ReadServe
 		next = len(f.log)
 	default:
 		p := a.GetPosition().GetCommitPosition()
-		if !f.boundary(p) {
+		if !f.boundary(p, a.GetPosition().GetPreparePosition()) {
 			f.mu.Unlock()
 			return status.Errorf(codes.Internal, "log record at position %d is not a record boundary", p)
 		}
 		next, _ = slices.BinarySearchFunc(f.log, p+1, func(r fakeRecord, p uint64) int { return cmpUint(r.pos, p) }) // exclusive
 	}
+	f.subs++
 	f.mu.Unlock()
 	if err := out.Send(&api.ReadResp{Content: &api.ReadResp_Confirmation{Confirmation: &api.ReadResp_SubscriptionConfirmation{SubscriptionId: uuid.NewString()}}}); err != nil {
 		return err
@@ -461,6 +565,7 @@ func (f *fakeServer) subscribe(o *api.ReadReq_Options, out api.Streams_ReadServe
 			next++
 			considered++
 			if match(&batch[i]) {
+				f.sent.Add(1)
 				if err := out.Send(readEvent(&batch[i], batch[i].pos, true)); err != nil {
 					return err
 				}
@@ -536,7 +641,7 @@ func readEvent(r *fakeRecord, commit uint64, all bool) *api.ReadResp {
 			Id:               &shared.UUID{Value: &shared.UUID_Structured_{Structured: &shared.UUID_Structured{MostSignificantBits: most, LeastSignificantBits: least}}},
 			StreamIdentifier: &shared.StreamIdentifier{StreamName: []byte(r.stream)},
 			StreamRevision:   r.rev,
-			PreparePosition:  r.pos,
+			PreparePosition:  r.prepare,
 			CommitPosition:   commit,
 			Metadata: map[string]string{
 				"type": r.typ, "content-type": r.contentType, "created": strconv.FormatInt(r.created, 10),

@@ -316,6 +316,10 @@ func TestConnectionString(t *testing.T) {
 		{url: "esdb+discover://cluster.example:2113", conn: "esdb+discover://cluster.example:2113"},
 		{url: "kurrentdb://admin:changeit@host:2113?tls=true&namespace=prod-", conn: "esdb://admin:changeit@host:2113?tls=true", ns: "prod-"},
 		{url: "kurrentdb://host:2113?Namespace=a.b-&tls=false", conn: "esdb://host:2113?tls=false", ns: "a.b-", tlsOff: true},
+		{url: "kurrentdb://admin:pa,ss@h1:2113,h2?tls=false", conn: "esdb://admin:pa%2Css@h1:2113,h2?tls=false", tlsOff: true},
+		{url: "kurrentdb://admin:pa,ss@host:2113", conn: "esdb://admin:pa%2Css@host:2113"},
+		{url: "kurrentdb://ad,min:p:a@s%2Fs@h1,h2:2113", conn: "esdb://ad%2Cmin:p%3Aa%40s%2Fs@h1,h2:2113"},
+		{url: "kurrentdb://admin:100%@host", conn: "esdb://admin:100%25@host"},
 		{url: "localhost:2113", err: "no scheme"},
 		{url: "postgres://localhost/db", err: "scheme"},
 		{url: "kurrentdb://", err: "no host"},
@@ -348,6 +352,35 @@ func TestConnectionString(t *testing.T) {
 		if cfg.DisableTLS != c.tlsOff {
 			t.Errorf("%q: DisableTLS = %v, want %v", c.url, cfg.DisableTLS, c.tlsOff)
 		}
+	}
+}
+
+// TestCredentialsInURL: what the client reads as user and password, with
+// the characters its parser splits on.
+func TestCredentialsInURL(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ url, user, password string }{
+		{"kurrentdb://admin:pa,ss@h1:2113,h2?tls=false", "admin", "pa,ss"},
+		{"kurrentdb://admin:pa,ss@h1,h2:2113,h3?tls=false", "admin", "pa,ss"},
+		{"kurrentdb://admin:pa,ss@host:2113", "admin", "pa,ss"},
+		{"kurrentdb://admin:p:a@s,s@h1,h2", "admin", "p:a@s,s"},
+		{"kurrentdb://admin:p%2Fa%3Fs@host", "admin", "p/a?s"},
+		{"kurrentdb://admin:50%25@host", "admin", "50%"},
+		{"kurrentdb://admin:50%@host", "admin", "50%"},
+		{"kurrentdb://admin@host", "admin", ""},
+	} {
+		conn, _, err := ConnectionString(c.url)
+		if err != nil {
+			t.Errorf("ConnectionString(%q): %v", c.url, err)
+			continue
+		}
+		cfg, err := esdb.ParseConnectionString(conn)
+		if err != nil || cfg.Username != c.user || cfg.Password != c.password {
+			t.Errorf("%q: the client reads user %q, password %q (%v); want %q, %q", c.url, cfg.Username, cfg.Password, err, c.user, c.password)
+		}
+	}
+	if _, _, err := ConnectionString("kurrentdb://admin:secret@host?tls=maybe"); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Errorf("an error about a URL with a password: %v; want one without the password", err)
 	}
 }
 

@@ -30,6 +30,17 @@ type Options struct {
 	// means DefaultIdempotencyWindow.
 	IdempotencyWindow int
 
+	// FollowerReads lets ReadStream, ReadAll, Head and Subscribe be served
+	// by whichever node the client is connected to, which may be a follower
+	// (or a read-only replica) slightly behind the leader. By default every
+	// call asks for the leader (the requires-leader header), so that a node
+	// that lost its leadership redirects the client to the new leader
+	// instead of serving stale reads. The reads an append makes (the
+	// stream's tail, the search for a retried batch) always ask for the
+	// leader. OpenURL sets it when the connection string's nodePreference is
+	// not leader.
+	FollowerReads bool
+
 	// Logger receives what the store cannot return: retries of subscriptions
 	// after the server became unavailable, and the client library's own log
 	// (at debug level). Nil means slog.Default().

@@ -23,13 +23,14 @@ const pageSize = 512
 // Store is an eventstore.Store on a KurrentDB (or EventStoreDB) server. It is
 // safe for concurrent use. The zero value is not usable; call Open or OpenURL.
 type Store struct {
-	mu     sync.Mutex
-	client *conn               // see Store.conn
-	cfg    *esdb.Configuration // set when the store owns its client (OpenURL): to replace it
-	ns     string
-	origin uint64
-	window int
-	log    *slog.Logger
+	mu      sync.Mutex
+	client  *conn               // see Store.conn
+	cfg     *esdb.Configuration // set when the store owns its client (OpenURL): to replace it
+	ns      string
+	origin  uint64
+	anyNode bool // Options.FollowerReads
+	window  int
+	log     *slog.Logger
 
 	done chan struct{} // closed by Close
 }
@@ -48,12 +49,13 @@ func Open(client *esdb.Client, opts Options) (*Store, error) {
 	}
 	opts.setDefaults()
 	return &Store{
-		client: &conn{Client: client, idle: make(chan struct{})},
-		ns:     opts.Namespace,
-		origin: opts.Origin,
-		window: opts.IdempotencyWindow,
-		log:    opts.Logger.With("component", "eventstore/kurrentdb"),
-		done:   make(chan struct{}),
+		client:  newConn(client),
+		ns:      opts.Namespace,
+		origin:  opts.Origin,
+		anyNode: opts.FollowerReads,
+		window:  opts.IdempotencyWindow,
+		log:     opts.Logger.With("component", "eventstore/kurrentdb"),
+		done:    make(chan struct{}),
 	}, nil
 }
 
@@ -61,7 +63,7 @@ func Open(client *esdb.Client, opts Options) (*Store, error) {
 // server's whole $all, system events included, or 0 if $all is empty. It is
 // the Origin of a namespace created now.
 func LogEnd(ctx context.Context, client *esdb.Client) (uint64, error) {
-	end, err := logEnd(ctx, bounded, client)
+	end, err := logEnd(leader(ctx), bounded, client)
 	if err != nil {
 		return 0, translate(ctx, "read the end of $all", err)
 	}
@@ -145,6 +147,7 @@ func (s *Store) fail(ctx context.Context, c *conn, op string, err error) error {
 		return fmt.Errorf("kurrentdb: %s: %w", op, eventstore.ErrClosed)
 	}
 	if clientGone(err) {
+		c.buried(err)
 		s.revive(c)
 	}
 	return translate(ctx, op, err)
@@ -169,6 +172,8 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	if err := s.check(ctx); err != nil {
 		return none, err
 	}
+	ctx = leader(ctx) // the tail and the search for a retry must be the leader's
+
 	if err := validate([]eventstore.StreamAppend{{Stream: stream, Expected: expected, Events: events}}); err != nil {
 		return none, err
 	}
@@ -181,7 +186,7 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 		return none, err
 	}
 	if holdsAny(tail, events) {
-		res, found, err := s.stored(ctx, stream, events)
+		res, found, err := s.stored(ctx, stream, events, esdb.End{}, 0)
 		if err != nil {
 			return none, err
 		}
@@ -207,8 +212,15 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 			return none, s.fail(ctx, c, fmt.Sprintf("append to %q", stream), err)
 		}
 		// A retry of an append that did commit, with an expected version
-		// that no longer holds?
-		res, found, serr := s.stored(ctx, stream, events)
+		// that no longer holds? The server has compared the ids after an
+		// exact or no-stream expectation: look only where the batch could
+		// be other than there (see searchFloor), and deeper only once some
+		// of its ids have turned up.
+		var top esdb.StreamPosition = esdb.End{}
+		if _, exists, actual, ok := parseWrongVersion(ee.Error()); ok && exists {
+			top = esdb.Revision(actual)
+		}
+		res, found, serr := s.stored(ctx, stream, events, top, searchFloor(expected, len(events)))
 		if serr != nil {
 			return none, serr
 		}
@@ -221,19 +233,72 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	res := eventstore.AppendResult{Version: wr.NextExpectedVersion, Position: wr.CommitPosition << 1}
 	// The server returns the last event's revision and commit position. A
 	// write that ends no later than the tail did is one the server took for
-	// a retry, and what position it reports for those is not documented:
-	// read the event instead.
+	// a retry, by the events' ids alone (and, for Any and StreamExists,
+	// wherever those ids are in the stream): check the whole batch is there
+	// as it is now, in order and with the same content, and take its
+	// position from the events (what the server reports for a retry is not
+	// documented).
 	if wr.CommitPosition == 0 || wr.CommitPosition > maxCommit || (exists && len(tail) > 0 && wr.NextExpectedVersion <= tail[0].Version) {
-		last, err := s.readStream(ctx, name, esdb.Forwards, esdb.Revision(wr.NextExpectedVersion), 1)
-		if err != nil {
-			return none, err
-		}
-		if len(last) != 1 || last[0].ID != events[len(events)-1].ID {
-			return none, fmt.Errorf("kurrentdb: append to %q: the server reported success at revision %d, which does not hold the batch's last event", stream, wr.NextExpectedVersion)
-		}
-		res.Position = last[0].Position
+		return s.recognised(ctx, stream, events, wr.NextExpectedVersion)
 	}
 	return res, nil
+}
+
+// searchFloor is the lowest version at which Append looks for a batch of n
+// events it may be retrying, after the server reported a wrong expected
+// version for expected. The server has compared the ids after an exact or
+// no-stream expectation, so the batch is not there; it may still be stored
+// with another expected version, and a writer that read the stream up to
+// version v before it chose the batch's ids cannot have stored it before
+// v+1: the search starts a batch's length before that, so a batch that
+// overlaps the stale expectation is found too. A lost race thus reads what
+// the other writers added, not the whole window. For Any and StreamExists
+// the search covers the window.
+func searchFloor(expected eventstore.ExpectedVersion, n int) uint64 {
+	v, ok := expected.Exact()
+	if !ok || v+1 < uint64(n) {
+		return 0
+	}
+	return v + 1 - uint64(n)
+}
+
+// recognised returns the result of an append the server acknowledged as a
+// retry, with last the revision it reported: the original result if the
+// batch is stored at the versions ending at last, in order, with the same
+// content; ErrIdempotencyConflict otherwise.
+func (s *Store) recognised(ctx context.Context, stream string, batch []domain.Envelope, last uint64) (eventstore.AppendResult, error) {
+	conflict := func(format string, args ...any) error {
+		return fmt.Errorf("kurrentdb: append to %q: %w: %s", stream, eventstore.ErrIdempotencyConflict, fmt.Sprintf(format, args...))
+	}
+	n := uint64(len(batch))
+	if last+1 < n {
+		return eventstore.AppendResult{}, conflict("the server took the batch for a retry ending at version %d, which has room for fewer than its %d events", last, n)
+	}
+	got, err := s.readStream(ctx, s.ns+stream, esdb.Forwards, esdb.Revision(last+1-n), n)
+	if err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	if err := sameBatch(got, batch); err != nil {
+		return eventstore.AppendResult{}, conflict("the server took the batch for a retry ending at version %d, but %v", last, err)
+	}
+	e := got[len(got)-1]
+	return eventstore.AppendResult{Version: e.Version, Position: e.Position}, nil
+}
+
+// sameBatch reports how stored differs from batch, or nil if it holds the
+// batch's events, in order, with the same content.
+func sameBatch(stored, batch []domain.Envelope) error {
+	for i := range batch {
+		switch {
+		case i >= len(stored):
+			return fmt.Errorf("the stream ends before the batch's event %d", i)
+		case stored[i].ID != batch[i].ID:
+			return fmt.Errorf("version %d holds event %s, not the batch's event %d (%s)", stored[i].Version, stored[i].ID, i, batch[i].ID)
+		case !eventstore.SameContent(&stored[i], &batch[i]):
+			return fmt.Errorf("event %s is stored with different content", batch[i].ID)
+		}
+	}
+	return nil
 }
 
 // deadline returns the time left to ctx, for the client's calls that
@@ -286,12 +351,14 @@ func holdsAny(evs, batch []domain.Envelope) bool {
 	return false
 }
 
-// stored looks for batch among the last IdempotencyWindow events of stream.
-// found is false if none of its ids is there. If the whole batch is there, in
-// order, at consecutive versions, with the same content, it returns the
-// result of the append that stored it. Anything in between is
+// stored looks for batch among the last IdempotencyWindow events of stream
+// from top (End, or the stream's last revision if known) down to version
+// floor, or further (within the window) once some of its ids have been
+// found. found is false if none of its ids is there. If the whole batch is
+// there, in order, at consecutive versions, with the same content, it
+// returns the result of the append that stored it. Anything in between is
 // ErrIdempotencyConflict.
-func (s *Store) stored(ctx context.Context, stream string, batch []domain.Envelope) (res eventstore.AppendResult, found bool, err error) {
+func (s *Store) stored(ctx context.Context, stream string, batch []domain.Envelope, top esdb.StreamPosition, floor uint64) (res eventstore.AppendResult, found bool, err error) {
 	name := s.ns + stream
 	want := make(map[uuid.UUID]bool, len(batch))
 	for i := range batch {
@@ -299,9 +366,17 @@ func (s *Store) stored(ctx context.Context, stream string, batch []domain.Envelo
 	}
 	hits := 0
 	var first *domain.Envelope
-	var from esdb.StreamPosition = esdb.End{}
+	from := top
 	for scanned := 0; scanned < s.window && first == nil; {
 		count := min(pageSize, s.window-scanned)
+		if r, ok := from.(esdb.StreamRevision); ok {
+			if hits == 0 && r.Value < floor {
+				break
+			}
+			if hits == 0 {
+				count = min(count, int(min(r.Value-floor+1, pageSize)))
+			}
+		}
 		page, err := s.readStream(ctx, name, esdb.Backwards, from, uint64(count))
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
 			return res, false, nil
@@ -319,7 +394,7 @@ func (s *Store) stored(ctx context.Context, stream string, batch []domain.Envelo
 			}
 		}
 		scanned += len(page)
-		if len(page) < count || page[len(page)-1].Version == 0 {
+		if len(page) < count || page[len(page)-1].Version == 0 || (hits == 0 && page[len(page)-1].Version <= floor) {
 			break
 		}
 		from = esdb.Revision(page[len(page)-1].Version - 1)
@@ -337,15 +412,8 @@ func (s *Store) stored(ctx context.Context, stream string, batch []domain.Envelo
 	if err != nil {
 		return res, false, err
 	}
-	for i := range batch {
-		switch {
-		case i >= len(got):
-			return res, false, conflict("the batch's first event is stored at version %d, but the stream ends before its event %d", first.Version, i)
-		case got[i].ID != batch[i].ID:
-			return res, false, conflict("version %d holds event %s, not the batch's event %d (%s)", got[i].Version, got[i].ID, i, batch[i].ID)
-		case !eventstore.SameContent(&got[i], &batch[i]):
-			return res, false, conflict("event %s is stored with different content", batch[i].ID)
-		}
+	if err := sameBatch(got, batch); err != nil {
+		return res, false, conflict("the batch's first event is stored at version %d, but %v", first.Version, err)
 	}
 	last := got[len(batch)-1]
 	return eventstore.AppendResult{Version: last.Version, Position: last.Position}, true, nil
@@ -411,6 +479,8 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limi
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	ctx = s.forRead(ctx)
+
 	if err := eventstore.ValidateStream(stream); err != nil {
 		return nil, err
 	}
@@ -461,6 +531,8 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 	if err := s.check(ctx); err != nil {
 		return nil, err
 	}
+	ctx = s.forRead(ctx)
+
 	out := []domain.Envelope{}
 	if limit <= 0 {
 		return out, nil
@@ -525,8 +597,10 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 	if err := s.check(ctx); err != nil {
 		return 0, err
 	}
+	ctx = s.forRead(ctx)
+
 	var from esdb.AllPosition = esdb.End{}
-	oldest := uint64(noCommit) // commit position of the oldest event seen
+	oldest := esdb.Position{Commit: noCommit, Prepare: noCommit} // the oldest event seen
 	c := s.conn()
 	for {
 		var head uint64
@@ -534,23 +608,29 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 		n, err := read(ctx, s.runner(c), func() (*esdb.ReadStream, error) {
 			return c.ReadAll(ctx, esdb.ReadAllOptions{Direction: esdb.Backwards, From: from}, pageSize)
 		}, func(rec *esdb.RecordedEvent) (bool, error) {
-			if rec.Position.Commit >= oldest {
+			if rec.Position.Commit > oldest.Commit || (rec.Position.Commit == oldest.Commit && rec.Position.Prepare >= oldest.Prepare) {
 				return false, nil // seen on the previous page
 			}
-			oldest = rec.Position.Commit
+			oldest = rec.Position
+			if rec.Position.Commit > maxCommit {
+				return true, fmt.Errorf("kurrentdb: read $all backwards: commit position %d out of range", rec.Position.Commit)
+			}
+			if rec.Position.Commit<<1 < s.origin {
+				found = true // nothing of the store's from here back
+				return true, nil
+			}
+			// Only the store's events need a turnstile position: others
+			// (system events, other namespaces', legacy transactions' among
+			// them) are passed over.
+			if !visible(s.ns, rec.StreamID, rec.EventType) {
+				return false, nil
+			}
 			pos, err := positionOf(rec.Position)
 			if err != nil {
 				return true, fmt.Errorf("kurrentdb: read $all backwards: %w", err)
 			}
-			if pos < s.origin {
-				found = true // nothing of the store's from here back
-				return true, nil
-			}
-			if visible(s.ns, rec.StreamID, rec.EventType) {
-				head, found = after(pos), true
-				return true, nil
-			}
-			return false, nil
+			head, found = after(pos), true
+			return true, nil
 		})
 		switch {
 		case errors.Is(err, errTransaction):
@@ -559,9 +639,9 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 			return 0, s.fail(ctx, c, "read $all backwards", err)
 		case found:
 			return head, nil
-		case n < pageSize || oldest == 0:
+		case n < pageSize || oldest.Commit == 0:
 			return 0, nil
 		}
-		from = esdb.Position{Commit: oldest, Prepare: oldest}
+		from = oldest
 	}
 }

@@ -302,7 +302,8 @@ func TestWrongVersionFallback(t *testing.T) {
 }
 
 // TestSubscribeAfterDrop: a subscription the server drops as unavailable
-// resumes after the last event delivered, with no gap and no duplicate; one
+// resumes after the last event delivered, with no gap and no duplicate (so
+// does one it drops with CANCELLED while the caller's context is alive); one
 // dropped for another reason ends with that reason.
 func TestSubscribeAfterDrop(t *testing.T) {
 	t.Parallel()
@@ -333,6 +334,11 @@ func TestSubscribeAfterDrop(t *testing.T) {
 	f.dropSubscriptions(codes.Aborted)
 	mustAppend(t, s, "execution-2", eventstore.NoStream, storetest.NewEvents("test.d", 1)...)
 	waitFor(t, func() bool { return count() == 6 })
+	// A node shutting down or losing its leadership sends CANCELLED: not the
+	// caller's cancellation.
+	f.dropSubscriptions(codes.Canceled)
+	mustAppend(t, s, "execution-2", eventstore.Exact(0), storetest.NewEvents("test.d", 1)...)
+	waitFor(t, func() bool { return count() == 7 })
 
 	f.dropSubscriptions(codes.PermissionDenied)
 	select {
@@ -597,41 +603,105 @@ func TestClientReplaced(t *testing.T) {
 }
 
 // TestSubscribeBeyondEnd: a subscription from a position past the end of the
-// log delivers the first events at or after it, and nothing below.
+// log delivers the first events at or after it, and nothing below, even when
+// the server drops it after the log has grown past that position (which
+// need not be a record boundary).
 func TestSubscribeBeyondEnd(t *testing.T) {
 	t.Parallel()
-	_, s := openFake(t, Options{})
-	ctx := t.Context()
-	first := mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvent("test.a", nil))
-	from := first.Position + 1000 // even, past the end: no record there yet
-	var got []domain.Envelope
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Subscribe(sctx, from, eventstore.Filter{}, func(b []domain.Envelope) error {
-			got = append(got, b...)
-			cancel()
-			return nil
+	for _, drop := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drop=%v", drop), func(t *testing.T) {
+			t.Parallel()
+			f, s := openFake(t, Options{})
+			ctx := t.Context()
+			// Below the start: must not be delivered, though it passes the filter.
+			first := mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvent("test.wanted", nil))
+			from := first.Position + 1000 // even, past the end: no record there yet
+			var mu sync.Mutex
+			var got []domain.Envelope
+			sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			// Without a drop, every event counts (the first at or after from
+			// is delivered first); with one, only the wanted ones, so that
+			// nothing is delivered before the drop.
+			filter := eventstore.Filter{}
+			if drop {
+				filter.Types = []string{"test.wanted"}
+			}
+			go func() {
+				done <- s.Subscribe(sctx, from, filter, func(b []domain.Envelope) error {
+					mu.Lock()
+					defer mu.Unlock()
+					got = append(got, b...)
+					cancel()
+					return nil
+				})
+			}()
+			// The position must still be past the end when the subscription
+			// starts: wait for the server to confirm it.
+			waitFor(t, func() bool { return f.subscriptions() == 1 })
+			var written []domain.Envelope
+			for len(written) == 0 || written[len(written)-1].Position < from {
+				mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvents("test.b", 3)...)
+				written = mustReadAll(t, s)
+			}
+			if !drop {
+				if err := <-done; !errors.Is(err, context.Canceled) {
+					t.Fatalf("Subscribe: %v", err)
+				}
+				var want domain.Envelope
+				for _, e := range written {
+					if e.Position >= from {
+						want = e
+						break
+					}
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(got) == 0 || got[0].ID != want.ID {
+					t.Fatalf("first delivery %+v, want the first event at or after %d (%s)", got, from, want.ID)
+				}
+				return
+			}
+			f.dropSubscriptions(codes.Unavailable)
+			waitFor(t, func() bool { return f.subscriptions() >= 2 })
+			mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvent("test.wanted", nil))
+			if err := <-done; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Subscribe: %v", err)
+			}
+			written = mustReadAll(t, s)
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 1 || got[0].ID != written[len(written)-1].ID {
+				t.Fatalf("delivered %+v, want the one wanted event at or after %d", got, from)
+			}
 		})
-	}()
-	var written []domain.Envelope
-	for len(written) == 0 || written[len(written)-1].Position < from {
-		mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvents("test.b", 3)...)
-		evs := mustReadAll(t, s)
-		written = evs
 	}
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("Subscribe: %v", err)
+}
+
+// TestHeadPastLegacyTransactions: events of legacy (TCP API) transactions
+// have no turnstile position; Head passes over those that are not the
+// store's instead of failing, and resumes a page from such an event.
+func TestHeadPastLegacyTransactions(t *testing.T) {
+	t.Parallel()
+	f, s := openFake(t, Options{Namespace: "app-"})
+	ours := mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvent("test.ours", nil))
+	f.mu.Lock()
+	f.writeTransaction("legacy-orders-1", "OrderPlaced", []byte(`{}`))
+	for range pageSize - 1 { // the next page starts at the transaction's event
+		f.write("$stats-127.0.0.1:2113", "$statsCollected", []byte(`{}`), nil)
 	}
-	var want domain.Envelope
-	for _, e := range written {
-		if e.Position >= from {
-			want = e
-			break
-		}
+	f.mu.Unlock()
+	if h, err := s.Head(t.Context()); err != nil || h != after(ours.Position) {
+		t.Fatalf("Head = %d, %v; want %d, past another writer's transaction", h, err, after(ours.Position))
 	}
-	if len(got) == 0 || got[0].ID != want.ID {
-		t.Fatalf("first delivery %+v, want the first event at or after %d (%s)", got, from, want.ID)
+	f.mu.Lock()
+	f.writeTransaction("legacy-orders-2", "OrderPlaced", []byte(`{}`))
+	f.mu.Unlock()
+	if h, err := s.Head(t.Context()); err != nil || h != after(ours.Position) {
+		t.Fatalf("Head = %d, %v; want %d, past another writer's transaction at the end", h, err, after(ours.Position))
+	}
+	if evs := mustReadAll(t, s); len(evs) != 1 {
+		t.Fatalf("ReadAll = %d events, want ours", len(evs))
 	}
 }

@@ -42,6 +42,8 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 	if err := s.check(ctx); err != nil {
 		return err
 	}
+	ctx = s.forRead(ctx)
+
 	sub := &subscription{
 		s:      s,
 		next:   max(from, s.origin),
@@ -87,8 +89,10 @@ type subscription struct {
 	server *esdb.SubscriptionFilter
 	handle func([]domain.Envelope) error
 
-	delivered     bool // something was delivered since the last attempt began
-	handlerFailed bool // follow's error is the handler's
+	delivered     bool   // something was delivered since the last attempt began
+	beyond        bool   // next was past the end of the log when first subscribed, and nothing has been delivered since
+	resume        uint64 // if beyond: the end of the log then, where every attempt starts
+	handlerFailed bool   // follow's error is the handler's
 }
 
 // received is one event of the subscription, or the error that ended it.
@@ -126,7 +130,12 @@ func (sub *subscription) follow(ctx context.Context) error {
 	}
 	start := readFrom(sub.next)
 	switch {
+	case sub.beyond:
+		// The log may have grown past sub.next since, which need not be a
+		// record boundary: start where the first attempt did.
+		start = readFrom(sub.resume)
 	case sub.next > end:
+		sub.beyond, sub.resume = true, end
 		start = readFrom(end)
 	case atEvent(sub.next):
 		if err := sub.first(ctx); err != nil {
@@ -183,7 +192,7 @@ func (sub *subscription) follow(ctx context.Context) error {
 				return err
 			}
 			sub.next = after(batch[len(batch)-1].Position)
-			sub.delivered = true
+			sub.delivered, sub.beyond = true, false
 		}
 		if failed != nil {
 			return s.fail(ctx, c, "subscription to $all", failed)

@@ -32,7 +32,9 @@ var schemes = map[string]string{
 // separated, for gossip seeds) and the client's settings (tls,
 // tlsVerifyCert, nodePreference, defaultDeadline, …) pass through unchanged;
 // the one turnstile setting, namespace=<prefix>, is taken out and returned in
-// Options.Namespace. TLS is on unless the URL says tls=false, as with every
+// Options.Namespace. User name and password may hold any character but '/'
+// and '?' as they are (',' , ':' and '@' included), and any at all
+// percent-encoded; they reach the client percent-encoded. TLS is on unless the URL says tls=false, as with every
 // KurrentDB client.
 func ConnectionString(rawURL string) (string, Options, error) {
 	var opts Options
@@ -47,17 +49,28 @@ func ConnectionString(rawURL string) (string, Options, error) {
 	// Hosts may be a comma-separated list, which net/url refuses: split the
 	// query off by hand.
 	authority, rawQuery, _ := strings.Cut(rest, "?")
+	// Credentials may hold what the client's parser splits on (a ',' in a
+	// password is taken for a host separator when there are several hosts):
+	// pass them percent-encoded, which the client decodes.
+	if i := strings.LastIndex(authority, "@"); i >= 0 {
+		user, password, hasPassword := strings.Cut(authority[:i], ":")
+		userinfo := escapeUserinfo(user)
+		if hasPassword {
+			userinfo += ":" + escapeUserinfo(password)
+		}
+		authority = userinfo + authority[i:]
+	}
 	if authority == "" || strings.HasPrefix(authority, "/") {
-		return "", opts, fmt.Errorf("kurrentdb: store URL %q names no host", rawURL)
+		return "", opts, fmt.Errorf("kurrentdb: store URL %q names no host", redact(rawURL))
 	}
 	query, err := url.ParseQuery(rawQuery)
 	if err != nil {
-		return "", opts, fmt.Errorf("kurrentdb: store URL %q: query: %w", rawURL, err)
+		return "", opts, fmt.Errorf("kurrentdb: store URL %q: query: %w", redact(rawURL), err)
 	}
 	for key, values := range query {
 		if strings.EqualFold(key, "namespace") {
 			if len(values) != 1 {
-				return "", opts, fmt.Errorf("kurrentdb: store URL %q names %d namespaces", rawURL, len(values))
+				return "", opts, fmt.Errorf("kurrentdb: store URL %q names %d namespaces", redact(rawURL), len(values))
 			}
 			opts.Namespace = values[0]
 			delete(query, key)
@@ -72,9 +85,29 @@ func ConnectionString(rawURL string) (string, Options, error) {
 	}
 	// Let the client check the rest now rather than at first use.
 	if _, err := esdb.ParseConnectionString(conn); err != nil {
-		return "", opts, fmt.Errorf("kurrentdb: store URL %q: %w", rawURL, err)
+		return "", opts, fmt.Errorf("kurrentdb: store URL %q: %w", redact(rawURL), err)
 	}
 	return conn, opts, nil
+}
+
+// escapeUserinfo percent-encodes a user name or password for a connection
+// string: every byte but the URL's unreserved ones. Escapes already there
+// are kept (decoded first, then encoded again); a '%' that starts none is a
+// '%'.
+func escapeUserinfo(s string) string {
+	if u, err := url.PathUnescape(s); err == nil {
+		s = u
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+			b.WriteByte(c)
+			continue
+		}
+		fmt.Fprintf(&b, "%%%02X", c)
+	}
+	return b.String()
 }
 
 // OpenURL connects to the server a store URL names (see ConnectionString),
@@ -90,6 +123,7 @@ func OpenURL(ctx context.Context, rawURL string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kurrentdb: %w", err)
 	}
+	opts.FollowerReads = cfg.NodePreference != esdb.NodePreferenceLeader
 	cfg.Logger = clientLogger(opts.Logger)
 	client, err := esdb.NewClient(cfg)
 	if err != nil {
