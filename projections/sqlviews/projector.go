@@ -139,13 +139,14 @@ func (p *Projector) Committed() uint64 { return p.committed.Load() }
 func (p *Projector) Active() bool { return p.active.Load() }
 
 // Run keeps the tables up to date until ctx ends (it then returns nil) or
-// something fails (the store, the database, the fence), which it returns;
+// something fails (the store, the database, the fence), which it returns
+// (ErrFenced even when ctx ended meanwhile: a fence is never hidden);
 // the caller may call Run again, which resumes from the committed
 // checkpoint. While another projector writes the same tables, Run waits as
 // a standby.
 func (p *Projector) Run(ctx context.Context) error {
 	err := p.run(ctx)
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !errors.Is(err, ErrFenced) {
 		return nil
 	}
 	return err
