@@ -122,10 +122,10 @@ func (s *Server) feedQueueStats(w http.ResponseWriter, r *http.Request) {
 // conflatedFeed runs a state feed: read what changed since the cursor, send
 // each state with its position as the SSE id, wait for the views to change
 // (with heartbeats), repeat. conv gives a state's wire document. A feed
-// given no start (no Last-Event-ID, no ?from=) first sends what current
-// returns, then the changes from the position it returns.
+// given no start (no Last-Event-ID, no ?from=) first sends the pages
+// current returns, then the changes from the position it returns.
 func conflatedFeed[T, W any](s *Server, w http.ResponseWriter, r *http.Request, event string,
-	current func(action string) ([]T, uint64),
+	current func(action string) (pages func(max int) []T, next uint64),
 	since func(from uint64, action string, max int) ([]T, uint64), conv func(T) W, position func(T) uint64) {
 	from, action, p := s.feedParams(r, s.viewsNow)
 	if p != nil {
@@ -136,11 +136,13 @@ func conflatedFeed[T, W any](s *Server, w http.ResponseWriter, r *http.Request, 
 	defer s.metrics.feeds.Dec()
 	out := startSSE(w)
 	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("from") == "" {
-		var items []T
-		items, from = current(action)
-		for _, it := range items {
-			if err := out.send(position(it), event, conv(it)); err != nil {
-				return
+		var pages func(int) []T
+		pages, from = current(action)
+		for items := pages(feedBatch); len(items) > 0; items = pages(feedBatch) {
+			for _, it := range items {
+				if err := out.send(position(it), event, conv(it)); err != nil {
+					return
+				}
 			}
 		}
 	}
