@@ -215,6 +215,11 @@ func (s *docServer) stop(t *testing.T) {
 // runDoc runs the marked blocks of the Markdown file path and checks their
 // expectations; it returns how many steps ran.
 func runDoc(t *testing.T, path string) int {
+	for _, tool := range []string{"bash", "curl", "grep", "cut"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("the docs' examples need %s, as a newcomer's machine has: %v", tool, err)
+		}
+	}
 	bin := turnstileBinary(t)
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o755); err != nil {
