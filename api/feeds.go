@@ -132,12 +132,17 @@ func conflatedFeed[T, W any](s *Server, w http.ResponseWriter, r *http.Request, 
 		writeProblem(w, p)
 		return
 	}
+	// The state is taken before the client sees the feed open (the
+	// response's header), so anything that happens once it is open comes
+	// with the changes: nothing falls between the state and the changes.
+	var pages func(int) []T
+	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("from") == "" {
+		pages, from = current(action)
+	}
 	s.metrics.feeds.Inc()
 	defer s.metrics.feeds.Dec()
 	out := startSSE(w)
-	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("from") == "" {
-		var pages func(int) []T
-		pages, from = current(action)
+	if pages != nil {
 		for items := pages(feedBatch); len(items) > 0; items = pages(feedBatch) {
 			for _, it := range items {
 				if err := out.send(position(it), event, conv(it)); err != nil {
