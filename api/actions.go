@@ -38,12 +38,16 @@ func refParam(r *http.Request) (string, *Problem) {
 // createAction defines an action: 201 when new, 200 when the same policy is
 // already defined, 409 when a different one is.
 func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
-	var body wire.Policy
-	if prob := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false); prob != nil {
+	var body policyBody
+	prob := decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false)
+	if prob == nil {
+		prob = body.refused()
+	}
+	if prob != nil {
 		writeProblem(w, prob)
 		return
 	}
-	p := policyIn(body)
+	p := policyIn(body.Policy)
 	a, created, err := s.cfg.Commands.ChangeAction(r.Context(), p.Ref, command.Define(p))
 	if errors.Is(err, domain.ErrConflict) {
 		writeProblem(w, typed(typeConflict, http.StatusConflict, "action %q is already defined with a different policy; change it with PUT /api/v1/actions/%s/policy", p.Ref, p.Ref))
@@ -128,11 +132,14 @@ func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause boo
 // changePolicy replaces an action's policy; it applies from the next grant.
 func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 	ref, p := refParam(r)
-	var body wire.Policy
+	var body policyBody
 	if p == nil {
 		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false)
 	}
-	pol := policyIn(body)
+	if p == nil {
+		p = body.refused()
+	}
+	pol := policyIn(body.Policy)
 	if p == nil && pol.Ref != "" && pol.Ref != ref {
 		p = typed(typeInvalid, http.StatusBadRequest, "the body's ref %q differs from the path's %q", clip(pol.Ref), ref)
 	}

@@ -27,7 +27,9 @@ import (
 // statistics) with the position of its latest change; a client that resumes
 // after id P receives every execution (action) that changed after P, once,
 // with its latest state. It may skip states superseded meanwhile, never a
-// final one.
+// final one. Without Last-Event-ID or ?from= they start with the state:
+// every defined action's statistics, or every execution that has not ended,
+// in the order of their latest changes, then the changes from there.
 
 // feedWriteTimeout bounds one write to a feed client; a client that does not
 // read for that long is dropped (it may reconnect and resume).
@@ -108,28 +110,47 @@ func (s *Server) feedParams(r *http.Request, now func() (uint64, error)) (from u
 func (s *Server) viewsNow() (uint64, error) { return s.cfg.Queries.Views().Next(), nil }
 
 func (s *Server) feedExecutions(w http.ResponseWriter, r *http.Request) {
-	conflatedFeed(s, w, r, "execution", s.cfg.Queries.Views().ExecutionsSince, executionOut,
+	conflatedFeed(s, w, r, "execution", s.cfg.Queries.Views().CurrentExecutions, s.cfg.Queries.Views().ExecutionsSince, executionOut,
 		func(x projections.ExecutionView) uint64 { return x.Position })
 }
 
 func (s *Server) feedQueueStats(w http.ResponseWriter, r *http.Request) {
-	conflatedFeed(s, w, r, "queue-stats", s.cfg.Queries.Views().StatsSince, statsOut,
+	conflatedFeed(s, w, r, "queue-stats", s.cfg.Queries.Views().CurrentStats, s.cfg.Queries.Views().StatsSince, statsOut,
 		func(st projections.QueueStats) uint64 { return st.Position })
 }
 
 // conflatedFeed runs a state feed: read what changed since the cursor, send
 // each state with its position as the SSE id, wait for the views to change
-// (with heartbeats), repeat. conv gives a state's wire document.
+// (with heartbeats), repeat. conv gives a state's wire document. A feed
+// given no start (no Last-Event-ID, no ?from=) first sends the pages
+// current returns, then the changes from the position it returns.
 func conflatedFeed[T, W any](s *Server, w http.ResponseWriter, r *http.Request, event string,
+	current func(action string) (pages func(max int) []T, next uint64),
 	since func(from uint64, action string, max int) ([]T, uint64), conv func(T) W, position func(T) uint64) {
 	from, action, p := s.feedParams(r, s.viewsNow)
 	if p != nil {
 		writeProblem(w, p)
 		return
 	}
+	// The state is taken before the client sees the feed open (the
+	// response's header), so anything that happens once it is open comes
+	// with the changes: nothing falls between the state and the changes.
+	var pages func(int) []T
+	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("from") == "" {
+		pages, from = current(action)
+	}
 	s.metrics.feeds.Inc()
 	defer s.metrics.feeds.Dec()
 	out := startSSE(w)
+	if pages != nil {
+		for items := pages(feedBatch); len(items) > 0; items = pages(feedBatch) {
+			for _, it := range items {
+				if err := out.send(position(it), event, conv(it)); err != nil {
+					return
+				}
+			}
+		}
+	}
 	beat := time.NewTicker(s.cfg.FeedHeartbeat)
 	defer beat.Stop()
 	for {

@@ -279,16 +279,16 @@ func TestIdempotencyKeyReused(t *testing.T) {
 		out["replayed"] = rec.Header().Get("Idempotent-Replayed")
 		return rec.Code, out
 	}
-	code, first := post(`{"action":"demo","input":{"n":1}}`)
+	code, first := post(`{"action":"demo","input":{"seconds":1}}`)
 	if code != http.StatusAccepted || first["replayed"] != "" {
 		t.Fatalf("first request: %d %v", code, first)
 	}
-	for _, body := range []string{`{"action":"demo","input":{"n":1}}`, `{"action":"demo","input":{ "n" : 1 }}`} {
+	for _, body := range []string{`{"action":"demo","input":{"seconds":1}}`, `{"action":"demo","input":{ "seconds" : 1 }}`} {
 		if code, again := post(body); code != http.StatusAccepted || again["id"] != first["id"] || again["replayed"] != "true" {
 			t.Errorf("the same request again (%s): %d %v, want 202 with id %v, replayed", body, code, again, first["id"])
 		}
 	}
-	code, other := post(`{"action":"demo","input":{"n":2}}`)
+	code, other := post(`{"action":"demo","input":{"seconds":2}}`)
 	if code != http.StatusConflict || other["type"] != "https://turnstile.dev/problems/idempotency-key-reused" {
 		t.Errorf("another request with the same key: %d %v, want 409 idempotency-key-reused", code, other)
 	}

@@ -30,7 +30,7 @@ func TestEarlyRefusal(t *testing.T) {
 		}
 	}
 	post := func(action, key string) *httptest.ResponseRecorder {
-		req := request("POST", "/api/v1/executions", "", fmt.Sprintf(`{"action":%q}`, action))
+		req := request("POST", "/api/v1/executions", "", fmt.Sprintf(`{"action":%q,"input":{"seconds":0}}`, action))
 		if key != "" {
 			req.Header.Set("Idempotency-Key", key)
 		}

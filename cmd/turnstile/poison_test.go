@@ -67,8 +67,12 @@ func TestPoisonEventsThroughServe(t *testing.T) {
 			}
 		}
 		ref := fmt.Sprintf("poison.a%d", k%3)
+		input := map[string]any{"k": k}
+		if k%3 == 2 { // core.fail: its input is checked when requested
+			input = map[string]any{"message": fmt.Sprintf("planned failure %d", k)}
+		}
 		var acc struct{ ID string }
-		if _, err := call(ctx, "POST", srv.url+"/api/v1/executions", map[string]any{"action": ref, "input": map[string]any{"k": k}}, nil, &acc); err != nil {
+		if _, err := call(ctx, "POST", srv.url+"/api/v1/executions", map[string]any{"action": ref, "input": input}, nil, &acc); err != nil {
 			t.Fatal(err)
 		}
 		ids[acc.ID] = ref

@@ -256,8 +256,10 @@ func TestSoak(t *testing.T) {
 		"lag_p50_le_s": p50, "lag_p99_le_s": p99, "audit_events": rep.Events, "audit_violations": len(rep.Violations),
 	}
 	line, _ := json.Marshal(res)
-	t.Logf("targets: RSS growth < 10%%: %.1f%% (medians of the first and last tenth: %.0f → %.0f MiB, %.1f%%); lag p99 < 1s: ≤ %gs; goroutines %v → max %v",
-		rssGrowth, first/(1<<20), last/(1<<20), windowGrowth, p99, base.goroutines, maxG)
+	for _, l := range soakTargetLines(enforce, windowGrowth, first/(1<<20), last/(1<<20), rssGrowth, p99) {
+		t.Log(l)
+	}
+	t.Logf("goroutines (enforced): %v after the warm-up → max %v, limit %v", base.goroutines, maxG, base.goroutines*1.5+50)
 	t.Logf("%s", line)
 	if enforce {
 		if windowGrowth >= 10 {
@@ -381,5 +383,27 @@ func TestRSSWindows(t *testing.T) {
 	}
 	if first, last := rssWindows(flat[:2], 0); first == 0 || last == 0 {
 		t.Errorf("two samples: %v, %v", first, last)
+	}
+}
+
+// soakTargetLines says, for each of the soak's targets, the figure, the
+// target, whether it was met, and whether it is enforced: with enforce
+// false (make soak-short, CI) the targets are informational, and a line
+// says so, so that a missed one never reads as part of a pass.
+func soakTargetLines(enforce bool, windowGrowthPct, firstMiB, lastMiB, sampleGrowthPct, lagP99 float64) []string {
+	kind := "informational: not enforced in this run (make soak enforces it)"
+	if enforce {
+		kind = "enforced"
+	}
+	verdict := func(met bool) string {
+		if met {
+			return "met"
+		}
+		return "MISSED"
+	}
+	return []string{
+		fmt.Sprintf("RSS growth after the warm-up, target < 10%%: %.1f%% (medians of the first and last tenth %.0f → %.0f MiB; single samples %.1f%%): %s (%s)",
+			windowGrowthPct, firstMiB, lastMiB, sampleGrowthPct, verdict(windowGrowthPct < 10), kind),
+		fmt.Sprintf("projection lag p99, target < 1s: ≤ %gs: %s (%s)", lagP99, verdict(lagP99 < 1), kind),
 	}
 }

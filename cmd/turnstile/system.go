@@ -93,7 +93,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	snapEvery := fs.Uint64("snapshot-every", 500_000, "events folded between snapshots (one is also saved at a clean stop)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this address, apart from the API and without auth; loopback addresses only")
-	sqlViews := fs.Bool("sql-views", true, "with a postgres:// store, keep the executions and queue_stats tables (see README)")
+	sqlViews := fs.Bool("sql-views", true, "with a postgres:// store, keep the executions and queue_stats tables (see docs/operations.md)")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...); visible to local users in the process's argv: prefer --token-file")
 	tokenFile := fs.String("token-file", "", "read bearer tokens from FILE, one ROLE:SECRET (or ROLE:NAME:SECRET) a line; mode 0600 (see docs/security.md)")

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/google/uuid"
 
@@ -40,6 +41,9 @@ type Service struct {
 	// consult: to refuse early what the log would refuse anyway, and to
 	// answer with an execution's status.
 	Views *projections.Views
+	// Log, if set, receives the warnings of the command side: an action
+	// defined or changed to a runner no live worker serves.
+	Log *slog.Logger
 }
 
 func (c *Service) freshID() uuid.UUID {
@@ -427,5 +431,8 @@ func Resume() ActionChange {
 // to Define with domain.ErrConflict.
 func (c *Service) ChangeAction(ctx context.Context, ref string, change ActionChange) (*domain.Action, bool, error) {
 	a, wrote, err := c.updateAction(ctx, ref, change)
+	if err == nil && wrote {
+		c.warnUnserved(a)
+	}
 	return a, wrote, storeError(err)
 }

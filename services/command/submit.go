@@ -53,7 +53,9 @@ func (e *RefusedError) Unwrap() error { return ErrRefused }
 // still judged by the executor's fold at their position and end rejected.
 // A retry of a request already recorded (same idempotency key) is not
 // refused early: it gets its answer. A with_items parent takes no slot; its
-// children are judged one by one. With no Views, only the domain's checks
+// children are judged one by one. An input the action's built-in runner
+// would refuse at run time fails with ErrInvalidRequest, saying the shape
+// it expects (checkInput). With no Views, only the domain's checks
 // apply before the append. now is the time the rate limit is judged at.
 func (c *Service) Submit(ctx context.Context, r Request, now time.Time) (Accepted, error) {
 	d, err := c.decideRequest(r)
@@ -62,6 +64,9 @@ func (c *Service) Submit(ctx context.Context, r Request, now time.Time) (Accepte
 	}
 	if c.Views != nil {
 		if err := c.defined(ctx, r.Action); err != nil {
+			return Accepted{}, err
+		}
+		if err := c.checkInput(ctx, r); err != nil {
 			return Accepted{}, err
 		}
 		if err := c.refuseEarly(ctx, r, now); err != nil {

@@ -104,6 +104,7 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	n.Commands.Log = cfg.Logger
 	pctx, stopPoison := context.WithCancel(ctx)
 	n.stopPoison = stopPoison
 	poison, perr := n.Bus.WatchPoison(pctx, cfg.Logger.With("component", "bus"))
