@@ -267,7 +267,18 @@ func TestQueues(t *testing.T) {
 		}
 		ids = append(ids, r.ID)
 	}
-	// A full queue refuses: 429.
+	// A full queue refuses: 429 (early, once the read model holds both
+	// waiters).
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		st, err := c.QueueStats(ctx, "demo.noop")
+		if err == nil && st.QueueLength == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the queue does not hold both waiters after 30s: %+v, %v", st, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	_, err := c.RequestExecution(ctx, wire.ExecutionRequest{Action: "demo.noop"})
 	if !client.IsRateLimited(err) || client.AsProblem(err).Type != client.ProblemQueueFull {
 		t.Errorf("a request to a full queue: %v", err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/client"
+	"github.com/turnstile/turnstile/internal/jsontext"
 )
 
 // The client commands (actions, exec, watch) talk to a turnstile server
@@ -279,9 +280,7 @@ func (c *conn) output(v any, human func(w io.Writer)) {
 
 // printJSON writes v as one line of JSON, without escaping <, > and &.
 func printJSON(w io.Writer, v any) {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
+	_ = newJSONEncoder(w).Encode(v)
 }
 
 func stamp(t *time.Time) string {
@@ -303,4 +302,23 @@ func clipArg(s string) string {
 		return s[:40] + "…"
 	}
 	return s
+}
+
+// newJSONEncoder returns an encoder that writes JSON as it was written:
+// no HTML escaping, neither its own nor that of the raw JSON the log keeps.
+func newJSONEncoder(w io.Writer) *json.Encoder {
+	enc := json.NewEncoder(unescapeWriter{w})
+	enc.SetEscapeHTML(false)
+	return enc
+}
+
+// unescapeWriter undoes the HTML escaping of each JSON document written to
+// it (an Encoder writes one document per Write).
+type unescapeWriter struct{ w io.Writer }
+
+func (u unescapeWriter) Write(p []byte) (int, error) {
+	if _, err := u.w.Write(jsontext.UnescapeHTML(p)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

@@ -30,7 +30,7 @@ var commandHelp = map[string]struct{ what, synopsis, example string }{
 	"bench waiting": {"Measure the executor with a large backlog of waiting executions.",
 		"turnstile bench waiting [flags]", "turnstile bench waiting --json"},
 	"bench restart": {"Measure how long a restart takes to be ready on a log of a given size.",
-		"turnstile bench restart [flags]", "turnstile bench restart --json"},
+		"turnstile bench restart --store URL --action REF --executions N", "turnstile bench restart --store embedded:///var/tmp/bench --action bench.a0 --executions 100000"},
 	"version": {"Print the version, the commit and the Go version this binary was built from.",
 		"turnstile version [--json]", "turnstile version"},
 }
