@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -57,6 +58,13 @@ func TestHelpEveryCommand(t *testing.T) {
 			if code != 0 || !strings.Contains(text, "usage: turnstile "+tc.args[0]) || !regexp.MustCompile(`\n  `+tc.flag+`[ \n]`).MatchString(text) ||
 				!strings.Contains(text, "Example:\n  turnstile "+tc.args[0]) || !strings.Contains(text, "Exit codes:") || strings.Contains(text, "flag: help requested") {
 				t.Errorf("turnstile %s: exit %d, want 0 and a usage that lists %s, an example and the exit codes:\n%s", strings.Join(args, " "), code, tc.flag, text)
+			}
+		}
+	}
+	for name, sc := range map[string]map[string]subcommand{"actions": actionsCommands, "exec": execCommands, "watch": watchCommands} {
+		for sub := range sc {
+			if clientWhat[name+" "+sub] == "" {
+				t.Errorf("turnstile %s %s --help does not say what it does (clientWhat)", name, sub)
 			}
 		}
 	}
@@ -224,5 +232,23 @@ func TestMakeRunArgs(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "./bin/turnstile serve --addr 127.0.0.1:9090 --data /tmp/x\n") {
 		t.Errorf("make -n run ARGS=…:\n%s", out)
+	}
+}
+
+// TestCLIDoc: docs/cli.md documents every exit code exactly as turnstile
+// --help prints them, and make run ARGS.
+func TestCLIDoc(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/cli.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), "```\n"+exitCodesHelp+"```\n") {
+		t.Errorf("docs/cli.md does not hold turnstile --help's exit codes as they are:\n%s", exitCodesHelp)
+	}
+	for _, want := range []string{`make run ARGS="--addr 127.0.0.1:9090"`, "turnstile --version", "turnstile version --json"} {
+		if !strings.Contains(string(doc), want) {
+			t.Errorf("docs/cli.md does not show %s", want)
+		}
 	}
 }

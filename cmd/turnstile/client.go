@@ -195,7 +195,7 @@ func runClient(ctx context.Context, group string, cmds map[string]subcommand, ar
 	run := sc.flags(fs)
 	fs.Usage = func() {
 		synopsis := strings.TrimSpace("turnstile " + name + " " + strings.Join(sc.args, " "))
-		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\nFlags:\n", synopsis)
+		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\n%s\n\nFlags:\n", synopsis, clientWhat[name])
 		fs.PrintDefaults()
 		fmt.Fprintf(fs.Output(), "\nExample:\n  %s\n\n%s", sc.example, exitCodesHelp)
 	}

@@ -35,6 +35,25 @@ var commandHelp = map[string]struct{ what, synopsis, example string }{
 		"turnstile version [--json]", "turnstile version"},
 }
 
+// clientWhat is what each client command does, for its --help.
+var clientWhat = map[string]string{
+	"actions create":    "Define an action: its runner and its policy (201; the same definition again is fine; a different one is a conflict, exit 1).",
+	"actions get":       "Print an action's policy in force and whether it is paused.",
+	"actions list":      "List every action and its policy.",
+	"actions policy":    "Change an action's policy: the flags change only the fields they name; it applies from the next grant.",
+	"actions pause":     "Stop granting slots to the action's executions (running ones go on, requests still queue).",
+	"actions resume":    "Start granting slots again.",
+	"exec request":      "Request an execution of ACTION and print its id; with --wait, wait for its end (exit 0 only if it completed).",
+	"exec get":          "Print an execution's state, now or as of a log position or time.",
+	"exec list":         "List executions, newest first, one page at a time.",
+	"exec cancel":       "Request an execution's cancellation.",
+	"exec wait":         "Wait for an execution's end and print its final state (exit 0 only if it completed).",
+	"exec events":       "Print an execution's events, in order: who did what, when (the audit trail).",
+	"watch queue-stats": "Follow every action's queue statistics, one labelled line per change.",
+	"watch executions":  "Follow executions' states, one labelled line per change.",
+	"watch events":      "Follow the log's events, one line each, in position order.",
+}
+
 // benchHelp is `turnstile bench --help`.
 const benchHelp = `usage: turnstile bench lifecycle|waiting|restart [flags]
 
