@@ -162,7 +162,9 @@ type subcommand struct {
 // runFunc runs a client command with its positional arguments.
 type runFunc func(ctx context.Context, c *conn, pos []string) error
 
-func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help" }
+func isHelp(arg string) bool {
+	return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help"
+}
 
 // runClient runs "turnstile GROUP NAME …" from a group's subcommands.
 func runClient(ctx context.Context, group string, cmds map[string]subcommand, args []string, stdout, stderr io.Writer) int {

@@ -222,4 +222,3 @@ func (r *rateLimit) Set(v string) error {
 	*r = rateLimit{Count: count, PerSeconds: secs}
 	return nil
 }
-

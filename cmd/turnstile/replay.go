@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/internal/jsontext"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/jsontext"
 	"github.com/turnstile/turnstile/projections"
 )
 

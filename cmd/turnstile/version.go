@@ -71,4 +71,3 @@ func printVersion(w io.Writer, asJSON bool) {
 	}
 	fmt.Fprintf(w, "go:       %s %s\n", v.Go, v.Platform)
 }
-

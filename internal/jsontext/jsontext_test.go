@@ -11,8 +11,8 @@ func TestUnescapeHTML(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{`{"a":"x"}`, `{"a":"x"}`},
 		{`{"a":"\u003cb\u003e \u0026 \u003E"}`, `{"a":"<b> & >"}`},
-		{`{"a":"\\u003c"}`, `{"a":"\\u003c"}`},             // a backslash, then the text u003c
-		{`{"a":"\\\u003c"}`, `{"a":"\\<"}`},                // a backslash, then <
+		{`{"a":"\\u003c"}`, `{"a":"\\u003c"}`},              // a backslash, then the text u003c
+		{`{"a":"\\\u003c"}`, `{"a":"\\<"}`},                 // a backslash, then <
 		{`{"a":"\"\u0026\n\u2028"}`, `{"a":"\"&\n\u2028"}`}, // other escapes are kept
 		{`["\u0041\u003c"]`, `["\u0041<"]`},
 	} {
