@@ -36,8 +36,9 @@ func startTestServer(t *testing.T) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &serveLog{}
 	done := make(chan int, 1)
+	dir := t.TempDir() // here, not in the goroutine: removed after serve has stopped (cleanups run last in, first out)
 	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--workers", "2", "--slots", "4",
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--workers", "2", "--slots", "4",
 			"--token", "admin:" + adminToken, "--token", "reader:" + readerToken}, io.Discard, logs)
 	}()
 	t.Cleanup(func() {
