@@ -131,6 +131,14 @@ func TestVersion(t *testing.T) {
 			t.Errorf("turnstile %s: exit %d\n%s", args[0], code, out)
 		}
 	}
+	// The server says the same version on /healthz.
+	h, err := client.New(startTestServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if health, err := h.Health(ctx); err != nil || health.Version != buildVersion().Version {
+		t.Errorf("/healthz: %+v, %v; want version %q", health, err, buildVersion().Version)
+	}
 	// Without -X main.version, the module's version (go install sets it;
 	// a build in the module's own tree says "(devel)" or a pseudo-version).
 	if v := buildVersion(); v.Version == "" || v.Version == "dev" {
