@@ -20,18 +20,20 @@ func UnescapeHTML(b []byte) []byte {
 	out := make([]byte, 0, len(b))
 	out = append(out, b[:i]...)
 	for i < len(b) {
-		c := b[i]
-		if c != '\\' || i+1 >= len(b) {
-			out = append(out, c)
-			i++
-			continue
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			return append(out, b[i:]...)
+		}
+		out = append(out, b[i:i+j]...)
+		if i += j; i+1 >= len(b) {
+			return append(out, b[i:]...)
 		}
 		if r, ok := htmlEscape(b[i:]); ok {
 			out = append(out, r)
 			i += 6
 			continue
 		}
-		out = append(out, c, b[i+1]) // another escape, \\ included: kept whole
+		out = append(out, '\\', b[i+1]) // another escape, \\ included: kept whole
 		i += 2
 	}
 	return out
@@ -48,12 +50,13 @@ func htmlEscape(b []byte) (byte, bool) {
 	if len(b) < 6 || b[1] != 'u' || b[2] != '0' || b[3] != '0' {
 		return 0, false
 	}
-	switch string(bytes.ToLower(b[4:6])) {
-	case "3c":
+	lo := b[5] | 0x20 // the last hex digit in lower case (digits are unchanged)
+	switch {
+	case b[4] == '3' && lo == 'c':
 		return '<', true
-	case "3e":
+	case b[4] == '3' && lo == 'e':
 		return '>', true
-	case "26":
+	case b[4] == '2' && b[5] == '6':
 		return '&', true
 	}
 	return 0, false
