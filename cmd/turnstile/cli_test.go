@@ -54,10 +54,10 @@ func TestHelpEveryCommand(t *testing.T) {
 			args := append(append([]string{}, tc.args...), help)
 			var out, errOut bytes.Buffer
 			code := run(context.Background(), args, &out, &errOut)
-			text := out.String() + errOut.String()
-			if code != 0 || !strings.Contains(text, "usage: turnstile "+tc.args[0]) || !regexp.MustCompile(`\n  `+tc.flag+`[ \n]`).MatchString(text) ||
+			text := out.String()
+			if code != 0 || errOut.Len() > 0 || !strings.Contains(text, "usage: turnstile "+tc.args[0]) || !regexp.MustCompile(`\n  `+tc.flag+`[ \n]`).MatchString(text) ||
 				!strings.Contains(text, "Example:\n  turnstile "+tc.args[0]) || !strings.Contains(text, "Exit codes:") || strings.Contains(text, "flag: help requested") {
-				t.Errorf("turnstile %s: exit %d, want 0 and a usage that lists %s, an example and the exit codes:\n%s", strings.Join(args, " "), code, tc.flag, text)
+				t.Errorf("turnstile %s: exit %d, want 0 and a usage on stdout that lists %s, an example and the exit codes:\n%s\nstderr: %s", strings.Join(args, " "), code, tc.flag, text, errOut.String())
 			}
 		}
 	}

@@ -54,6 +54,19 @@ var clientWhat = map[string]string{
 	"watch events":      "Follow the log's events, one line each, in position order.",
 }
 
+// helpRequested reports whether args (before any "--") ask for --help.
+func helpRequested(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
 // benchHelp is `turnstile bench --help`.
 const benchHelp = `usage: turnstile bench lifecycle|waiting|restart [flags]
 

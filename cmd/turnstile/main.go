@@ -63,6 +63,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
+	if helpRequested(args[1:]) {
+		stderr = stdout // a help that was asked for is output, not a diagnostic
+	}
 	var err error
 	switch args[0] {
 	case "serve":
