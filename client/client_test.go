@@ -665,3 +665,60 @@ func TestFollowRefusedAndUnreachable(t *testing.T) {
 		t.Errorf("a feed past its context's deadline: %v", err)
 	}
 }
+
+// TestFollowIdleTimeout: a connection on which nothing arrives (no message,
+// no heartbeat) is dropped after IdleTimeout and the feed resumes after the
+// last id; the time the function takes is not silence.
+func TestFollowIdleTimeout(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var lastIDs []string
+	stall := make(chan struct{})
+	t.Cleanup(func() { close(stall) })
+	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		lastIDs = append(lastIDs, r.Header.Get("Last-Event-ID"))
+		n := len(lastIDs)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/event-stream")
+		if n == 1 {
+			_, _ = io.WriteString(w, "retry: 5\n\nid: 1\nevent: event\ndata: {\"position\":1}\n\n")
+			w.(http.Flusher).Flush()
+			time.Sleep(100 * time.Millisecond) // while the client's function runs
+			_, _ = io.WriteString(w, "id: 2\nevent: event\ndata: {\"position\":2}\n\n")
+			w.(http.Flusher).Flush()
+			select { // then silence, the connection open
+			case <-stall:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		_, _ = io.WriteString(w, "id: 3\nevent: event\ndata: {\"position\":3}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(fake.Close)
+	c := newClient(t, fake.URL, "")
+	var got []uint64
+	var reasons []string
+	err := c.FollowEvents(testCtx(t), client.FeedOptions{IdleTimeout: 300 * time.Millisecond, OnReconnect: func(err error, lastID string) {
+		reasons = append(reasons, lastID+": "+err.Error())
+	}}, func(e wire.Event) error {
+		if e.Position == 1 {
+			time.Sleep(600 * time.Millisecond) // longer than IdleTimeout: not silence
+		}
+		got = append(got, e.Position)
+		if e.Position == 3 {
+			return client.ErrStop
+		}
+		return nil
+	})
+	if err != nil || len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 3 {
+		t.Fatalf("FollowEvents: %v, positions %v", err, got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(lastIDs, ",") != ",2" || len(reasons) != 1 || !strings.Contains(reasons[0], "2: ") || !strings.Contains(reasons[0], "nothing arrived for 300ms") {
+		t.Errorf("requests' Last-Event-ID %q, reconnections %q; want one, after id 2, for silence", lastIDs, reasons)
+	}
+}

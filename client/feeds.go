@@ -53,6 +53,12 @@ type FeedOptions struct {
 	// OnReconnect, if set, is called before each reconnection with why the
 	// connection ended and the id the feed resumes after ("" if none).
 	OnReconnect func(err error, lastID string)
+	// IdleTimeout drops a connection on which nothing (not even the
+	// server's heartbeat, every 15 s by default) arrived for this long, and
+	// reconnects: a connection cut without a word (a dead proxy, a network
+	// that drops packets) is noticed. 0 means one minute; a negative value
+	// waits forever.
+	IdleTimeout time.Duration
 }
 
 // Message is one message of a feed: its id (the log position of the event
@@ -67,8 +73,11 @@ type Message struct {
 // ErrStop, returned by a feed's function, ends the feed without error.
 var ErrStop = errors.New("client: stop following the feed")
 
-// defaultReconnects is FeedOptions.MaxReconnects's default.
-const defaultReconnects = 10
+// Defaults of FeedOptions.
+const (
+	defaultReconnects  = 10
+	defaultIdleTimeout = time.Minute
+)
 
 // Follow reads feed and calls fn with each message, in order, until fn
 // returns an error (ErrStop ends it with nil), ctx ends (ctx's error), or
@@ -91,6 +100,10 @@ func (c *Client) Follow(ctx context.Context, feed Feed, opts FeedOptions, fn fun
 	if maxReconnects == 0 {
 		maxReconnects = defaultReconnects
 	}
+	idle := opts.IdleTimeout
+	if idle == 0 {
+		idle = defaultIdleTimeout
+	}
 	retry := 2 * time.Second
 	connected, failures := false, 0
 	for {
@@ -98,7 +111,7 @@ func (c *Client) Follow(ctx context.Context, feed Feed, opts FeedOptions, fn fun
 		if lastID != "" {
 			header.Set("Last-Event-ID", lastID)
 		}
-		err := c.followOnce(ctx, request{method: "GET", path: path, query: query, header: header}, &retry, func(m sseMessage) error {
+		err := c.followOnce(ctx, request{method: "GET", path: path, query: query, header: header}, idle, &retry, func(m sseMessage) error {
 			id, perr := strconv.ParseUint(m.id, 10, 64)
 			if perr != nil {
 				return fmt.Errorf("feed %s: message id %q is not a log position", feed, m.id)
@@ -145,15 +158,28 @@ func isTransport(err error) bool {
 	return errors.As(err, &te)
 }
 
-// followOnce opens one connection of a feed and reads it until it ends.
-// *connected becomes true once the server accepted the feed.
-func (c *Client) followOnce(ctx context.Context, r request, retry *time.Duration, fn func(sseMessage) error, connected *bool) error {
+// followOnce opens one connection of a feed and reads it until it ends, or
+// until nothing arrived on it for idle (when positive). *connected becomes
+// true once the server accepted the feed.
+func (c *Client) followOnce(ctx context.Context, r request, idle time.Duration, retry *time.Duration, fn func(sseMessage) error, connected *bool) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	req, err := c.newRequest(ctx, r)
 	if err != nil {
 		return err
 	}
+	reset, pause := func() {}, func() {}
+	if idle > 0 { // from the request on: a server that never answers is silent too
+		silent := fmt.Errorf("nothing arrived for %s", idle)
+		timer := time.AfterFunc(idle, func() { cancel(silent) })
+		defer timer.Stop()
+		reset, pause = func() { timer.Reset(idle) }, func() { timer.Stop() }
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
 		return transportError{err}
 	}
 	defer resp.Body.Close()
@@ -162,7 +188,29 @@ func (c *Client) followOnce(ctx context.Context, r request, retry *time.Duration
 		return problemOf(resp, data)
 	}
 	*connected = true
-	return readSSE(resp.Body, retry, fn)
+	err = readSSE(&watchdog{r: resp.Body, reset: reset}, retry, func(m sseMessage) error {
+		pause() // the time fn takes is not the server's silence
+		defer reset()
+		return fn(m)
+	})
+	if cause := context.Cause(ctx); errors.Is(err, errDropped) && cause != nil && ctx.Err() != nil && !errors.Is(cause, context.Canceled) {
+		return fmt.Errorf("%w: %w", errDropped, cause) // the watchdog's, or the caller's deadline
+	}
+	return err
+}
+
+// watchdog calls reset whenever bytes arrive.
+type watchdog struct {
+	r     io.Reader
+	reset func()
+}
+
+func (w *watchdog) Read(p []byte) (int, error) {
+	n, err := w.r.Read(p)
+	if n > 0 {
+		w.reset()
+	}
+	return n, err
 }
 
 // follow is Follow with each message's data decoded into a T.
