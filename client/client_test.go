@@ -218,6 +218,7 @@ func TestExecutions(t *testing.T) {
 		"Execution":        func() error { _, err := c.Execution(ctx, "nope"); return err }(),
 		"Wait":             func() error { _, err := c.Wait(ctx, "nope"); return err }(),
 		"Cancel":           func() error { _, err := c.Cancel(ctx, "nope", ""); return err }(),
+		"Explain":          func() error { _, err := c.Explain(ctx, "nope"); return err }(),
 		"ExecutionEvents":  func() error { _, err := c.ExecutionEvents(ctx, "nope", 0, 0); return err }(),
 		"RequestExecution": func() error { _, err := c.RequestExecution(ctx, wire.ExecutionRequest{Action: "no.such"}); return err }(),
 	} {
@@ -427,6 +428,8 @@ func TestProblemFromAnythingElse(t *testing.T) {
 		case "/readyz":
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, `{"status":"catching up","position":3,"head":9,"lag":6}`)
+		case "/api/v1/executions/x/explain":
+			_, _ = io.WriteString(w, `{"status":"requested","position":2,"ahead":1,"waiting_for":["slot","paused"]}`)
 		case "/api/v1/executions":
 			w.Header().Set("Content-Type", "application/problem+json")
 			w.Header().Set("Retry-After", "3")
@@ -458,6 +461,11 @@ func TestProblemFromAnythingElse(t *testing.T) {
 	_, err = c.RequestExecution(ctx, wire.ExecutionRequest{Action: "a"})
 	if p := client.AsProblem(err); !client.IsRateLimited(err) || p.RetryAfter != 3*time.Second || p.Type != client.ProblemRateLimited {
 		t.Errorf("a rate limit: %#v", err)
+	}
+	// Explain, as API.md documents its answer (the server of this branch
+	// does not serve it yet).
+	if e, err := c.Explain(ctx, "x"); err != nil || e.Status != "requested" || e.Position != 2 || e.Ahead != 1 || strings.Join(e.WaitingFor, ",") != "slot,paused" {
+		t.Errorf("Explain: %+v, %v", e, err)
 	}
 	if got := err.Error(); got != "429 Too Many Requests: rate limit" {
 		t.Errorf("Problem.Error: %q", got)
