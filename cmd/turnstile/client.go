@@ -72,6 +72,7 @@ Example:
   turnstile exec cancel ID [--reason R]
   turnstile exec wait ID [--timeout D]
   turnstile exec events ID [--from VERSION] [--limit N]
+  turnstile exec explain ID
 
 Example:
   turnstile exec request demo.sleep --input '{"seconds":1}' --wait

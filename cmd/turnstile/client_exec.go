@@ -116,6 +116,18 @@ var execCommands = map[string]subcommand{
 			return c.wait(ctx, pos[0], *timeout)
 		}
 	}},
+	"explain": {[]string{"ID"}, "turnstile exec explain 0b9d6c1e-…", func(fs *flag.FlagSet) runFunc {
+		return func(ctx context.Context, c *conn, pos []string) error {
+			e, err := timed(ctx, func(ctx context.Context) (client.Explanation, error) { return c.api.Explain(ctx, pos[0]) })
+			if err != nil {
+				return err
+			}
+			c.output(e, func(w io.Writer) {
+				fmt.Fprintf(w, "status:\t%s\nposition:\t%d\nahead:\t%d\nwaiting_for:\t%s\n", e.Status, e.Position, e.Ahead, dash(strings.Join(e.WaitingFor, " ")))
+			})
+			return nil
+		}
+	}},
 	"events": {[]string{"ID"}, "turnstile exec events 0b9d6c1e-… --from 2 --limit 10", func(fs *flag.FlagSet) runFunc {
 		from := fs.Uint64("from", 0, "the stream version to start at")
 		limit := fs.Int("limit", 0, "page size (1..1000; default 100)")

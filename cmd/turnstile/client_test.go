@@ -293,6 +293,7 @@ func TestClientExecutions(t *testing.T) {
 	wantExit(t, srv, exitNotFound, `^turnstile: no execution "nope" \(404\)\n$`, "exec", "get", "nope")
 	wantExit(t, srv, exitNotFound, `\(404\)`, "exec", "wait", "nope")
 	wantExit(t, srv, exitNotFound, `\(404\)`, "exec", "cancel", "nope")
+	wantExit(t, srv, exitNotFound, `\(404\)`, "exec", "explain", "nope")
 	wantExit(t, srv, exitNotFound, `\(404\)`, "exec", "request", "no.such.action")
 	wantExit(t, srv, exitUsage, `status "bogus" is not one of .*\(400\)`, "exec", "list", "--status", "bogus")
 	wantExit(t, srv, exitUsage, `not a JSON object`, "exec", "request", "demo.sleep", "--input", "[1]")
@@ -439,7 +440,7 @@ func TestClientUsage(t *testing.T) {
 		code    int
 		pattern string
 	}{
-		{[]string{"exec"}, exitUsage, `usage: turnstile exec cancel\|events\|get\|list\|request\|wait`},
+		{[]string{"exec"}, exitUsage, `usage: turnstile exec cancel\|events\|explain\|get\|list\|request\|wait`},
 		{[]string{"exec", "frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"exec", "get"}, exitUsage, `usage: turnstile exec get ID \(got 0 arguments\)`},
 		{[]string{"exec", "get", "a", "b"}, exitUsage, `\(got 2 arguments\)`},
