@@ -48,7 +48,7 @@ var clientWhat = map[string]string{
 	"exec list":         "List executions, newest first, one page at a time.",
 	"exec cancel":       "Request an execution's cancellation.",
 	"exec wait":         "Wait for an execution's end and print its final state (exit 0 only if it completed).",
-	"exec explain":       "Say why an execution waits: its place in its queue, how many are ahead, and what it waits for.",
+	"exec explain":      "Say why an execution waits: its place in its queue, how many are ahead, and what it waits for.",
 	"exec events":       "Print an execution's events, in order: who did what, when (the audit trail).",
 	"watch queue-stats": "Follow every action's queue statistics, one labelled line per change.",
 	"watch executions":  "Follow executions' states, one labelled line per change.",
