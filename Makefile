@@ -16,8 +16,8 @@ build: ## build bin/turnstile
 	$(GO) build -o $(BIN) ./cmd/turnstile
 
 .PHONY: run
-run: build ## build, then run `turnstile serve` on the embedded store in ./data
-	./$(BIN) serve
+run: build ## build, then run `turnstile serve` on the embedded store in ./data; ARGS="--addr 127.0.0.1:9090 …" passes flags to it
+	./$(BIN) serve $(ARGS)
 
 .PHONY: test
 test: ## vet, every test with the race detector (PostgreSQL included), a minute of simulation seeds, then the 3-minute soak (what CI runs)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/internal/jsontext"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 )
@@ -90,7 +92,7 @@ func writeProblem(w http.ResponseWriter, p *Problem) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)
-	_ = json.NewEncoder(w).Encode(p)
+	_, _ = w.Write(marshal(p))
 }
 
 // writeJSON sends v as JSON with the given status.
@@ -98,5 +100,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
+	_, _ = w.Write(marshal(v))
+}
+
+// marshal returns v as one line of JSON (ending with a newline) as it was
+// written: <, > and & are not escaped as \u003c, \u003e, \u0026, neither
+// by the encoder nor in the raw JSON the log keeps (json.Marshal escaped
+// it there), since no answer is HTML. An execution's input and result read
+// as their client wrote them.
+func marshal(v any) []byte {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return []byte(`{"type":"` + typeInternal + `","title":"Internal Server Error","status":500,"detail":"the answer could not be encoded"}` + "\n")
+	}
+	return jsontext.UnescapeHTML(buf.Bytes())
 }

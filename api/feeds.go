@@ -1,8 +1,8 @@
 package api
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -67,11 +67,7 @@ func (s *sseWriter) write(text string) error {
 
 // send writes one message; data is JSON (one line).
 func (s *sseWriter) send(id uint64, event string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return s.write(fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", id, event, data))
+	return s.write(fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", id, event, bytes.TrimRight(marshal(v), "\n")))
 }
 
 // feedStart reads where a feed starts: after Last-Event-ID, else at ?from=,

@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/turnstile/turnstile/projections"
 )
@@ -16,6 +19,9 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	storeURL := fs.String("store", "", "store URL")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	if err := parse(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		fmt.Fprintf(stderr, "turnstile audit: %v\n", err)
 		return 2
 	}
@@ -43,12 +49,11 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 3
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
+		enc := newJSONEncoder(stdout)
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	} else {
-		fmt.Fprintf(stdout, "events:      %d\nexecutions:  %d (%d ended, %d open)\ngrants:      %d\nby status:   %v\n",
-			rep.Events, rep.Executions, rep.Ended, len(rep.Open), rep.Grants, rep.ByStatus)
+		printAudit(stdout, rep)
 		if rep.OK() {
 			fmt.Fprintln(stdout, "result:      OK — every event follows the handoff rule, FIFO order and the concurrency limits")
 		} else {
@@ -72,4 +77,52 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// statusOrder is the lifecycle's order, in which the audit lists statuses.
+var statusOrder = []string{"requested", "scheduling", "scheduled", "running", "completed", "failed", "timed_out", "cancelled", "rejected"}
+
+// maxOpenShown bounds the open executions the report names.
+const maxOpenShown = 10
+
+// printAudit prints the report's figures, one labelled line each.
+func printAudit(w io.Writer, rep *projections.AuditReport) {
+	fmt.Fprintf(w, "events:      %d\nexecutions:  %d (%d ended, %d open)\n", rep.Events, rep.Executions, rep.Ended, len(rep.Open))
+	if rep.VoidGrants > 0 {
+		fmt.Fprintf(w, "grants:      %d (and %d void: of executions that had already ended)\n", rep.Grants, rep.VoidGrants)
+	} else {
+		fmt.Fprintf(w, "grants:      %d\n", rep.Grants)
+	}
+	statuses := make([]string, 0, len(rep.ByStatus))
+	for s := range rep.ByStatus {
+		statuses = append(statuses, s)
+	}
+	rank := func(s string) int {
+		if i := slices.Index(statusOrder, s); i >= 0 {
+			return i
+		}
+		return len(statusOrder)
+	}
+	slices.SortFunc(statuses, func(a, b string) int {
+		if d := rank(a) - rank(b); d != 0 {
+			return d
+		}
+		return strings.Compare(a, b)
+	})
+	parts := make([]string, len(statuses))
+	for i, s := range statuses {
+		parts[i] = fmt.Sprintf("%d %s", rep.ByStatus[s], s)
+	}
+	if len(parts) == 0 {
+		parts = []string{"none"}
+	}
+	fmt.Fprintf(w, "by status:   %s\n", strings.Join(parts, ", "))
+	if n := len(rep.Open); n > 0 {
+		shown := rep.Open[:min(n, maxOpenShown)]
+		more := ""
+		if n > len(shown) {
+			more = fmt.Sprintf(" … and %d more (--json lists them all)", n-len(shown))
+		}
+		fmt.Fprintf(w, "open:        %s%s\n", strings.Join(shown, ", "), more)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -20,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/client/wire"
 )
 
 // Tokens of the test server.
@@ -37,8 +36,9 @@ func startTestServer(t *testing.T) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &serveLog{}
 	done := make(chan int, 1)
+	dir := t.TempDir() // here, not in the goroutine: removed after serve has stopped (cleanups run last in, first out)
 	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--workers", "2", "--slots", "4",
+		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--workers", "2", "--slots", "4",
 			"--token", "admin:" + adminToken, "--token", "reader:" + readerToken}, io.Discard, logs)
 	}()
 	t.Cleanup(func() {
@@ -156,7 +156,7 @@ func TestClientActions(t *testing.T) {
 	if err := os.WriteFile(file, []byte(`{"ref":"demo.echo","runner":"core.echo","max_concurrent":3,"max_attempts":5}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := decode[projections.ActionView](t, mustCLI(t, srv, "actions", "create", "--file", file, "--max-attempts", "7", "--json"))
+	a := decode[wire.Action](t, mustCLI(t, srv, "actions", "create", "--file", file, "--max-attempts", "7", "--json"))
 	if a.Ref != "demo.echo" || a.Runner != "core.echo" || a.MaxConcurrent != 3 || a.MaxAttempts != 7 {
 		t.Errorf("actions create --file: %+v", a)
 	}
@@ -166,7 +166,7 @@ func TestClientActions(t *testing.T) {
 	wantExit(t, srv, exitUsage, `unknown field "max_concurency"`, "actions", "create", "--file", file)
 
 	// policy changes only the fields it is given.
-	a = decode[projections.ActionView](t, mustCLI(t, srv, "actions", "policy", "demo.sleep", "--max-concurrent", "5", "--json"))
+	a = decode[wire.Action](t, mustCLI(t, srv, "actions", "policy", "demo.sleep", "--max-concurrent", "5", "--json"))
 	if a.MaxConcurrent != 5 || a.Runner != "core.sleep" || a.TimeoutSeconds != 60 || a.ConcurrencyKey != "customer" || a.Version != 1 {
 		t.Errorf("actions policy --max-concurrent 5: %+v", a)
 	}
@@ -177,7 +177,7 @@ func TestClientActions(t *testing.T) {
 		!regexp.MustCompile(`(?m)^demo\.sleep\s+core\.sleep\s+5\s`).MatchString(list) {
 		t.Errorf("actions list:\n%s", list)
 	}
-	all := decode[struct{ Actions []projections.ActionView }](t, mustCLI(t, srv, "actions", "list", "--json"))
+	all := decode[struct{ Actions []wire.Action }](t, mustCLI(t, srv, "actions", "list", "--json"))
 	if len(all.Actions) != 2 {
 		t.Errorf("actions list --json: %+v", all)
 	}
@@ -188,7 +188,7 @@ func TestClientActions(t *testing.T) {
 	if out := mustCLI(t, srv, "actions", "resume", "demo.sleep"); !field("paused", "false").MatchString(out) {
 		t.Errorf("actions resume:\n%s", out)
 	}
-	if a := decode[projections.ActionView](t, mustCLI(t, srv, "actions", "get", "demo.sleep", "--json")); a.Paused || a.Ref != "demo.sleep" {
+	if a := decode[wire.Action](t, mustCLI(t, srv, "actions", "get", "demo.sleep", "--json")); a.Paused || a.Ref != "demo.sleep" {
 		t.Errorf("actions get: %+v", a)
 	}
 
@@ -219,7 +219,7 @@ func TestClientExecutions(t *testing.T) {
 	if !field("status", "completed").MatchString(out) || !field("result", `{"slept_seconds":0.05}`).MatchString(out) {
 		t.Errorf("exec wait:\n%s", out)
 	}
-	x := decode[projections.ExecutionView](t, mustCLI(t, srv, "exec", "get", id, "--json"))
+	x := decode[wire.Execution](t, mustCLI(t, srv, "exec", "get", id, "--json"))
 	if x.ID != id || x.Status != "completed" || x.Action != "demo.sleep" || x.Attempt != 1 {
 		t.Errorf("exec get: %+v", x)
 	}
@@ -229,7 +229,7 @@ func TestClientExecutions(t *testing.T) {
 
 	// request --wait of a failing one: exit 1, one JSON document.
 	code, out, errOut := cli(t, srv, "exec", "request", "demo.fail", "--input", `{"message":"boom"}`, "--wait", "--json")
-	failed := decode[projections.ExecutionView](t, out)
+	failed := decode[wire.Execution](t, out)
 	if code != exitNegative || failed.Status != "failed" || failed.Error != "boom" || !strings.Contains(errOut, "execution "+failed.ID+" failed") {
 		t.Errorf("exec request --wait of core.fail: exit %d, %+v, stderr %q", code, failed, errOut)
 	}
@@ -237,7 +237,7 @@ func TestClientExecutions(t *testing.T) {
 	// with_items: one child per item, a window of 2, the parent completes
 	// once every child has.
 	mustCLI(t, srv, "actions", "create", "--ref", "demo.items", "--runner", "core.sleep", "--max-concurrent", "4")
-	parent := decode[projections.ExecutionView](t, mustCLI(t, srv, "exec", "request", "demo.items", "--input", `{"seconds":0.01}`,
+	parent := decode[wire.Execution](t, mustCLI(t, srv, "exec", "request", "demo.items", "--input", `{"seconds":0.01}`,
 		"--with-items", `[{},{"seconds":0.02},{}]`, "--concurrency", "2", "--wait", "--json"))
 	if parent.Status != "completed" || len(parent.Children) != 3 || parent.Concurrency != 2 {
 		t.Errorf("exec request --with-items: %+v", parent)
@@ -266,7 +266,7 @@ func TestClientExecutions(t *testing.T) {
 
 	// list, newest first, paged.
 	page := decode[struct {
-		Executions []projections.ExecutionView
+		Executions []wire.Execution
 		Next       string
 	}](t, mustCLI(t, srv, "exec", "list", "--action", "demo.sleep", "--json"))
 	var ids []string
@@ -293,6 +293,7 @@ func TestClientExecutions(t *testing.T) {
 	wantExit(t, srv, exitNotFound, `^turnstile: no execution "nope" \(404\)\n$`, "exec", "get", "nope")
 	wantExit(t, srv, exitNotFound, `\(404\)`, "exec", "wait", "nope")
 	wantExit(t, srv, exitNotFound, `\(404\)`, "exec", "cancel", "nope")
+	wantExit(t, srv, exitNotFound, `\(404\)`, "exec", "explain", "nope")
 	wantExit(t, srv, exitNotFound, `\(404\)`, "exec", "request", "no.such.action")
 	wantExit(t, srv, exitUsage, `status "bogus" is not one of .*\(400\)`, "exec", "list", "--status", "bogus")
 	wantExit(t, srv, exitUsage, `not a JSON object`, "exec", "request", "demo.sleep", "--input", "[1]")
@@ -304,12 +305,12 @@ func TestClientExecutions(t *testing.T) {
 		t.Fatalf("watch executions --count 3: exit %d, %d lines\n%s\nstderr %q", code, len(lines), out, errOut)
 	}
 	for _, l := range lines {
-		if x := decode[projections.ExecutionView](t, l); x.ID == "" || !x.Status.Valid() {
+		if x := decode[wire.Execution](t, l); x.ID == "" || x.Status == "" {
 			t.Errorf("watch executions: %q", l)
 		}
 	}
 	out = mustCLI(t, srv, "watch", "queue-stats", "--action", "demo.fail", "--from", "0", "--count", "1")
-	if !regexp.MustCompile(`^\d+ demo\.fail queue=0 active=0/1 enqueued=1 completed=0 failed=1 `).MatchString(out) {
+	if !regexp.MustCompile(`^position=\d+ demo\.fail queue=0 active=0/1 enqueued=1 completed=0 failed=1 `).MatchString(out) {
 		t.Errorf("watch queue-stats: %q", out)
 	}
 }
@@ -439,7 +440,7 @@ func TestClientUsage(t *testing.T) {
 		code    int
 		pattern string
 	}{
-		{[]string{"exec"}, exitUsage, `usage: turnstile exec cancel\|events\|get\|list\|request\|wait`},
+		{[]string{"exec"}, exitUsage, `usage: turnstile exec cancel\|events\|explain\|get\|list\|request\|wait`},
 		{[]string{"exec", "frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"exec", "get"}, exitUsage, `usage: turnstile exec get ID \(got 0 arguments\)`},
 		{[]string{"exec", "get", "a", "b"}, exitUsage, `\(got 2 arguments\)`},
@@ -460,24 +461,5 @@ func TestClientUsage(t *testing.T) {
 	var out bytes.Buffer
 	if code := run(context.Background(), []string{"watch", "help"}, &out, io.Discard); code != 0 || !strings.Contains(out.String(), "Exit codes:") {
 		t.Errorf("watch help: exit %d, %q", code, out.String())
-	}
-}
-
-func TestReadSSE(t *testing.T) {
-	t.Parallel()
-	stream := ": hello\nretry: 1500\n\nid: 7\nevent: e\ndata: {\"a\":1}\n\n" +
-		"data: first\r\ndata: second\r\n\r\n" + // no id: keeps the last one
-		"id: 9\ndata\n\n" + // a field without a colon: empty data
-		"id: 10\nevent: ignored\n\n" + // no data: not dispatched
-		"id: 11\ndata:x\n" // cut before the end of the message
-	retry := time.Duration(0)
-	var got []string
-	stop, err := readSSE(strings.NewReader(stream), &retry, func(ev sseEvent) (bool, error) {
-		got = append(got, ev.ID+"|"+ev.Event+"|"+string(ev.Data))
-		return false, nil
-	})
-	want := []string{`7|e|{"a":1}`, "7||first\nsecond", "9||"}
-	if stop || !errors.Is(err, errDropped) || strings.Join(got, ";") != strings.Join(want, ";") || retry != 1500*time.Millisecond {
-		t.Errorf("readSSE: stop %v err %v retry %s messages %q; want %q", stop, err, retry, got, want)
 	}
 }

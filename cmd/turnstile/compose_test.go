@@ -43,7 +43,7 @@ func flagsOf(t *testing.T, sub string) map[string]bool {
 	var out, errOut bytes.Buffer
 	run(context.Background(), []string{sub, "-h"}, &out, &errOut)
 	flags := map[string]bool{}
-	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)`).FindAllStringSubmatch(errOut.String(), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^  -(\S+)`).FindAllStringSubmatch(out.String()+errOut.String(), -1) { // -h prints to stdout
 		flags[m[1]] = true
 	}
 	if len(flags) == 0 {

@@ -33,17 +33,19 @@ Usage:
   turnstile rebuild --store postgres://... (--sql-views | --sql-views-reset)   (check or refold the SQL read model tables)
   turnstile bench lifecycle [--store URL] --executions N --actions A --max-concurrent C [--submitters S] [--json]
   turnstile actions create|get|list|pause|resume|policy …
-  turnstile exec request|get|list|cancel|wait|events …
+  turnstile exec request|get|list|cancel|wait|events|explain …
   turnstile watch queue-stats|executions|events …
       a client of the HTTP API (--server URL --token SECRET --json); turnstile exec help has the rest
-  turnstile help
+  turnstile version [--json]                 (also --version: the module version, commit and Go version)
+  turnstile help [COMMAND]                   (also COMMAND --help: its flags and an example)
 
 Store URLs: embedded:///path/to/dir (also --data DIR); postgres://user:pass@host:5432/db (run
 turnstile migrate first, or serve --migrate; TURNSTILE_PG_SCHEMA picks the schema);
 kurrentdb://host:2113?tls=false (also esdb://; without atomic multi-stream appends the
 executor fences on one stream and completes the rest from the log; not tested against a real
 server here); memory:// (not durable).
-`
+
+` + exitCodesHelp
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -52,13 +54,17 @@ func main() {
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-// run executes one subcommand and returns the process exit code: 0 success,
-// 1 a finding (audit violations, a failed execution), 2 bad usage, 3 an
-// operational failure, 4 not found (client commands).
+// run executes one subcommand and returns the process exit code, one of
+// those exitCodesHelp lists: 0 success, 1 a finding (audit violations, a
+// failed execution), 2 bad usage, 3 an operational failure, 4 not found,
+// 5 refused for now (client commands).
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
+	}
+	if helpRequested(args[1:]) {
+		stderr = stdout // a help that was asked for is output, not a diagnostic
 	}
 	var err error
 	switch args[0] {
@@ -82,14 +88,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return code
 		}
 	case "bench":
+		if len(args) > 1 && isHelp(args[1]) {
+			fmt.Fprint(stdout, benchHelp+"\n"+exitCodesHelp)
+			return 0
+		}
 		err = cmdBench(ctx, args[1:], stdout, stderr)
+	case "version":
+		err = cmdVersion(args[1:], stdout, stderr)
+	case "--version", "-version":
+		printVersion(stdout, false)
+		return 0
 	case "actions":
 		return runClient(ctx, "actions", actionsCommands, args[1:], stdout, stderr)
 	case "exec":
 		return runClient(ctx, "exec", execCommands, args[1:], stdout, stderr)
 	case "watch":
 		return runClient(ctx, "watch", watchCommands, args[1:], stdout, stderr)
-	case "help", "-h", "--help":
+	case "help", "-h", "--help", "-help":
+		if len(args) > 1 && args[0] == "help" { // help COMMAND [SUBCOMMAND]: its --help
+			return run(ctx, append(append([]string{}, args[1:]...), "--help"), stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
@@ -98,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var ue usageError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, flag.ErrHelp): // --help printed the command's usage
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "turnstile %s: %v\n", args[0], err)
@@ -109,11 +127,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 }
 
+// usageError is bad usage: exit 2.
 type usageError struct{ error }
+
+func (e usageError) Unwrap() error { return e.error }
 
 func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("turnstile "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	fs.Usage = flagUsage(fs, name)
 	return fs
 }
 

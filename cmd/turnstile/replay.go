@@ -14,6 +14,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/jsontext"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -65,7 +66,7 @@ func printEvents(ctx context.Context, store eventstore.Store, stream, typ string
 	}
 	bar := newProgress(stderr, "replay", head)
 	defer bar.done()
-	enc := json.NewEncoder(stdout)
+	enc := newJSONEncoder(stdout)
 	emit := func(env *domain.Envelope) error {
 		if typ != "" && env.Type != typ {
 			return nil
@@ -131,7 +132,7 @@ func compact(raw json.RawMessage) string {
 	if json.Compact(&b, raw) != nil {
 		return string(raw)
 	}
-	return b.String()
+	return string(jsontext.UnescapeHTML(b.Bytes()))
 }
 
 // printState folds up to the cut and prints an execution, an action's queue
@@ -170,7 +171,7 @@ func printState(ctx context.Context, store eventstore.Store, stream string, cut 
 	default:
 		return usageError{fmt.Errorf("--state needs an execution-, action- or queue- stream, or none (got %q)", stream)}
 	}
-	enc := json.NewEncoder(stdout)
+	enc := newJSONEncoder(stdout)
 	if !asJSON {
 		enc.SetIndent("", "  ")
 	}

@@ -177,7 +177,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners,
 		API: func(p node.APIParts) http.Handler {
 			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger,
-				Ready: p.Ready, Version: version, Registry: p.Registry}).Handler()
+				Ready: p.Ready, Version: buildVersion().Version, Registry: p.Registry}).Handler()
 		},
 		Auth: !toks.Empty(), Logger: log})
 }
