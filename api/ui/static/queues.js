@@ -1,0 +1,133 @@
+// queues.js: every action's queue, live from /feeds/queue-stats. Rows are
+// updated in place, at most once per animation frame, so 1,000 actions stay
+// smooth; completions per second come from the change of total_completed
+// between samples taken every SAMPLE_MS, kept for the last minutes.
+import { api, feed, h, setText, sparkline, drawSpark, fmtMs, errorBox } from './core.js';
+
+const SAMPLE_MS = 2000;
+const KEEP = 150;        // samples: 5 minutes
+const RATE_OVER = 5;     // samples the rate is measured over (10 s)
+
+export function render(main) {
+  const figures = {
+    actions: h('b', { id: 'q-actions' }, '0'), waiting: h('b', { id: 'q-waiting' }, '0'),
+    active: h('b', { id: 'q-active' }, '0'), rate: h('b', { id: 'q-rate' }, '0'), position: h('b', { id: 'q-position' }, '—'),
+  };
+  const total = { samples: [], spark: sparkline([], true) };
+  const filter = h('input', { type: 'search', id: 'q-filter', placeholder: 'filter actions' });
+  const tbody = h('tbody', { id: 'q-rows' });
+  main.append(
+    h('h1', {}, 'Queues'),
+    h('div', { class: 'bar' },
+      fig(figures.actions, 'actions'), fig(figures.waiting, 'waiting'), fig(figures.active, 'running'),
+      fig(figures.rate, 'completions/s'), h('div', { class: 'figure' }, total.spark, h('span', {}, 'completions/s, last 5 min')),
+      fig(figures.position, 'log position'), filter),
+    h('table', {}, h('thead', {}, h('tr', {},
+      h('th', {}, 'action'), h('th', { class: 'num' }, 'waiting'), h('th', { class: 'num' }, 'active / limit'), h('th', {}, 'state'),
+      h('th', { class: 'num' }, 'wait p50'), h('th', { class: 'num' }, 'wait p95'), h('th', { class: 'num' }, 'completions/s'),
+      h('th', {}, 'last 5 min'), h('th', { class: 'num' }, 'completed'), h('th', { class: 'num' }, 'failed'), h('th', { class: 'num' }, 'cancelled'))),
+    tbody));
+
+  const rows = new Map(); // action → {stats, el, cells, samples}
+  const dirty = new Set();
+  let frame = 0, stopped = false, f = null, position = 0;
+
+  function row(st) {
+    let r = rows.get(st.action);
+    if (r) return r;
+    const cells = {};
+    for (const k of ['len', 'active', 'state', 'p50', 'p95', 'rate', 'spark', 'completed', 'failed', 'cancelled']) cells[k] = h('td', { class: k === 'state' || k === 'spark' ? k : 'num ' + k });
+    const spark = sparkline([]);
+    cells.spark.append(spark);
+    const el = h('tr', { 'data-action': st.action },
+      h('td', {}, h('a', { href: '#/queue/' + encodeURIComponent(st.action) }, st.action)),
+      cells.len, cells.active, cells.state, cells.p50, cells.p95, cells.rate, cells.spark, cells.completed, cells.failed, cells.cancelled);
+    r = { stats: st, el, cells, spark, samples: [] };
+    rows.set(st.action, r);
+    tbody.append(el);
+    applyFilter(r);
+    return r;
+  }
+
+  function update(st) {
+    const r = row(st);
+    r.stats = st;
+    if (st.position > position) position = st.position;
+    dirty.add(r);
+    if (!frame) frame = requestAnimationFrame(flush);
+  }
+
+  function flush() {
+    frame = 0;
+    for (const r of dirty) {
+      const s = r.stats, c = r.cells;
+      setText(c.len, s.queue_length);
+      setText(c.active, s.active_count + ' / ' + s.max_concurrent);
+      setText(c.state, s.paused ? 'paused' : 'running');
+      r.el.classList.toggle('paused', !!s.paused);
+      setText(c.p50, fmtMs(s.wait_p50_ms));
+      setText(c.p95, fmtMs(s.wait_p95_ms));
+      setText(c.completed, s.total_completed);
+      setText(c.failed, (s.total_failed || 0) + (s.total_timed_out || 0));
+      setText(c.cancelled, s.total_cancelled);
+    }
+    dirty.clear();
+    let waiting = 0, active = 0;
+    for (const r of rows.values()) { waiting += r.stats.queue_length; active += r.stats.active_count; }
+    setText(figures.actions, rows.size);
+    setText(figures.waiting, waiting);
+    setText(figures.active, active);
+    setText(figures.position, position);
+  }
+
+  function rateOf(samples) {
+    const n = samples.length;
+    if (n < 2) return 0;
+    const back = Math.min(RATE_OVER, n - 1);
+    return (samples[n - 1] - samples[n - 1 - back]) / (back * SAMPLE_MS / 1000);
+  }
+
+  function deltas(samples) {
+    const out = [];
+    for (let i = 1; i < samples.length; i++) out.push((samples[i] - samples[i - 1]) / (SAMPLE_MS / 1000));
+    return out;
+  }
+
+  function sample() {
+    let sum = 0;
+    for (const r of rows.values()) {
+      const done = r.stats.total_completed || 0;
+      sum += done;
+      r.samples.push(done);
+      if (r.samples.length > KEEP) r.samples.shift();
+      setText(r.cells.rate, rateOf(r.samples).toFixed(1));
+      if (!r.el.hidden) drawSpark(r.spark, deltas(r.samples));
+    }
+    total.samples.push(sum);
+    if (total.samples.length > KEEP) total.samples.shift();
+    setText(figures.rate, rateOf(total.samples).toFixed(1));
+    drawSpark(total.spark, deltas(total.samples));
+  }
+
+  function applyFilter(r) {
+    const q = filter.value.trim();
+    r.el.hidden = q !== '' && !r.stats.action.includes(q);
+  }
+  filter.addEventListener('input', () => { for (const r of rows.values()) applyFilter(r); });
+
+  const timer = setInterval(sample, SAMPLE_MS);
+  (async () => {
+    try {
+      const list = await api('/api/v1/queue-stats');
+      if (stopped) return;
+      for (const st of list.queue_stats) update(st);
+      position = list.position;
+      sample();
+      f = feed('/api/v1/feeds/queue-stats', { from: list.position }, ['queue-stats'], (type, st) => update(st));
+    } catch (e) { main.append(errorBox(e)); }
+  })();
+
+  return () => { stopped = true; clearInterval(timer); if (f) f.stop(); if (frame) cancelAnimationFrame(frame); };
+}
+
+function fig(b, label) { return h('div', { class: 'figure' }, b, h('span', {}, label)); }
