@@ -54,7 +54,8 @@ export function render(main) {
     r.stats = st;
     if (st.position > position) position = st.position;
     dirty.add(r);
-    if (!frame) frame = requestAnimationFrame(flush);
+    // A frame when shown; a hidden tab gets no frames, so a timer there.
+    if (!frame) frame = document.hidden ? setTimeout(flush, 250) : requestAnimationFrame(flush);
   }
 
   function flush() {
@@ -127,7 +128,7 @@ export function render(main) {
     } catch (e) { main.append(errorBox(e)); }
   })();
 
-  return () => { stopped = true; clearInterval(timer); if (f) f.stop(); if (frame) cancelAnimationFrame(frame); };
+  return () => { stopped = true; clearInterval(timer); if (f) f.stop(); if (frame) { cancelAnimationFrame(frame); clearTimeout(frame); } };
 }
 
 function fig(b, label) { return h('div', { class: 'figure' }, b, h('span', {}, label)); }
