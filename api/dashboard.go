@@ -36,20 +36,19 @@ func (s *Server) waiters(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	q, ok := s.cfg.Queries.Views().Queue(ref)
+	offset = min(offset, 1<<40) // past any queue; keeps offset+limit an int
+	q, total, ok := s.cfg.Queries.Views().QueuePage(ref, int(offset), int(limit))
 	if !ok {
 		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "action %q is not defined", ref))
 		return
 	}
-	writeJSON(w, http.StatusOK, waiterPage(q, offset, limit))
+	writeJSON(w, http.StatusOK, waiterPage(q, total, int(offset)))
 }
 
-func waiterPage(q projections.QueueContents, offset, limit uint64) wire.WaiterPage {
-	total := uint64(len(q.Waiting))
-	lo, hi := min(offset, total), min(offset+limit, total)
-	out := wire.WaiterPage{Action: q.Action, Paused: q.Paused, Total: int(total), Offset: int(offset),
-		Waiting: make([]wire.Waiter, 0, hi-lo), Active: q.Active, Position: q.Position}
-	for _, x := range q.Waiting[lo:hi] {
+func waiterPage(q projections.QueueContents, total, offset int) wire.WaiterPage {
+	out := wire.WaiterPage{Action: q.Action, Paused: q.Paused, Total: total, Offset: offset,
+		Waiting: make([]wire.Waiter, 0, len(q.Waiting)), Active: q.Active, Position: q.Position}
+	for _, x := range q.Waiting {
 		out.Waiting = append(out.Waiting, wire.Waiter{ID: x.ID, ConcurrencyKey: x.ConcurrencyKey, Position: x.Position, EnqueuedAt: x.EnqueuedAt})
 	}
 	if out.Active == nil {

@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -141,5 +142,32 @@ func TestWhoAmIAnonymous(t *testing.T) {
 	e.mustJSON("GET", "/api/v1/whoami", nil, http.StatusOK, &me)
 	if me.Role != "admin" || !me.Anonymous {
 		t.Errorf("whoami = %+v, want admin, anonymous", me)
+	}
+}
+
+// TestWaitersPagesMatchTheQueue: with several keys (their queues interleaved
+// by request position) every page of …/waiters is the same slice of the
+// FIFO order GET …/queue lists whole.
+func TestWaitersPagesMatchTheQueue(t *testing.T) {
+	e := newE2E(t)
+	e.mustJSON("POST", "/api/v1/actions", map[string]any{"ref": "ui.keys", "runner": "core.noop", "max_concurrent": 1, "concurrency_key": "c"}, http.StatusCreated, nil)
+	e.mustJSON("POST", "/api/v1/actions/ui.keys/pause", nil, http.StatusOK, nil)
+	for i := 0; i < 31; i++ {
+		e.request("ui.keys", map[string]any{"c": fmt.Sprint("k", i*7%4)})
+	}
+	var whole wire.Queue
+	deadline := time.Now().Add(10 * time.Second)
+	for len(whole.Waiting) < 31 && time.Now().Before(deadline) {
+		e.mustJSON("GET", "/api/v1/actions/ui.keys/queue", nil, http.StatusOK, &whole)
+	}
+	for offset := 0; offset <= 33; offset += 4 {
+		for _, limit := range []int{1, 5, 40} {
+			var pg wire.WaiterPage
+			e.mustJSON("GET", fmt.Sprintf("/api/v1/actions/ui.keys/waiters?offset=%d&limit=%d", offset, limit), nil, http.StatusOK, &pg)
+			want := whole.Waiting[min(offset, len(whole.Waiting)):min(offset+limit, len(whole.Waiting))]
+			if pg.Total != len(whole.Waiting) || fmt.Sprint(pg.Waiting) != fmt.Sprint(want) {
+				t.Errorf("offset %d limit %d: total %d, %v; want total %d, %v", offset, limit, pg.Total, pg.Waiting, len(whole.Waiting), want)
+			}
+		}
 	}
 }

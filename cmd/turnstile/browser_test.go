@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,14 +32,8 @@ import (
 // browser silently (scripts/with-chromium.sh installs it there).
 func chromiumPath(t *testing.T) string {
 	t.Helper()
-	cands := []string{os.Getenv("TURNSTILE_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"}
-	for _, c := range cands {
-		if c == "" {
-			continue
-		}
-		if p, err := exec.LookPath(c); err == nil {
-			return p
-		}
+	if p, err := lookChromium(); err == nil {
+		return p
 	}
 	if os.Getenv("CI") == "true" {
 		t.Fatal("no Chromium found (chromium, chromium-browser, google-chrome or $TURNSTILE_CHROMIUM) and CI=true: the browser test must run in CI; run it through scripts/with-chromium.sh")
@@ -45,6 +41,33 @@ func chromiumPath(t *testing.T) string {
 	t.Skip("SKIPPED: no Chromium installed (apt-get install chromium, or scripts/with-chromium.sh go test …); the dashboard is not tested in a browser")
 	return ""
 }
+
+func lookChromium() (string, error) {
+	for _, c := range []string{os.Getenv("TURNSTILE_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
+		if c == "" {
+			continue
+		}
+		if p, err := exec.LookPath(c); err == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New("no Chromium")
+}
+
+// awaitPromise makes chromedp.Evaluate wait for the promise it returns.
+func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
+
+// screenshotTo saves a screenshot into the artifact directory (made once).
+func screenshotTo(t *testing.T, tctx context.Context, name string) {
+	t.Helper()
+	shotsOnce.Do(func() { shotsDir = artifactDir(t) })
+	screenshot(t, tctx, shotsDir, name)
+}
+
+var (
+	shotsOnce sync.Once
+	shotsDir  string
+)
 
 // browser starts a headless Chromium with a new empty profile and answers a
 // tab's context. JavaScript exceptions and console errors on the page fail
