@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	cdplog "github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 )
@@ -86,25 +88,32 @@ func uiBrowser(t *testing.T, ctx context.Context) context.Context {
 		chromedp.WindowSize(1400, 1000),
 	}
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	bctx, cancelBrowser := chromedp.NewContext(actx)
+	// This chromedp does not know every DevTools event of a newer Chromium
+	// and says so on each one; those lines are noise, the rest is kept.
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithErrorf(func(format string, args ...any) {
+		if msg := fmt.Sprintf(format, args...); !strings.Contains(msg, "unhandled node event") {
+			log.Print("chromedp: " + msg)
+		}
+	}))
 	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
 	watchErrors(t, bctx)
-	if err := chromedp.Run(bctx); err != nil {
+	if err := chromedp.Run(bctx, cdplog.Enable()); err != nil {
 		t.Fatalf("starting Chromium: %v", err)
 	}
 	return bctx
 }
 
 // newTab opens another tab (its own session storage) in the same browser.
-func newTab(t *testing.T, bctx context.Context) context.Context {
+// Cancelling it closes the tab.
+func newTab(t *testing.T, bctx context.Context) (context.Context, context.CancelFunc) {
 	t.Helper()
 	tctx, cancel := chromedp.NewContext(bctx)
 	t.Cleanup(cancel)
 	watchErrors(t, tctx)
-	if err := chromedp.Run(tctx); err != nil {
+	if err := chromedp.Run(tctx, cdplog.Enable()); err != nil {
 		t.Fatalf("new tab: %v", err)
 	}
-	return tctx
+	return tctx, cancel
 }
 
 // watchErrors fails the test on an uncaught exception or console.error in
@@ -115,6 +124,10 @@ func watchErrors(t *testing.T, tctx context.Context) {
 		switch e := ev.(type) {
 		case *runtime.EventExceptionThrown:
 			t.Errorf("JavaScript exception on the page: %s", e.ExceptionDetails.Error())
+		case *cdplog.EventEntryAdded: // the browser's own: CSP violations and the like
+			if e.Entry.Level == cdplog.LevelError && e.Entry.Source != cdplog.SourceNetwork {
+				t.Errorf("the browser reports on the page: [%s] %s", e.Entry.Source, e.Entry.Text)
+			}
 		case *runtime.EventConsoleAPICalled:
 			if e.Type == runtime.APITypeError {
 				var parts []string

@@ -145,7 +145,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	screenshot(t, tab, shots, "workers.png")
 
 	// A reader sees no control it may not use (the server refuses anyway).
-	reader := newTab(t, bctx)
+	reader, closeReader := newTab(t, bctx)
 	signIn(t, reader, base, readerToken, "reader")
 	uiRun(t, reader, chromedp.Navigate(base+"/ui/#/queue/"+ref), chromedp.WaitVisible(`#qq-waiters tr`, chromedp.ByQuery))
 	if n := uiCount(t, reader, "button.cancel"); n != 0 {
@@ -154,6 +154,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	if uiText(t, reader, "#qq-pause") != "" && uiCount(t, reader, "#qq-pause:not([hidden])") != 0 {
 		t.Errorf("a reader sees the pause button")
 	}
+	closeReader()
 
 	// Every feed drops: the server stops and starts again on the same
 	// address and log. What happens meanwhile reaches the page through the

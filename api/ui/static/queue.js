@@ -14,7 +14,7 @@ export function render(main, ref) {
   const pauseBtn = h('button', { id: 'qq-pause', hidden: !may('pause'), onclick: () => act('pause') }, 'pause');
   const resumeBtn = h('button', { id: 'qq-resume', hidden: !may('pause'), onclick: () => act('resume') }, 'resume');
   const info = h('span', { id: 'qq-range', class: 'muted' });
-  const pageInput = h('input', { type: 'number', min: 1, value: 1, style: 'width:6em', id: 'qq-page', onchange: () => go((Math.max(1, +pageInput.value) - 1) * PAGE) });
+  const pageInput = h('input', { type: 'number', min: 1, value: 1, class: 'pageno', id: 'qq-page', onchange: () => go((Math.max(1, +pageInput.value) - 1) * PAGE) });
   const waitBody = h('tbody', { id: 'qq-waiters' });
   const activeBody = h('tbody', { id: 'qq-active-rows' });
   const policy = h('pre', { id: 'qq-policy' });

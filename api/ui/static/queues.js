@@ -22,15 +22,25 @@ export function render(main) {
       fig(figures.actions, 'actions'), fig(figures.waiting, 'waiting'), fig(figures.active, 'running'),
       fig(figures.rate, 'completions/s'), h('div', { class: 'figure' }, total.spark, h('span', {}, 'completions/s, last 5 min')),
       fig(figures.position, 'log position'), filter),
-    h('table', {}, h('thead', {}, h('tr', {},
+    h('table', { class: 'fixed', id: 'q-table' }, h('thead', {}, h('tr', {},
       h('th', {}, 'action'), h('th', { class: 'num' }, 'waiting'), h('th', { class: 'num' }, 'active / limit'), h('th', {}, 'state'),
       h('th', { class: 'num' }, 'wait p50'), h('th', { class: 'num' }, 'wait p95'), h('th', { class: 'num' }, 'completions/s'),
       h('th', {}, 'last 5 min'), h('th', { class: 'num' }, 'completed'), h('th', { class: 'num' }, 'failed'), h('th', { class: 'num' }, 'cancelled'))),
     tbody));
 
-  const rows = new Map(); // action → {stats, el, cells, samples}
+  const rows = new Map(); // action → {stats, el, cells, samples, visible, stale}
   const dirty = new Set();
+  const sums = { waiting: 0, active: 0 };
   let frame = 0, stopped = false, f = null, position = 0;
+  // Only rows on screen are drawn; the others are marked stale and drawn
+  // when they scroll into view, so the work per frame stays a screenful.
+  const seen = new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      const r = e.target.row;
+      r.visible = e.isIntersecting;
+      if (r.visible && r.stale) { dirty.add(r); schedule(); }
+    }
+  });
 
   function row(st) {
     let r = rows.get(st.action);
@@ -40,27 +50,37 @@ export function render(main) {
     const spark = sparkline([]);
     cells.spark.append(spark);
     const el = h('tr', { 'data-action': st.action },
-      h('td', {}, h('a', { href: '#/queue/' + encodeURIComponent(st.action) }, st.action)),
+      h('td', { class: 'name' }, h('a', { href: '#/queue/' + encodeURIComponent(st.action) }, st.action)),
       cells.len, cells.active, cells.state, cells.p50, cells.p95, cells.rate, cells.spark, cells.completed, cells.failed, cells.cancelled);
-    r = { stats: st, el, cells, spark, samples: [] };
+    r = { stats: { queue_length: 0, active_count: 0 }, el, cells, spark, samples: [], visible: false, stale: true };
+    el.row = r;
     rows.set(st.action, r);
     tbody.append(el);
-    applyFilter(r);
+    seen.observe(el);
+    applyFilter(r, st.action);
     return r;
   }
 
   function update(st) {
     const r = row(st);
+    sums.waiting += st.queue_length - r.stats.queue_length;
+    sums.active += st.active_count - r.stats.active_count;
     r.stats = st;
     if (st.position > position) position = st.position;
     dirty.add(r);
-    // A frame when shown; a hidden tab gets no frames, so a timer there.
+    schedule();
+  }
+
+  // A frame when shown; a hidden tab gets no frames, so a timer there.
+  function schedule() {
     if (!frame) frame = document.hidden ? setTimeout(flush, 250) : requestAnimationFrame(flush);
   }
 
   function flush() {
     frame = 0;
     for (const r of dirty) {
+      if (!r.visible && !document.hidden) { r.stale = true; continue; } // a hidden tab has no viewport to go by
+      r.stale = false;
       const s = r.stats, c = r.cells;
       setText(c.len, s.queue_length);
       setText(c.active, s.active_count + ' / ' + s.max_concurrent);
@@ -71,13 +91,13 @@ export function render(main) {
       setText(c.completed, s.total_completed);
       setText(c.failed, (s.total_failed || 0) + (s.total_timed_out || 0));
       setText(c.cancelled, s.total_cancelled);
+      setText(c.rate, rateOf(r.samples).toFixed(1));
+      drawSpark(r.spark, deltas(r.samples));
     }
     dirty.clear();
-    let waiting = 0, active = 0;
-    for (const r of rows.values()) { waiting += r.stats.queue_length; active += r.stats.active_count; }
     setText(figures.actions, rows.size);
-    setText(figures.waiting, waiting);
-    setText(figures.active, active);
+    setText(figures.waiting, sums.waiting);
+    setText(figures.active, sums.active);
     setText(figures.position, position);
   }
 
@@ -101,26 +121,27 @@ export function render(main) {
       sum += done;
       r.samples.push(done);
       if (r.samples.length > KEEP) r.samples.shift();
-      setText(r.cells.rate, rateOf(r.samples).toFixed(1));
-      if (!r.el.hidden) drawSpark(r.spark, deltas(r.samples));
+      dirty.add(r); // its rate and line moved
     }
     total.samples.push(sum);
     if (total.samples.length > KEEP) total.samples.shift();
     setText(figures.rate, rateOf(total.samples).toFixed(1));
     drawSpark(total.spark, deltas(total.samples));
+    schedule();
   }
 
-  function applyFilter(r) {
+  function applyFilter(r, action) {
     const q = filter.value.trim();
-    r.el.hidden = q !== '' && !r.stats.action.includes(q);
+    r.el.hidden = q !== '' && !action.includes(q);
   }
-  filter.addEventListener('input', () => { for (const r of rows.values()) applyFilter(r); });
+  filter.addEventListener('input', () => { for (const [a, r] of rows) applyFilter(r, a); });
 
   const timer = setInterval(sample, SAMPLE_MS);
   (async () => {
     try {
       const list = await api('/api/v1/queue-stats');
       if (stopped) return;
+      performance.mark('queues:stats');
       for (const st of list.queue_stats) update(st);
       position = list.position;
       sample();
@@ -128,7 +149,7 @@ export function render(main) {
     } catch (e) { main.append(errorBox(e)); }
   })();
 
-  return () => { stopped = true; clearInterval(timer); if (f) f.stop(); if (frame) { cancelAnimationFrame(frame); clearTimeout(frame); } };
+  return () => { stopped = true; clearInterval(timer); if (f) f.stop(); seen.disconnect(); if (frame) { cancelAnimationFrame(frame); clearTimeout(frame); } };
 }
 
 function fig(b, label) { return h('div', { class: 'figure' }, b, h('span', {}, label)); }
