@@ -31,8 +31,8 @@ func signIn(t *testing.T, tctx context.Context, base, token, role string) {
 func queueFigures(t *testing.T, tctx context.Context, base, ref string) (page, apiSays string) {
 	var st wire.QueueStats
 	uiCall(t, "GET", base+"/api/v1/actions/"+ref+"/queue-stats", readerToken, nil, 200, &st)
-	row := fmt.Sprintf(`tr[data-action=%q]`, ref)
-	page = uiText(t, tctx, row+" td.len") + " " + strings.ReplaceAll(uiText(t, tctx, row+" td.active"), " ", "")
+	row := fmt.Sprintf(`#q-rows [data-action=%q]`, ref)
+	page = uiText(t, tctx, row+" .len") + " " + strings.ReplaceAll(uiText(t, tctx, row+" .active"), " ", "")
 	return page, fmt.Sprintf("%d %d/%d", st.QueueLength, st.ActiveCount, st.MaxConcurrent)
 }
 
@@ -61,7 +61,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	tab := bctx
 	signIn(t, tab, base, adminToken, "admin")
-	uiRun(t, tab, chromedp.WaitVisible(`tr[data-action="ui.sleep"]`, chromedp.ByQuery))
+	uiRun(t, tab, chromedp.WaitVisible(`#q-rows [data-action="ui.sleep"]`, chromedp.ByQuery))
 	uiRun(t, tab, chromedp.Evaluate(`window.__sameDocument = 1`, nil)) // gone if the page reloads
 
 	// Submitting changes the numbers on the page to those of the API.
@@ -82,7 +82,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		return ""
 	})
 	uiEventually(t, "ui.echo's completions on the page", 15*time.Second, func() string {
-		if got := uiText(t, tab, `tr[data-action="ui.echo"] td.completed`); got != "20" {
+		if got := uiText(t, tab, `#q-rows [data-action="ui.echo"] .completed`); got != "20" {
 			return "completed " + got
 		}
 		return ""
@@ -159,7 +159,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// Every feed drops: the server stops and starts again on the same
 	// address and log. What happens meanwhile reaches the page through the
 	// resumed feeds (Last-Event-ID), without a reload.
-	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/queues"), chromedp.WaitVisible(`tr[data-action="ui.sleep"]`, chromedp.ByQuery),
+	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/queues"), chromedp.WaitVisible(`#q-rows [data-action="ui.sleep"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`window.__sameDocument = 2`, nil))
 	uiEventually(t, "the feed is live", 10*time.Second, func() string { return map[bool]string{true: "", false: "not live"}[uiText(t, tab, "#conn") == "live"] })
 	for i := 0; i < 2; i++ {
