@@ -207,3 +207,59 @@ func uiAttr(t *testing.T, tctx context.Context, sel, name string) string {
 	}
 	return s
 }
+
+// TestDashboardAnonymousResumes: without tokens (loopback) the page asks for
+// none, shows every control, and its feeds are EventSource's, which resume
+// after a server restart with Last-Event-ID on their own: what happened
+// while the server was away reaches the page without a reload.
+func TestDashboardAnonymousResumes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tab := uiBrowser(t, ctx)
+	srv := startRestartable(t, "--workers", "1", "--grace", "1s")
+	base := srv.url()
+	const held = "anon.held"
+	uiCall(t, "POST", base+"/api/v1/actions", "", map[string]any{"ref": held, "runner": "core.noop", "max_concurrent": 1}, 201, nil)
+	uiCall(t, "POST", base+"/api/v1/actions/"+held+"/pause", "", nil, 200, nil)
+	uiRun(t, tab, chromedp.Navigate(base+"/"), chromedp.WaitVisible(`#who`, chromedp.ByID),
+		chromedp.WaitReady(`#q-rows [data-action="anon.held"]`, chromedp.ByQuery), chromedp.Evaluate(`window.__sameDocument = 3`, nil))
+	if who := uiText(t, tab, "#who"); who != "anonymous (loopback)" {
+		t.Errorf("header says %q", who)
+	}
+	uiCall(t, "POST", base+"/api/v1/executions", "", map[string]any{"action": held}, 202, nil)
+	uiEventually(t, "one waiter on the page", 10*time.Second, func() string {
+		if page, want := queueFigures(t, tab, base, held); page != want || want != "1 0/1" {
+			return fmt.Sprintf("page %q, API %q", page, want)
+		}
+		return ""
+	})
+	before, _ := strconv.Atoi(uiAttr(t, tab, "#conn", "data-reconnects"))
+	srv.stop()
+	uiEventually(t, "the page notices the drop", 15*time.Second, func() string {
+		n, _ := strconv.Atoi(uiAttr(t, tab, "#conn", "data-reconnects"))
+		return map[bool]string{true: "", false: "no reconnect counted"}[n > before]
+	})
+	srv.start()
+	for i := 0; i < 4; i++ {
+		uiCall(t, "POST", base+"/api/v1/executions", "", map[string]any{"action": held}, 202, nil)
+	}
+	uiEventually(t, "the page catches up", 20*time.Second, func() string {
+		if page, want := queueFigures(t, tab, base, held); page != want || want != "5 0/1" {
+			return fmt.Sprintf("page %q, API %q, want both \"5 0/1\"", page, want)
+		}
+		return ""
+	})
+	var same int
+	uiRun(t, tab, chromedp.Evaluate(`window.__sameDocument || 0`, &same))
+	if same != 3 {
+		t.Errorf("the page reloaded (marker %d)", same)
+	}
+	// Every control is there for the anonymous admin.
+	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/queue/"+held), chromedp.WaitVisible(`#qq-waiters tr`, chromedp.ByQuery))
+	if n := uiCount(t, tab, "button.cancel"); n != 5 {
+		t.Errorf("%d cancel buttons, want 5", n)
+	}
+	if uiCount(t, tab, "#qq-resume:not([hidden])") != 1 {
+		t.Errorf("no resume button for the paused action")
+	}
+}

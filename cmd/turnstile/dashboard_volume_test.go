@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	cdpperf "github.com/chromedp/cdproto/performance"
 	"github.com/chromedp/chromedp"
 )
 
@@ -230,10 +231,29 @@ func parallel(t *testing.T, w, n int, fn func(i int)) {
 }
 
 // longTasks watches the page for 10 s and tells how many long tasks (over
-// 50 ms, the browser's measure of jank) ran and how long they took in all.
+// 50 ms of wall time, the browser's measure of jank) ran, and what the
+// DevTools metrics say of the same 10 s: the renderer's CPU time (which,
+// unlike wall time, a crowded machine does not inflate) and the time spent
+// in script, style and layout.
 func longTasks(t *testing.T, tab context.Context) string {
+	metrics := func() map[string]float64 {
+		var ms []*cdpperf.Metric
+		uiRun(t, tab, cdpperf.Enable(), chromedp.ActionFunc(func(ctx context.Context) (err error) {
+			ms, err = cdpperf.GetMetrics().Do(ctx)
+			return err
+		}))
+		out := map[string]float64{}
+		for _, m := range ms {
+			out[m.Name] = m.Value
+		}
+		return out
+	}
+	m0 := metrics()
 	var out string
 	uiRun(t, tab, chromedp.Evaluate(`new Promise(ok => { let n = 0, ms = 0; const o = new PerformanceObserver(l => { for (const e of l.getEntries()) { n++; ms += e.duration; } });
-		o.observe({entryTypes: ['longtask']}); setTimeout(() => { o.disconnect(); ok(n + ' long tasks (> 50 ms), ' + ms.toFixed(0) + ' ms in all'); }, 10000); })`, &out, awaitPromise))
-	return out
+		o.observe({entryTypes: ['longtask']}); setTimeout(() => { o.disconnect(); ok(n + ' long tasks (> 50 ms wall), ' + ms.toFixed(0) + ' ms in all'); }, 10000); })`, &out, awaitPromise))
+	m1 := metrics()
+	d := func(k string) float64 { return (m1[k] - m0[k]) * 1000 } // seconds → ms
+	return fmt.Sprintf("%s; main thread CPU %.0f ms (%.1f%% of a core), script %.0f ms, style %.0f ms, layout %.0f ms (wall)",
+		out, d("ThreadTime"), d("ThreadTime")/100, d("ScriptDuration"), d("RecalcStyleDuration"), d("LayoutDuration"))
 }
