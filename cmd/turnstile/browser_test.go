@@ -59,11 +59,16 @@ func lookChromium() (string, error) {
 // awaitPromise makes chromedp.Evaluate wait for the promise it returns.
 func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
 
-// screenshotTo saves a screenshot into the artifact directory (made once).
-func screenshotTo(t *testing.T, tctx context.Context, name string) {
+// viewShot saves what the window shows (not the whole page: a list of
+// 1,000 rows is 30,000 pixels tall) into the artifact directory.
+func viewShot(t *testing.T, tctx context.Context, name string) {
 	t.Helper()
 	shotsOnce.Do(func() { shotsDir = artifactDir(t) })
-	screenshot(t, tctx, shotsDir, name)
+	var png []byte
+	uiRun(t, tctx, chromedp.Sleep(300*time.Millisecond), chromedp.CaptureScreenshot(&png))
+	if err := os.WriteFile(filepath.Join(shotsDir, name), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 var (

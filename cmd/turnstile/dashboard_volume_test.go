@@ -124,7 +124,7 @@ func TestDashboardVolume(t *testing.T) {
 	var heap float64
 	uiRun(t, tab, chromedp.Evaluate(`performance.memory ? performance.memory.usedJSHeapSize / 1048576 : -1`, &heap))
 	t.Logf("queues page JS heap: %.1f MiB", heap)
-	screenshotTo(t, tab, "volume-queues.png")
+	viewShot(t, tab, "volume-queues.png")
 
 	uiRun(t, tab, chromedp.Evaluate(`window.__t0 = performance.now(); location.hash = '#/queue/vol.big'`, nil),
 		chromedp.WaitVisible(`#qq-waiters tr`, chromedp.ByQuery),
@@ -143,7 +143,7 @@ func TestDashboardVolume(t *testing.T) {
 	})
 	uiRun(t, tab, chromedp.Evaluate(`performance.now() - window.__t0`, &ms))
 	t.Logf("queue page: the last page of %d shown %.0f ms after the click (%d rows in the DOM)", waiters, ms, uiCount(t, tab, "#qq-waiters tr"))
-	screenshotTo(t, tab, "volume-queue.png")
+	viewShot(t, tab, "volume-queue.png")
 	t.Logf("load requests sent: %d", loaded.Load())
 }
 
