@@ -133,7 +133,7 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Errorf("execution page status %q, want cancelled", s)
 	}
 	screenshot(t, tab, shots, "execution.png")
-	uiRun(t, tab, chromedp.Evaluate(`(() => { const s = document.getElementById('x-slider'); s.value = 0; s.dispatchEvent(new Event('input')); })()`, nil))
+	uiRun(t, tab, chromedp.Evaluate(`(() => { const s = document.getElementById('x-slider'); s.value = 0; s.dispatchEvent(new Event('input')); s.dispatchEvent(new Event('change')); })()`, nil))
 	uiEventually(t, "the state as of the first event", 10*time.Second, func() string {
 		if s := uiText(t, tab, `#x-status .tag`); s != "requested" {
 			return "status " + s

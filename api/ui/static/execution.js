@@ -77,17 +77,23 @@ export function render(main, id) {
     } catch (err) { setText(msg, err.message); }
   }, 150);
 
-  function moved() {
+  // Dragging marks the events; letting go reads the state as of the event
+  // (a fold of the log up to it: not something to ask on every pixel).
+  function moving() {
     live = +slider.value === events.length - 1;
     setText(asOf, live ? 'live' : 'position ' + events[+slider.value].position);
     mark();
+  }
+  function moved() {
+    moving();
     if (live) refresh(); else asOfLoad();
   }
-  slider.addEventListener('input', moved);
+  slider.addEventListener('input', moving);
+  slider.addEventListener('change', moved);
 
   async function refresh() {
     try {
-      const [x, page] = await Promise.all([api('/api/v1/executions/' + enc), api('/api/v1/executions/' + enc + '/events')]);
+      const [x, page] = await Promise.all([api('/api/v1/executions/' + enc), api('/api/v1/executions/' + enc + '/events?limit=1000')]);
       if (stopped) return;
       events = page.events || [];
       drawEvents();
