@@ -74,14 +74,14 @@ func TestDashboardInBrowser(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		uiCall(t, "POST", base+"/api/v1/executions", adminToken, map[string]any{"action": "ui.echo", "input": map[string]any{"n": i}}, 202, nil)
 	}
-	uiEventually(t, "the queues page shows the API's figures for "+ref, 15*time.Second, func() string {
+	uiEventually(t, "the queues page shows the API's figures for "+ref, 30*time.Second, func() string {
 		page, want := queueFigures(t, tab, base, ref)
 		if page != want || want != "4 1/1" {
 			return fmt.Sprintf("page %q, API %q, want both \"4 1/1\"", page, want)
 		}
 		return ""
 	})
-	uiEventually(t, "ui.echo's completions on the page", 15*time.Second, func() string {
+	uiEventually(t, "ui.echo's completions on the page", 30*time.Second, func() string {
 		if got := uiText(t, tab, `#q-rows [data-action="ui.echo"] .completed`); got != "20" {
 			return "completed " + got
 		}
@@ -92,7 +92,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	// The queue page lists the waiters in FIFO order; cancel one from it.
 	victim := ids[2] // ids[0] runs; ids[1..4] wait
 	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/queue/"+ref), chromedp.WaitVisible(`#qq-waiters tr`, chromedp.ByQuery))
-	uiEventually(t, "four waiters in FIFO order", 10*time.Second, func() string {
+	uiEventually(t, "four waiters in FIFO order", 30*time.Second, func() string {
 		var got []string
 		for i := 1; i <= uiCount(t, tab, "#qq-waiters tr"); i++ {
 			got = append(got, uiText(t, tab, fmt.Sprintf("#qq-waiters tr:nth-child(%d) a", i)))
@@ -104,7 +104,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 	screenshot(t, tab, shots, "queue.png")
 	uiRun(t, tab, chromedp.Click(fmt.Sprintf(`button.cancel[data-id=%q]`, victim), chromedp.ByQuery))
-	uiEventually(t, "the cancelled waiter leaves the page", 10*time.Second, func() string {
+	uiEventually(t, "the cancelled waiter leaves the page", 30*time.Second, func() string {
 		var x wire.Execution
 		uiCall(t, "GET", base+"/api/v1/executions/"+victim, readerToken, nil, 200, &x)
 		if x.Status != "cancelled" || uiCount(t, tab, fmt.Sprintf(`#qq-waiters tr[data-id=%q]`, victim)) != 0 {
@@ -115,7 +115,7 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// The log's live tail shows it; the audit button answers OK.
 	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/log"))
-	uiEventually(t, "execution.cancelled in the log's tail", 10*time.Second, func() string {
+	uiEventually(t, "execution.cancelled in the log's tail", 30*time.Second, func() string {
 		if n := uiCount(t, tab, fmt.Sprintf(`#l-rows tr[data-type="execution.cancelled"] a[href="#/execution/%s"]`, victim)); n != 1 {
 			return fmt.Sprintf("%d rows", n)
 		}
@@ -134,7 +134,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	screenshot(t, tab, shots, "execution.png")
 	uiRun(t, tab, chromedp.Evaluate(`(() => { const s = document.getElementById('x-slider'); s.value = 0; s.dispatchEvent(new Event('input')); s.dispatchEvent(new Event('change')); })()`, nil))
-	uiEventually(t, "the state as of the first event", 10*time.Second, func() string {
+	uiEventually(t, "the state as of the first event", 30*time.Second, func() string {
 		if s := uiText(t, tab, `#x-status .tag`); s != "requested" {
 			return "status " + s
 		}
@@ -161,11 +161,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	// resumed feeds (Last-Event-ID), without a reload.
 	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/queues"), chromedp.WaitVisible(`#q-rows [data-action="ui.sleep"]`, chromedp.ByQuery),
 		chromedp.Evaluate(`window.__sameDocument = 2`, nil))
-	uiEventually(t, "the feed is live", 10*time.Second, func() string { return map[bool]string{true: "", false: "not live"}[uiText(t, tab, "#conn") == "live"] })
+	uiEventually(t, "the feed is live", 30*time.Second, func() string { return map[bool]string{true: "", false: "not live"}[uiText(t, tab, "#conn") == "live"] })
 	for i := 0; i < 2; i++ {
 		uiCall(t, "POST", base+"/api/v1/executions", adminToken, map[string]any{"action": held}, 202, nil)
 	}
-	uiEventually(t, "the page shows the held queue", 10*time.Second, func() string {
+	uiEventually(t, "the page shows the held queue", 30*time.Second, func() string {
 		if page, want := queueFigures(t, tab, base, held); page != want || want != "2 0/1" {
 			return fmt.Sprintf("page %q, API %q, want both \"2 0/1\"; the page's rows: %q (hash %s)", page, want, uiText(t, tab, "#q-rows"), uiText(t, tab, "#main h1"))
 		}
@@ -173,7 +173,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	})
 	before, _ := strconv.Atoi(uiAttr(t, tab, "#conn", "data-reconnects"))
 	srv.stop()
-	uiEventually(t, "the page notices the drop", 15*time.Second, func() string {
+	uiEventually(t, "the page notices the drop", 30*time.Second, func() string {
 		n, _ := strconv.Atoi(uiAttr(t, tab, "#conn", "data-reconnects"))
 		return map[bool]string{true: "", false: "no reconnect counted"}[n > before]
 	})
@@ -181,7 +181,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		uiCall(t, "POST", base+"/api/v1/executions", adminToken, map[string]any{"action": held}, 202, nil)
 	}
-	uiEventually(t, "the queues page catches up after the drop", 20*time.Second, func() string {
+	uiEventually(t, "the queues page catches up after the drop", 30*time.Second, func() string {
 		page, want := queueFigures(t, tab, base, held)
 		if page != want || want != "5 0/1" {
 			return fmt.Sprintf("page %q, API %q, want both \"5 0/1\"", page, want)
@@ -227,7 +227,7 @@ func TestDashboardAnonymousResumes(t *testing.T) {
 		t.Errorf("header says %q", who)
 	}
 	uiCall(t, "POST", base+"/api/v1/executions", "", map[string]any{"action": held}, 202, nil)
-	uiEventually(t, "one waiter on the page", 10*time.Second, func() string {
+	uiEventually(t, "one waiter on the page", 30*time.Second, func() string {
 		if page, want := queueFigures(t, tab, base, held); page != want || want != "1 0/1" {
 			return fmt.Sprintf("page %q, API %q", page, want)
 		}
@@ -235,7 +235,7 @@ func TestDashboardAnonymousResumes(t *testing.T) {
 	})
 	before, _ := strconv.Atoi(uiAttr(t, tab, "#conn", "data-reconnects"))
 	srv.stop()
-	uiEventually(t, "the page notices the drop", 15*time.Second, func() string {
+	uiEventually(t, "the page notices the drop", 30*time.Second, func() string {
 		n, _ := strconv.Atoi(uiAttr(t, tab, "#conn", "data-reconnects"))
 		return map[bool]string{true: "", false: "no reconnect counted"}[n > before]
 	})
@@ -243,7 +243,7 @@ func TestDashboardAnonymousResumes(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		uiCall(t, "POST", base+"/api/v1/executions", "", map[string]any{"action": held}, 202, nil)
 	}
-	uiEventually(t, "the page catches up", 20*time.Second, func() string {
+	uiEventually(t, "the page catches up", 30*time.Second, func() string {
 		if page, want := queueFigures(t, tab, base, held); page != want || want != "5 0/1" {
 			return fmt.Sprintf("page %q, API %q, want both \"5 0/1\"", page, want)
 		}
