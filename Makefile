@@ -20,9 +20,9 @@ run: build ## build, then run `turnstile serve` on the embedded store in ./data;
 	./$(BIN) serve $(ARGS)
 
 .PHONY: test
-test: ## vet, every test with the race detector (PostgreSQL included), a minute of simulation seeds, then the 3-minute soak (what CI runs)
+test: ## vet, every test with the race detector (PostgreSQL and the browser test in Chromium included), a minute of simulation seeds, then the 3-minute soak (what CI runs)
 	$(GO) vet ./...
-	TURNSTILE_SIM_BUDGET=5s scripts/with-postgres.sh $(GO) test -race -count=1 -timeout 30m ./...
+	TURNSTILE_SIM_BUDGET=5s scripts/with-postgres.sh scripts/with-chromium.sh $(GO) test -race -count=1 -timeout 30m ./...
 	@# The simulation's random seeds run ~9x faster without the race detector:
 	@# a minute of them is over a million simulated lifecycle steps.
 	TURNSTILE_SIM_BUDGET=60s $(GO) test -count=1 -run '^TestSeeds$$' -v ./internal/sim

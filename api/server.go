@@ -15,6 +15,7 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/turnstile/turnstile/api/ui"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 )
@@ -45,7 +46,8 @@ type Server struct {
 	metrics *metrics
 	log     *slog.Logger
 
-	caughtUpOnce atomic.Bool // the views reached the head once
+	caughtUpOnce atomic.Bool   // the views reached the head once
+	auditing     chan struct{} // one GET /audit at a time
 }
 
 // maxReadyLag is how many events the views may be behind the head and still
@@ -80,12 +82,14 @@ func New(cfg Config) *Server {
 	}
 	// SkipClean: an unclean path (/a/../b, //) gets a problem document from
 	// the router, not gorilla/mux's bare redirect.
-	s := &Server{cfg: cfg, router: mux.NewRouter().SkipClean(true), log: cfg.Logger}
+	s := &Server{cfg: cfg, router: mux.NewRouter().SkipClean(true), log: cfg.Logger, auditing: make(chan struct{}, 1)}
 	s.metrics = newMetrics(cfg.Registry, cfg.Queries)
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
 		s.router.Handle(rt.Path, s.wrap(rt)).Methods(rt.Method).Name(rt.Name)
 	}
+	s.router.PathPrefix(ui.Prefix).Handler(ui.Handler()) // the dashboard
+	s.router.Handle("/", ui.Redirect()).Methods("GET", "HEAD")
 	s.router.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no route for %s %s", r.Method, clip(r.URL.Path)))
 	})
@@ -123,6 +127,9 @@ func (s *Server) routeTable() []Route {
 		{"feedExecutions", "GET", "/api/v1/feeds/executions", readers, s.feedExecutions},
 		{"feedEvents", "GET", "/api/v1/feeds/events", readers, s.feedEvents},
 		{"workers", "GET", "/api/v1/workers", everyone, s.workers},
+		{"actionWaiters", "GET", "/api/v1/actions/{ref}/waiters", readers, s.waiters},
+		{"whoami", "GET", "/api/v1/whoami", everyone, s.whoami},
+		{"audit", "GET", "/api/v1/audit", readers, s.audit},
 		{"rebuild", "POST", "/api/v1/admin/rebuild", adminOnly, s.rebuild},
 		{"openapi", "GET", "/api/v1/openapi.json", publicRoute, s.openapi},
 		{"healthz", "GET", "/healthz", publicRoute, s.healthz},

@@ -1,0 +1,47 @@
+// The dashboard's reads: a page of an action's waiters, who the caller is,
+// and the audit's verdict.
+package wire
+
+// WaiterPage is the answer of GET /api/v1/actions/{ref}/waiters: the waiters
+// from offset on (FIFO order, offset 0 is the next to be granted), at most
+// limit of them, out of total, and all the active executions, as of the log
+// position Position.
+type WaiterPage struct {
+	Action   string   `json:"action"`
+	Paused   bool     `json:"paused"`
+	Total    int      `json:"total"`
+	Offset   int      `json:"offset"`
+	Waiting  []Waiter `json:"waiting"`
+	Active   []string `json:"active"`
+	Position uint64   `json:"position"`
+}
+
+// WhoAmI is the answer of GET /api/v1/whoami: the role of the presented
+// token, or admin and Anonymous when no token is configured.
+type WhoAmI struct {
+	Role      string `json:"role"`
+	Anonymous bool   `json:"anonymous"`
+}
+
+// AuditVerdict is the answer of GET /api/v1/audit: the audit of the whole
+// log (what `turnstile audit --json` prints) and whether it passed.
+type AuditVerdict struct {
+	OK         bool             `json:"ok"`
+	Events     uint64           `json:"events"`
+	Executions int              `json:"executions"`
+	Ended      int              `json:"ended"`
+	Open       int              `json:"open"`
+	Grants     int              `json:"grants"`
+	ByStatus   map[string]int   `json:"by_status"`
+	Violations []AuditViolation `json:"violations"`
+	Seconds    float64          `json:"seconds"`
+}
+
+// AuditViolation is one place where the log breaks a rule.
+type AuditViolation struct {
+	Position uint64 `json:"position"`
+	Stream   string `json:"stream"`
+	Type     string `json:"type"`
+	Rule     string `json:"rule"`
+	Detail   string `json:"detail"`
+}
