@@ -44,6 +44,10 @@ func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := policyIn(body)
+	if prob := mayWrite(r, p.Ref); prob != nil {
+		writeProblem(w, prob)
+		return
+	}
 	a, created, err := s.cfg.Commands.ChangeAction(r.Context(), p.Ref, command.Define(p))
 	if errors.Is(err, domain.ErrConflict) {
 		writeProblem(w, typed(typeConflict, http.StatusConflict, "action %q is already defined with a different policy; change it with PUT /api/v1/actions/%s/policy", p.Ref, p.Ref))
@@ -66,13 +70,16 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.ActionList{Actions: each(s.cfg.Queries.CaughtUp(r.Context()).Actions(), actionOut)})
+	writeJSON(w, http.StatusOK, wire.ActionList{Actions: each(visible(r, s.cfg.Queries.CaughtUp(r.Context()).Actions(), func(a projections.ActionView) string { return a.Policy.Ref }), actionOut)})
 }
 
 func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	ref, p := refParam(r)
 	if p == nil {
 		p = queryOnly(r)
+	}
+	if p == nil {
+		p = maySee(r, ref)
 	}
 	if p != nil {
 		writeProblem(w, p)
@@ -105,6 +112,9 @@ func (s *Server) resumeAction(w http.ResponseWriter, r *http.Request) { s.pauseO
 // action (or resuming a running one) changes nothing and is not an error.
 func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause bool) {
 	ref, p := refParam(r)
+	if p == nil {
+		p = mayWrite(r, ref)
+	}
 	var reason string
 	if p == nil {
 		reason, p = s.decodeReason(w, r)
@@ -128,6 +138,9 @@ func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause boo
 // changePolicy replaces an action's policy; it applies from the next grant.
 func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 	ref, p := refParam(r)
+	if p == nil {
+		p = mayWrite(r, ref)
+	}
 	var body wire.Policy
 	if p == nil {
 		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false)

@@ -101,6 +101,9 @@ func (s *Server) feedParams(r *http.Request, now func() (uint64, error)) (from u
 			return 0, "", typed(typeInvalid, http.StatusBadRequest, "action: %v", err)
 		}
 	}
+	if p = mayFollow(r, action); p != nil {
+		return 0, "", p
+	}
 	from, p = feedStart(r, now)
 	return from, action, p
 }

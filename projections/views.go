@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -480,6 +481,19 @@ type ListFilter struct {
 	Parent string
 	After  string // an execution id: list executions requested before it
 	Limit  int
+	// ActionPrefixes, if not empty, keeps only executions of an action
+	// whose ref starts with one of them (a scoped token's view).
+	ActionPrefixes []string
+}
+
+// prefixed reports whether ref starts with one of prefixes (or prefixes is empty).
+func prefixed(ref string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(ref, p) {
+			return true
+		}
+	}
+	return len(prefixes) == 0
 }
 
 // MaxListLimit caps a page of List.
@@ -523,7 +537,7 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	out := []ExecutionView{}
 	match := func(rec *execRecord) bool {
 		return (f.Action == "" || rec.action == f.Action) && (f.Status == "" || rec.status.status() == f.Status) &&
-			(f.Parent == "" || rec.parent == f.Parent)
+			(f.Parent == "" || rec.parent == f.Parent) && prefixed(rec.action, f.ActionPrefixes)
 	}
 	visit := func(seq int) bool { // reports whether the page is full
 		id := v.order[seq]
