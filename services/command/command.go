@@ -7,6 +7,7 @@
 package command
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -154,6 +155,9 @@ func (c *Service) decideRequest(r Request, p domain.Principal) (d requestDecisio
 		return d, fmt.Errorf("%w: with_items children are requested by the executor", ErrInvalidRequest)
 	case r.WithItems != nil && len(r.WithItems) == 0: // the domain sees no items: a plain request
 		return d, fmt.Errorf("%w: with_items holds no items; it must hold 1..%d", ErrInvalidRequest, domain.MaxItems)
+	case bytes.Equal(bytes.TrimSpace(r.Input), []byte("null")):
+		// the domain reads null in old events as no input; a new request says what it means
+		return d, fmt.Errorf("%w: input must be a JSON object, not null (leave it out for none)", ErrInvalidRequest)
 	}
 	// only a request with an idempotency key can be retried into its stream
 	if r.IdempotencyKey != "" {
