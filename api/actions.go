@@ -23,8 +23,9 @@ func (s *Server) actionFromLog(r *http.Request, ref string) (wire.Action, error)
 }
 
 // actionState is an action as a command left it.
-func actionState(a *domain.Action) wire.Action {
-	return actionOut(projections.ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()})
+func (s *Server) actionState(a *domain.Action) wire.Action {
+	return actionOut(projections.ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version(),
+		Served: s.cfg.Queries.Views().Served(a.Policy().Runner)})
 }
 
 func refParam(r *http.Request) (string, *Problem) {
@@ -62,7 +63,7 @@ func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/api/v1/actions/"+p.Ref)
 	}
-	writeJSON(w, status, actionState(a))
+	writeJSON(w, status, s.actionState(a))
 }
 
 func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
@@ -132,7 +133,7 @@ func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause boo
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, actionState(a))
+	writeJSON(w, http.StatusOK, s.actionState(a))
 }
 
 // changePolicy replaces an action's policy; it applies from the next grant.
@@ -159,5 +160,5 @@ func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, actionState(a))
+	writeJSON(w, http.StatusOK, s.actionState(a))
 }

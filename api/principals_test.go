@@ -260,3 +260,11 @@ func TestScopedToken(t *testing.T) {
 func commandRequest(action string) command.Request {
 	return command.Request{Action: action, Input: json.RawMessage(`{"seconds":1}`)}
 }
+
+// newPlainHTTP serves a over a real HTTP listener.
+func newPlainHTTP(t *testing.T, a *testAPI) *principalAPI {
+	t.Helper()
+	hs := httptest.NewServer(a.srv.Handler())
+	t.Cleanup(func() { hs.CloseClientConnections(); hs.Close() })
+	return &principalAPI{t: t, a: a, url: hs.URL}
+}

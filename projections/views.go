@@ -660,6 +660,9 @@ type ActionView struct {
 	domain.Policy
 	Paused  bool  `json:"paused"`
 	Version int64 `json:"version"`
+	// Served is whether a live worker serves the action's runner now
+	// (Views.Served); false: its executions wait until one registers it.
+	Served bool `json:"served"`
 }
 
 // Action returns a defined action.
@@ -670,7 +673,7 @@ func (v *Views) Action(ref string) (ActionView, bool) {
 	if a == nil || !a.Defined() {
 		return ActionView{}, false
 	}
-	return ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()}, true
+	return ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version(), Served: v.servedLocked(a.Policy().Runner)}, true
 }
 
 // Actions returns every defined action, sorted by ref.
@@ -680,7 +683,7 @@ func (v *Views) Actions() []ActionView {
 	out := []ActionView{}
 	for _, ref := range v.refsLocked() {
 		a := v.st.Actions[ref]
-		out = append(out, ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()})
+		out = append(out, ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version(), Served: v.servedLocked(a.Policy().Runner)})
 	}
 	return out
 }
