@@ -129,7 +129,7 @@ func (s *Server) routeTable() []Route {
 		{"feedQueueStats", "GET", "/api/v1/feeds/queue-stats", readers, s.feedQueueStats},
 		{"feedExecutions", "GET", "/api/v1/feeds/executions", readers, s.feedExecutions},
 		{"feedEvents", "GET", "/api/v1/feeds/events", readers, s.feedEvents},
-		{"feedTicket", "POST", "/api/v1/feeds/ticket", readers, s.feedTicket},
+		{"createFeedTicket", "POST", "/api/v1/feeds/ticket", readers, s.feedTicket},
 		{"workers", "GET", "/api/v1/workers", everyone, s.workers},
 		{"rebuild", "POST", "/api/v1/admin/rebuild", adminOnly, s.rebuild},
 		{"openapi", "GET", "/api/v1/openapi.json", publicRoute, s.openapi},
