@@ -53,9 +53,9 @@ func TestReplayAndAuditShowThePrincipal(t *testing.T) {
 	var acc struct{ ID string }
 	for _, c := range []struct {
 		token, method, path string
-		body               any
-		want               int
-		out                any
+		body                any
+		want                int
+		out                 any
 	}{
 		{root, "POST", "/api/v1/actions", map[string]any{"ref": "who.sleep", "runner": "core.sleep"}, http.StatusCreated, nil},
 		{alice, "POST", "/api/v1/executions", map[string]any{"action": "who.sleep", "input": map[string]any{"seconds": 30}}, http.StatusAccepted, &acc},
