@@ -101,7 +101,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this address, apart from the API and without auth; loopback addresses only")
 	sqlViews := fs.Bool("sql-views", true, "with a postgres:// store, keep the executions and queue_stats tables (see README)")
 	var tokens tokenFlags
-	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...); visible to local users in the process's argv: prefer --token-file")
+	fs.Var(&tokens, "token", "ROLE:NAME:SECRET[:scope=PREFIX] bearer token (repeatable; also TURNSTILE_TOKENS=...,...; ROLE:SECRET is named ROLE-<hash prefix>); visible to local users in the process's argv: prefer --token-file")
 	tokenFile := fs.String("token-file", "", "read bearer tokens from FILE, one ROLE:SECRET (or ROLE:NAME:SECRET) a line; mode 0600 (see docs/security.md)")
 	var corsOrigins stringsFlag
 	fs.Var(&corsOrigins, "cors-origin", "let browser pages of this origin (scheme://host[:port], or *) call the API and open its feeds (repeatable; see docs/security.md)")
