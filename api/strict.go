@@ -8,9 +8,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"strings"
 	"sync"
@@ -25,16 +23,117 @@ type strictError struct {
 func (e *strictError) Error() string { return e.msg }
 
 // checkStrict walks the JSON text raw (already decoded into a value of type
-// t without error) and reports the first key that spells a field of t in
-// another case, and the first key named twice in one object, at any depth.
+// t without error, so it is valid JSON) and reports the first key that
+// spells a field of t in another case, and the first key named twice in one
+// object, at any depth. It scans the bytes itself: a request's body costs
+// no allocation here unless a key holds an escape.
 func checkStrict(raw []byte, t reflect.Type) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	err := strictValue(dec, t, "the body")
-	if errors.Is(err, io.EOF) {
-		return nil
+	type frame struct {
+		object bool
+		fields map[string]reflect.Type // a struct's fields (nil: keys not ours to check)
+		elem   reflect.Type            // a map's or a slice's element type
+		keys   [][]byte                // the object's keys so far
+		next   reflect.Type            // the type of the value after the last key
+		key    []byte                  // the key this value is under (nil: the body, or an array's element)
+		depth  int
 	}
-	return err
+	where := func(key []byte, depth int) string { // formatted only for an error
+		if depth == 0 {
+			return "the body"
+		}
+		if key == nil {
+			return "an array's element"
+		}
+		return fmt.Sprintf("%q", clip(string(key)))
+	}
+	var stack []frame
+	open := func(t reflect.Type, object bool, key []byte) {
+		f := frame{object: object, key: key, depth: len(stack)}
+		if t = shape(t); t != nil {
+			switch {
+			case object && t.Kind() == reflect.Struct:
+				f.fields = fieldsOf(t)
+			case object && t.Kind() == reflect.Map, !object && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array):
+				f.elem = t.Elem()
+			}
+		}
+		stack = append(stack, f)
+	}
+	valueType := func() (reflect.Type, []byte) { // of a value about to start, and its key
+		if len(stack) == 0 {
+			return t, nil
+		}
+		f := &stack[len(stack)-1]
+		if f.object {
+			return f.next, f.keys[len(f.keys)-1]
+		}
+		return f.elem, nil
+	}
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; c {
+		case '{', '[':
+			vt, key := valueType()
+			open(vt, c == '{', key)
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case '"':
+			j := i + 1
+			escaped := false
+			for ; raw[j] != '"'; j++ {
+				if raw[j] == '\\' {
+					escaped = true
+					j++
+				}
+			}
+			str := raw[i+1 : j]
+			i = j
+			if len(stack) == 0 || !stack[len(stack)-1].object || !isKey(raw, j+1) {
+				continue
+			}
+			if escaped {
+				var k string
+				if err := json.Unmarshal(raw[i-len(str)-1:j+1], &k); err != nil {
+					return err
+				}
+				str = []byte(k)
+			}
+			f := &stack[len(stack)-1]
+			for _, k := range f.keys {
+				if bytes.Equal(k, str) {
+					return &strictError{msg: fmt.Sprintf("%s names the key %q twice", where(f.key, f.depth), clip(string(str)))}
+				}
+			}
+			f.keys = append(f.keys, str)
+			f.next = f.elem
+			if f.fields != nil {
+				ft, ok := f.fields[string(str)]
+				if !ok {
+					for name := range f.fields {
+						if strings.EqualFold(name, string(str)) {
+							return &strictError{unknown: true, msg: fmt.Sprintf("unknown field %q in %s: keys are case-sensitive; did you mean %q?", clip(string(str)), where(f.key, f.depth), name)}
+						}
+					}
+				}
+				f.next = ft
+			}
+		}
+	}
+	return nil
+}
+
+// isKey reports whether the string that ended just before raw[i] is an
+// object key: a ':' follows it (after blanks).
+func isKey(raw []byte, i int) bool {
+	for ; i < len(raw); i++ {
+		switch raw[i] {
+		case ' ', '\t', '\n', '\r':
+		case ':':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
@@ -50,73 +149,6 @@ func shape(t reflect.Type) reflect.Type {
 		return nil
 	}
 	return t
-}
-
-func strictValue(dec *json.Decoder, t reflect.Type, where string) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	t = shape(t)
-	switch tok {
-	case json.Delim('{'):
-		return strictObject(dec, t, where)
-	case json.Delim('['):
-		var elem reflect.Type
-		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
-			elem = t.Elem()
-		}
-		for i := 0; dec.More(); i++ {
-			if err := strictValue(dec, elem, fmt.Sprintf("%s[%d]", where, i)); err != nil {
-				return err
-			}
-		}
-		_, err := dec.Token() // ']'
-		return err
-	}
-	return nil
-}
-
-func strictObject(dec *json.Decoder, t reflect.Type, where string) error {
-	var fields map[string]reflect.Type
-	var elem reflect.Type
-	if t != nil {
-		switch t.Kind() {
-		case reflect.Struct:
-			fields = fieldsOf(t)
-		case reflect.Map:
-			elem = t.Elem()
-		}
-	}
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		key, _ := tok.(string)
-		if seen[key] {
-			return &strictError{msg: fmt.Sprintf("%s names the key %q twice", where, clip(key))}
-		}
-		seen[key] = true
-		vt := elem
-		if fields != nil {
-			ft, ok := fields[key]
-			if !ok {
-				for name := range fields {
-					if strings.EqualFold(name, key) {
-						return &strictError{unknown: true, msg: fmt.Sprintf("unknown field %q in %s: keys are case-sensitive; did you mean %q?", clip(key), where, name)}
-					}
-				}
-			}
-			vt = ft
-		}
-		if err := strictValue(dec, vt, fmt.Sprintf("%q", clip(key))); err != nil {
-			return err
-		}
-	}
-	_, err := dec.Token() // '}'
-	return err
 }
 
 var fieldCache sync.Map // reflect.Type → map[string]reflect.Type
