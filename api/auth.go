@@ -103,7 +103,11 @@ func ParseTokens(specs []string) (*Tokens, error) {
 		switch p.Role {
 		case RoleAdmin, RoleClient, RoleReader, RoleWorker:
 		default:
-			return nil, fmt.Errorf("unknown role %q: use admin, client, reader or worker", parts[0])
+			shown := fmt.Sprintf(" %q", parts[0])
+			if len(parts[0]) > 10 { // perhaps a secret given without its role: never echo it
+				shown = ""
+			}
+			return nil, fmt.Errorf("unknown role%s: use admin, client, reader or worker (ROLE:NAME:SECRET)", shown)
 		}
 		var secret string
 		if len(parts) == 2 {
@@ -116,7 +120,12 @@ func ParseTokens(specs []string) (*Tokens, error) {
 			for _, opt := range parts[3:] {
 				prefix, ok := strings.CutPrefix(opt, "scope=")
 				if !ok {
-					return nil, fmt.Errorf("token %s: unknown option %q: only scope=PREFIX is known (and a secret may not hold ':')", p.Name, clip(opt))
+					// never echo what may be the rest of a secret that holds ':'
+					what := "after the secret"
+					if key, _, isOpt := strings.Cut(opt, "="); isOpt && domain.ValidatePrincipalName(key) == nil {
+						what = fmt.Sprintf("%q", key+"=")
+					}
+					return nil, fmt.Errorf("token %s: unknown option %s: only scope=PREFIX is known, and a secret may not hold ':'", p.Name, what)
 				}
 				if err := validScopePrefix(prefix); err != nil {
 					return nil, fmt.Errorf("token %s: %w", p.Name, err)

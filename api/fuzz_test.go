@@ -427,3 +427,43 @@ func FuzzStrictBodies(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseTokens: any spec parses or fails without a panic, an error never
+// shows the secret, and an accepted spec makes exactly one named token.
+func FuzzParseTokens(f *testing.F) {
+	for _, s := range []string{"admin:0123456789abcdef", "client:alice:0123456789abcdef:scope=billing.",
+		"client:al:ice:0123456789abcdef", "reader::0123456789abcdef", "worker:w:0123456789abcdef:scope=:scope=a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		toks, err := api.ParseTokens([]string{spec})
+		parts := strings.Split(strings.TrimSpace(spec), ":")
+		secret := ""
+		switch {
+		case len(parts) == 2:
+			secret = parts[1]
+		case len(parts) > 2:
+			secret = parts[2]
+		}
+		if err != nil {
+			if len(secret) >= 16 && strings.Contains(err.Error(), secret) {
+				t.Fatalf("the error shows the secret: %v", err)
+			}
+			// what may be a secret or its rest: a long role (a secret given
+			// without one), every part after the secret but a scope= option
+			suspects := parts[min(3, len(parts)):]
+			if len(parts[0]) > 10 {
+				suspects = append(suspects, parts[0])
+			}
+			for _, part := range suspects {
+				if len(part) >= 8 && !strings.HasPrefix(part, "scope=") && strings.Contains(err.Error(), part) {
+					t.Fatalf("the error shows %q, which may be part of a secret: %v", part, err)
+				}
+			}
+			return
+		}
+		if strings.TrimSpace(spec) != "" && len(toks.Names()) != 1 {
+			t.Fatalf("%q made tokens %v", spec, toks.Names())
+		}
+	})
+}
