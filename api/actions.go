@@ -23,8 +23,9 @@ func (s *Server) actionFromLog(r *http.Request, ref string) (wire.Action, error)
 }
 
 // actionState is an action as a command left it.
-func actionState(a *domain.Action) wire.Action {
-	return actionOut(projections.ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()})
+func (s *Server) actionState(a *domain.Action) wire.Action {
+	return actionOut(projections.ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version(),
+		Served: s.cfg.Queries.Views().Served(a.Policy().Runner)})
 }
 
 func refParam(r *http.Request) (string, *Problem) {
@@ -48,6 +49,10 @@ func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := policyIn(body.Policy)
+	if prob := mayWrite(r, p.Ref); prob != nil {
+		writeProblem(w, prob)
+		return
+	}
 	a, created, err := s.cfg.Commands.ChangeAction(r.Context(), p.Ref, command.Define(p))
 	if errors.Is(err, domain.ErrConflict) {
 		writeProblem(w, typed(typeConflict, http.StatusConflict, "action %q is already defined with a different policy; change it with PUT /api/v1/actions/%s/policy", p.Ref, p.Ref))
@@ -62,7 +67,7 @@ func (s *Server) createAction(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/api/v1/actions/"+p.Ref)
 	}
-	writeJSON(w, status, actionState(a))
+	writeJSON(w, status, s.actionState(a))
 }
 
 func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
@@ -70,13 +75,16 @@ func (s *Server) listActions(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.ActionList{Actions: each(s.cfg.Queries.CaughtUp(r.Context()).Actions(), actionOut)})
+	writeJSON(w, http.StatusOK, wire.ActionList{Actions: each(visible(r, s.cfg.Queries.CaughtUp(r.Context()).Actions(), func(a projections.ActionView) string { return a.Policy.Ref }), actionOut)})
 }
 
 func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	ref, p := refParam(r)
 	if p == nil {
 		p = queryOnly(r)
+	}
+	if p == nil {
+		p = maySee(r, ref)
 	}
 	if p != nil {
 		writeProblem(w, p)
@@ -109,6 +117,9 @@ func (s *Server) resumeAction(w http.ResponseWriter, r *http.Request) { s.pauseO
 // action (or resuming a running one) changes nothing and is not an error.
 func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause bool) {
 	ref, p := refParam(r)
+	if p == nil {
+		p = mayWrite(r, ref)
+	}
 	var reason string
 	if p == nil {
 		reason, p = s.decodeReason(w, r)
@@ -126,12 +137,15 @@ func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause boo
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, actionState(a))
+	writeJSON(w, http.StatusOK, s.actionState(a))
 }
 
 // changePolicy replaces an action's policy; it applies from the next grant.
 func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 	ref, p := refParam(r)
+	if p == nil {
+		p = mayWrite(r, ref)
+	}
 	var body policyBody
 	if p == nil {
 		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false)
@@ -153,5 +167,5 @@ func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, actionState(a))
+	writeJSON(w, http.StatusOK, s.actionState(a))
 }

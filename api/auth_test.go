@@ -2,6 +2,8 @@ package api_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"log/slog"
 	"net/http"
@@ -16,6 +18,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
+	"github.com/turnstile/turnstile/services/repository"
 )
 
 func TestMain(m *testing.M) {
@@ -79,7 +82,9 @@ func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	if _, err := cmds.DefineAction(ctx, domain.Policy{Ref: "demo", Runner: "core.sleep", MaxConcurrent: 2}); err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := cmds.Request(ctx, command.Request{Action: "demo", Input: []byte(`{"seconds":1}`)})
+	// requested by the client token of secrets (a client cancels only its own)
+	asClient := repository.WithPrincipal(ctx, domain.Principal{Name: oldFormName(api.RoleClient, secrets[api.RoleClient]), Role: "client"})
+	id, _, err := cmds.Request(asClient, command.Request{Action: "demo", Input: []byte(`{"seconds":1}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +93,12 @@ func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &testAPI{srv: api.New(cfg), store: store, cmds: cmds}, id
+}
+
+// oldFormName is the name ParseTokens gives a ROLE:SECRET token.
+func oldFormName(role api.Role, secret string) string {
+	h := sha256.Sum256([]byte(secret))
+	return string(role) + "-" + hex.EncodeToString(h[:4])
 }
 
 // samplePath fills a route's template with values that exist in newTestAPI's store.
@@ -263,12 +274,22 @@ func TestParseTokens(t *testing.T) {
 		wantErr string // "" for none
 	}{
 		{[]string{"admin:0123456789abcdef"}, ""},
-		{[]string{" reader:0123456789abcdef ", "worker:0123456789abcdef:with-colon"}, ""},
+		{[]string{" reader:0123456789abcdef ", "worker:w1:0123456789abcdeg"}, ""},
+		{[]string{"client:alice:0123456789abcdef:scope=billing.:scope=reports-"}, ""},
+		{[]string{"worker:0123456789abcdef:with-colon"}, "is 10 bytes"}, // a named token: secrets hold no ':'
+		{[]string{"client:al ice:0123456789abcdef"}, "only letters, digits"},
+		{[]string{"client:alice:0123456789abcdef", "admin:alice:fedcba9876543210"}, `two tokens are named "alice"`},
+		{[]string{"client:alice:0123456789abcdef", "admin:root:0123456789abcdef"}, "the same secret is configured twice"},
+		{[]string{"client:alice:0123456789abcdef:scope="}, "scope= needs an action ref prefix"},
+		{[]string{"client:alice:0123456789abcdef:scope=bad/"}, "no action ref prefix"},
+		{[]string{"client:alice:0123456789abcdef:team=x"}, `unknown option "team="`},
+		{[]string{"client:alice:0123456789abcdef:rest-of-secret"}, `unknown option after the secret`},
 		{[]string{"root:0123456789abcdef"}, `unknown role "root"`},
 		{[]string{"Admin:0123456789abcdef"}, `unknown role "Admin"`},
 		{[]string{"admin:short"}, "is 5 bytes; use at least 16"},
 		{[]string{"admin:"}, "is 0 bytes"},
 		{[]string{"admin0123456789abcdef"}, "ROLE:SECRET"},
+		{[]string{"admin:alice:"}, "is 0 bytes"},
 		{[]string{"client:0123456789abcdef", "nocolon"}, "ROLE:SECRET"},
 	} {
 		toks, err := api.ParseTokens(tc.specs)

@@ -68,8 +68,12 @@ func (s *Server) whoami(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	role, _ := s.cfg.Tokens.role(strings.TrimSpace(secret)) // the route's roles checked it already
-	writeJSON(w, http.StatusOK, wire.WhoAmI{Role: string(role)})
+	p, _ := s.cfg.Tokens.principal(strings.TrimSpace(secret)) // the route's roles checked it already
+	if p == nil {
+		writeProblem(w, typed(typeUnauthorized, http.StatusUnauthorized, "no such token"))
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.WhoAmI{Role: string(p.Role), Principal: p.Name})
 }
 
 // audit runs the audit over the whole log, one at a time (it reads the
@@ -95,7 +99,8 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 		Grants: rep.Grants, ByStatus: rep.ByStatus, Violations: make([]wire.AuditViolation, 0, len(rep.Violations)),
 		Seconds: time.Since(start).Seconds()}
 	for _, v := range rep.Violations {
-		out.Violations = append(out.Violations, wire.AuditViolation(v))
+		out.Violations = append(out.Violations, wire.AuditViolation{Position: v.Position, Stream: v.Stream, Type: v.Type,
+			Rule: v.Rule, Detail: v.Detail, Principal: v.Principal})
 	}
 	writeJSON(w, http.StatusOK, out)
 }

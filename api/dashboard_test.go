@@ -64,7 +64,7 @@ func TestWaitersPages(t *testing.T) {
 func TestAuditRoute(t *testing.T) {
 	e := newE2E(t)
 	e.define("ui.audit", "core.noop", 2)
-	id := e.request("ui.audit", nil)
+	id := e.request("ui.audit", map[string]any{})
 	e.waitStatus(id, "completed")
 	var v wire.AuditVerdict
 	e.mustJSON("GET", "/api/v1/audit", nil, http.StatusOK, &v)

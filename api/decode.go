@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode"
@@ -15,8 +16,9 @@ import (
 
 // decodeJSON reads one JSON value from r's body into dst: at most max bytes
 // (413 beyond), UTF-8 (JSON's encoding: raw values such as an execution's
-// input are kept and served as they came), no unknown fields, nothing after
-// the value. The Content-Type is not checked (curl sends a form type by
+// input are kept and served as they came), no unknown fields, keys spelled
+// in their field's exact case, no key twice in one object at any depth
+// (checkStrict), nothing after the value. The Content-Type is not checked (curl sends a form type by
 // default): the body must parse as JSON whatever it claims. An empty body
 // is allowed only when optional is true (dst is left as it is).
 func decodeJSON(w http.ResponseWriter, r *http.Request, max int64, dst any, optional bool) *Problem {
@@ -44,6 +46,15 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, max int64, dst any, opti
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return typed(typeInvalidJSON, http.StatusBadRequest, "the body holds more than one JSON value")
+	}
+	var strict *strictError
+	if err := checkStrict(raw, reflect.TypeOf(dst)); errors.As(err, &strict) {
+		if strict.unknown {
+			return typed(typeUnknownField, http.StatusBadRequest, "%s", strict.msg)
+		}
+		return typed(typeInvalidJSON, http.StatusBadRequest, "%s", strict.msg)
+	} else if err != nil {
+		return jsonProblem(err, max)
 	}
 	return nil
 }

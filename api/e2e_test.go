@@ -194,7 +194,7 @@ func TestEventsFeedResumesMidBurst(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for range n {
-			e.request("feed.noop", nil)
+			e.request("feed.noop", map[string]any{})
 		}
 	}()
 

@@ -66,6 +66,8 @@ func asProblem(err error) *Problem {
 			typ = typeRateLimited
 		}
 		return typed(typ, http.StatusTooManyRequests, "%v", err)
+	case errors.Is(err, command.ErrNotYours):
+		return typed(typeForbidden, http.StatusForbidden, "%v", err)
 	case errors.Is(err, command.ErrIdempotencyMismatch):
 		return typed(typeIdempotency, http.StatusConflict, "%v", err)
 	case errors.Is(err, domain.ErrAlreadyTerminal):

@@ -27,6 +27,10 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
+	if p := mayWrite(r, body.Action); p != nil {
+		writeProblem(w, p)
+		return
+	}
 	key := r.Header.Get("Idempotency-Key")
 	if key != "" {
 		if p := checkToken("Idempotency-Key", key, maxIdemKeyLen); p != nil {
@@ -65,6 +69,9 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		p = queryOnly(r, "as_of")
 	}
+	if p == nil {
+		p = s.maySeeExecution(r, id)
+	}
 	if p != nil {
 		writeProblem(w, p)
 		return
@@ -97,6 +104,9 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := queryOnly(r, "action", "status", "parent", "limit", "after")
 	f := projections.ListFilter{Action: q.Get("action"), Status: domain.Status(q.Get("status")), Parent: q.Get("parent"), After: q.Get("after")}
+	if who := principalOf(r); who.Scoped() {
+		f.ActionPrefixes = who.Scope
+	}
 	if p == nil {
 		f.Limit, p = queryLimit(r, defaultPageLimit)
 	}
@@ -133,6 +143,9 @@ func statusNames() []string {
 // execution, 409 for one that has ended.
 func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) {
 	id, p := idParam(r)
+	if p == nil {
+		p = s.maySeeExecution(r, id)
+	}
 	var reason string
 	if p == nil {
 		reason, p = s.decodeReason(w, r)
@@ -152,6 +165,9 @@ func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) {
 // executionEvents pages through an execution's stream.
 func (s *Server) executionEvents(w http.ResponseWriter, r *http.Request) {
 	id, p := idParam(r)
+	if p == nil {
+		p = s.maySeeExecution(r, id)
+	}
 	if p != nil {
 		writeProblem(w, p)
 		return

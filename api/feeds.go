@@ -99,8 +99,42 @@ func (s *Server) feedParams(r *http.Request, now func() (uint64, error)) (from u
 			return 0, "", typed(typeInvalid, http.StatusBadRequest, "action: %v", err)
 		}
 	}
-	from, p = feedStart(r, now)
-	return from, action, p
+	if p = mayFollow(r, action); p != nil {
+		return 0, "", p
+	}
+	if from, p = feedStart(r, now); p != nil {
+		return 0, "", p
+	}
+	return from, action, s.notBeyondHead(r, from)
+}
+
+// notBeyondHead refuses a feed asked to start (by Last-Event-ID or ?from=)
+// beyond the position the next event will take: no such position exists
+// yet, and a feed would wait in silence for it. The head is the log's, not
+// this server's views', so a resume on a server whose views lag is never
+// refused.
+func (s *Server) notBeyondHead(r *http.Request, from uint64) *Problem {
+	if r.Header.Get("Last-Event-ID") == "" && r.URL.Query().Get("from") == "" {
+		return nil // it starts now
+	}
+	head, err := s.cfg.Queries.Head(r.Context())
+	if err != nil {
+		if p := asProblem(err); p != nil {
+			return p
+		}
+		return typed(typeUnavailable, http.StatusServiceUnavailable, "the log is not readable now")
+	}
+	if from <= head {
+		return nil
+	}
+	if r.Header.Get("Last-Event-ID") != "" {
+		last := "the log is empty"
+		if head > 0 {
+			last = fmt.Sprintf("its last position is %d", head-1)
+		}
+		return typed(typeInvalid, http.StatusBadRequest, "Last-Event-ID %s is beyond the log's head: %s (resume without Last-Event-ID, or from 0, if the log was replaced)", clip(r.Header.Get("Last-Event-ID")), last)
+	}
+	return typed(typeInvalid, http.StatusBadRequest, "from=%d is beyond the log's head: the next event will take position %d", from, head)
 }
 
 func (s *Server) viewsNow() (uint64, error) { return s.cfg.Queries.Views().Next(), nil }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/turnstile/turnstile/api"
+	"github.com/turnstile/turnstile/client/wire"
 )
 
 // The fuzz tests drive the real handler over a memstore with any input and
@@ -321,4 +323,147 @@ func TestInvalidUTF8Body(t *testing.T) {
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "not UTF-8") {
 		t.Errorf("got %d %s, want 400 (not UTF-8)", rec.Code, rec.Body.String())
 	}
+}
+
+// keyCounts returns how many object keys the JSON text raw holds and how
+// many remain once each object keeps one value per key (what
+// encoding/json's last-wins decoding keeps): they differ exactly when some
+// object names a key twice. ok is false when raw is not one JSON value.
+func keyCounts(raw []byte) (keys, distinct int, ok bool) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return 0, 0, false
+	}
+	var count func(any) int
+	count = func(v any) int {
+		n := 0
+		switch x := v.(type) {
+		case map[string]any:
+			n += len(x)
+			for _, e := range x {
+				n += count(e)
+			}
+		case []any:
+			for _, e := range x {
+				n += count(e)
+			}
+		}
+		return n
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	type level struct{ object, wantKey bool }
+	var stack []level
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		if d, isDelim := tok.(json.Delim); isDelim {
+			switch d {
+			case '{', '[':
+				if len(stack) > 0 && stack[len(stack)-1].object {
+					stack[len(stack)-1].wantKey = true
+				}
+				stack = append(stack, level{object: d == '{', wantKey: true})
+			default:
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		if n := len(stack); n > 0 && stack[n-1].object {
+			if stack[n-1].wantKey {
+				keys++
+			}
+			stack[n-1].wantKey = !stack[n-1].wantKey
+		}
+	}
+	return keys, count(v), true
+}
+
+// FuzzStrictBodies: whatever the body, an accepted request holds no key
+// twice in any object (checked against an oracle that counts keys apart
+// from the server's walker), its top-level keys are the exact names of the
+// documented fields, and an accepted input is a JSON object.
+func FuzzStrictBodies(f *testing.F) {
+	ft := newFuzzTarget(f)
+	f.Add(`{"action":"demo","input":{"seconds":0.1}}`, false)
+	f.Add(`{"Action":"demo","input":{}}`, false)
+	f.Add(`{"action":"demo","input":{"a":1,"a":2}}`, false)
+	f.Add(`{"action":"demo","input":null}`, false)
+	f.Add(`{"action":"demo","input":{"x":[{"y":1,"Y":2}]}}`, false)
+	f.Add(`{"ref":"fz.b","runner":"core.noop","RUNNER":"x"}`, true)
+	f.Add(`{"ref":"fz.c","runner":"core.noop","rate_limit":{"count":1,"count":2,"per_seconds":1}}`, true)
+	fields := map[bool]map[string]bool{
+		false: {"action": true, "input": true, "with_items": true, "concurrency": true},
+		true:  {},
+	}
+	for _, name := range jsonFields(reflect.TypeOf(wire.Policy{})) {
+		fields[true][name] = true
+	}
+	f.Fuzz(func(t *testing.T, body string, define bool) {
+		op, path := "requestExecution", "/api/v1/executions"
+		if define {
+			op, path = "createAction", "/api/v1/actions"
+		}
+		rec := ft.serve(t, op, request("POST", path, "", body))
+		if rec.Code >= 300 {
+			return
+		}
+		keys, distinct, ok := keyCounts([]byte(body))
+		if !ok || keys != distinct {
+			t.Fatalf("%s accepted %q (%d keys, %d distinct)", op, body, keys, distinct)
+		}
+		var top map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(body), &top); err != nil {
+			t.Fatalf("%s accepted a body that is no object: %q", op, body)
+		}
+		for k := range top {
+			if !fields[define][k] {
+				t.Fatalf("%s accepted the key %q in %q", op, k, body)
+			}
+		}
+		if in, ok := top["input"]; ok && !define && !bytes.HasPrefix(bytes.TrimSpace(in), []byte("{")) {
+			t.Fatalf("%s accepted the input %s", op, in)
+		}
+	})
+}
+
+// FuzzParseTokens: any spec parses or fails without a panic, an error never
+// shows the secret, and an accepted spec makes exactly one named token.
+func FuzzParseTokens(f *testing.F) {
+	for _, s := range []string{"admin:0123456789abcdef", "client:alice:0123456789abcdef:scope=billing.",
+		"client:al:ice:0123456789abcdef", "reader::0123456789abcdef", "worker:w:0123456789abcdef:scope=:scope=a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		toks, err := api.ParseTokens([]string{spec})
+		parts := strings.Split(strings.TrimSpace(spec), ":")
+		secret := ""
+		switch {
+		case len(parts) == 2:
+			secret = parts[1]
+		case len(parts) > 2:
+			secret = parts[2]
+		}
+		if err != nil {
+			if len(secret) >= 16 && strings.Contains(err.Error(), secret) {
+				t.Fatalf("the error shows the secret: %v", err)
+			}
+			// what may be a secret or its rest: a long role (a secret given
+			// without one), every part after the secret but a scope= option
+			suspects := parts[min(3, len(parts)):]
+			if len(parts[0]) > 10 {
+				suspects = append(suspects, parts[0])
+			}
+			for _, part := range suspects {
+				if len(part) >= 8 && !strings.HasPrefix(part, "scope=") && strings.Contains(err.Error(), part) {
+					t.Fatalf("the error shows %q, which may be part of a secret: %v", part, err)
+				}
+			}
+			return
+		}
+		if strings.TrimSpace(spec) != "" && len(toks.Names()) != 1 {
+			t.Fatalf("%q made tokens %v", spec, toks.Names())
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/turnstile/turnstile/client/wire"
@@ -29,6 +30,9 @@ var zeroRanges = []struct{ field, rng string }{
 	{"scheduled_timeout_seconds", "above 0, at most 604800 (default 300)"},
 	{"max_attempts", "1..100 (default 3)"},
 }
+
+// strictShape: a policy body's keys are wire.Policy's (see checkStrict).
+func (*policyBody) strictShape() reflect.Type { return reflect.TypeFor[wire.Policy]() }
 
 func (b *policyBody) UnmarshalJSON(data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))

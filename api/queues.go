@@ -32,6 +32,9 @@ func (s *Server) actionRead(w http.ResponseWriter, r *http.Request, read func(*p
 	if p == nil {
 		p = queryOnly(r, "as_of")
 	}
+	if p == nil {
+		p = maySee(r, ref)
+	}
 	if p != nil {
 		writeProblem(w, p)
 		return
@@ -59,13 +62,16 @@ func (s *Server) allQueueStats(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.QueueStatsList{Position: v.Next(), QueueStats: each(v.AllStats(), statsOut)})
+	writeJSON(w, http.StatusOK, wire.QueueStatsList{Position: v.Next(), QueueStats: each(visible(r, v.AllStats(), func(st projections.QueueStats) string { return st.Action }), statsOut)})
 }
 
 // rebuild folds the log from position 0 up to where the live views are now
 // and compares: any difference is a bug in the incremental fold.
 func (s *Server) rebuild(w http.ResponseWriter, r *http.Request) {
 	p := queryOnly(r)
+	if p == nil {
+		p = mayReadLog(r)
+	}
 	if p == nil { // no body, or an empty object
 		var none struct{}
 		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &none, true)

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +33,11 @@ type Config struct {
 	Registry *prometheus.Registry // nil: a new one
 	// Ready, if set, must also hold for /readyz (e.g. the executor caught up).
 	Ready func() bool
+
+	// CORSOrigins are the origins (scheme://host[:port], or "*") whose
+	// browser pages may call the API and open its feeds; none: no CORS
+	// headers, so browsers allow same-origin pages only.
+	CORSOrigins []string
 
 	MaxBodyBytes  int64         // default 1 MiB
 	FeedHeartbeat time.Duration // SSE comment interval; default 15s
@@ -99,8 +105,9 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler returns the API's handler.
-func (s *Server) Handler() http.Handler { return s.router }
+// Handler returns the API's handler (with CORS when Config.CORSOrigins
+// names origins).
+func (s *Server) Handler() http.Handler { return s.cors(s.router) }
 
 // Routes returns the route table.
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
@@ -126,6 +133,7 @@ func (s *Server) routeTable() []Route {
 		{"feedQueueStats", "GET", "/api/v1/feeds/queue-stats", readers, s.feedQueueStats},
 		{"feedExecutions", "GET", "/api/v1/feeds/executions", readers, s.feedExecutions},
 		{"feedEvents", "GET", "/api/v1/feeds/events", readers, s.feedEvents},
+		{"createFeedTicket", "POST", "/api/v1/feeds/ticket", readers, s.feedTicket},
 		{"workers", "GET", "/api/v1/workers", everyone, s.workers},
 		{"actionWaiters", "GET", "/api/v1/actions/{ref}/waiters", readers, s.waiters},
 		{"whoami", "GET", "/api/v1/whoami", everyone, s.whoami},
@@ -155,11 +163,16 @@ func (s *Server) wrap(rt Route) http.Handler {
 			}
 			s.metrics.observe(rt.Name, r.Method, rec.status, time.Since(start))
 		}()
-		if p := s.cfg.Tokens.authorize(r, rt.Roles); p != nil {
+		ticketOK := rt.Method == http.MethodGet && strings.HasPrefix(rt.Path, "/api/v1/feeds/")
+		who, p := s.cfg.Tokens.authorize(r, rt.Roles, ticketOK)
+		if p != nil {
 			writeProblem(rec, p)
 			return
 		}
-		rt.handler(rec, r)
+		if ticketOK {
+			dropTicket(r)
+		}
+		rt.handler(rec, r.WithContext(withPrincipal(r.Context(), who)))
 	})
 }
 

@@ -14,7 +14,8 @@ import (
 const MaxTokenFileLen = 1 << 20
 
 // ReadTokenFile reads token specs from the file at path, for ParseTokens:
-// one per line, "ROLE:SECRET" or "ROLE:NAME:SECRET"; blank lines and lines
+// one per line, "ROLE:NAME:SECRET[:scope=PREFIX…]" or the old "ROLE:SECRET"
+// (see ParseTokens); blank lines and lines
 // starting with '#' are skipped, and blanks around a line are trimmed. The
 // file should be readable by the server's user alone (mode 0600); one that
 // others may write to is refused, since whoever writes it chooses the

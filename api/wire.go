@@ -29,7 +29,7 @@ func policyOut(p domain.Policy) wire.Policy {
 }
 
 func actionOut(a projections.ActionView) wire.Action {
-	return wire.Action{Policy: policyOut(a.Policy), Paused: a.Paused, Version: a.Version}
+	return wire.Action{Policy: policyOut(a.Policy), Paused: a.Paused, Version: a.Version, Served: a.Served}
 }
 
 func executionOut(v projections.ExecutionView) wire.Execution {

@@ -17,8 +17,11 @@ type Violation struct {
 	Position uint64 `json:"position"`
 	Stream   string `json:"stream"`
 	Type     string `json:"type"`
-	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease
+	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal
 	Detail   string `json:"detail"`
+	// Principal is who asked for the event through the API, as its
+	// metadata records ("" for none).
+	Principal string `json:"principal,omitempty"`
 }
 
 // AuditReport is what Audit found.
@@ -30,6 +33,9 @@ type AuditReport struct {
 	Grants     int            `json:"grants"`
 	VoidGrants int            `json:"void_grants,omitempty"` // grants of executions that had already ended (no slot taken)
 	ByStatus   map[string]int `json:"by_status"`
+	// Principals counts the events written for each principal (the token
+	// names the events' metadata records).
+	Principals map[string]int `json:"principals,omitempty"`
 	Violations []Violation    `json:"violations"`
 }
 
@@ -55,7 +61,10 @@ const MaxViolations = 10_000
 // parent was asked to cancel), never more in flight than the parent's window
 // at any position; a parent ends only after every child it requested has
 // ended (and, unless cancelled, after all its items were requested). No
-// worker writes for a handoff to an incarnation that was declared lost before. progress, if not nil, is called with the position
+// worker writes for a handoff to an incarnation that was declared lost before.
+// Who acted (RulePrincipal): a principal recorded in an event's metadata is
+// valid, and a client asks to cancel only executions it requested; the
+// report counts each principal's events. progress, if not nil, is called with the position
 // reached now and then.
 func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64)) (*AuditReport, error) {
 	rep := &AuditReport{ByStatus: map[string]int{}}
@@ -64,9 +73,11 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 	granted := map[string]bool{} // executions whose queue.granted has been seen
 	fans := map[string]*auditFanout{}
 	lost := map[string]map[string]bool{} // worker → incarnations declared lost
+	who := newAuditPrincipals()
+	principal := ""
 	add := func(env *domain.Envelope, rule, detail string) {
 		if len(rep.Violations) < MaxViolations {
-			rep.Violations = append(rep.Violations, Violation{Position: env.Position, Stream: env.Stream, Type: env.Type, Rule: rule, Detail: detail})
+			rep.Violations = append(rep.Violations, Violation{Position: env.Position, Stream: env.Stream, Type: env.Type, Rule: rule, Detail: detail, Principal: principal})
 		}
 	}
 	from := uint64(0)
@@ -82,6 +93,7 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			env := &batch[i]
 			from = env.Position + 1
 			rep.Events++
+			principal = ""
 			ev, err := codec.Events.Decode(env)
 			if err != nil {
 				add(env, "decode", err.Error())
@@ -96,6 +108,10 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			if cat != spec.Stream {
 				add(env, "stream", fmt.Sprintf("%s belongs in a %s stream", env.Type, spec.Stream))
 				continue
+			}
+			var detail string
+			if principal, detail = who.check(env, ev, cat, id); detail != "" {
+				add(env, RulePrincipal, detail)
 			}
 			switch e := ev.(type) {
 			case domain.QueueGranted:
@@ -149,6 +165,9 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 		}
 	}
 	rep.Executions = len(execs)
+	if len(who.counts) > 0 {
+		rep.Principals = who.counts
+	}
 	for id, x := range execs {
 		rep.ByStatus[string(x.Status())]++
 		if x.Status().Terminal() {

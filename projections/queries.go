@@ -151,7 +151,7 @@ func (q *Queries) ActionFromLog(ctx context.Context, ref string) (view ActionVie
 	if !a.Defined() {
 		return ActionView{}, false, nil
 	}
-	return ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()}, true, nil
+	return ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version(), Served: q.views.Served(a.Policy().Runner)}, true, nil
 }
 
 // EventPage is a page of the log or of one stream, and where the next page

@@ -276,7 +276,9 @@ func (s *State) announce(env *domain.Envelope, ref string, c domain.QueueActionC
 }
 
 // trackWorker keeps WorkerState.InFlight equal to the executions handed to
-// each worker and not yet ended or taken back.
+// each worker and not yet ended or taken back. A with_items parent's
+// execution.running names no worker (the executor fans it out): it makes
+// no worker, so no phantom "" is listed.
 func (s *State) trackWorker(id, prevWorker string, prevStatus domain.Status, x *domain.Execution) {
 	held := func(st domain.Status) bool { return st == domain.StatusScheduled || st == domain.StatusRunning }
 	if held(prevStatus) && (!held(x.Status()) || prevWorker != x.Worker()) {
@@ -284,7 +286,7 @@ func (s *State) trackWorker(id, prevWorker string, prevStatus domain.Status, x *
 			delete(w.InFlight, id)
 		}
 	}
-	if held(x.Status()) {
+	if held(x.Status()) && x.Worker() != "" { // a with_items parent runs on no worker
 		w := s.Workers[x.Worker()]
 		if w == nil {
 			w = &WorkerState{Worker: domain.NewWorker(x.Worker()), InFlight: map[string]struct{}{}}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -480,6 +481,19 @@ type ListFilter struct {
 	Parent string
 	After  string // an execution id: list executions requested before it
 	Limit  int
+	// ActionPrefixes, if not empty, keeps only executions of an action
+	// whose ref starts with one of them (a scoped token's view).
+	ActionPrefixes []string
+}
+
+// prefixed reports whether ref starts with one of prefixes (or prefixes is empty).
+func prefixed(ref string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(ref, p) {
+			return true
+		}
+	}
+	return len(prefixes) == 0
 }
 
 // MaxListLimit caps a page of List.
@@ -523,7 +537,7 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 	out := []ExecutionView{}
 	match := func(rec *execRecord) bool {
 		return (f.Action == "" || rec.action == f.Action) && (f.Status == "" || rec.status.status() == f.Status) &&
-			(f.Parent == "" || rec.parent == f.Parent)
+			(f.Parent == "" || rec.parent == f.Parent) && prefixed(rec.action, f.ActionPrefixes)
 	}
 	visit := func(seq int) bool { // reports whether the page is full
 		id := v.order[seq]
@@ -646,6 +660,9 @@ type ActionView struct {
 	domain.Policy
 	Paused  bool  `json:"paused"`
 	Version int64 `json:"version"`
+	// Served is whether a live worker serves the action's runner now
+	// (Views.Served); false: its executions wait until one registers it.
+	Served bool `json:"served"`
 }
 
 // Action returns a defined action.
@@ -656,7 +673,7 @@ func (v *Views) Action(ref string) (ActionView, bool) {
 	if a == nil || !a.Defined() {
 		return ActionView{}, false
 	}
-	return ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()}, true
+	return ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version(), Served: v.servedLocked(a.Policy().Runner)}, true
 }
 
 // Actions returns every defined action, sorted by ref.
@@ -666,7 +683,7 @@ func (v *Views) Actions() []ActionView {
 	out := []ActionView{}
 	for _, ref := range v.refsLocked() {
 		a := v.st.Actions[ref]
-		out = append(out, ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version()})
+		out = append(out, ActionView{Policy: a.Policy(), Paused: a.Paused(), Version: a.Version(), Served: v.servedLocked(a.Policy().Runner)})
 	}
 	return out
 }

@@ -39,6 +39,11 @@ type Action struct {
 	Policy
 	Paused  bool  `json:"paused"`
 	Version int64 `json:"version"` // of the action's stream
+	// Served is whether a live worker serves the action's runner now. An
+	// action whose runner nobody serves (an unknown name, or one only
+	// stopped workers registered) is accepted, and its executions wait in
+	// its queue until a worker registers the runner.
+	Served bool `json:"served"`
 }
 
 // ActionList is the answer of GET /api/v1/actions, sorted by ref.

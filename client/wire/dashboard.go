@@ -20,6 +20,7 @@ type WaiterPage struct {
 // token, or admin and Anonymous when no token is configured.
 type WhoAmI struct {
 	Role      string `json:"role"`
+	Principal string `json:"principal,omitempty"` // the token's name
 	Anonymous bool   `json:"anonymous"`
 }
 
@@ -44,4 +45,6 @@ type AuditViolation struct {
 	Type     string `json:"type"`
 	Rule     string `json:"rule"`
 	Detail   string `json:"detail"`
+	// Principal is who asked for the event through the API ("" for none).
+	Principal string `json:"principal,omitempty"`
 }

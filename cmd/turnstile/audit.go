@@ -54,12 +54,19 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		_ = enc.Encode(rep)
 	} else {
 		printAudit(stdout, rep)
+		if len(rep.Principals) > 0 {
+			fmt.Fprintf(stdout, "principals:  %v (events written for each token)\n", rep.Principals)
+		}
 		if rep.OK() {
 			fmt.Fprintln(stdout, "result:      OK — every event follows the handoff rule, FIFO order and the concurrency limits")
 		} else {
 			fmt.Fprintf(stdout, "result:      %d VIOLATIONS\n", len(rep.Violations))
 			for _, v := range rep.Violations {
-				fmt.Fprintf(stdout, "  position %d %s %s: [%s] %s\n", v.Position, v.Stream, v.Type, v.Rule, v.Detail)
+				by := ""
+				if v.Principal != "" {
+					by = " (by " + v.Principal + ")"
+				}
+				fmt.Fprintf(stdout, "  position %d %s %s%s: [%s] %s\n", v.Position, v.Stream, v.Type, by, v.Rule, v.Detail)
 			}
 		}
 	}

@@ -74,8 +74,12 @@ func printEvents(ctx context.Context, store eventstore.Store, stream, typ string
 		if asJSON {
 			return enc.Encode(env)
 		}
-		_, err := fmt.Fprintf(stdout, "%8d  %s  %-44s v%-3d %-26s %s/%s  %s\n", env.Position, env.Time.Format(time.RFC3339Nano),
-			env.Stream, env.Version, env.Type, env.Owner, env.Writer, compact(env.Data))
+		by := ""
+		if p, ok, _ := domain.PrincipalOf(env); ok {
+			by = " by " + p.Name
+		}
+		_, err := fmt.Fprintf(stdout, "%8d  %s  %-44s v%-3d %-26s %s/%s%s  %s\n", env.Position, env.Time.Format(time.RFC3339Nano),
+			env.Stream, env.Version, env.Type, env.Owner, env.Writer, by, compact(env.Data))
 		return err
 	}
 	if stream != "" {

@@ -76,6 +76,12 @@ type tokenFlags []string
 func (t *tokenFlags) String() string     { return fmt.Sprintf("%d tokens", len(*t)) }
 func (t *tokenFlags) Set(v string) error { *t = append(*t, v); return nil }
 
+// stringsFlag is a repeatable string flag.
+type stringsFlag []string
+
+func (t *stringsFlag) String() string     { return strings.Join(*t, ",") }
+func (t *stringsFlag) Set(v string) error { *t = append(*t, v); return nil }
+
 func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte) (int, error) }) error {
 	fs := newFlags("serve", stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "HTTP listen address (port 0: any free port, printed at start)")
@@ -95,11 +101,18 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	debugAddr := fs.String("debug-addr", "", "serve Go's profiles (net/http/pprof, /debug/pprof/) on this address, apart from the API and without auth; loopback addresses only")
 	sqlViews := fs.Bool("sql-views", true, "with a postgres:// store, keep the executions and queue_stats tables (see docs/operations.md)")
 	var tokens tokenFlags
-	fs.Var(&tokens, "token", "ROLE:SECRET bearer token (repeatable; also TURNSTILE_TOKENS=ROLE:SECRET,...); visible to local users in the process's argv: prefer --token-file")
+	fs.Var(&tokens, "token", "ROLE:NAME:SECRET[:scope=PREFIX] bearer token (repeatable; also TURNSTILE_TOKENS=...,...; ROLE:SECRET is named ROLE-<hash prefix>); visible to local users in the process's argv: prefer --token-file")
 	tokenFile := fs.String("token-file", "", "read bearer tokens from FILE, one ROLE:SECRET (or ROLE:NAME:SECRET) a line; mode 0600 (see docs/security.md)")
+	var corsOrigins stringsFlag
+	fs.Var(&corsOrigins, "cors-origin", "let browser pages of this origin (scheme://host[:port], or *) call the API and open its feeds (repeatable; see docs/security.md)")
 	runnerCfg := runnerFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	for _, o := range corsOrigins {
+		if err := api.ValidateCORSOrigin(o); err != nil {
+			return usageError{err}
+		}
 	}
 	runners, err := runnerCfg()
 	if err != nil {
@@ -176,7 +189,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		NoExecutor: !*runExecutor, Lease: execLease, ExecutorName: *executorName, WorkerLease: *workerLease,
 		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners,
 		API: func(p node.APIParts) http.Handler {
-			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger,
+			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger, CORSOrigins: corsOrigins,
 				Ready: p.Ready, Version: buildVersion().Version, Registry: p.Registry}).Handler()
 		},
 		Auth: !toks.Empty(), Logger: log})

@@ -7,6 +7,7 @@
 package command
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -109,16 +110,33 @@ type Request struct {
 	Items int
 }
 
-// IDForKey returns the id of the execution requested with idempotency key key.
+// IDForKey returns the id of the execution requested with idempotency key
+// key by the anonymous caller (see IDForPrincipalKey).
 func IDForKey(key string) string { return uuid.NewSHA1(idempotencyNS, []byte(key)).String() }
+
+// IDForPrincipalKey returns the id of the execution that principal p
+// requests with idempotency key key. Keys are scoped per principal: the
+// same key from two principals names two executions, so one caller can
+// never obtain another's execution by sending its key. The anonymous
+// caller's ids are IDForKey's.
+func IDForPrincipalKey(p domain.Principal, key string) string {
+	if p.Name == "" {
+		return IDForKey(key)
+	}
+	return uuid.NewSHA1(idempotencyNS, []byte("principal:"+p.Name+"\x00"+key)).String()
+}
 
 // Request appends execution.requested and returns the new execution's id.
 // With an idempotency key, the id is derived from the key, so a retry of the
 // same request returns the same id (created is false), and a different
 // request with the same key fails with ErrIdempotencyMismatch. The key lives
 // in the log, so this holds across restarts.
+//
+// The request records the principal ctx carries (repository.WithPrincipal)
+// in its metadata, and its idempotency key is that principal's
+// (IDForPrincipalKey).
 func (c *Service) Request(ctx context.Context, r Request) (id string, created bool, err error) {
-	d, err := c.decideRequest(r)
+	d, err := c.decideRequest(r, repository.PrincipalFrom(ctx))
 	if err != nil {
 		return "", false, err
 	}
@@ -133,7 +151,7 @@ type requestDecision struct {
 
 // decideRequest checks r with the domain's rule and encodes its
 // execution.requested; nothing is written.
-func (c *Service) decideRequest(r Request) (d requestDecision, err error) {
+func (c *Service) decideRequest(r Request, p domain.Principal) (d requestDecision, err error) {
 	switch {
 	case r.ConcurrencyKey != "":
 		return d, fmt.Errorf("%w: the concurrency key is derived from the input by the action's policy", ErrInvalidRequest)
@@ -141,11 +159,14 @@ func (c *Service) decideRequest(r Request) (d requestDecision, err error) {
 		return d, fmt.Errorf("%w: with_items children are requested by the executor", ErrInvalidRequest)
 	case r.WithItems != nil && len(r.WithItems) == 0: // the domain sees no items: a plain request
 		return d, fmt.Errorf("%w: with_items holds no items; it must hold 1..%d", ErrInvalidRequest, domain.MaxItems)
+	case bytes.Equal(bytes.TrimSpace(r.Input), []byte("null")):
+		// the domain reads null in old events as no input; a new request says what it means
+		return d, fmt.Errorf("%w: input must be a JSON object, not null (leave it out for none)", ErrInvalidRequest)
 	}
 	// only a request with an idempotency key can be retried into its stream
 	if r.IdempotencyKey != "" {
 		d.hash = requestHash(r)
-		d.id = IDForKey(r.IdempotencyKey)
+		d.id = IDForPrincipalKey(p, r.IdempotencyKey)
 	} else if c.NewID != nil {
 		d.id = c.NewID().String()
 	} else {
@@ -169,6 +190,7 @@ func (c *Service) decideRequest(r Request) (d requestDecision, err error) {
 	// (created false), not pass as the store's idempotent re-append of the
 	// same event (which would report created again).
 	d.env, err = codec.Events.Encode(domain.LocalEventID(c.freshID(), d.stream), ev, domain.OwnerExecutor, c.Writer)
+	d.env.Metadata = domain.PrincipalMetadata(p)
 	return d, err
 }
 
@@ -317,6 +339,7 @@ func (c *Service) updateAction(ctx context.Context, ref string, decide ActionCha
 		if err != nil {
 			return nil, false, err
 		}
+		env.Metadata = domain.PrincipalMetadata(repository.PrincipalFrom(ctx))
 		fence := domain.QueueActionChanged{ActionVersion: uint64(v), Change: ev.EventType()}
 		single := !eventstore.AtomicMultiStream(c.Store)
 		if single {
@@ -328,6 +351,7 @@ func (c *Service) updateAction(ctx context.Context, ref string, decide ActionCha
 		if err != nil {
 			return nil, false, err
 		}
+		fenv.Metadata = env.Metadata
 		change := eventstore.StreamAppend{Stream: stream, Expected: repository.Expected(a.Version()), Events: []domain.Envelope{env}}
 		if single {
 			if _, err := c.Store.Append(ctx, qstream, eventstore.Any, fenv); err != nil {

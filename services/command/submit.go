@@ -13,6 +13,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/repository"
 )
 
 // Accepted is the answer to an execution command.
@@ -58,7 +59,8 @@ func (e *RefusedError) Unwrap() error { return ErrRefused }
 // it expects (checkInput). With no Views, only the domain's checks
 // apply before the append. now is the time the rate limit is judged at.
 func (c *Service) Submit(ctx context.Context, r Request, now time.Time) (Accepted, error) {
-	d, err := c.decideRequest(r)
+	p := repository.PrincipalFrom(ctx)
+	d, err := c.decideRequest(r, p)
 	if err != nil {
 		return Accepted{}, err
 	}
@@ -69,7 +71,7 @@ func (c *Service) Submit(ctx context.Context, r Request, now time.Time) (Accepte
 		if err := c.checkInput(ctx, r); err != nil {
 			return Accepted{}, err
 		}
-		if err := c.refuseEarly(ctx, r, now); err != nil {
+		if err := c.refuseEarly(ctx, r, d.id, now); err != nil {
 			return Accepted{}, err
 		}
 	}
@@ -105,7 +107,7 @@ func (c *Service) defined(ctx context.Context, ref string) error {
 
 // refuseEarly returns a *RefusedError for a request the read model says its
 // queue would refuse (see Submit).
-func (c *Service) refuseEarly(ctx context.Context, r Request, now time.Time) error {
+func (c *Service) refuseEarly(ctx context.Context, r Request, id string, now time.Time) error {
 	if r.WithItems != nil {
 		return nil
 	}
@@ -114,7 +116,6 @@ func (c *Service) refuseEarly(ctx context.Context, r Request, now time.Time) err
 		return nil
 	}
 	if r.IdempotencyKey != "" {
-		id := IDForKey(r.IdempotencyKey)
 		if _, ok := c.Views.View(id); ok {
 			return nil
 		}
@@ -129,12 +130,17 @@ func (c *Service) refuseEarly(ctx context.Context, r Request, now time.Time) err
 // reason ("cancelled by a client" when empty), answered with the status the
 // read model gives once it has folded the log as it was after the request.
 // An unknown id fails with ErrUnknownExecution, an execution that has ended
-// with ErrAlreadyEnded; nothing is written then.
+// with ErrAlreadyEnded, and one the principal ctx carries may not cancel
+// (a client's token asking for another principal's execution) with
+// ErrNotYours; nothing is written then.
 func (c *Service) Cancel(ctx context.Context, id, reason string) (Accepted, error) {
 	if reason == "" {
 		reason = "cancelled by a client"
 	}
-	err := c.RequestCancel(ctx, id, reason)
+	err := c.checkOwner(ctx, id)
+	if err == nil {
+		err = c.RequestCancel(ctx, id, reason)
+	}
 	switch {
 	case errors.Is(err, ErrUnknownExecution):
 		return Accepted{}, &marked{msg: fmt.Sprintf("no execution %q", id), is: ErrUnknownExecution}

@@ -190,6 +190,7 @@ func UpdateExecutionGuarded(ctx context.Context, store eventstore.Store, id stri
 		if err != nil {
 			return x, err
 		}
+		env.Metadata = domain.PrincipalMetadata(PrincipalFrom(ctx))
 		_ = codec.Events.Remember(&env) // for this process's folds (it encodes, so it decodes)
 		var res eventstore.AppendResult
 		if cond.Stream == "" {
