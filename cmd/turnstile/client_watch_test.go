@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/creack/pty"
 )
@@ -76,7 +78,7 @@ func TestWatchPipedStartsWithTheState(t *testing.T) {
 // first and the last frame), and shows the cursor again when interrupted.
 func TestWatchTerminalTable(t *testing.T) {
 	srv, waiting := watchFixture(t)
-	scr := startPTYWatch(t, srv, "watch", "queue-stats")
+	scr := startPTYWatch(t, srv, 40, 200, "watch", "queue-stats")
 
 	header := regexp.MustCompile(`(?m)^ACTION\s+QUEUE\s+ACTIVE\s+MAX\s+ENQUEUED\s+COMPLETED\s+FAILED\s+TIMED_OUT\s+REJECTED\s+CANCELLED\s+WAIT_P50\s+WAIT_P95\s+PAUSED\s+POSITION$`)
 	row := func(action string, figures string) *regexp.Regexp {
@@ -107,7 +109,7 @@ func TestWatchTerminalTable(t *testing.T) {
 // each execution's latest state, an ended one with its final status.
 func TestWatchTerminalExecutions(t *testing.T) {
 	srv, waiting := watchFixture(t)
-	scr := startPTYWatch(t, srv, "watch", "executions")
+	scr := startPTYWatch(t, srv, 40, 200, "watch", "executions")
 	header := regexp.MustCompile(`(?m)^ID\s+ACTION\s+STATUS\s+ATTEMPT\s+WORKER\s+POSITION\s+ERROR$`)
 	row := func(id, rest string) *regexp.Regexp {
 		return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(id) + `\s+` + rest)
@@ -116,6 +118,35 @@ func TestWatchTerminalExecutions(t *testing.T) {
 	mustCLI(t, srv, "exec", "cancel", waiting)
 	echo := strings.TrimSpace(strings.SplitN(mustCLI(t, srv, "exec", "request", "watch.echo", "--input", `{"i":1}`, "--wait"), "\n", 2)[0])
 	scr.waitFrame(t, "the ended executions", header, row(waiting, `watch\.idle\s+cancelled\s`), row(echo, `watch\.echo\s+completed\s+1\s`))
+	scr.stop(t)
+}
+
+// TestWatchTerminalFits: on a small terminal the table keeps to the
+// screen: no line is wider than it (a wrapped line would push the frame
+// down), and when the rows do not fit the newest are shown and the others
+// counted.
+func TestWatchTerminalFits(t *testing.T) {
+	srv, _ := watchFixture(t)
+	var newest string
+	for i := range 5 {
+		newest = strings.TrimSpace(mustCLI(t, srv, "exec", "request", "watch.idle", "--input", fmt.Sprintf(`{"i":%d}`, i+1)))
+	}
+	const rows, cols = 8, 60
+	scr := startPTYWatch(t, srv, rows, cols, "watch", "executions")
+	// 8 rows: the title, a blank line, the column labels, the line that
+	// counts what is not shown, 3 rows, and the last line left free.
+	scr.waitFrame(t, "the newest rows", regexp.MustCompile(`(?m)^… 3 earlier rows not shown$`),
+		regexp.MustCompile(`(?m)^`+regexp.QuoteMeta(newest)+`\s+watch\.idle`))
+	f := scr.frame()
+	lines := strings.Split(strings.TrimSuffix(f, "\n"), "\n")
+	if len(lines) != rows-1 {
+		t.Errorf("the frame has %d lines, want %d:\n%s", len(lines), rows-1, f)
+	}
+	for _, l := range lines {
+		if n := utf8.RuneCountInString(l); n > cols {
+			t.Errorf("a line of %d characters on a screen of %d columns: %q", n, cols, l)
+		}
+	}
 	scr.stop(t)
 }
 
@@ -131,14 +162,14 @@ type ptyWatch struct {
 }
 
 // startPTYWatch runs `turnstile args…` in this process with a pseudo-
-// terminal of 40 rows and 200 columns as its stdout.
-func startPTYWatch(t *testing.T, srv string, args ...string) *ptyWatch {
+// terminal of rows × cols as its stdout.
+func startPTYWatch(t *testing.T, srv string, rows, cols uint16, args ...string) *ptyWatch {
 	t.Helper()
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Fatalf("open a pseudo-terminal: %v", err)
 	}
-	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 200}); err != nil {
+	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

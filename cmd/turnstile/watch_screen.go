@@ -21,10 +21,15 @@ import (
 // A watch on a terminal draws the state a feed describes as one table that
 // is redrawn in place: the cursor goes home, each line is written over the
 // last frame's and cleared to its end, and the rest of the screen is
-// cleared. It redraws at most once per watchRedraw, and only after a change.
+// cleared. It redraws at most once per watchRedraw after a change, and once
+// per watchRefresh without one (the title's clock moves on, and a resized
+// terminal is filled again).
 
 // watchRedraw is the shortest time between two frames.
 const watchRedraw = 100 * time.Millisecond
+
+// watchRefresh is the longest time between two frames.
+const watchRefresh = time.Second
 
 // ANSI control sequences of the screen.
 const (
@@ -65,6 +70,7 @@ type screen struct {
 
 	mu       sync.Mutex
 	dirty    bool
+	drawn    time.Time // when the last frame was drawn
 	position uint64 // of the last message
 	messages int
 }
@@ -99,7 +105,7 @@ func (s *screen) run(stop <-chan struct{}) {
 		select {
 		case <-tick.C:
 			s.mu.Lock()
-			if s.dirty {
+			if s.dirty || time.Since(s.drawn) >= watchRefresh {
 				s.drawLocked()
 			}
 			s.mu.Unlock()
@@ -115,7 +121,7 @@ func (s *screen) run(stop <-chan struct{}) {
 
 // drawLocked writes one frame; s.mu is held.
 func (s *screen) drawLocked() {
-	s.dirty = false
+	s.dirty, s.drawn = false, time.Now()
 	width, height, err := term.GetSize(s.fd)
 	if err != nil || width <= 0 || height <= 0 {
 		width, height = 80, 24
