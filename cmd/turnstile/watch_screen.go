@@ -71,7 +71,7 @@ type screen struct {
 	mu       sync.Mutex
 	dirty    bool
 	drawn    time.Time // when the last frame was drawn
-	position uint64 // of the last message
+	position uint64    // of the last message
 	messages int
 }
 
