@@ -150,6 +150,28 @@ func TestWatchTerminalFits(t *testing.T) {
 	scr.stop(t)
 }
 
+// TestWatchTerminalLines: on a terminal, watch events (no state to draw)
+// and --json print lines, as piped: no table, no control sequence.
+func TestWatchTerminalLines(t *testing.T) {
+	srv, _ := watchFixture(t)
+	for _, c := range []struct {
+		args []string
+		want *regexp.Regexp
+	}{
+		{[]string{"watch", "events", "--from", "0", "--count", "2"}, regexp.MustCompile(`^position=0 time=\S+ stream=\S+ version=0 type=\S+ owner=\S+\r?\nposition=1 `)},
+		{[]string{"watch", "queue-stats", "--count", "2", "--json"}, regexp.MustCompile(`^\{"action":"watch\.echo",.*\}\r?\n\{"action":"watch\.idle",.*\}\r?\n$`)},
+	} {
+		scr := startPTYWatch(t, srv, 40, 200, c.args...)
+		if code := <-scr.done; code != 0 {
+			t.Fatalf("turnstile %s on a terminal: exit %d", strings.Join(c.args, " "), code)
+		}
+		waitFor(t, "the output of "+strings.Join(c.args, " "), func() bool { return c.want.MatchString(scr.out.String()) }, scr.out)
+		if out := scr.out.String(); strings.Contains(out, "\x1b") {
+			t.Errorf("turnstile %s on a terminal: a control sequence in %q", strings.Join(c.args, " "), out)
+		}
+	}
+}
+
 // ptyWatch is a watch command whose stdout is a pseudo-terminal.
 type ptyWatch struct {
 	out     *serveLog // what the terminal received
