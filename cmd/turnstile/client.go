@@ -84,8 +84,18 @@ resumed after the last message received, without a gap or a duplicate.
   turnstile watch executions  [--action REF] [--from POSITION] [--count N]
   turnstile watch events      [--action REF] [--from POSITION] [--count N]
 
+Without --from, queue-stats and executions start with the current state (every action's
+statistics; every execution that has not ended), then follow the changes. On a terminal
+they draw a table with labelled columns, redrawn in place (at most 10 times a second);
+piped, and for events, they print one line per message, every field labelled:
+
+  position=42 action=demo.sleep queue=3 active=2 max=2 enqueued=9 completed=4 failed=0 ...
+
+With --json, one JSON document per message, as the server wrote it.
+
 Example:
-  turnstile watch executions --action demo.sleep
+  turnstile watch queue-stats                  # a live table on a terminal
+  turnstile watch executions --action demo.sleep | grep status=failed
 `,
 }
 

@@ -310,7 +310,7 @@ func TestClientExecutions(t *testing.T) {
 		}
 	}
 	out = mustCLI(t, srv, "watch", "queue-stats", "--action", "demo.fail", "--from", "0", "--count", "1")
-	if !regexp.MustCompile(`^position=\d+ demo\.fail queue=0 active=0/1 enqueued=1 completed=0 failed=1 `).MatchString(out) {
+	if !regexp.MustCompile(`^position=\d+ action=demo\.fail queue=0 active=0 max=1 enqueued=1 completed=0 failed=1 `).MatchString(out) {
 		t.Errorf("watch queue-stats: %q", out)
 	}
 }

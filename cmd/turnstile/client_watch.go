@@ -12,40 +12,35 @@ import (
 	"github.com/turnstile/turnstile/client/wire"
 )
 
-// watchFeeds maps a watch command to its feed and a one-line rendering of
-// a message, each field labelled.
+// watchFeeds maps a watch command to its feed, a one-line rendering of a
+// message with every field labelled (name=value), and, for a state feed,
+// the table a terminal shows.
 var watchFeeds = map[string]struct {
-	feed client.Feed
-	line func(data []byte) (string, error)
+	feed  client.Feed
+	line  func(data []byte) (string, error)
+	table func() watchTable // nil: lines on a terminal too
 }{
 	"queue-stats": {client.FeedQueueStats, func(data []byte) (string, error) {
 		var s wire.QueueStats
 		err := json.Unmarshal(data, &s)
-		paused := ""
-		if s.Paused {
-			paused = " paused"
-		}
-		return fmt.Sprintf("position=%d %s queue=%d active=%d/%d enqueued=%d completed=%d failed=%d timed_out=%d rejected=%d cancelled=%d wait_p95=%gms%s",
+		return fmt.Sprintf("position=%d action=%s queue=%d active=%d max=%d enqueued=%d completed=%d failed=%d timed_out=%d rejected=%d cancelled=%d wait_p50=%gms wait_p95=%gms paused=%v",
 			s.Position, s.Action, s.QueueLength, s.ActiveCount, s.MaxConcurrent, s.TotalEnqueued, s.TotalCompleted, s.TotalFailed,
-			s.TotalTimedOut, s.TotalRejected, s.TotalCancelled, s.WaitP95Ms, paused), err
-	}},
+			s.TotalTimedOut, s.TotalRejected, s.TotalCancelled, s.WaitP50Ms, s.WaitP95Ms, s.Paused), err
+	}, func() watchTable { return &queueStatsTable{} }},
 	"executions": {client.FeedExecutions, func(data []byte) (string, error) {
 		var x wire.Execution
 		err := json.Unmarshal(data, &x)
-		line := fmt.Sprintf("position=%d %s %s %s attempt=%d", x.Position, x.ID, x.Action, x.Status, x.Attempt)
-		if x.Worker != "" {
-			line += " worker=" + x.Worker
-		}
+		line := fmt.Sprintf("position=%d id=%s action=%s status=%s attempt=%d worker=%s", x.Position, x.ID, x.Action, x.Status, x.Attempt, dash(x.Worker))
 		if x.Error != "" {
 			line += fmt.Sprintf(" error=%q", x.Error)
 		}
 		return line, err
-	}},
+	}, func() watchTable { return &executionsTable{} }},
 	"events": {client.FeedEvents, func(data []byte) (string, error) {
 		var e wire.Event
 		err := json.Unmarshal(data, &e)
-		return fmt.Sprintf("position=%d %s %s v%d %s owner=%s", e.Position, stamp(&e.Time), e.Stream, e.Version, e.Type, e.Owner), err
-	}},
+		return fmt.Sprintf("position=%d time=%s stream=%s version=%d type=%s owner=%s", e.Position, stamp(&e.Time), e.Stream, e.Version, e.Type, dash(e.Owner)), err
+	}, nil},
 }
 
 // watchCommands are "turnstile watch …".
@@ -67,11 +62,27 @@ var watchCommands = func() map[string]subcommand {
 					}
 					opts.Start = client.FromPosition(p)
 				}
+				var scr *screen
+				if fd, ok := terminalOf(c.stdout); ok && !c.asJSON && feed.table != nil {
+					scr = &screen{out: c.stdout, fd: fd, title: "turnstile watch " + name, table: feed.table()}
+					if *action != "" {
+						scr.title += " --action " + *action
+					}
+					scr.start()
+					stop, drawn := make(chan struct{}), make(chan struct{})
+					go func() { scr.run(stop); close(drawn) }()
+					defer func() { close(stop); <-drawn }() // the last frame, and the cursor back
+				}
 				n := 0
 				err := c.api.Follow(ctx, feed.feed, opts, func(m client.Message) error {
-					if c.asJSON {
+					switch {
+					case c.asJSON:
 						fmt.Fprintf(c.stdout, "%s\n", m.Data) // as the server wrote it
-					} else {
+					case scr != nil:
+						if err := scr.update(m.ID, m.Data); err != nil {
+							return fmt.Errorf("%s feed: message %d: %w", name, m.ID, err)
+						}
+					default:
 						line, err := feed.line(m.Data)
 						if err != nil {
 							return fmt.Errorf("%s feed: message %d: %w", name, m.ID, err)
