@@ -1,0 +1,566 @@
+// Package remote serves workers that reach turnstile over HTTP (API.md,
+// "Workers over HTTP"). A worker registers a name, the runners it serves and
+// its slots; that starts an incarnation in the log (worker.registered) and a
+// session, a random secret kept here only as its SHA-256. The service then
+// writes that incarnation's events on its behalf, with the fences an
+// in-process worker's writes carry (services/worker): each execution event
+// at the execution's expected version, only while the handoff it acts under
+// is the incarnation's (domain.Execution.Holds), and, on a store with atomic
+// multi-stream appends, on condition that the worker stream is at the
+// version that shows the incarnation alive. A session can therefore write
+// only for executions handed to its own incarnation, and only while that
+// incarnation lives; a lost, replaced or stopped incarnation's session is
+// refused (ErrEnded).
+//
+// Assignments reach a session from the log: the service follows it from its
+// head as it is at Start and keeps, per incarnation, the handoffs addressed
+// to it that have not ended, the cancel requests for them and the take-backs.
+// Sessions live in this process's memory: after a restart of the server a
+// worker registers again (a new incarnation; the executor takes back what
+// the old one held, as for any replaced incarnation).
+package remote
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/client/wire"
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
+	"github.com/turnstile/turnstile/internal/startstop"
+	"github.com/turnstile/turnstile/services/repository"
+)
+
+// Errors of the session checks. The API answers ErrNoSession and ErrEnded
+// with 401, ErrOtherName with 403.
+var (
+	ErrNoSession = errors.New("no such worker session")
+	ErrEnded     = errors.New("the session's worker incarnation has ended (lost, drained or replaced): register again")
+	ErrOtherName = errors.New("the session belongs to another worker name")
+)
+
+// Config configures a Service.
+type Config struct {
+	Store eventstore.Store
+	// Lease is the executor's worker lease: an incarnation with no event in
+	// the log for that long is declared lost. Polls and heartbeats renew it
+	// (a worker.heartbeat at most every Lease/10). Default 15s.
+	Lease  time.Duration
+	Logger *slog.Logger
+}
+
+// Service is the server side of the worker protocol. Start it before use.
+type Service struct {
+	cfg    Config
+	log    *slog.Logger
+	fenced bool
+
+	mu     sync.Mutex
+	byHash map[[32]byte]*session
+	byInc  map[string]*session // incarnation → its session
+	byExec map[string]*session // execution id → the session it is assigned to
+
+	run *startstop.Func
+}
+
+// session is one incarnation's session. Its fields are guarded by
+// Service.mu, but for wmu, which serialises its writes to the worker stream.
+type session struct {
+	hash    [32]byte
+	name    string
+	inc     string
+	slots   int
+	runners []string
+
+	ended    bool
+	draining bool
+	state    *domain.Worker // the worker stream as this session last saw it
+	lastBeat time.Time      // when it last renewed the lease (this clock)
+
+	assigned map[string]*assignment // by execution id
+	cancels  map[string]struct{}    // executions whose runs must stop, not yet told
+	wake     chan struct{}          // closed (and replaced) when something new is there
+
+	wmu sync.Mutex
+}
+
+type assignment struct {
+	wire.Assignment
+	position  uint64
+	delivered bool // a poll has returned it
+	reported  bool // a report on it was accepted
+}
+
+// New checks cfg and returns a service; Start follows the log.
+func New(cfg Config) (*Service, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("remote: Store is required")
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Service{cfg: cfg, log: cfg.Logger.With("component", "remote-workers"), fenced: eventstore.AtomicMultiStream(cfg.Store),
+		byHash: map[[32]byte]*session{}, byInc: map[string]*session{}, byExec: map[string]*session{}}
+	s.run = startstop.NewFunc(s.follow)
+	return s, nil
+}
+
+// Start follows the log from its head; Started is closed once it does.
+func (s *Service) Start(ctx context.Context) error { return s.run.Start(ctx) }
+
+// Started is closed once the service follows the log.
+func (s *Service) Started() <-chan struct{} { return s.run.Started() }
+
+// Stop stops following the log and ends every session.
+func (s *Service) Stop() {
+	s.run.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, ss := range s.byInc {
+		s.endLocked(ss)
+	}
+}
+
+// LeaseSeconds is the lease a worker must renew within (by polls or heartbeats).
+func (s *Service) LeaseSeconds() float64 { return s.cfg.Lease.Seconds() }
+
+// Session is an authenticated session: the name and incarnation it acts for.
+type Session struct {
+	s *session
+}
+
+// Name and Incarnation return what the session acts for.
+func (x Session) Name() string        { return x.s.name }
+func (x Session) Incarnation() string { return x.s.inc }
+
+// Authenticate finds the session of secret and checks it is presented
+// under name. The secret's hash is compared in constant time.
+func (s *Service) Authenticate(name, secret string) (Session, error) {
+	h := sha256.Sum256([]byte(secret))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ss := s.byHash[h]
+	if ss == nil || subtle.ConstantTimeCompare(ss.hash[:], h[:]) != 1 {
+		return Session{}, ErrNoSession
+	}
+	if ss.ended {
+		return Session{}, ErrEnded
+	}
+	if subtle.ConstantTimeCompare([]byte(ss.name), []byte(name)) != 1 {
+		return Session{}, ErrOtherName
+	}
+	return Session{ss}, nil
+}
+
+// Register starts a new incarnation of worker name serving runners with
+// slots, and returns its session. A live incarnation of the same name is
+// replaced: the executor takes back what it held.
+func (s *Service) Register(ctx context.Context, req wire.WorkerRegister, host string) (wire.WorkerSession, error) {
+	runners, err := checkRegister(req)
+	if err != nil {
+		return wire.WorkerSession{}, err
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return wire.WorkerSession{}, err
+	}
+	secret := "tsw_" + base64.RawURLEncoding.EncodeToString(raw[:])
+	ss := &session{hash: sha256.Sum256([]byte(secret)), name: req.Name, inc: uuid.NewString(), slots: req.Slots, runners: runners,
+		assigned: map[string]*assignment{}, cancels: map[string]struct{}{}, wake: make(chan struct{}), lastBeat: time.Now()}
+	// Known before worker.registered is in the log, so that no handoff to
+	// the new incarnation can pass the follower unseen.
+	s.mu.Lock()
+	s.byInc[ss.inc] = ss
+	s.mu.Unlock()
+	ss.wmu.Lock()
+	st, err := repository.UpdateWorker(ctx, s.cfg.Store, req.Name, domain.OwnerWorker, req.Name, nil, func(w *domain.Worker) (domain.Event, error) {
+		return w.Register(ss.inc, req.Slots, runners, host, 0)
+	})
+	ss.wmu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		delete(s.byInc, ss.inc)
+		return wire.WorkerSession{}, fmt.Errorf("register worker %s: %w", req.Name, err)
+	}
+	if ss.state == nil || ss.state.Version() < st.Version() {
+		ss.state = st
+	}
+	if !ss.ended {
+		s.byHash[ss.hash] = ss
+	}
+	s.log.Info("remote worker registered", "worker", req.Name, "incarnation", ss.inc, "slots", req.Slots, "runners", runners)
+	return wire.WorkerSession{Name: req.Name, Incarnation: ss.inc, Session: secret, LeaseSeconds: s.cfg.Lease.Seconds()}, nil
+}
+
+// checkRegister validates a registration; it returns the runners sorted,
+// without duplicates.
+func checkRegister(req wire.WorkerRegister) ([]string, error) {
+	switch {
+	case req.Name == "" || len(req.Name) > domain.MaxIDLen || eventstore.ValidateStream(domain.WorkerStream(req.Name)) != nil:
+		return nil, fmt.Errorf("%w: name %q must be 1..%d bytes usable in a stream name", domain.ErrInvalidRequest, clip(req.Name), domain.MaxIDLen)
+	case req.Slots < 1 || req.Slots > 100_000:
+		return nil, fmt.Errorf("%w: slots %d must be 1..100000", domain.ErrInvalidRequest, req.Slots)
+	case len(req.Runners) == 0 || len(req.Runners) > 1000:
+		return nil, fmt.Errorf("%w: runners must name 1..1000 runners the worker serves", domain.ErrInvalidRequest)
+	}
+	for _, r := range req.Runners {
+		if err := (domain.Policy{Ref: "x", Runner: r}).Validate(); err != nil {
+			return nil, fmt.Errorf("%w: runner %q must be 1..%d letters, digits, '_', '.' or '-'", domain.ErrInvalidRequest, clip(r), domain.MaxRefLen)
+		}
+	}
+	rs := slices.Clone(req.Runners)
+	sort.Strings(rs)
+	return slices.Compact(rs), nil
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// endLocked ends ss: its session is refused from now on and its polls return.
+func (s *Service) endLocked(ss *session) {
+	if ss.ended {
+		return
+	}
+	ss.ended = true
+	delete(s.byHash, ss.hash)
+	delete(s.byInc, ss.inc)
+	for id := range ss.assigned {
+		if s.byExec[id] == ss {
+			delete(s.byExec, id)
+		}
+	}
+	ss.assigned = map[string]*assignment{}
+	s.wakeLocked(ss)
+}
+
+func (s *Service) wakeLocked(ss *session) {
+	close(ss.wake)
+	ss.wake = make(chan struct{})
+}
+
+// Heartbeat renews the session's lease (one worker.heartbeat, unless one was
+// written less than Lease/10 ago).
+func (s *Service) Heartbeat(ctx context.Context, x Session) error { return s.renew(ctx, x.s) }
+
+func (s *Service) renew(ctx context.Context, ss *session) error {
+	s.mu.Lock()
+	if ss.ended {
+		s.mu.Unlock()
+		return ErrEnded
+	}
+	due := time.Since(ss.lastBeat) >= s.cfg.Lease/10
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	s.mu.Lock()
+	known, inFlight := ss.state.Clone(), len(ss.assigned)
+	s.mu.Unlock()
+	st, err := repository.UpdateWorker(ctx, s.cfg.Store, ss.name, domain.OwnerWorker, ss.name, known, func(w *domain.Worker) (domain.Event, error) {
+		return w.Heartbeat(ss.inc, inFlight)
+	})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case errors.Is(err, domain.ErrWorkerReplaced), errors.Is(err, domain.ErrWorkerNotRegistered):
+		s.endLocked(ss)
+		return ErrEnded
+	case err != nil:
+		ss.state = nil
+		return err
+	}
+	ss.state, ss.lastBeat = st, time.Now()
+	return nil
+}
+
+// Drain records that the incarnation takes nothing new (worker.draining);
+// it ends (worker.stopped) once its in-flight executions have ended.
+func (s *Service) Drain(ctx context.Context, x Session) error {
+	ss := x.s
+	ss.wmu.Lock()
+	s.mu.Lock()
+	known := ss.state.Clone()
+	s.mu.Unlock()
+	st, err := repository.UpdateWorker(ctx, s.cfg.Store, ss.name, domain.OwnerWorker, ss.name, known, func(w *domain.Worker) (domain.Event, error) {
+		if w.Incarnation() == ss.inc && w.Status() == domain.WorkerDrainingStatus {
+			return nil, nil // drained already
+		}
+		return w.Drain(ss.inc)
+	})
+	ss.wmu.Unlock()
+	s.mu.Lock()
+	if errors.Is(err, domain.ErrWorkerReplaced) || errors.Is(err, domain.ErrWorkerNotRegistered) {
+		s.endLocked(ss)
+		s.mu.Unlock()
+		return ErrEnded
+	}
+	if err != nil {
+		ss.state = nil
+		s.mu.Unlock()
+		return err
+	}
+	ss.state, ss.draining = st, true
+	idle := len(ss.assigned) == 0
+	s.wakeLocked(ss)
+	s.mu.Unlock()
+	if idle {
+		return s.stop(ctx, ss)
+	}
+	return nil
+}
+
+// stop records worker.stopped for a drained incarnation with nothing in flight.
+func (s *Service) stop(ctx context.Context, ss *session) error {
+	ss.wmu.Lock()
+	defer ss.wmu.Unlock()
+	s.mu.Lock()
+	known, ended := ss.state.Clone(), ss.ended
+	s.mu.Unlock()
+	if ended {
+		return nil
+	}
+	_, err := repository.UpdateWorker(ctx, s.cfg.Store, ss.name, domain.OwnerWorker, ss.name, known, func(w *domain.Worker) (domain.Event, error) {
+		return w.Stop(ss.inc)
+	})
+	if err != nil && !errors.Is(err, domain.ErrWorkerReplaced) {
+		s.log.Warn("cannot record worker.stopped for a drained remote worker", "worker", ss.name, "incarnation", ss.inc, "err", err)
+		return err
+	}
+	s.mu.Lock()
+	s.endLocked(ss)
+	s.mu.Unlock()
+	s.log.Info("remote worker stopped", "worker", ss.name, "incarnation", ss.inc)
+	return nil
+}
+
+// followTypes are the events the service follows.
+var followTypes = []string{
+	domain.TypeExecutionScheduled, domain.TypeExecutionCancelRequested,
+	domain.TypeExecutionCompleted, domain.TypeExecutionFailed, domain.TypeExecutionTimedOut, domain.TypeExecutionCancelled,
+	domain.TypeExecutionAbandoned, domain.TypeExecutionHandoffExpired,
+	domain.TypeWorkerRegistered, domain.TypeWorkerStopped, domain.TypeWorkerLost,
+}
+
+// follow subscribes to the log from its head and keeps the sessions'
+// assignments, cancels and ends up to date.
+func (s *Service) follow(ctx context.Context, started func()) error {
+	head, err := s.cfg.Store.Head(ctx)
+	if err != nil {
+		return err
+	}
+	started()
+	err = s.cfg.Store.Subscribe(ctx, head, eventstore.Filter{Types: followTypes}, func(batch []domain.Envelope) error {
+		var stops []*session
+		s.mu.Lock()
+		for i := range batch {
+			if ss := s.apply(&batch[i]); ss != nil {
+				stops = append(stops, ss)
+			}
+		}
+		s.mu.Unlock()
+		for _, ss := range stops {
+			go func() { _ = s.stop(context.WithoutCancel(ctx), ss) }()
+		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// apply folds one followed event into the sessions. It returns a draining
+// session whose last execution just ended (to be stopped).
+func (s *Service) apply(env *domain.Envelope) *session {
+	cat, id := domain.SplitStream(env.Stream)
+	if cat == domain.StreamWorker {
+		if len(s.byInc) == 0 {
+			return nil
+		}
+		ev, err := codec.Events.Decode(env)
+		if err != nil {
+			return nil
+		}
+		for _, ss := range s.byInc {
+			if ss.name != id {
+				continue
+			}
+			switch e := ev.(type) {
+			case domain.WorkerRegistered:
+				if e.Incarnation != ss.inc {
+					s.endLocked(ss) // replaced
+				}
+			case domain.WorkerLost:
+				if e.Incarnation == ss.inc {
+					s.endLocked(ss)
+				}
+			case domain.WorkerStopped:
+				if e.Incarnation == ss.inc {
+					s.endLocked(ss)
+				}
+			}
+		}
+		return nil
+	}
+	switch env.Type {
+	case domain.TypeExecutionScheduled:
+		if len(s.byInc) == 0 {
+			return nil
+		}
+		ev, err := codec.Events.Decode(env)
+		if err != nil {
+			return nil
+		}
+		sched, ok := ev.(domain.ExecutionScheduled)
+		if !ok {
+			return nil
+		}
+		ss := s.byInc[sched.Incarnation]
+		if ss == nil || ss.ended || ss.name != sched.Worker {
+			return nil
+		}
+		if old := s.byExec[id]; old != nil && old != ss {
+			delete(old.assigned, id)
+		}
+		ss.assigned[id] = &assignment{position: env.Position, Assignment: wire.Assignment{Execution: id, Action: sched.Action, Runner: sched.Runner,
+			Input: sched.Input, RunnerConfig: sched.RunnerConfig, Attempt: sched.Attempt, TimeoutSeconds: float64(sched.TimeoutMillis) / 1000}}
+		s.byExec[id] = ss
+		s.wakeLocked(ss)
+	case domain.TypeExecutionCancelRequested:
+		if ss := s.byExec[id]; ss != nil {
+			ss.cancels[id] = struct{}{}
+			s.wakeLocked(ss)
+		}
+	default: // the execution ended or was taken back
+		ss := s.byExec[id]
+		if ss == nil {
+			return nil
+		}
+		delete(s.byExec, id)
+		a := ss.assigned[id]
+		delete(ss.assigned, id)
+		delete(ss.cancels, id)
+		if a != nil && a.delivered && (env.Type == domain.TypeExecutionAbandoned || env.Type == domain.TypeExecutionHandoffExpired) {
+			ss.cancels[id] = struct{}{} // taken back: the worker must stop its run (its reports are refused)
+			s.wakeLocked(ss)
+		}
+		if ss.draining && len(ss.assigned) == 0 && !ss.ended {
+			return ss
+		}
+	}
+	return nil
+}
+
+// MaxWait bounds a poll's wait.
+const MaxWait = 60 * time.Second
+
+// Poll renews the lease and returns the session's assignments and cancels:
+// at once if there is something it has not returned yet, else once there
+// is, or after wait. Assignments it returned before that were not reported
+// on come again (a worker deduplicates by execution and attempt).
+func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Duration) (wire.WorkerPollResult, error) {
+	ss := x.s
+	if err := s.renew(ctx, ss); err != nil {
+		return wire.WorkerPollResult{}, err
+	}
+	if limit <= 0 {
+		limit = ss.slots
+	}
+	wait = min(max(wait, 0), MaxWait)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	renewEvery := time.NewTicker(max(s.cfg.Lease/4, time.Millisecond))
+	defer renewEvery.Stop()
+	for {
+		s.mu.Lock()
+		if ss.ended {
+			s.mu.Unlock()
+			return wire.WorkerPollResult{}, ErrEnded
+		}
+		fresh := len(ss.cancels) > 0
+		for _, a := range ss.assigned {
+			if !a.delivered && !a.reported {
+				fresh = true
+				break
+			}
+		}
+		timedOut := false
+		select {
+		case <-t.C:
+			timedOut = true
+		default:
+		}
+		if fresh || timedOut || wait == 0 {
+			out := s.takeLocked(ss, limit)
+			s.mu.Unlock()
+			return out, nil
+		}
+		wake := ss.wake
+		s.mu.Unlock()
+		select {
+		case <-wake:
+		case <-t.C:
+			t.Reset(0) // seen on the next round
+		case <-renewEvery.C:
+			if err := s.renew(ctx, ss); err != nil {
+				return wire.WorkerPollResult{}, err
+			}
+		case <-ctx.Done():
+			return wire.WorkerPollResult{}, ctx.Err()
+		}
+	}
+}
+
+// takeLocked returns up to max assignments not reported on (those never
+// returned first, each group in log order) and the pending cancels.
+func (s *Service) takeLocked(ss *session, limit int) wire.WorkerPollResult {
+	out := wire.WorkerPollResult{Assignments: []wire.Assignment{}, Cancels: []string{}}
+	var as []*assignment
+	for _, a := range ss.assigned {
+		if !a.reported {
+			as = append(as, a)
+		}
+	}
+	sort.Slice(as, func(i, j int) bool {
+		if as[i].delivered != as[j].delivered {
+			return !as[i].delivered
+		}
+		return as[i].position < as[j].position
+	})
+	for _, a := range as {
+		if len(out.Assignments) >= limit {
+			break
+		}
+		a.delivered = true
+		out.Assignments = append(out.Assignments, a.Assignment)
+	}
+	for id := range ss.cancels {
+		out.Cancels = append(out.Cancels, id)
+	}
+	sort.Strings(out.Cancels)
+	clear(ss.cancels)
+	return out
+}
