@@ -92,13 +92,13 @@ func (s *Server) pollWorker(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	req := wire.WorkerPoll{WaitSeconds: 20}
+	req := wire.WorkerPoll{Max: -1, WaitSeconds: 20} // max omitted: the incarnation's slots
 	if p := decodeJSON(w, r, s.cfg.MaxBodyBytes, &req, true); p != nil {
 		writeProblem(w, p)
 		return
 	}
-	if req.Max < 0 || req.Max > 100_000 || req.WaitSeconds < 0 || req.WaitSeconds > remote.MaxWait.Seconds() || req.WaitSeconds != req.WaitSeconds {
-		writeProblem(w, typed(typeInvalid, http.StatusBadRequest, "max must be 0..100000 and wait_seconds 0..%g", remote.MaxWait.Seconds()))
+	if req.Max < -1 || req.Max > 100_000 || req.WaitSeconds < 0 || req.WaitSeconds > remote.MaxWait.Seconds() || req.WaitSeconds != req.WaitSeconds {
+		writeProblem(w, typed(typeInvalid, http.StatusBadRequest, "max must be 0..100000 (omitted: the incarnation's slots) and wait_seconds 0..%g", remote.MaxWait.Seconds()))
 		return
 	}
 	out, err := s.cfg.Remote.Poll(r.Context(), x, req.Max, time.Duration(req.WaitSeconds*float64(time.Second)))

@@ -22,10 +22,10 @@ type WorkerSession struct {
 }
 
 // WorkerPoll is the body of POST /api/v1/workers/{name}/poll: at most Max
-// assignments (default: the incarnation's slots), waiting at most
-// WaitSeconds (default 20, at most 60) for one.
+// assignments (omitted: the incarnation's slots; 0: none, only cancels),
+// waiting at most WaitSeconds (default 20, at most 60) for something new.
 type WorkerPoll struct {
-	Max         int     `json:"max,omitempty"`
+	Max         int     `json:"max"`
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
 }
 

@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"sort"
 	"sync"
@@ -221,7 +222,7 @@ func checkRegister(req wire.WorkerRegister) ([]string, error) {
 		return nil, fmt.Errorf("%w: runners must name 1..1000 runners the worker serves", domain.ErrInvalidRequest)
 	}
 	for _, r := range req.Runners {
-		if err := (domain.Policy{Ref: "x", Runner: r}).Validate(); err != nil {
+		if len(r) > domain.MaxRefLen || !runnerName.MatchString(r) {
 			return nil, fmt.Errorf("%w: runner %q must be 1..%d letters, digits, '_', '.' or '-'", domain.ErrInvalidRequest, clip(r), domain.MaxRefLen)
 		}
 	}
@@ -229,6 +230,9 @@ func checkRegister(req wire.WorkerRegister) ([]string, error) {
 	sort.Strings(rs)
 	return slices.Compact(rs), nil
 }
+
+// runnerName is what an action's runner may be (domain.Policy's rule).
+var runnerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
 
 func clip(s string) string {
 	if len(s) > 64 {
@@ -477,7 +481,8 @@ func (s *Service) apply(env *domain.Envelope) *session {
 // MaxWait bounds a poll's wait.
 const MaxWait = 60 * time.Second
 
-// Poll renews the lease and returns the session's assignments and cancels:
+// Poll renews the lease and returns the session's assignments (at most
+// limit; a negative limit is the incarnation's slots, 0 none) and cancels:
 // at once if there is something it has not returned yet, else once there
 // is, or after wait. Assignments it returned before that were not reported
 // on come again (a worker deduplicates by execution and attempt).
@@ -486,7 +491,7 @@ func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Dura
 	if err := s.renew(ctx, ss); err != nil {
 		return wire.WorkerPollResult{}, err
 	}
-	if limit <= 0 {
+	if limit < 0 {
 		limit = ss.slots
 	}
 	wait = min(max(wait, 0), MaxWait)
@@ -502,7 +507,7 @@ func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Dura
 		}
 		fresh := len(ss.cancels) > 0
 		for _, a := range ss.assigned {
-			if !a.delivered && !a.reported {
+			if limit > 0 && !a.delivered && !a.reported {
 				fresh = true
 				break
 			}
