@@ -173,6 +173,10 @@ func (s *Server) heartbeatWorker(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if p := decodeJSON(w, r, s.cfg.MaxBodyBytes, &struct{}{}, true); p != nil {
+		writeProblem(w, p)
+		return
+	}
 	if err := s.cfg.Remote.Heartbeat(r.Context(), x); err != nil {
 		s.failRemote(w, r, err)
 		return
@@ -185,6 +189,10 @@ func (s *Server) drainWorker(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if p := decodeJSON(w, r, s.cfg.MaxBodyBytes, &struct{}{}, true); p != nil {
+		writeProblem(w, p)
+		return
+	}
 	if err := s.cfg.Remote.Drain(r.Context(), x); err != nil {
 		s.failRemote(w, r, err)
 		return
@@ -193,7 +201,7 @@ func (s *Server) drainWorker(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) failRemote(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil && errors.Is(err, context.Canceled) {
+	if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return // the worker went away
 	}
 	writeProblem(w, s.remoteProblem(r, err))
