@@ -62,6 +62,18 @@ type Job struct {
 // records why: cancelled, timed_out, or failed by the drain.
 type Handler func(ctx context.Context, job Job) (any, error)
 
+// Failure is an error a handler returns to fail the execution with a
+// result besides its message (say, what it did before it gave up).
+type Failure struct {
+	Message string
+	Result  any // encoded to JSON
+}
+
+func (f *Failure) Error() string { return f.Message }
+
+// Fail returns a *Failure: the execution fails with message and result.
+func Fail(message string, result any) error { return &Failure{Message: message, Result: result} }
+
 // Config configures a Worker.
 type Config struct {
 	Server string // base URL, e.g. http://127.0.0.1:8080
@@ -335,6 +347,10 @@ func (w *Worker) execute(ctx context.Context, sess *session, a wire.Assignment) 
 		rep.Status = wire.ReportTimedOut
 	default:
 		rep.Status, rep.Error = wire.ReportFailed, err.Error()
+		var f *Failure
+		if errors.As(err, &f) {
+			rep.Result, _ = marshalResult(f.Result)
+		}
 	}
 	w.report(sess, rep)
 }
