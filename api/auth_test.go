@@ -12,7 +12,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/turnstile/turnstile/api"
-	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
@@ -41,7 +40,7 @@ const sessionName = "w-test"
 // core.sleep) and returns its session secret.
 func (a *testAPI) session(t testing.TB) string {
 	t.Helper()
-	s, err := a.remote.Register(context.Background(), wire.WorkerRegister{Name: sessionName, Runners: []string{"core.sleep"}, Slots: 2}, "test")
+	s, err := a.remote.Register(context.Background(), remote.Registration{Name: sessionName, Runners: []string{"core.sleep"}, Slots: 2}, "test")
 	if err != nil {
 		t.Fatal(err)
 	}

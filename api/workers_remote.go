@@ -59,13 +59,13 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	out, err := s.cfg.Remote.Register(r.Context(), req, "remote "+host)
+	out, err := s.cfg.Remote.Register(r.Context(), remote.Registration(req), "remote "+host)
 	if err != nil {
 		s.failRemote(w, r, err)
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusCreated, out)
+	writeJSON(w, http.StatusCreated, wire.WorkerSession(out))
 }
 
 // session authenticates the request's worker session for the route's name.
@@ -106,7 +106,11 @@ func (s *Server) pollWorker(w http.ResponseWriter, r *http.Request) {
 		s.failRemote(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	res := wire.WorkerPollResult{Assignments: make([]wire.Assignment, len(out.Assignments)), Cancels: out.Cancels}
+	for i, a := range out.Assignments {
+		res.Assignments[i] = wire.Assignment(a)
+	}
+	writeJSON(w, http.StatusOK, res)
 }
 
 // reportBody is a single report or a batch: exactly one of the two shapes.
@@ -134,12 +138,12 @@ func (s *Server) reportWorker(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if single {
-		out, err := s.cfg.Remote.Report(r.Context(), x, body.WorkerReport)
+		out, err := s.cfg.Remote.Report(r.Context(), x, remote.Report(body.WorkerReport))
 		if err != nil {
 			s.failRemote(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, out)
+		writeJSON(w, http.StatusOK, wire.WorkerReportResult{Execution: out.Execution, Status: out.Status})
 		return
 	}
 	if len(body.Reports) == 0 || len(body.Reports) > maxReports {
@@ -147,23 +151,24 @@ func (s *Server) reportWorker(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, rep := range body.Reports { // a malformed one refuses the whole batch before anything is written
-		if err := remote.CheckReport(rep); err != nil {
+		if err := remote.CheckReport(remote.Report(rep)); err != nil {
 			s.failRemote(w, r, err)
 			return
 		}
 	}
 	res := wire.WorkerReportResults{Results: make([]wire.WorkerReportResult, 0, len(body.Reports))}
 	for _, rep := range body.Reports {
-		out, err := s.cfg.Remote.Report(r.Context(), x, rep)
+		out, err := s.cfg.Remote.Report(r.Context(), x, remote.Report(rep))
 		if err != nil {
 			p := s.remoteProblem(r, err)
 			if p.Status == http.StatusUnauthorized || p.Status >= 500 {
 				writeProblem(w, p) // the session ended, or the log failed: nothing after it was tried
 				return
 			}
-			out = wire.WorkerReportResult{Execution: rep.Execution, Status: rep.Status, Problem: p}
+			res.Results = append(res.Results, wire.WorkerReportResult{Execution: rep.Execution, Status: rep.Status, Problem: p})
+			continue
 		}
-		res.Results = append(res.Results, out)
+		res.Results = append(res.Results, wire.WorkerReportResult{Execution: out.Execution, Status: out.Status})
 	}
 	writeJSON(w, http.StatusOK, res)
 }

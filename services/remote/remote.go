@@ -37,7 +37,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
@@ -99,7 +98,7 @@ type session struct {
 }
 
 type assignment struct {
-	wire.Assignment
+	Assignment
 	position  uint64
 	delivered bool // a poll has returned it
 	reported  bool // a report on it was accepted
@@ -172,14 +171,14 @@ func (s *Service) Authenticate(name, secret string) (Session, error) {
 // Register starts a new incarnation of worker name serving runners with
 // slots, and returns its session. A live incarnation of the same name is
 // replaced: the executor takes back what it held.
-func (s *Service) Register(ctx context.Context, req wire.WorkerRegister, host string) (wire.WorkerSession, error) {
+func (s *Service) Register(ctx context.Context, req Registration, host string) (Opened, error) {
 	runners, err := checkRegister(req)
 	if err != nil {
-		return wire.WorkerSession{}, err
+		return Opened{}, err
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
-		return wire.WorkerSession{}, err
+		return Opened{}, err
 	}
 	secret := "tsw_" + base64.RawURLEncoding.EncodeToString(raw[:])
 	ss := &session{hash: sha256.Sum256([]byte(secret)), name: req.Name, inc: uuid.NewString(), slots: req.Slots, runners: runners,
@@ -198,7 +197,7 @@ func (s *Service) Register(ctx context.Context, req wire.WorkerRegister, host st
 	defer s.mu.Unlock()
 	if err != nil {
 		delete(s.byInc, ss.inc)
-		return wire.WorkerSession{}, fmt.Errorf("register worker %s: %w", req.Name, err)
+		return Opened{}, fmt.Errorf("register worker %s: %w", req.Name, err)
 	}
 	if ss.state == nil || ss.state.Version() < st.Version() {
 		ss.state = st
@@ -207,12 +206,12 @@ func (s *Service) Register(ctx context.Context, req wire.WorkerRegister, host st
 		s.byHash[ss.hash] = ss
 	}
 	s.log.Info("remote worker registered", "worker", req.Name, "incarnation", ss.inc, "slots", req.Slots, "runners", runners)
-	return wire.WorkerSession{Name: req.Name, Incarnation: ss.inc, Session: secret, LeaseSeconds: s.cfg.Lease.Seconds()}, nil
+	return Opened{Name: req.Name, Incarnation: ss.inc, Session: secret, LeaseSeconds: s.cfg.Lease.Seconds()}, nil
 }
 
 // checkRegister validates a registration; it returns the runners sorted,
 // without duplicates.
-func checkRegister(req wire.WorkerRegister) ([]string, error) {
+func checkRegister(req Registration) ([]string, error) {
 	switch {
 	case req.Name == "" || len(req.Name) > domain.MaxIDLen || eventstore.ValidateStream(domain.WorkerStream(req.Name)) != nil:
 		return nil, fmt.Errorf("%w: name %q must be 1..%d bytes usable in a stream name", domain.ErrInvalidRequest, clip(req.Name), domain.MaxIDLen)
@@ -449,7 +448,7 @@ func (s *Service) apply(env *domain.Envelope) *session {
 		if old := s.byExec[id]; old != nil && old != ss {
 			delete(old.assigned, id)
 		}
-		ss.assigned[id] = &assignment{position: env.Position, Assignment: wire.Assignment{Execution: id, Action: sched.Action, Runner: sched.Runner,
+		ss.assigned[id] = &assignment{position: env.Position, Assignment: Assignment{Execution: id, Action: sched.Action, Runner: sched.Runner,
 			Input: sched.Input, RunnerConfig: sched.RunnerConfig, Attempt: sched.Attempt, TimeoutSeconds: float64(sched.TimeoutMillis) / 1000}}
 		s.byExec[id] = ss
 		s.wakeLocked(ss)
@@ -486,10 +485,10 @@ const MaxWait = 60 * time.Second
 // at once if there is something it has not returned yet, else once there
 // is, or after wait. Assignments it returned before that were not reported
 // on come again (a worker deduplicates by execution and attempt).
-func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Duration) (wire.WorkerPollResult, error) {
+func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Duration) (PollResult, error) {
 	ss := x.s
 	if err := s.renew(ctx, ss); err != nil {
-		return wire.WorkerPollResult{}, err
+		return PollResult{}, err
 	}
 	if limit < 0 {
 		limit = ss.slots
@@ -503,7 +502,7 @@ func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Dura
 		s.mu.Lock()
 		if ss.ended {
 			s.mu.Unlock()
-			return wire.WorkerPollResult{}, ErrEnded
+			return PollResult{}, ErrEnded
 		}
 		fresh := len(ss.cancels) > 0
 		for _, a := range ss.assigned {
@@ -531,18 +530,18 @@ func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Dura
 			t.Reset(0) // seen on the next round
 		case <-renewEvery.C:
 			if err := s.renew(ctx, ss); err != nil {
-				return wire.WorkerPollResult{}, err
+				return PollResult{}, err
 			}
 		case <-ctx.Done():
-			return wire.WorkerPollResult{}, ctx.Err()
+			return PollResult{}, ctx.Err()
 		}
 	}
 }
 
 // takeLocked returns up to max assignments not reported on (those never
 // returned first, each group in log order) and the pending cancels.
-func (s *Service) takeLocked(ss *session, limit int) wire.WorkerPollResult {
-	out := wire.WorkerPollResult{Assignments: []wire.Assignment{}, Cancels: []string{}}
+func (s *Service) takeLocked(ss *session, limit int) PollResult {
+	out := PollResult{Assignments: []Assignment{}, Cancels: []string{}}
 	var as []*assignment
 	for _, a := range ss.assigned {
 		if !a.reported {

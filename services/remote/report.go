@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/services/repository"
@@ -20,7 +19,7 @@ import (
 var ErrBadReport = domain.ErrInvalidRequest
 
 // CheckReport validates a report's shape (not its effect).
-func CheckReport(r wire.WorkerReport) error {
+func CheckReport(r Report) error {
 	switch {
 	case r.Execution == "" || len(r.Execution) > domain.MaxIDLen || eventstore.ValidateStream(domain.ExecutionStream(r.Execution)) != nil:
 		return fmt.Errorf("%w: execution %q is not an execution id", ErrBadReport, clip(r.Execution))
@@ -30,7 +29,7 @@ func CheckReport(r wire.WorkerReport) error {
 		return fmt.Errorf("%w: result is not JSON", ErrBadReport)
 	}
 	switch r.Status {
-	case wire.ReportRunning, wire.ReportCompleted, wire.ReportFailed, wire.ReportTimedOut, wire.ReportCancelled:
+	case ReportRunning, ReportCompleted, ReportFailed, ReportTimedOut, ReportCancelled:
 		return nil
 	}
 	return fmt.Errorf("%w: status %q must be running, completed, failed, timed_out or cancelled", ErrBadReport, clip(r.Status))
@@ -44,15 +43,15 @@ func CheckReport(r wire.WorkerReport) error {
 // retry). A terminal report on an execution not yet running records the
 // start first. A refusal is a *domain.RuleError or wraps
 // domain.ErrWorkerReplaced (409) or ErrEnded (401); nothing is written.
-func (s *Service) Report(ctx context.Context, x Session, r wire.WorkerReport) (wire.WorkerReportResult, error) {
+func (s *Service) Report(ctx context.Context, x Session, r Report) (ReportResult, error) {
 	if err := CheckReport(r); err != nil {
-		return wire.WorkerReportResult{}, err
+		return ReportResult{}, err
 	}
 	ss := x.s
 	s.mu.Lock()
 	if ss.ended {
 		s.mu.Unlock()
-		return wire.WorkerReportResult{}, ErrEnded
+		return ReportResult{}, ErrEnded
 	}
 	var timeout time.Duration
 	if a := ss.assigned[r.Execution]; a != nil {
@@ -75,7 +74,7 @@ func (s *Service) Report(ctx context.Context, x Session, r wire.WorkerReport) (w
 				if err := x.Holds(name, inc, attempt); err != nil {
 					return nil, err
 				}
-				if x.Status() == domain.StatusScheduled && r.Status != wire.ReportRunning && r.Status != wire.ReportCancelled {
+				if x.Status() == domain.StatusScheduled && r.Status != ReportRunning && r.Status != ReportCancelled {
 					startFirst = true
 					return x.Start(name)
 				}
@@ -83,20 +82,20 @@ func (s *Service) Report(ctx context.Context, x Session, r wire.WorkerReport) (w
 			})
 		if err != nil {
 			if errors.Is(err, domain.ErrNotFound) {
-				return wire.WorkerReportResult{}, fmt.Errorf("%w: %w", ErrNotHanded, err)
+				return ReportResult{}, fmt.Errorf("%w: %w", ErrNotHanded, err)
 			}
 			if repository.Unavailable(err) {
-				return wire.WorkerReportResult{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+				return ReportResult{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 			}
-			return wire.WorkerReportResult{}, err
+			return ReportResult{}, err
 		}
 		if startFirst {
 			continue
 		}
 		s.reported(ss, r.Execution, xs.Status())
-		return wire.WorkerReportResult{Execution: r.Execution, Status: string(xs.Status())}, nil
+		return ReportResult{Execution: r.Execution, Status: string(xs.Status())}, nil
 	}
-	return wire.WorkerReportResult{}, fmt.Errorf("report on %s: the start was recorded but the end was not decided", r.Execution)
+	return ReportResult{}, fmt.Errorf("report on %s: the start was recorded but the end was not decided", r.Execution)
 }
 
 // ErrNotHanded is the refusal of a report on an execution that does not exist (409).
@@ -107,19 +106,19 @@ var ErrNotHanded = errors.New("no execution of that id was handed to this incarn
 var ErrUnavailable = errors.New("the log is not available now")
 
 // decide returns the event of report r on x (running, held by writer).
-func decide(x *domain.Execution, writer string, r wire.WorkerReport, timeout time.Duration) (domain.Event, error) {
+func decide(x *domain.Execution, writer string, r Report, timeout time.Duration) (domain.Event, error) {
 	switch r.Status {
-	case wire.ReportRunning:
+	case ReportRunning:
 		return x.Start(writer)
-	case wire.ReportCompleted:
+	case ReportCompleted:
 		return x.Complete(domain.OwnerWorker, writer, r.Result)
-	case wire.ReportFailed:
+	case ReportFailed:
 		msg := r.Error
 		if msg == "" {
 			msg = "the worker reported a failure"
 		}
 		return x.Fail(domain.OwnerWorker, writer, msg, r.Result)
-	case wire.ReportTimedOut:
+	case ReportTimedOut:
 		ev, err := x.TimeOut(writer, timeout)
 		ev.Result = r.Result
 		return ev, err
