@@ -261,7 +261,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		"RateLimit":     domain.RateLimit{},
 		"ActionView":    projections.ActionView{},
 		"ExecutionView": projections.ExecutionView{},
-		"QueueStats":    projections.QueueStats{},
+		"QueueStats":    wire.QueueStats{}, // what the API serves (no_worker beside the fold's figures)
 		"QueueContents": projections.QueueContents{},
 		"Waiter":        projections.WaiterView{},
 		"WorkerInfo":    projections.WorkerView{},

@@ -16,7 +16,7 @@ func (s *Server) asOfViews(r *http.Request) (*projections.Views, error) {
 func (s *Server) actionQueueStats(w http.ResponseWriter, r *http.Request) {
 	s.actionRead(w, r, func(v *projections.Views, ref string) (any, bool) {
 		st, ok := v.Stats(ref)
-		return statsOut(st), ok
+		return withNoWorker(v, servedBy(v), statsOut(st)), ok
 	})
 }
 
@@ -59,7 +59,10 @@ func (s *Server) allQueueStats(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.QueueStatsList{Position: v.Next(), QueueStats: each(v.AllStats(), statsOut)})
+	sv := servedBy(v)
+	writeJSON(w, http.StatusOK, wire.QueueStatsList{Position: v.Next(), QueueStats: each(v.AllStats(), func(st projections.QueueStats) wire.QueueStats {
+		return withNoWorker(v, sv, statsOut(st))
+	})})
 }
 
 // rebuild folds the log from position 0 up to where the live views are now

@@ -302,7 +302,9 @@ func TestWorkerLostIncarnation(t *testing.T) {
 	if x := l.execution(t, acc.ID); x.Status != "requested" {
 		t.Fatalf("with nobody serving my.job the execution is %s, want it waiting", x.Status)
 	}
+	l.waitServed(t, "job", "my.job", false)
 	a := l.register(t, "wa", `"my.job"`)
+	l.waitServed(t, "job", "my.job", true)
 	res, _ := l.poll(t, a, `{"wait_seconds":10}`)
 	if len(res.Assignments) != 1 {
 		t.Fatalf("poll: %+v", res)
@@ -345,4 +347,38 @@ func TestWorkerLostIncarnation(t *testing.T) {
 		t.Errorf("completed by %q", x.Worker)
 	}
 	l.audit(t)
+}
+
+// waitServed waits until the queue stats of action ref and the workers list
+// agree that runner is served (or, with served false, that nobody serves it).
+func (l *liveAPI) waitServed(t *testing.T, ref, runner string, served bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var st wire.QueueStats
+		var ws wire.WorkerList
+		get := func(path string, out any) {
+			req, _ := http.NewRequest("GET", l.url+path, nil)
+			req.Header.Set("Authorization", "Bearer "+secrets[api.RoleReader])
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			_ = json.NewDecoder(resp.Body).Decode(out)
+		}
+		get("/api/v1/actions/"+ref+"/queue-stats", &st)
+		get("/api/v1/workers", &ws)
+		unserved := false
+		for _, r := range ws.UnservedRunners {
+			unserved = unserved || r == runner
+		}
+		if st.NoWorker == !served && unserved == !served {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("runner %s served=%v: queue stats say no_worker=%v, workers say unserved %v", runner, served, st.NoWorker, ws.UnservedRunners)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
