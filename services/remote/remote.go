@@ -498,6 +498,7 @@ func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Dura
 	defer t.Stop()
 	renewEvery := time.NewTicker(max(s.cfg.Lease/4, time.Millisecond))
 	defer renewEvery.Stop()
+	expired := false
 	for {
 		s.mu.Lock()
 		if ss.ended {
@@ -511,13 +512,7 @@ func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Dura
 				break
 			}
 		}
-		timedOut := false
-		select {
-		case <-t.C:
-			timedOut = true
-		default:
-		}
-		if fresh || timedOut || wait == 0 {
+		if fresh || expired || wait == 0 {
 			out := s.takeLocked(ss, limit)
 			s.mu.Unlock()
 			return out, nil
@@ -527,7 +522,7 @@ func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Dura
 		select {
 		case <-wake:
 		case <-t.C:
-			t.Reset(0) // seen on the next round
+			expired = true
 		case <-renewEvery.C:
 			if err := s.renew(ctx, ss); err != nil {
 				return PollResult{}, err
