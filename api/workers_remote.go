@@ -59,7 +59,7 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	out, err := s.cfg.Remote.Register(r.Context(), remote.Registration(req), "remote "+host)
+	out, err := s.cfg.Remote.Register(r.Context(), remote.Registration(req), host)
 	if err != nil {
 		s.failRemote(w, r, err)
 		return
@@ -223,7 +223,7 @@ func (s *Server) remoteProblem(r *http.Request, err error) *Problem {
 		return typed(typeConflict, http.StatusConflict, "%v", err)
 	case errors.Is(err, remote.ErrUnavailable):
 		return typed(typeUnavailable, http.StatusServiceUnavailable, "%v", err)
-	case errors.Is(err, domain.ErrIncarnationReused):
+	case errors.Is(err, domain.ErrIncarnationReused), errors.Is(err, remote.ErrNameTaken):
 		return typed(typeConflict, http.StatusConflict, "%v", err)
 	}
 	if p := asProblem(err); p != nil {

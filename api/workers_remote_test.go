@@ -27,12 +27,12 @@ type liveAPI struct {
 	store *memstore.Store
 }
 
-func startLive(t *testing.T, lease time.Duration) *liveAPI {
+func startLive(t *testing.T, lease time.Duration, inProcess int) *liveAPI {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	store := memstore.New(memstore.Options{})
-	n, err := node.Start(ctx, store, node.Config{WorkerLease: lease, Logger: quiet})
+	n, err := node.Start(ctx, store, node.Config{WorkerLease: lease, Logger: quiet, Workers: inProcess, Slots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func (l *liveAPI) audit(t *testing.T) {
 // that does not allow it, an unknown execution) that write nothing, a
 // batch, and a drain that ends the session.
 func TestWorkerProtocol(t *testing.T) {
-	l := startLive(t, 15*time.Second)
+	l := startLive(t, 15*time.Second, 1) // one in-process worker, local-1
 	for role, want := range map[api.Role]int{api.RoleReader: 403, api.RoleClient: 403} {
 		if code := l.post(t, secrets[role], "/api/v1/workers/register", `{"name":"w","runners":["x"],"slots":1}`, nil); code != want {
 			t.Errorf("register as %s: %d, want %d", role, code, want)
@@ -181,7 +181,18 @@ func TestWorkerProtocol(t *testing.T) {
 		}
 	}
 
+	// A worker token does not take over an in-process worker's name.
+	h0 := l.head(t)
+	if code := l.post(t, secrets[api.RoleWorker], "/api/v1/workers/register", `{"name":"local-1","runners":["x"],"slots":1}`, nil); code != 409 || l.head(t) != h0 {
+		t.Errorf("register over the in-process local-1: %d, %d events", code, l.head(t)-h0)
+	}
 	other := l.register(t, "w-other", `"other.runner"`)
+	// Registering a remote name again replaces its incarnation: the old session ends.
+	again := l.register(t, "w-other", `"other.runner"`)
+	if _, code := l.poll(t, other, `{"wait_seconds":0}`); code != 401 {
+		t.Errorf("the replaced incarnation's session: %d, want 401", code)
+	}
+	other = again
 	w1 := l.register(t, "w1", `"billing.charge","core.echo"`)
 	if code := l.post(t, secrets[api.RoleAdmin], "/api/v1/actions", `{"ref":"billing","runner":"billing.charge","max_concurrent":1}`, nil); code != 201 {
 		t.Fatalf("define: %d", code)
@@ -292,7 +303,7 @@ func TestWorkerProtocol(t *testing.T) {
 // refused (401) and writes nothing; the execution it held is taken back and
 // handed to a live incarnation that serves its runner, which completes it.
 func TestWorkerLostIncarnation(t *testing.T) {
-	l := startLive(t, 300*time.Millisecond)
+	l := startLive(t, 300*time.Millisecond, 0)
 	if code := l.post(t, secrets[api.RoleAdmin], "/api/v1/actions", `{"ref":"job","runner":"my.job","max_concurrent":1,"max_attempts":3}`, nil); code != 201 {
 		t.Fatalf("define: %d", code)
 	}

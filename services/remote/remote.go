@@ -32,6 +32,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -169,11 +170,16 @@ func (s *Service) Authenticate(name, secret string) (Session, error) {
 }
 
 // Register starts a new incarnation of worker name serving runners with
-// slots, and returns its session. A live incarnation of the same name is
-// replaced: the executor takes back what it held.
-func (s *Service) Register(ctx context.Context, req Registration, host string) (Opened, error) {
+// slots, and returns its session; peer (the worker's address) is recorded
+// in worker.registered after RemoteHost. A live incarnation of the same
+// name registered over HTTP is replaced (the executor takes back what it
+// held); one that was not (an in-process worker) is not: ErrNameTaken.
+func (s *Service) Register(ctx context.Context, req Registration, peer string) (Opened, error) {
 	runners, err := checkRegister(req)
 	if err != nil {
+		return Opened{}, err
+	}
+	if err := s.checkNameFree(ctx, req.Name); err != nil {
 		return Opened{}, err
 	}
 	var raw [32]byte
@@ -190,7 +196,7 @@ func (s *Service) Register(ctx context.Context, req Registration, host string) (
 	s.mu.Unlock()
 	ss.wmu.Lock()
 	st, err := repository.UpdateWorker(ctx, s.cfg.Store, req.Name, domain.OwnerWorker, req.Name, nil, func(w *domain.Worker) (domain.Event, error) {
-		return w.Register(ss.inc, req.Slots, runners, host, 0)
+		return w.Register(ss.inc, req.Slots, runners, RemoteHost+peer, 0)
 	})
 	ss.wmu.Unlock()
 	s.mu.Lock()
@@ -205,8 +211,44 @@ func (s *Service) Register(ctx context.Context, req Registration, host string) (
 	if !ss.ended {
 		s.byHash[ss.hash] = ss
 	}
+	for _, old := range s.byInc {
+		if old.name == ss.name && old != ss {
+			s.endLocked(old) // replaced by this registration (the follower would see it too)
+		}
+	}
 	s.log.Info("remote worker registered", "worker", req.Name, "incarnation", ss.inc, "slots", req.Slots, "runners", runners)
 	return Opened{Name: req.Name, Incarnation: ss.inc, Session: secret, LeaseSeconds: s.cfg.Lease.Seconds()}, nil
+}
+
+// RemoteHost prefixes the host a remote registration records in
+// worker.registered: a name whose live incarnation registered otherwise (an
+// in-process worker, or turnstile worker --store) is not taken over.
+const RemoteHost = "remote "
+
+// ErrNameTaken refuses a registration under the name of a live worker that
+// does not reach the server over HTTP.
+var ErrNameTaken = errors.New("the name belongs to a live worker that is not a remote one")
+
+// checkNameFree refuses name if its current incarnation is alive and was not
+// registered over HTTP: a worker token must not take over an in-process
+// worker (its executions would be taken back).
+func (s *Service) checkNameFree(ctx context.Context, name string) error {
+	var host, inc string
+	st := domain.NewWorker(name)
+	_, err := repository.Fold(ctx, s.cfg.Store, domain.WorkerStream(name), func(env *domain.Envelope, ev domain.Event) {
+		if r, ok := ev.(domain.WorkerRegistered); ok {
+			host, inc = r.Host, r.Incarnation
+		}
+		st.Apply(ev, env.Version, env.Time)
+	})
+	if err != nil {
+		return err
+	}
+	alive := st.Status() == domain.WorkerActive || st.Status() == domain.WorkerDrainingStatus
+	if alive && st.Incarnation() == inc && !strings.HasPrefix(host, RemoteHost) {
+		return fmt.Errorf("%w: worker %s (incarnation %s on %s)", ErrNameTaken, name, inc, clip(host))
+	}
+	return nil
 }
 
 // checkRegister validates a registration; it returns the runners sorted,
