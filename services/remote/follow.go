@@ -127,4 +127,3 @@ func (s *Service) apply(env *domain.Envelope) *session {
 	}
 	return nil
 }
-

@@ -399,4 +399,3 @@ func (s *Service) stop(ctx context.Context, ss *session) error {
 	s.log.Info("remote worker stopped", "worker", ss.name, "incarnation", ss.inc)
 	return nil
 }
-
