@@ -99,7 +99,9 @@ func (s *Service) apply(env *domain.Envelope) *session {
 		if old := s.byExec[id]; old != nil && old != ss {
 			delete(old.assigned, id)
 		}
-		ss.assigned[id] = &assignment{position: env.Position, Assignment: Assignment{Execution: id, Action: sched.Action, Runner: sched.Runner,
+		x := domain.NewExecution(id) // the handoff alone rebuilds the state a report decides on (as an in-process worker's run does)
+		x.Apply(sched, env.Version, env.Time)
+		ss.assigned[id] = &assignment{x: x, position: env.Position, Assignment: Assignment{Execution: id, Action: sched.Action, Runner: sched.Runner,
 			Input: sched.Input, RunnerConfig: sched.RunnerConfig, Attempt: sched.Attempt, TimeoutSeconds: float64(sched.TimeoutMillis) / 1000}}
 		s.byExec[id] = ss
 		s.wakeLocked(ss)

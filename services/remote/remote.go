@@ -100,8 +100,9 @@ type session struct {
 type assignment struct {
 	Assignment
 	position  uint64
-	delivered bool // a poll has returned it
-	reported  bool // a report on it was accepted
+	delivered bool              // a poll has returned it
+	reported  bool              // a report on it was accepted
+	x         *domain.Execution // the execution as this session last wrote it (from the handoff on), lent to one report at a time; nil: read the log
 }
 
 // New checks cfg and returns a service; Start follows the log.

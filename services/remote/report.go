@@ -54,14 +54,16 @@ func (s *Service) Report(ctx context.Context, x Session, r Report) (ReportResult
 		return ReportResult{}, ErrEnded
 	}
 	var timeout time.Duration
+	var known *domain.Execution // a stale state only costs a reload: the append expects its version
 	if a := ss.assigned[r.Execution]; a != nil {
 		timeout = time.Duration(a.TimeoutSeconds * float64(time.Second))
+		known, a.x = a.x, nil
 	}
 	s.mu.Unlock()
 	name, inc := ss.name, ss.inc
 	for round := 0; round < 2; round++ {
 		startFirst := false
-		xs, err := repository.UpdateExecutionGuarded(ctx, s.cfg.Store, r.Execution, domain.OwnerWorker, name, nil, s.guard(ss),
+		xs, err := repository.UpdateExecutionGuarded(ctx, s.cfg.Store, r.Execution, domain.OwnerWorker, name, known, s.guard(ss),
 			func(x *domain.Execution) (domain.Event, error) {
 				startFirst = false
 				if x.Worker() == name && x.Incarnation() == inc && (r.Attempt == 0 || r.Attempt == x.Attempt()) && string(x.Status()) == r.Status {
@@ -89,10 +91,11 @@ func (s *Service) Report(ctx context.Context, x Session, r Report) (ReportResult
 			}
 			return ReportResult{}, err
 		}
+		known = xs
 		if startFirst {
 			continue
 		}
-		s.reported(ss, r.Execution, xs.Status())
+		s.reported(ss, r.Execution, xs)
 		return ReportResult{Execution: r.Execution, Status: string(xs.Status())}, nil
 	}
 	return ReportResult{}, fmt.Errorf("report on %s: the start was recorded but the end was not decided", r.Execution)
@@ -138,14 +141,14 @@ func decide(x *domain.Execution, writer string, r Report, timeout time.Duration)
 
 // reported marks an assignment reported on (polls no longer return it) or,
 // once it ended, forgets it.
-func (s *Service) reported(ss *session, id string, st domain.Status) {
+func (s *Service) reported(ss *session, id string, x *domain.Execution) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	a := ss.assigned[id]
 	if a == nil {
 		return
 	}
-	a.reported = true
+	a.reported, a.x = true, x
 }
 
 // guard fences a session's execution writes with its worker stream: the
