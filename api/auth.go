@@ -198,8 +198,8 @@ func (t *Tokens) principal(secret string) (*Principal, bool) {
 // principal. With no tokens configured every request is allowed, as the
 // anonymous principal nil (the server then listens on loopback only).
 func (t *Tokens) authorize(r *http.Request, allowed []Role, ticketOK bool) (*Principal, *Problem) {
-	if allowed == nil || t.Empty() {
-		return nil, nil
+	if allowed == nil || t.Empty() || (len(allowed) == 1 && allowed[0] == RoleSession) {
+		return nil, nil // public, anonymous, or a worker session's route (it checks the session itself)
 	}
 	var (
 		p  *Principal

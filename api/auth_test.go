@@ -18,6 +18,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
+	"github.com/turnstile/turnstile/services/remote"
 	"github.com/turnstile/turnstile/services/repository"
 )
 
@@ -29,9 +30,24 @@ func TestMain(m *testing.M) {
 // model that follows the log. No executor runs: requested executions stay
 // requested.
 type testAPI struct {
-	srv   *api.Server
-	store *memstore.Store
-	cmds  *command.Service
+	srv    *api.Server
+	store  *memstore.Store
+	cmds   *command.Service
+	remote *remote.Service
+}
+
+// sessionName is the worker name of testAPI.session's session.
+const sessionName = "w-test"
+
+// session registers a worker incarnation named sessionName (serving
+// core.sleep) and returns its session secret.
+func (a *testAPI) session(t testing.TB) string {
+	t.Helper()
+	s, err := a.remote.Register(context.Background(), remote.Registration{Name: sessionName, Runners: []string{"core.sleep"}, Slots: 2}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Session
 }
 
 // Secrets of the tokens newTestAPI configures, one per role.
@@ -92,7 +108,18 @@ func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	return &testAPI{srv: api.New(cfg), store: store, cmds: cmds}, id
+	if cfg.Remote == nil {
+		rs, err := remote.New(remote.Config{Store: store, Logger: cfg.Logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rs.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(rs.Stop)
+		cfg.Remote = rs
+	}
+	return &testAPI{srv: api.New(cfg), store: store, cmds: cmds, remote: cfg.Remote}, id
 }
 
 // oldFormName is the name ParseTokens gives a ROLE:SECRET token.
@@ -103,7 +130,7 @@ func oldFormName(role api.Role, secret string) string {
 
 // samplePath fills a route's template with values that exist in newTestAPI's store.
 func samplePath(rt api.Route, execID string) string {
-	return strings.NewReplacer("{ref}", "demo", "{id}", execID, "{stream}", "action-demo").Replace(rt.Path)
+	return strings.NewReplacer("{ref}", "demo", "{id}", execID, "{stream}", "action-demo", "{name}", sessionName).Replace(rt.Path)
 }
 
 // sampleBody is a body the route accepts ("" for none).
@@ -115,6 +142,12 @@ func sampleBody(rt api.Route) string {
 		return `{"runner":"core.sleep","max_concurrent":3}`
 	case "requestExecution":
 		return `{"action":"demo","input":{"seconds":1}}`
+	case "registerWorker":
+		return `{"name":"w-walk","runners":["core.sleep"],"slots":1}`
+	case "pollWorker":
+		return `{"max":0,"wait_seconds":0}`
+	case "reportWorker":
+		return `{"execution":"nope","status":"running"}`
 	}
 	return ""
 }
@@ -157,8 +190,22 @@ func TestAuthWalk(t *testing.T) {
 	defer hs.CloseClientConnections() // feeds: do not wait for them at Close
 
 	roles := []api.Role{api.RoleAdmin, api.RoleClient, api.RoleReader, api.RoleWorker}
+	session := a.session(t)
 	for _, rt := range a.srv.Routes() {
 		t.Run(rt.Name, func(t *testing.T) {
+			if rt.IsSessionRoute() {
+				// A worker session's route: no token reaches it, only the
+				// session, under its own name (TestWorkerSessions has more).
+				for _, tok := range []string{"", "not-a-configured-secret-at-all", secrets[api.RoleAdmin], secrets[api.RoleWorker]} {
+					if got := call(t, hs.URL, rt, execID, tok); got != http.StatusUnauthorized {
+						t.Errorf("token %q: got %d, want 401", tok, got)
+					}
+				}
+				if got := call(t, hs.URL, rt, execID, session); got == 401 || got == 403 {
+					t.Errorf("its session: got %d", got)
+				}
+				return
+			}
 			if rt.Roles == nil {
 				if got := call(t, hs.URL, rt, execID, ""); got == 401 || got == 403 {
 					t.Errorf("public route %s %s answered %d without a token", rt.Method, rt.Path, got)

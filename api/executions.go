@@ -180,5 +180,6 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.WorkerList{Workers: each(s.cfg.Queries.CaughtUp(r.Context()).Workers(), workerOut)})
+	v := s.cfg.Queries.CaughtUp(r.Context())
+	writeJSON(w, http.StatusOK, wire.WorkerList{Workers: each(v.Workers(), workerOut), UnservedRunners: unservedRunners(v, servedBy(v))})
 }

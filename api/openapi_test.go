@@ -12,8 +12,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/turnstile/turnstile/api"
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/projections"
 )
@@ -259,11 +261,19 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		"RateLimit":     domain.RateLimit{},
 		"ActionView":    projections.ActionView{},
 		"ExecutionView": projections.ExecutionView{},
-		"QueueStats":    projections.QueueStats{},
+		"QueueStats":    wire.QueueStats{}, // what the API serves (no_worker beside the fold's figures)
 		"QueueContents": projections.QueueContents{},
 		"Waiter":        projections.WaiterView{},
 		"WorkerInfo":    projections.WorkerView{},
 		"Event":         domain.Envelope{},
+		// The worker protocol's documents.
+		"WorkerRegister":     wire.WorkerRegister{},
+		"WorkerSession":      wire.WorkerSession{},
+		"WorkerPoll":         wire.WorkerPoll{},
+		"Assignment":         wire.Assignment{},
+		"WorkerPollResult":   wire.WorkerPollResult{},
+		"WorkerReport":       wire.WorkerReport{},
+		"WorkerReportResult": wire.WorkerReportResult{},
 	} {
 		s := doc.Components.Schemas[name]
 		if s == nil {
@@ -317,6 +327,7 @@ func TestOpenAPIRequestBodies(t *testing.T) {
 	a, execID := newTestAPI(t, nil)
 	h := a.srv.Handler()
 	doc := loadOpenAPI(t, h)
+	session := a.session(t)
 	bodies := 0
 	for _, rt := range a.srv.Routes() {
 		op := doc.Paths[openAPIPath(rt.Path)][strings.ToLower(rt.Method)]
@@ -331,7 +342,14 @@ func TestOpenAPIRequestBodies(t *testing.T) {
 		}
 		post := func(body string) (int, api.Problem) {
 			rec := httptest.NewRecorder()
-			h.ServeHTTP(rec, httptest.NewRequest(rt.Method, samplePath(rt, execID), strings.NewReader(body)))
+			req := httptest.NewRequest(rt.Method, samplePath(rt, execID), strings.NewReader(body))
+			if rt.IsSessionRoute() {
+				req.Header.Set("Authorization", "Bearer "+session)
+				ctx, cancel := context.WithTimeout(req.Context(), 50*time.Millisecond) // a poll waits for work
+				defer cancel()
+				req = req.WithContext(ctx)
+			}
+			h.ServeHTTP(rec, req)
 			var p api.Problem
 			if rec.Code >= 300 {
 				_ = json.Unmarshal(rec.Body.Bytes(), &p)

@@ -16,7 +16,7 @@ func (s *Server) asOfViews(r *http.Request) (*projections.Views, error) {
 func (s *Server) actionQueueStats(w http.ResponseWriter, r *http.Request) {
 	s.actionRead(w, r, func(v *projections.Views, ref string) (any, bool) {
 		st, ok := v.Stats(ref)
-		return statsOut(st), ok
+		return withNoWorker(v, servedBy(v), statsOut(st)), ok
 	})
 }
 
@@ -62,7 +62,10 @@ func (s *Server) allQueueStats(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.QueueStatsList{Position: v.Next(), QueueStats: each(visible(r, v.AllStats(), func(st projections.QueueStats) string { return st.Action }), statsOut)})
+	sv := servedBy(v)
+	writeJSON(w, http.StatusOK, wire.QueueStatsList{Position: v.Next(), QueueStats: each(visible(r, v.AllStats(), func(st projections.QueueStats) string { return st.Action }), func(st projections.QueueStats) wire.QueueStats {
+		return withNoWorker(v, sv, statsOut(st))
+	})})
 }
 
 // rebuild folds the log from position 0 up to where the live views are now

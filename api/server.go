@@ -19,6 +19,7 @@ import (
 	"github.com/turnstile/turnstile/api/ui"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
+	"github.com/turnstile/turnstile/services/remote"
 )
 
 // Config is what the API serves from.
@@ -29,6 +30,7 @@ type Config struct {
 	Commands *command.Service
 	Queries  *projections.Queries // the read side, over the views their owner folds (see Views.Run)
 	Tokens   *Tokens              // nil or empty: anonymous
+	Remote   *remote.Service      // the worker protocol's server side; nil: the worker routes answer 503
 	Logger   *slog.Logger         // nil: slog.Default()
 	Registry *prometheus.Registry // nil: a new one
 	// Ready, if set, must also hold for /readyz (e.g. the executor caught up).
@@ -113,7 +115,7 @@ func (s *Server) Handler() http.Handler { return s.cors(s.router) }
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 
 func (s *Server) routeTable() []Route {
-	return []Route{
+	return append([]Route{
 		{"createAction", "POST", "/api/v1/actions", adminOnly, s.createAction},
 		{"listActions", "GET", "/api/v1/actions", everyone, s.listActions},
 		{"getAction", "GET", "/api/v1/actions/{ref}", everyone, s.getAction},
@@ -143,7 +145,7 @@ func (s *Server) routeTable() []Route {
 		{"healthz", "GET", "/healthz", publicRoute, s.healthz},
 		{"readyz", "GET", "/readyz", publicRoute, s.readyz},
 		{"metrics", "GET", "/metrics", readers, s.metricsHandler},
-	}
+	}, s.remoteRoutes()...)
 }
 
 // wrap adds auth, metrics, panic recovery and security headers to a route.

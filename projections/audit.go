@@ -61,7 +61,8 @@ const MaxViolations = 10_000
 // parent was asked to cancel), never more in flight than the parent's window
 // at any position; a parent ends only after every child it requested has
 // ended (and, unless cancelled, after all its items were requested). No
-// worker writes for a handoff to an incarnation that was declared lost before.
+// worker writes for a handoff to an incarnation that was declared lost before. No
+// execution is handed to an incarnation that did not register its runner.
 // Who acted (RulePrincipal): a principal recorded in an event's metadata is
 // valid, and a client asks to cancel only executions it requested; the
 // report counts each principal's events. progress, if not nil, is called with the position
@@ -72,7 +73,8 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 	queues := domain.NewQueues()
 	granted := map[string]bool{} // executions whose queue.granted has been seen
 	fans := map[string]*auditFanout{}
-	lost := map[string]map[string]bool{} // worker → incarnations declared lost
+	lost := map[string]map[string]bool{}   // worker → incarnations declared lost
+	serves := map[string]map[string]bool{} // worker + "\x00" + incarnation → the runners it registered (nil: every runner)
 	who := newAuditPrincipals()
 	principal := ""
 	add := func(env *domain.Envelope, rule, detail string) {
@@ -125,6 +127,19 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				}
 				granted[e.Execution] = true
 				rep.Grants++
+			case domain.WorkerRegistered:
+				var rs map[string]bool
+				if len(e.Runners) > 0 {
+					rs = map[string]bool{}
+					for _, r := range e.Runners {
+						rs[r] = true
+					}
+				}
+				serves[id+"\x00"+e.Incarnation] = rs
+			case domain.ExecutionScheduled:
+				if detail := checkServes(serves, e); detail != "" {
+					add(env, "runner", detail)
+				}
 			case domain.WorkerLost:
 				if lost[id] == nil {
 					lost[id] = map[string]bool{}
@@ -178,6 +193,23 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 	}
 	sort.Strings(rep.Open)
 	return rep, nil
+}
+
+// checkServes says why handoff sched went to an incarnation that does not
+// serve its runner ("" if it serves it): one that registered other runners,
+// or one that never registered.
+func checkServes(serves map[string]map[string]bool, sched domain.ExecutionScheduled) string {
+	if sched.Incarnation == "" {
+		return "" // a handoff of a log before incarnations were named
+	}
+	rs, ok := serves[sched.Worker+"\x00"+sched.Incarnation]
+	switch {
+	case !ok:
+		return fmt.Sprintf("handed to worker %s incarnation %s, which never registered", sched.Worker, sched.Incarnation)
+	case rs != nil && !rs[sched.Runner]:
+		return fmt.Sprintf("runner %s handed to worker %s incarnation %s, which does not serve it", sched.Runner, sched.Worker, sched.Incarnation)
+	}
+	return ""
 }
 
 func queueCheck(qs *domain.Queues, ref string, g domain.QueueGranted, env *domain.Envelope) error {

@@ -229,10 +229,35 @@ func TestAuditFindsEachKindOfViolation(t *testing.T) {
 			w.request("e1", "a")
 			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
 			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
+			w.put(domain.WorkerStream("w1"), domain.OwnerWorker, "w1", domain.WorkerRegistered{Incarnation: "i1", Slots: 1})
 			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduled{Worker: "w1", Incarnation: "i1", Attempt: 1, Action: "a", Runner: "core.noop"})
 			w.put(domain.WorkerStream("w1"), domain.OwnerExecutor, "x", domain.WorkerLost{Incarnation: "i1"})
 			w.put(domain.ExecutionStream("e1"), domain.OwnerWorker, "w1", domain.ExecutionRunning{Worker: "w1", Attempt: 1})
 		}, "lease"},
+		{"handed to an incarnation that does not serve its runner", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.put(domain.WorkerStream("w1"), domain.OwnerWorker, "w1", domain.WorkerRegistered{Incarnation: "i1", Slots: 1, Runners: []string{"other"}})
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduled{Worker: "w1", Incarnation: "i1", Attempt: 1, Action: "a", Runner: "core.noop"})
+		}, "runner"},
+		{"handed to an incarnation that never registered", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.put(domain.WorkerStream("w1"), domain.OwnerWorker, "w1", domain.WorkerRegistered{Incarnation: "i1", Slots: 1, Runners: []string{"core.noop"}})
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduled{Worker: "w1", Incarnation: "i2", Attempt: 1, Action: "a", Runner: "core.noop"})
+		}, "runner"},
+		{"handed to an incarnation that serves its runner", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.put(domain.WorkerStream("w1"), domain.OwnerWorker, "w1", domain.WorkerRegistered{Incarnation: "i1", Slots: 1, Runners: []string{"x.y", "core.noop"}})
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduled{Worker: "w1", Incarnation: "i1", Attempt: 1, Action: "a", Runner: "core.noop"})
+		}, ""},
 		// The partial states of the executor's single-stream path (a store
 		// without atomic multi-stream appends) are lawful.
 		{"single-stream grant whose handoff comes later", func(w logWriter) {

@@ -21,6 +21,9 @@ type QueueStats struct {
 	WaitP50Ms        float64    `json:"wait_p50_ms"`
 	WaitP95Ms        float64    `json:"wait_p95_ms"`
 	Position         uint64     `json:"position"` // the log position these figures are current as of
+	// NoWorker is true when no active worker serves the action's runner:
+	// its executions wait in the queue until one registers.
+	NoWorker bool `json:"no_worker,omitempty"`
 }
 
 // QueueStatsList is the answer of GET /api/v1/queue-stats: every defined

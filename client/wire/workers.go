@@ -18,4 +18,7 @@ type Worker struct {
 // WorkerList is the answer of GET /api/v1/workers, sorted by id.
 type WorkerList struct {
 	Workers []Worker `json:"workers"`
+	// UnservedRunners are the runners of defined actions that no active
+	// worker serves (their executions wait), sorted.
+	UnservedRunners []string `json:"unserved_runners"`
 }

@@ -69,6 +69,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	submitters := fs.Int("submitters", 64, "goroutines requesting executions one by one")
 	rate := fs.Float64("rate", 0, "requests per second, paced evenly (0: as fast as the submitters go); below the system's throughput, request → running measures a free slot's latency")
 	workers := fs.Int("workers", 4, "in-process workers")
+	remoteN := fs.Int("remote", 0, "instead of in-process workers, this many workers of the Go worker package reaching the API over loopback HTTP")
 	slots := fs.Int("slots", 0, "slots per worker (default: enough for every action's limit)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON line last")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
@@ -82,6 +83,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *rate < 0 {
 		return usageError{errors.New("--rate must be >= 0")}
+	}
+	if *remoteN > 0 {
+		*workers = *remoteN
 	}
 	if *slots == 0 {
 		*slots = (*actions**maxConc + *workers - 1) / *workers
@@ -97,11 +101,22 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	defer store.Close()
 	log := newLogger(stderr)
-	nd, err := node.Start(ctx, store, node.Config{Workers: *workers, Slots: *slots, Logger: log})
+	inProcess := *workers
+	if *remoteN > 0 {
+		inProcess = 0
+	}
+	nd, err := node.Start(ctx, store, node.Config{Workers: inProcess, Slots: *slots, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer nd.Stop()
+	if *remoteN > 0 {
+		stopRemote, err := startBenchRemote(ctx, store, nd.Commands, *remoteN, *slots, log)
+		if err != nil {
+			return err
+		}
+		defer stopRemote()
+	}
 	for i := 0; i < *actions; i++ {
 		p := domain.Policy{Ref: fmt.Sprintf("bench.%d", i), Runner: "core.noop", MaxConcurrent: *maxConc, MaxQueueLength: domain.MaxQueueLengthLimit}
 		if _, err := nd.Commands.DefineAction(ctx, p); err != nil {

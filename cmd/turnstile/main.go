@@ -25,6 +25,8 @@ Usage:
   turnstile executor --store postgres://... [--name N] [--worker-lease 15s] [--health-addr ADDR]
       (one of any number: the one holding the lease decides, the others stand by)
   turnstile worker  --store postgres://... --id W [--slots 16] [--heartbeat 2s] [--grace 10s] [--health-addr ADDR]
+  turnstile worker  --server URL [--token T] --id W [--slots 16] [--grace 10s]
+      (the built-in runners over HTTP: a token of role worker, no database credentials)
   turnstile migrate --store postgres://...   (apply the PostgreSQL store's and read model tables' migrations)
   turnstile healthcheck URL                  (GET URL, exit 0 on 2xx: for container health checks)
   turnstile audit   (--data DIR | --store URL) [--json]

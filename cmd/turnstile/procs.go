@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -57,6 +58,8 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	heartbeat := fs.Duration("heartbeat", 2*time.Second, "lease renewal interval (keep it well below the executors' --worker-lease)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on this address (empty: none)")
+	server := fs.String("server", "", "serve over HTTP: the turnstile server's URL (then no --store: the worker needs a token of role worker, no database credentials)")
+	token := fs.String("token", "", "with --server: a token of role worker (default $TURNSTILE_TOKEN)")
 	runnerCfg := runnerFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -64,6 +67,18 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	runners, err := runnerCfg()
 	if err != nil {
 		return err
+	}
+	if *server != "" {
+		if isSet(fs, "store") {
+			return usageError{errors.New("worker: --server and --store exclude each other")}
+		}
+		if *token == "" {
+			*token = os.Getenv("TURNSTILE_TOKEN")
+		}
+		if *slots < 1 || *slots > 100_000 || *id == "" {
+			return usageError{errors.New("--id must be set and --slots must be 1..100000")}
+		}
+		return runRemoteWorker(ctx, remoteWorkerConfig{Server: *server, Token: *token, Name: *id, Slots: *slots, Grace: *grace, Runners: runners, Logger: newLogger(stderr)})
 	}
 	if err := sharedStore("worker", *storeURL); err != nil {
 		return err
@@ -73,6 +88,13 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	return node.RunWorker(ctx, node.WorkerProcessConfig{StoreURL: *storeURL, ID: *id, Slots: *slots, Heartbeat: *heartbeat, Grace: *grace,
 		HealthAddr: *healthAddr, Runners: runners, Logger: newLogger(stderr)})
+}
+
+// isSet reports whether flag name was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // sharedStore checks that storeURL is a log several processes can share.

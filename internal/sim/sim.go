@@ -86,6 +86,12 @@ type Config struct {
 	// first, the rest after it, partial writes (cut short by the log's
 	// faults) completed from the log.
 	SingleStream bool
+	// MixedRunners gives the workers different runner sets and the actions
+	// different runners (core.noop, sim.a, sim.b; worker w1 serves all,
+	// the others a random part): a handoff must go to an incarnation that
+	// serves its runner (the audit checks it), and an execution whose
+	// runner no live worker serves waits in its queue.
+	MixedRunners bool
 	// Bug injects a deliberate bug, to show that the checker finds it.
 	Bug Bug
 	// Trace, if set, gets one line per step.
@@ -232,6 +238,22 @@ type simWorker struct {
 	stalled   time.Time // no step before this (log time)
 	restartAt time.Time
 	slots     int
+	runrs     *runner.Registry // the runners it serves: the world's, or its own (MixedRunners)
+}
+
+// simRunners are the runner names of Config.MixedRunners.
+var simRunners = []string{"core.noop", "sim.a", "sim.b"}
+
+// mixedRegistry returns a registry of the given runners, each returning {}
+// (the simulation decides a run's outcome itself).
+func mixedRegistry(names []string) *runner.Registry {
+	reg := runner.NewRegistry()
+	for _, n := range names {
+		if err := reg.Register(n, runner.Func(func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })); err != nil {
+			panic(err)
+		}
+	}
+	return reg
 }
 
 type simRun struct {
@@ -278,7 +300,21 @@ func Run(cfg Config) (*Result, error) {
 	w.cmds = &command.Service{Store: w.writeTo, Writer: "api", NewID: w.newID}
 	w.runrs = runner.Builtins(runner.Config{})
 	for i := range cfg.Workers {
-		sw := &simWorker{id: fmt.Sprintf("w%d", i+1), slots: 1 + w.rng.IntN(3)}
+		sw := &simWorker{id: fmt.Sprintf("w%d", i+1), slots: 1 + w.rng.IntN(3), runrs: w.runrs}
+		if cfg.MixedRunners {
+			names := simRunners
+			if i > 0 {
+				names = nil
+				for len(names) == 0 {
+					for _, n := range simRunners {
+						if w.rng.IntN(2) == 0 {
+							names = append(names, n)
+						}
+					}
+				}
+			}
+			sw.runrs = mixedRegistry(names)
+		}
 		if len(cfg.WorkerSkew) > 0 {
 			sw.skew = cfg.WorkerSkew[i%len(cfg.WorkerSkew)]
 		}
@@ -341,6 +377,9 @@ func (w *world) setup() error {
 	for i := range w.cfg.Actions {
 		p := domain.Policy{Ref: fmt.Sprintf("a%d", i), Runner: "core.noop", MaxConcurrent: 1 + w.rng.IntN(3),
 			TimeoutSeconds: runTimeout.Seconds(), ScheduledTimeoutSeconds: scheduledTimeout.Seconds(), MaxAttempts: 2 + w.rng.IntN(2)}
+		if w.cfg.MixedRunners {
+			p.Runner = simRunners[w.rng.IntN(len(simRunners))]
+		}
 		switch i % 3 {
 		case 1:
 			p.ConcurrencyKey = "customer"
@@ -853,7 +892,7 @@ func (w *world) workerRestart() {
 		return
 	}
 	sw := c[w.rng.IntN(len(c))]
-	ww, err := worker.New(worker.Config{ID: sw.id, Slots: sw.slots, Store: w.writeTo, Runners: w.runrs, Logger: w.log,
+	ww, err := worker.New(worker.Config{ID: sw.id, Slots: sw.slots, Store: w.writeTo, Runners: sw.runrs, Logger: w.log,
 		Host: "sim", PID: 1, NewIncarnation: func() string { w.incSeq++; return fmt.Sprintf("inc-%d", w.incSeq) }})
 	if err != nil {
 		panic(err)

@@ -68,15 +68,32 @@ func TestSeeds(t *testing.T) {
 	start := time.Now()
 	for ; seeds < 4 || time.Since(start) < budget; seeds++ {
 		seed := base + uint64(seeds)*0x9e3779b97f4a7c15
-		single, split := seeds%2 == 1, seeds%4 == 2
-		res, err := sim.Run(sim.Config{Seed: seed, Steps: 3000, SingleStream: single, SplitBrain: split})
+		single, split, mixed := seeds%2 == 1, seeds%4 == 2, seeds%3 == 1
+		res, err := sim.Run(sim.Config{Seed: seed, Steps: 3000, SingleStream: single, SplitBrain: split, MixedRunners: mixed})
 		if err != nil {
-			t.Fatalf("single-stream %v, split brain %v: %v", single, split, err)
+			t.Fatalf("single-stream %v, split brain %v, mixed runners %v: %v", single, split, mixed, err)
 		}
 		total += res.Steps
 	}
 	el := time.Since(start)
 	t.Logf("%d seeds, %d steps in %s: %.0f steps/s", seeds, total, el.Round(time.Millisecond), float64(total)/el.Seconds())
+}
+
+// TestMixedRunners: workers that serve different runners, actions of
+// different runners; every execution still ends exactly once and the audit
+// (no handoff to an incarnation that does not serve its runner) is clean.
+func TestMixedRunners(t *testing.T) {
+	for _, seed := range []uint64{7, 11, 12} {
+		for _, single := range []bool{false, true} {
+			res, err := sim.Run(sim.Config{Seed: seed, Steps: 3000, MixedRunners: true, SingleStream: single})
+			if err != nil {
+				t.Fatalf("seed %d single-stream %v: %v", seed, single, err)
+			}
+			if res.Executions < 50 {
+				t.Errorf("seed %d: only %d executions", seed, res.Executions)
+			}
+		}
+	}
 }
 
 // TestReplayIsExact: the same seed gives the same log, byte for byte, and

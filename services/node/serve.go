@@ -18,6 +18,7 @@ import (
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/lease"
+	"github.com/turnstile/turnstile/services/remote"
 	"github.com/turnstile/turnstile/services/runner"
 )
 
@@ -65,6 +66,8 @@ type APIParts struct {
 	Ready    func() bool
 	Registry *prometheus.Registry
 	Logger   *slog.Logger
+	// Remote serves workers over HTTP (the worker routes).
+	Remote *remote.Service
 }
 
 // Serve runs a serve process until ctx ends, then stops it: the API stops
@@ -164,8 +167,16 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		defer proj.Stop()
 		reg.MustRegister(proj.Projector.Collector())
 	}
+	workers, err := remote.New(remote.Config{Store: store, Lease: cfg.WorkerLease, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := workers.Start(ctx); err != nil {
+		return err
+	}
+	defer workers.Stop()
 	api := &HTTPServer{Addr: cfg.Addr, Logger: log, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		Handler: cfg.API(APIParts{Commands: n.Commands, Queries: projections.NewQueries(views, store), Ready: ready, Registry: reg, Logger: log})}
+		Handler: cfg.API(APIParts{Commands: n.Commands, Queries: projections.NewQueries(views, store), Ready: ready, Registry: reg, Logger: log, Remote: workers})}
 	if err := api.Start(ctx); err != nil {
 		return err
 	}

@@ -1,0 +1,200 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/turnstile/turnstile/client/worker"
+	"github.com/turnstile/turnstile/projections"
+)
+
+func serverForTest(t *testing.T, lease time.Duration) *server {
+	t.Helper()
+	srv, err := startServer(lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.stop)
+	return srv
+}
+
+func runWorker(t *testing.T, w *worker.Worker) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() { cancel(); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+func audit(t *testing.T, srv *server) {
+	t.Helper()
+	rep, err := projections.Audit(context.Background(), srv.Store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK() {
+		t.Fatalf("audit: %v", rep.Violations)
+	}
+}
+
+// TestCancelReachesTheHandler: a client's cancellation ends the handler's
+// ctx (cause ErrCancelled) and the execution is recorded cancelled.
+func TestCancelReachesTheHandler(t *testing.T) {
+	srv := serverForTest(t, 15*time.Second)
+	started := make(chan struct{}, 1)
+	causes := make(chan error, 1)
+	w := worker.New(worker.Config{Server: srv.URL, Name: "w", Slots: 1, Logger: quiet})
+	w.Handle("block", func(ctx context.Context, job worker.Job) (any, error) {
+		started <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	runWorker(t, w)
+	if _, err := do("POST", srv.URL+"/api/v1/actions", `{"ref":"b","runner":"block"}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	id, err := srv.request("b", `{}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler never started")
+	}
+	if _, err := do("POST", srv.URL+"/api/v1/executions/"+id+"/cancel", ``, nil); err != nil {
+		t.Fatal(err)
+	}
+	x, err := srv.waitEnd(id, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if x.Status != "cancelled" {
+		t.Errorf("status %s, want cancelled", x.Status)
+	}
+	if c := <-causes; !errors.Is(c, worker.ErrCancelled) {
+		t.Errorf("ctx cause %v, want ErrCancelled", c)
+	}
+	audit(t, srv)
+}
+
+// lossy delivers every request to the server but loses the answer of the
+// first try of each report: the worker must send it again, and the
+// server's idempotence must keep the log free of duplicates.
+type lossy struct {
+	mu   sync.Mutex
+	seen map[string]bool
+	lost int
+}
+
+func (l *lossy) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body string
+	if req.Body != nil && strings.HasSuffix(req.URL.Path, "/report") {
+		raw, err := req.GetBody()
+		if err != nil {
+			return nil, err
+		}
+		b, _ := io.ReadAll(raw)
+		body = string(b)
+	}
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || body == "" {
+		return resp, err
+	}
+	l.mu.Lock()
+	first := !l.seen[body]
+	l.seen[body] = true
+	if first {
+		l.lost++
+	}
+	l.mu.Unlock()
+	if first {
+		resp.Body.Close()
+		return nil, errors.New("connection reset (simulated after the server answered)")
+	}
+	return resp, nil
+}
+
+// TestReportsSurviveLostAnswers: every report's first answer is lost on the
+// way back; the executions still complete, each exactly once, and the
+// audit is clean.
+func TestReportsSurviveLostAnswers(t *testing.T) {
+	srv := serverForTest(t, 15*time.Second)
+	tr := &lossy{seen: map[string]bool{}}
+	w := worker.New(worker.Config{Server: srv.URL, Name: "w", Slots: 4, Logger: quiet, HTTPClient: &http.Client{Transport: tr}})
+	w.Handle("echo", func(ctx context.Context, job worker.Job) (any, error) { return job.Input, nil })
+	runWorker(t, w)
+	if _, err := do("POST", srv.URL+"/api/v1/actions", `{"ref":"e","runner":"echo","max_concurrent":3}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 20 {
+		id, err := srv.request("e", `{"n":1}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		x, err := srv.waitEnd(id, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Status != "completed" || string(x.Result) != `{"n":1}` {
+			t.Errorf("%s: %+v", id, x)
+		}
+	}
+	tr.mu.Lock()
+	lost := tr.lost
+	tr.mu.Unlock()
+	if lost < 40 {
+		t.Errorf("only %d answers were lost; the test did not test", lost)
+	}
+	audit(t, srv)
+}
+
+// TestDrainLetsRunsFinish: ending Run's ctx while a run is in flight lets
+// it finish and report before Run returns.
+func TestDrainLetsRunsFinish(t *testing.T) {
+	srv := serverForTest(t, 15*time.Second)
+	started := make(chan struct{}, 1)
+	w := worker.New(worker.Config{Server: srv.URL, Name: "w", Slots: 1, Logger: quiet})
+	w.Handle("slow", func(ctx context.Context, job worker.Job) (any, error) {
+		started <- struct{}{}
+		time.Sleep(300 * time.Millisecond)
+		return map[string]bool{"done": true}, ctx.Err()
+	})
+	stop := runWorker(t, w)
+	if _, err := do("POST", srv.URL+"/api/v1/actions", `{"ref":"s","runner":"slow"}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	id, _ := srv.request("s", `{}`)
+	<-started
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	var x execution
+	if _, err := do("GET", srv.URL+"/api/v1/executions/"+id, "", &x); err != nil {
+		t.Fatal(err)
+	}
+	// Run returned after the report: the read model may trail the log a little.
+	x, err := srv.waitEnd(id, 5*time.Second)
+	if err != nil || x.Status != "completed" {
+		t.Fatalf("after the drain: %+v %v", x, err)
+	}
+	audit(t, srv)
+}

@@ -1,0 +1,131 @@
+// The follower: the sessions' assignments, cancels and ends, from the log.
+
+package remote
+
+import (
+	"context"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
+)
+
+// followTypes are the events the service follows.
+var followTypes = []string{
+	domain.TypeExecutionScheduled, domain.TypeExecutionCancelRequested,
+	domain.TypeExecutionCompleted, domain.TypeExecutionFailed, domain.TypeExecutionTimedOut, domain.TypeExecutionCancelled,
+	domain.TypeExecutionAbandoned, domain.TypeExecutionHandoffExpired,
+	domain.TypeWorkerRegistered, domain.TypeWorkerStopped, domain.TypeWorkerLost,
+}
+
+// follow subscribes to the log from its head and keeps the sessions'
+// assignments, cancels and ends up to date.
+func (s *Service) follow(ctx context.Context, started func()) error {
+	head, err := s.cfg.Store.Head(ctx)
+	if err != nil {
+		return err
+	}
+	started()
+	err = s.cfg.Store.Subscribe(ctx, head, eventstore.Filter{Types: followTypes}, func(batch []domain.Envelope) error {
+		var stops []*session
+		s.mu.Lock()
+		for i := range batch {
+			if ss := s.apply(&batch[i]); ss != nil {
+				stops = append(stops, ss)
+			}
+		}
+		s.mu.Unlock()
+		for _, ss := range stops {
+			go func() { _ = s.stop(context.WithoutCancel(ctx), ss) }()
+		}
+		return nil
+	})
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+// apply folds one followed event into the sessions. It returns a draining
+// session whose last execution just ended (to be stopped).
+func (s *Service) apply(env *domain.Envelope) *session {
+	cat, id := domain.SplitStream(env.Stream)
+	if cat == domain.StreamWorker {
+		if len(s.byInc) == 0 {
+			return nil
+		}
+		ev, err := codec.Events.Decode(env)
+		if err != nil {
+			return nil
+		}
+		for _, ss := range s.byInc {
+			if ss.name != id {
+				continue
+			}
+			switch e := ev.(type) {
+			case domain.WorkerRegistered:
+				if e.Incarnation != ss.inc {
+					s.endLocked(ss) // replaced
+				}
+			case domain.WorkerLost:
+				if e.Incarnation == ss.inc {
+					s.endLocked(ss)
+				}
+			case domain.WorkerStopped:
+				if e.Incarnation == ss.inc {
+					s.endLocked(ss)
+				}
+			}
+		}
+		return nil
+	}
+	switch env.Type {
+	case domain.TypeExecutionScheduled:
+		if len(s.byInc) == 0 {
+			return nil
+		}
+		ev, err := codec.Events.Decode(env)
+		if err != nil {
+			return nil
+		}
+		sched, ok := ev.(domain.ExecutionScheduled)
+		if !ok {
+			return nil
+		}
+		ss := s.byInc[sched.Incarnation]
+		if ss == nil || ss.ended || ss.name != sched.Worker {
+			return nil
+		}
+		if old := s.byExec[id]; old != nil && old != ss {
+			delete(old.assigned, id)
+		}
+		x := domain.NewExecution(id) // the handoff alone rebuilds the state a report decides on (as an in-process worker's run does)
+		x.Apply(sched, env.Version, env.Time)
+		ss.assigned[id] = &assignment{x: x, position: env.Position, Assignment: Assignment{Execution: id, Action: sched.Action, Runner: sched.Runner,
+			Input: sched.Input, RunnerConfig: sched.RunnerConfig, Attempt: sched.Attempt, TimeoutSeconds: float64(sched.TimeoutMillis) / 1000}}
+		s.byExec[id] = ss
+		s.wakeLocked(ss)
+	case domain.TypeExecutionCancelRequested:
+		if ss := s.byExec[id]; ss != nil {
+			ss.cancels[id] = struct{}{}
+			s.wakeLocked(ss)
+		}
+	default: // the execution ended or was taken back
+		ss := s.byExec[id]
+		if ss == nil {
+			return nil
+		}
+		delete(s.byExec, id)
+		a := ss.assigned[id]
+		delete(ss.assigned, id)
+		delete(ss.cancels, id)
+		if a != nil && a.delivered && (env.Type == domain.TypeExecutionAbandoned || env.Type == domain.TypeExecutionHandoffExpired) {
+			ss.cancels[id] = struct{}{} // taken back: the worker must stop its run (its reports are refused)
+			s.wakeLocked(ss)
+		}
+		if ss.draining && len(ss.assigned) == 0 && !ss.ended {
+			return ss
+		}
+	}
+	return nil
+}
