@@ -11,9 +11,9 @@ import (
 type mutant struct {
 	Name    string
 	Why     string
-	File    string   // slash path from the repository's root
-	Pkg     string   // the package whose tests must fail, e.g. ./domain
-	Run     string   // go test -run's pattern
+	File    string // slash path from the repository's root
+	Pkg     string // the package whose tests must fail, e.g. ./domain
+	Run     string // go test -run's pattern
 	Timeout time.Duration
 	Hunks   []hunk
 	Line    int // where the mutant starts in the list
