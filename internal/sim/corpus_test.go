@@ -71,7 +71,7 @@ func TestSeedCorpus(t *testing.T) {
 		t.Fatal("testdata/seeds holds no seed")
 	}
 	for _, s := range seeds {
-		_, err := sim.Run(sim.Config{Seed: s.seed, Steps: s.steps, SingleStream: s.single, SplitBrain: s.split})
+		_, err := runSeed(sim.Config{Seed: s.seed, Steps: s.steps, SingleStream: s.single, SplitBrain: s.split})
 		if err != nil {
 			t.Errorf("testdata/seeds:%d: %v", s.line, err)
 		}
