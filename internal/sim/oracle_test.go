@@ -3,11 +3,16 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/codec"
 )
+
 
 // oracleStep is one event of a walk: its type, writer and payload.
 type oracleStep struct {
@@ -134,4 +139,51 @@ func describe(path []oracleStep) string {
 		s += fmt.Sprintf(" → %s(%s %s)", p.typ, p.owner, p.writer)
 	}
 	return s
+}
+
+// TestCheckerJudgesByTheOracle: a log in which worker w2 completes an
+// execution handed to w1 breaks the checker with the oracle's rule, before
+// domain's rule is asked: so if a row of domain/rule.go let it through
+// (the handoff-any-worker mutant of make mutants), the simulation would
+// still fail on it.
+func TestCheckerJudgesByTheOracle(t *testing.T) {
+	policy := domain.Policy{Ref: "a", Runner: "core.noop"}.WithDefaults()
+	x := domain.NewExecution("x1")
+	req, err := x.Request(domain.ExecutionRequested{Action: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newChecker()
+	versions := map[string]uint64{}
+	write := func(stream string, ev domain.Event, owner domain.Owner, writer string) *violation {
+		env, err := codec.Events.Encode(uuid.New(), ev, owner, writer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.Stream, env.Version, env.Position, env.Time = stream, versions[stream], c.next, t0
+		versions[stream]++
+		return c.check(&env)
+	}
+	xs := domain.ExecutionStream("x1")
+	for i, step := range []struct {
+		stream string
+		ev     domain.Event
+		owner  domain.Owner
+		writer string
+	}{
+		{domain.ActionStream("a"), domain.ActionDefined{Policy: policy}, domain.OwnerAPI, "api"},
+		{xs, req, domain.OwnerExecutor, "ex"},
+		{domain.QueueStream("a"), domain.QueueGranted{Execution: "x1"}, domain.OwnerExecutor, "ex"},
+		{xs, domain.ExecutionScheduling{}, domain.OwnerExecutor, "ex"},
+		{xs, domain.ExecutionScheduled{Worker: "w1", Incarnation: "i1", Attempt: 1}, domain.OwnerExecutor, "ex"},
+		{xs, domain.ExecutionRunning{Worker: "w1", Attempt: 1}, domain.OwnerWorker, "w1"},
+	} {
+		if v := write(step.stream, step.ev, step.owner, step.writer); v != nil {
+			t.Fatalf("lawful step %d refused: %v", i, v)
+		}
+	}
+	v := write(xs, domain.ExecutionCompleted{}, domain.OwnerWorker, "w2")
+	if v == nil || v.Rule != "oracle" || !strings.Contains(v.Detail, `worker "w2"`) {
+		t.Fatalf("w2 completing w1's execution: %v, want the oracle's refusal", v)
+	}
 }
