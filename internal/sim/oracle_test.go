@@ -13,7 +13,6 @@ import (
 	"github.com/turnstile/turnstile/eventstore/codec"
 )
 
-
 // oracleStep is one event of a walk: its type, writer and payload.
 type oracleStep struct {
 	typ, owner, writer string
