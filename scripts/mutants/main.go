@@ -7,7 +7,7 @@
 // mutant, verdict, the tests that killed it, seconds.
 //
 //	go run ./scripts/mutants                 # every mutant (make mutants)
-//	go run ./scripts/mutants -rotate 5       # 5 of them, chosen by the day (make test)
+//	go run ./scripts/mutants -rotate 8       # 8 of them, chosen by the day (make test)
 //	go run ./scripts/mutants -only fifo,limit
 //	go run ./scripts/mutants -list
 package main
