@@ -20,17 +20,23 @@ run: build ## build, then run `turnstile serve` on the embedded store in ./data;
 	./$(BIN) serve $(ARGS)
 
 .PHONY: test
-test: ## vet, every test with the race detector (PostgreSQL and the browser test in Chromium included), a minute of simulation seeds, then the 3-minute soak (what CI runs)
+test: ## vet, every test with the race detector (PostgreSQL and the browser test in Chromium included), a minute of simulation seeds, eight mutants (a daily window of make mutants), then the 3-minute soak (what CI runs)
 	$(GO) vet ./...
 	TURNSTILE_SIM_BUDGET=5s scripts/with-postgres.sh scripts/with-chromium.sh $(GO) test -race -count=1 -timeout 30m ./...
 	@# The simulation's random seeds run ~9x faster without the race detector:
 	@# a minute of them is over a million simulated lifecycle steps.
 	TURNSTILE_SIM_BUDGET=60s $(GO) test -count=1 -run '^TestSeeds$$' -v ./internal/sim
+	@# Eight of the curated mutants (~1 min), a window of the list chosen by the day: the whole list in 4 days (all at once: make mutants).
+	$(GO) run ./scripts/mutants -rotate 8 -baseline=false
 	$(MAKE) --no-print-directory soak-short
 
 .PHONY: torture
 torture: ## the full crash matrix: 10,000 executions, 200 random SIGKILLs and every crash point 3 times, embedded and PostgreSQL
 	TURNSTILE_TORTURE=full scripts/with-postgres.sh $(GO) test -count=1 -timeout 120m -run '^TestCrashMatrix$$' -v ./cmd/turnstile/
+
+.PHONY: mutants
+mutants: ## plant each bug of scripts/mutants/mutants.txt in a scratch copy; every one must fail its named tests (prints the table)
+	$(GO) run ./scripts/mutants
 
 .PHONY: soak
 soak: ## 60 minutes of `turnstile serve` at ~500 appends/s and 200 API requests/s; fails on a missed target (RSS, lag, goroutines, audit)

@@ -12,7 +12,9 @@ import (
 )
 
 // checker folds the log one event at a time and checks every event as it
-// comes: the rules the audit checks (decoding, owners, the handoff rule,
+// comes: the documented handoff rule by an oracle of its own that shares no
+// table with domain (oracle.go), the rules the audit checks (decoding,
+// owners, the handoff rule,
 // hence one terminal event per execution, FIFO grants and the limit by the
 // domain's queue fold, no write for a lost incarnation), and the same
 // queue rules again with a model of its own that shares no code with the
@@ -24,6 +26,7 @@ type checker struct {
 	queues  *domain.Queues
 	granted map[string]bool
 	lost    map[string]map[string]bool // worker → incarnations declared lost
+	oracle  map[string]*oracleExec     // the oracle's own fold of each execution (oracle.go)
 
 	actions map[string]*actionModel
 	place   map[string]*placement // queued executions (waiting or active) → where
@@ -51,7 +54,7 @@ type placement struct {
 
 func newChecker() *checker {
 	return &checker{execs: map[string]*domain.Execution{}, queues: domain.NewQueues(), granted: map[string]bool{},
-		lost: map[string]map[string]bool{}, actions: map[string]*actionModel{}, place: map[string]*placement{}}
+		lost: map[string]map[string]bool{}, oracle: map[string]*oracleExec{}, actions: map[string]*actionModel{}, place: map[string]*placement{}}
 }
 
 // violation is a broken invariant, found at a log position.
@@ -153,6 +156,14 @@ func (c *checker) check(env *domain.Envelope) *violation {
 		if x == nil {
 			x = domain.NewExecution(id)
 			c.execs[id] = x
+		}
+		ox := c.oracle[id]
+		if ox == nil {
+			ox = &oracleExec{state: oNew}
+			c.oracle[id] = ox
+		}
+		if detail := oracleJudge(ox, env.Type, string(env.Owner), env.Writer, env.Data); detail != "" {
+			return bad("oracle", "the documented handoff rule refuses it: %s", detail)
 		}
 		if err := x.Validate(ev, env.Owner, env.Writer); err != nil {
 			rule := "rule"

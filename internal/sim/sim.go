@@ -15,9 +15,13 @@
 //
 // After every step a checker folds the new events and checks the
 // invariants: one terminal event per execution, the handoff rule
-// (ownership), FIFO grants, the concurrency limit and the pause at every
-// position, no write for a lost incarnation, and the read model's
-// queue_stats equal to the checker's own fold. At the end the faults stop
+// (ownership) both as domain states it and as an oracle of the checker's
+// own, written from DESIGN.md, states it (oracle.go: one wrong row of
+// domain/rule.go cannot hide itself), FIFO grants, the concurrency limit
+// and the pause at every position (by a queue model of the checker's own),
+// no write for a lost incarnation, and the read model's queue_stats equal
+// to the checker's own fold. TestSeedCorpus replays the seeds that have
+// ever failed (testdata/seeds) on every run. At the end the faults stop
 // and the simulation runs on until every execution has ended (liveness);
 // the audit must pass and a rebuild of the read model must equal the live one.
 //

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -64,12 +66,16 @@ func TestSeeds(t *testing.T) {
 		budget = d
 	}
 	base := uint64(time.Now().UnixNano())
+	// Printed first, so that any failure (even a panic or a hang) replays:
+	// seed i is base + i*0x9e3779b97f4a7c15, single-stream when i is odd,
+	// split brain when i%4 == 2.
+	t.Logf("random seeds from base %d (seed i = base + i*0x9e3779b97f4a7c15; i odd: SINGLE=1; i%%4 == 2: SPLIT=1); a failed seed joins testdata/seeds", base)
 	total, seeds := 0, 0
 	start := time.Now()
 	for ; seeds < 4 || time.Since(start) < budget; seeds++ {
 		seed := base + uint64(seeds)*0x9e3779b97f4a7c15
 		single, split, mixed := seeds%2 == 1, seeds%4 == 2, seeds%3 == 1
-		res, err := sim.Run(sim.Config{Seed: seed, Steps: 3000, SingleStream: single, SplitBrain: split, MixedRunners: mixed})
+		res, err := runSeed(sim.Config{Seed: seed, Steps: 3000, SingleStream: single, SplitBrain: split, MixedRunners: mixed})
 		if err != nil {
 			t.Fatalf("single-stream %v, split brain %v, mixed runners %v: %v", single, split, mixed, err)
 		}
@@ -94,6 +100,24 @@ func TestMixedRunners(t *testing.T) {
 			}
 		}
 	}
+}
+
+// runSeed is sim.Run that turns a panic into an error naming the seed.
+func runSeed(cfg sim.Config) (res *sim.Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			flags := ""
+			if cfg.SingleStream {
+				flags += " SINGLE=1"
+			}
+			if cfg.SplitBrain {
+				flags += " SPLIT=1"
+			}
+			res, err = nil, fmt.Errorf("seed %d panicked: %v (replay: make simulate SEED=%d STEPS=%d%s)\n%s",
+				cfg.Seed, p, cfg.Seed, cfg.Steps, flags, debug.Stack())
+		}
+	}()
+	return sim.Run(cfg)
 }
 
 // TestReplayIsExact: the same seed gives the same log, byte for byte, and

@@ -134,7 +134,12 @@ func withItemsWindow(t *testing.T, cfg harnessConfig) {
 	released := 0
 	for released < n {
 		want := min(window, n-released)
-		h.waitFor(fmt.Sprintf("a burst of %d after %d released", want, released), func() bool { return g.Waiting() == want })
+		h.waitFor(fmt.Sprintf("a burst of %d after %d released", want, released), func() bool {
+			if got := g.Waiting(); got > want {
+				t.Fatalf("%d children running after %d released, window %d", got, released, window) // over-dispatch: no need to wait
+			}
+			return g.Waiting() == want
+		})
 		h.settle()
 		if got := g.Waiting(); got != want {
 			t.Fatalf("%d children running after %d released, window %d", got, released, window)
