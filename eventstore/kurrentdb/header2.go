@@ -99,3 +99,13 @@ func decodeStringHeader(meta []byte, e *domain.Envelope) (bool, error) {
 	}
 	return true, nil
 }
+
+// stringHeaderFields is encodeStringHeader as a map, the properties of an
+// AppendRecords record.
+func stringHeaderFields(e *domain.Envelope) map[string]string {
+	var m map[string]string
+	if err := json.Unmarshal(encodeStringHeader(e), &m); err != nil {
+		panic(fmt.Sprintf("kurrentdb: a string-only header is a JSON object of strings: %v", err))
+	}
+	return m
+}
