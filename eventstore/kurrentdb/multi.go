@@ -141,10 +141,14 @@ func (s *Store) appendRecords(ctx context.Context, appends []eventstore.StreamAp
 	if err != nil {
 		op := fmt.Sprintf("append to %d streams", len(appends))
 		violation, ok := firstViolation(err)
-		if !ok || s.closed() {
-			if s.closed() {
-				return none, fmt.Errorf("kurrentdb: %s: %w", op, eventstore.ErrClosed)
-			}
+		switch {
+		case s.closed():
+			return none, fmt.Errorf("kurrentdb: %s: %w", op, eventstore.ErrClosed)
+		case status.Code(err) == codes.Unimplemented && ctx.Err() == nil:
+			// The connection reaches a server without AppendRecords now
+			// (a fail-over to an older node): refuse, never fall back.
+			return none, fmt.Errorf("kurrentdb: %s: the server no longer offers AppendRecords: %w (%w)", op, ErrMultiStream, err)
+		case !ok:
 			return none, translate(ctx, op, err)
 		}
 		// A retry whose expectations no longer hold? (The server recognises
