@@ -94,6 +94,7 @@ func (s *Store) appendRecords(ctx context.Context, appends []eventstore.StreamAp
 	var none eventstore.AppendResult
 	ctx = leader(ctx)
 	held := false
+	tops := map[string]uint64{} // written stream -> its last version before the call, if it exists
 	for i := range appends {
 		a := &appends[i]
 		if len(a.Events) == 0 {
@@ -102,6 +103,9 @@ func (s *Store) appendRecords(ctx context.Context, appends []eventstore.StreamAp
 		tail, err := s.readStream(ctx, s.ns+a.Stream, esdb.Backwards, esdb.End{}, uint64(min(len(a.Events), pageSize)))
 		if err != nil && !errors.Is(err, eventstore.ErrStreamNotFound) {
 			return none, err
+		}
+		if len(tail) > 0 {
+			tops[a.Stream] = tail[0].Version
 		}
 		if holdsAny(tail, a.Events) {
 			held = true
@@ -161,6 +165,22 @@ func (s *Store) appendRecords(ctx context.Context, appends []eventstore.StreamAp
 	// The position is the last record's commit position.
 	if resp.GetPosition() < 0 || uint64(resp.GetPosition()) > maxCommit {
 		return none, fmt.Errorf("kurrentdb: append to %d streams: the server answered commit position %d", len(appends), resp.GetPosition())
+	}
+	// A written stream whose revision is no later than its tail was is one
+	// the server took for a retry, by ids alone (for Any, from its cache,
+	// wherever those ids are): check every part is stored as it is now.
+	for _, r := range resp.GetRevisions() {
+		top, existed := tops[strings.TrimPrefix(r.GetStream(), s.ns)]
+		if existed && r.GetRevision() >= 0 && uint64(r.GetRevision()) <= top {
+			res, found, err := s.storedMulti(ctx, appends)
+			switch {
+			case err != nil:
+				return none, err
+			case !found:
+				return none, fmt.Errorf("kurrentdb: append to %d streams: %w: the server took the batch for a retry, but it is not stored", len(appends), eventstore.ErrIdempotencyConflict)
+			}
+			return res, nil
+		}
 	}
 	last := lastWritten(appends)
 	for _, r := range resp.GetRevisions() {

@@ -2,10 +2,14 @@ package kurrentdb
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
+
+	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
 )
@@ -81,5 +85,98 @@ func TestMultiStreamServerDowngraded(t *testing.T) {
 		if _, err := s.ReadStream(ctx, stream, 0, 10); !errors.Is(err, eventstore.ErrStreamNotFound) {
 			t.Errorf("ReadStream(%q) after the refused AppendMulti: %v, want ErrStreamNotFound", stream, err)
 		}
+	}
+}
+
+// TestOpenURLMultiStream: OpenURL of a single node takes the multi-stream
+// path on a server with AppendRecords, and writes several streams at once
+// there; on an older server it keeps the single-stream path.
+func TestOpenURLMultiStream(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		version string
+		want    bool
+	}{{"25.1.0", false}, {"26.1.0", true}} {
+		f, _ := newFakeServerOf(t, c.version)
+		s, err := OpenURL(t.Context(), "kurrentdb://"+f.addr+"?tls=false&maxDiscoverAttempts=1")
+		if err != nil {
+			t.Fatalf("%s: OpenURL: %v", c.version, err)
+		}
+		if got := s.AtomicMultiStream(); got != c.want {
+			t.Errorf("%s: AtomicMultiStream = %v, want %v", c.version, got, c.want)
+		}
+		_, err = s.AppendMulti(t.Context(),
+			eventstore.StreamAppend{Stream: "execution-u", Expected: eventstore.NoStream, Events: storetest.NewEvents("test.u", 2)},
+			eventstore.StreamAppend{Stream: "worker-u", Expected: eventstore.NoStream, Events: storetest.NewEvents("test.u", 1)})
+		if c.want && err != nil {
+			t.Errorf("%s: AppendMulti: %v", c.version, err)
+		}
+		if !c.want && !errors.Is(err, ErrMultiStream) {
+			t.Errorf("%s: AppendMulti: %v, want ErrMultiStream", c.version, err)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDialMultiCluster: a cluster's connection string gets no connection
+// for the multi-stream path (the leader is not looked for), so such a store
+// keeps the single-stream path.
+func TestDialMultiCluster(t *testing.T) {
+	t.Parallel()
+	for _, conn := range []string{
+		"esdb://a:2113,b:2113,c:2113?tls=false",
+		"esdb+discover://cluster.example:2113?tls=false",
+	} {
+		cfg, err := esdb.ParseConnectionString(conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mc, err := dialMulti(cfg)
+		if err != nil || mc != nil {
+			t.Errorf("dialMulti(%s) = %v, %v; want nil, nil", conn, mc, err)
+		}
+	}
+}
+
+// TestMultiStreamRetryOtherContent: the same ids with other content, after
+// later appends moved the batch out of the tails the store reads, are an
+// idempotency conflict, not the original result: the server recognises a
+// retry by its ids alone (for Any, from its cache of recent ids).
+func TestMultiStreamRetryOtherContent(t *testing.T) {
+	t.Parallel()
+	f, client := newFakeServerOf(t, "26.1.0")
+	s, err := Open(client, Options{Logger: discard, MultiStreamConn: f.dial(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := t.Context()
+	a, b := storetest.NewEvents("test.a", 2), storetest.NewEvents("test.b", 1)
+	if _, err := s.AppendMulti(ctx,
+		eventstore.StreamAppend{Stream: "execution-o", Expected: eventstore.Any, Events: a},
+		eventstore.StreamAppend{Stream: "queue-o", Expected: eventstore.Any, Events: b}); err != nil {
+		t.Fatal(err)
+	}
+	for _, stream := range []string{"execution-o", "queue-o"} {
+		if _, err := s.Append(ctx, stream, eventstore.Any, storetest.NewEvents("test.later", 3)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head, err := s.Head(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := append([]domain.Envelope(nil), a...)
+	other[1].Data = json.RawMessage(`{"other":true}`)
+	_, err = s.AppendMulti(ctx,
+		eventstore.StreamAppend{Stream: "execution-o", Expected: eventstore.Any, Events: other},
+		eventstore.StreamAppend{Stream: "queue-o", Expected: eventstore.Any, Events: b})
+	if !errors.Is(err, eventstore.ErrIdempotencyConflict) {
+		t.Fatalf("same ids, other content: %v, want ErrIdempotencyConflict", err)
+	}
+	if got, err := s.Head(ctx); err != nil || got != head {
+		t.Fatalf("Head after the refused retry = %d, %v; want %d (nothing written)", got, err, head)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
 	v2 "github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v2/streams/streams"
+	"google.golang.org/grpc"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
@@ -35,7 +36,8 @@ type Store struct {
 
 	// multi appends to several streams atomically (multi.go); nil when the
 	// server does not offer AppendRecords or no connection was given.
-	multi v2.StreamsServiceClient
+	multi     v2.StreamsServiceClient
+	multiConn *grpc.ClientConn // the connection OpenURL made for it, closed by Close
 
 	done chan struct{} // closed by Close
 }
@@ -45,7 +47,15 @@ var _ eventstore.Store = (*Store)(nil)
 // Open returns a Store on a client the caller made. The caller keeps the
 // client: Close leaves it open, and several stores (with different
 // namespaces) may share it.
+//
+// With Options.MultiStreamConn, Open asks the server whether it offers
+// AppendRecords (waiting at most detectTimeout) and fails if it cannot ask.
 func Open(client *esdb.Client, opts Options) (*Store, error) {
+	return open(context.Background(), client, opts)
+}
+
+// open is Open, asking the server within ctx.
+func open(ctx context.Context, client *esdb.Client, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errNoClient
 	}
@@ -55,7 +65,7 @@ func Open(client *esdb.Client, opts Options) (*Store, error) {
 	opts.setDefaults()
 	var multi v2.StreamsServiceClient
 	if opts.MultiStreamConn != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), detectTimeout)
+		ctx, cancel := context.WithTimeout(ctx, detectTimeout)
 		ok, err := supportsAppendRecords(ctx, opts.MultiStreamConn)
 		cancel()
 		if err != nil {
@@ -131,6 +141,9 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	if s.cfg == nil {
 		return nil
+	}
+	if s.multiConn != nil {
+		_ = s.multiConn.Close() // its calls end with the store (callMulti)
 	}
 	select {
 	case <-c.idle:
