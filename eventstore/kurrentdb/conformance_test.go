@@ -73,7 +73,23 @@ func TestConformance(t *testing.T) {
 	if _, err := LogEnd(t.Context(), client); err != nil {
 		t.Fatalf("%s=%s: the server does not answer: %v", urlVar, raw, err)
 	}
-	storetest.Run(t, namespaced(client), storetest.Capabilities{})
+	// The multi-stream path, as OpenURL takes it: on a single node that
+	// offers AppendRecords (26.0.3, 26.1+), AppendMulti/* run too.
+	mc, err := dialMulti(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi := false
+	var mconn grpc.ClientConnInterface
+	if mc != nil {
+		t.Cleanup(func() { _ = mc.Close() })
+		if multi, err = supportsAppendRecords(t.Context(), mc); err != nil {
+			t.Fatalf("GetSupportedMethods: %v", err)
+		}
+		mconn = mc
+	}
+	t.Logf("the server offers AppendRecords: %v (AtomicMultiStream)", multi)
+	storetest.Run(t, namespacedConn(client, mconn), storetest.Capabilities{AtomicMultiStream: multi})
 }
 
 // TestConformanceFake runs the conformance suite against the fake server:
