@@ -10,6 +10,7 @@ import (
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
 
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
@@ -72,7 +73,23 @@ func TestConformance(t *testing.T) {
 	if _, err := LogEnd(t.Context(), client); err != nil {
 		t.Fatalf("%s=%s: the server does not answer: %v", urlVar, raw, err)
 	}
-	storetest.Run(t, namespaced(client), storetest.Capabilities{})
+	// The multi-stream path, as OpenURL takes it: on a single node that
+	// offers AppendRecords (26.0.3, 26.1+), AppendMulti/* run too.
+	mc, err := dialMulti(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	multi := false
+	var mconn grpc.ClientConnInterface
+	if mc != nil {
+		t.Cleanup(func() { _ = mc.Close() })
+		if multi, err = supportsAppendRecords(t.Context(), mc); err != nil {
+			t.Fatalf("GetSupportedMethods: %v", err)
+		}
+		mconn = mc
+	}
+	t.Logf("the server offers AppendRecords: %v (AtomicMultiStream)", multi)
+	storetest.Run(t, namespacedConn(client, mconn), storetest.Capabilities{AtomicMultiStream: multi})
 }
 
 // TestConformanceFake runs the conformance suite against the fake server:
@@ -92,11 +109,36 @@ func TestConformanceFake(t *testing.T) {
 	}, storetest.Capabilities{SkipSlow: raceEnabled})
 }
 
+// TestConformanceFakeVersions runs the suite against fakes of a server
+// without AppendRecords (25.1: the single-stream path) and of one with it
+// (26.1: the multi-stream path, AtomicMultiStream true, so AppendMulti/* and
+// Idempotency/Multi/* run), each store given a connection of its own for
+// the multi-stream path, as OpenURL gives it.
+func TestConformanceFakeVersions(t *testing.T) {
+	for _, c := range []struct {
+		version string
+		multi   bool
+	}{{"25.1.0", false}, {"26.1.0", true}} {
+		t.Run(c.version, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) eventstore.Store {
+				t.Helper()
+				f, client := newFakeServerOf(t, c.version)
+				return namespacedConn(client, f.dial(t))(t)
+			}, storetest.Capabilities{SkipSlow: raceEnabled, AtomicMultiStream: c.multi})
+		})
+	}
+}
+
 // namespaced returns a newStore for the suite: a store on client in a fresh
 // namespace starting at the current end of $all, so that subtests sharing one
 // server each see an empty log and do not scan each other's events (those
 // written before they start).
 func namespaced(client *esdb.Client) func(t *testing.T) eventstore.Store {
+	return namespacedConn(client, nil)
+}
+
+// namespacedConn is namespaced with Options.MultiStreamConn conn.
+func namespacedConn(client *esdb.Client, conn grpc.ClientConnInterface) func(t *testing.T) eventstore.Store {
 	return func(t *testing.T) eventstore.Store {
 		t.Helper()
 		for suffix, reason := range knownGaps {
@@ -109,9 +151,10 @@ func namespaced(client *esdb.Client) func(t *testing.T) eventstore.Store {
 			t.Fatalf("LogEnd: %v", err)
 		}
 		s, err := Open(client, Options{
-			Namespace: "t" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12] + "-",
-			Origin:    origin,
-			Logger:    discard,
+			Namespace:       "t" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12] + "-",
+			Origin:          origin,
+			Logger:          discard,
+			MultiStreamConn: conn,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -27,7 +27,9 @@ import (
 // "metadataBase64" otherwise. The time is the server's created time. Events
 // without the "turnstile" key (written by something else) are read with what
 // can be recovered: their type and data, their whole user metadata as
-// Metadata, schema version 0 and no owner.
+// Metadata, schema version 0 and no owner. Events written by the
+// multi-stream path carry the header in a string-only form (header2.go),
+// which fromRecorded reads too.
 
 // formatVersion is the value of the "turnstile" key.
 const formatVersion = 1
@@ -113,6 +115,13 @@ func fromRecorded(rec *esdb.RecordedEvent, ns string) (domain.Envelope, error) {
 		Type:     rec.EventType,
 		Time:     rec.CreatedDate.UTC(),
 		Data:     json.RawMessage(rec.Data),
+	}
+	if ok, err := decodeStringHeader(rec.UserMetadata, &e); ok {
+		// Written by AppendRecords (header2.go).
+		if err != nil {
+			return domain.Envelope{}, fmt.Errorf("event %s of %q: header: %w", rec.EventID, rec.StreamID, err)
+		}
+		return e, nil
 	}
 	var h header
 	if len(rec.UserMetadata) == 0 || json.Unmarshal(rec.UserMetadata, &h) != nil || h.Turnstile == 0 {

@@ -60,11 +60,14 @@
 //
 // # What it does not do (the gaps)
 //
-//   - AppendMulti of more than one stream: the gRPC API this client speaks
-//     appends to one stream per call, so all-or-nothing across streams is
-//     impossible. It returns ErrMultiStream (eventstore.ErrMultiStream,
-//     errors.ErrUnsupported) and writes nothing; one stream works as Append.
-//     The Store says so (AtomicMultiStream reports false), and turnstile's
+//   - AppendMulti of more than one stream, except on a server that offers
+//     AppendRecords (KurrentDB 26.0.3, 26.1+) reached through
+//     Options.MultiStreamConn (OpenURL makes it for a single node; see
+//     multi.go): elsewhere the v1 API appends to one stream per call, so
+//     all-or-nothing across streams is impossible. It returns ErrMultiStream
+//     (eventstore.ErrMultiStream, errors.ErrUnsupported) and writes nothing;
+//     one stream works as Append. The Store says so (AtomicMultiStream
+//     reports false), and turnstile's
 //     executor and commands then fence on one stream and append the rest
 //     after it, repairing a cut sequence from the log (services/executor).
 //   - Event ids are not unique across streams: KurrentDB keeps no id index,

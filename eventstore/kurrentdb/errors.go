@@ -18,9 +18,10 @@ import (
 // returns keeps the client's error in its chain, so errors.As with an
 // *esdb.Error still works.
 var (
-	// ErrMultiStream is returned by AppendMulti for more than one stream: the
-	// KurrentDB gRPC API this client speaks appends to one stream at a time, so
-	// an all-or-nothing append across streams is impossible. It matches
+	// ErrMultiStream is returned by AppendMulti for more than one stream on
+	// a store without the multi-stream path (AtomicMultiStream false: no
+	// Options.MultiStreamConn, or a server without AppendRecords), and by one
+	// with it when the server no longer offers AppendRecords. It matches
 	// eventstore.ErrMultiStream and errors.ErrUnsupported too.
 	ErrMultiStream = fmt.Errorf("kurrentdb: %w", eventstore.ErrMultiStream)
 

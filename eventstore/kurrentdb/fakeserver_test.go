@@ -75,6 +75,8 @@ type fakeServer struct {
 
 	cacheLimit int // entries of the recent-events cache; 0: defaultCacheLimit
 
+	version string // the server's version for ServerFeatures; "": no ServerFeatures (fakev2_test.go)
+
 	sent atomic.Int64 // events sent by reads and subscriptions
 
 	mu      sync.Mutex
@@ -118,7 +120,16 @@ type fakeRecord struct {
 // and returns it with a client connected to it.
 func newFakeServer(t *testing.T) (*fakeServer, *esdb.Client) {
 	t.Helper()
-	f := &fakeServer{streams: map[string][]int{}, cache: map[uuid.UUID]fakeCached{}, next: 0, wake: make(chan struct{}), kill: make(chan codes.Code)}
+	return newFakeServerOf(t, "")
+}
+
+// newFakeServerOf is newFakeServer for a server of the given version
+// ("25.1.0", "26.1.0"; see fakeMethods), which lists its methods in
+// ServerFeatures and, from 26.0.3 and 26.1, speaks AppendRecords; "" is a
+// fake without ServerFeatures, as before.
+func newFakeServerOf(t *testing.T, version string) (*fakeServer, *esdb.Client) {
+	t.Helper()
+	f := &fakeServer{version: version, streams: map[string][]int{}, cache: map[uuid.UUID]fakeCached{}, next: 0, wake: make(chan struct{}), kill: make(chan codes.Code)}
 	// What a fresh server holds before anyone writes: system streams, a
 	// metadata stream and a link.
 	f.write("$settings", "$settings", []byte(`{}`), nil)
@@ -147,6 +158,7 @@ func (f *fakeServer) start(t *testing.T) {
 		return h(srv, ss)
 	}))
 	api.RegisterStreamsServer(srv, f)
+	f.registerV2(srv)
 	f.mu.Lock()
 	f.srv = srv
 	f.mu.Unlock()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+
+	"google.golang.org/grpc"
 )
 
 // Options configures a Store. The zero value is ready to use: no namespace,
@@ -40,6 +42,15 @@ type Options struct {
 	// leader. OpenURL sets it when the connection string's nodePreference is
 	// not leader.
 	FollowerReads bool
+
+	// MultiStreamConn, if set, is a gRPC connection to the same server (to
+	// its leader), on which the store appends to several streams atomically
+	// if the server offers StreamsService/AppendRecords (KurrentDB 26.0.3,
+	// 26.1 and later): Open asks the server (GetSupportedMethods) and
+	// AtomicMultiStream reports the answer. Without it, or on an older
+	// server, AppendMulti takes one stream only. The caller keeps the
+	// connection. OpenURL makes one for a single-node connection string.
+	MultiStreamConn grpc.ClientConnInterface
 
 	// Logger receives what the store cannot return: retries of subscriptions
 	// after the server became unavailable, and the client library's own log

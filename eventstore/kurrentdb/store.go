@@ -11,6 +11,8 @@ import (
 
 	"github.com/EventStore/EventStore-Client-Go/v4/esdb"
 	"github.com/google/uuid"
+	v2 "github.com/kurrent-io/KurrentDB-Client-Go/protos/kurrentdb/protocols/v2/streams/streams"
+	"google.golang.org/grpc"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
@@ -32,6 +34,11 @@ type Store struct {
 	window  int
 	log     *slog.Logger
 
+	// multi appends to several streams atomically (multi.go); nil when the
+	// server does not offer AppendRecords or no connection was given.
+	multi     v2.StreamsServiceClient
+	multiConn *grpc.ClientConn // the connection OpenURL made for it, closed by Close
+
 	done chan struct{} // closed by Close
 }
 
@@ -40,7 +47,15 @@ var _ eventstore.Store = (*Store)(nil)
 // Open returns a Store on a client the caller made. The caller keeps the
 // client: Close leaves it open, and several stores (with different
 // namespaces) may share it.
+//
+// With Options.MultiStreamConn, Open asks the server whether it offers
+// AppendRecords (waiting at most detectTimeout) and fails if it cannot ask.
 func Open(client *esdb.Client, opts Options) (*Store, error) {
+	return open(context.Background(), client, opts)
+}
+
+// open is Open, asking the server within ctx.
+func open(ctx context.Context, client *esdb.Client, opts Options) (*Store, error) {
 	if client == nil {
 		return nil, errNoClient
 	}
@@ -48,7 +63,20 @@ func Open(client *esdb.Client, opts Options) (*Store, error) {
 		return nil, err
 	}
 	opts.setDefaults()
+	var multi v2.StreamsServiceClient
+	if opts.MultiStreamConn != nil {
+		ctx, cancel := context.WithTimeout(ctx, detectTimeout)
+		ok, err := supportsAppendRecords(ctx, opts.MultiStreamConn)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("kurrentdb: asking the server for its supported methods: %w", err)
+		}
+		if ok {
+			multi = v2.NewStreamsServiceClient(opts.MultiStreamConn)
+		}
+	}
 	return &Store{
+		multi:   multi,
 		client:  newConn(client),
 		ns:      opts.Namespace,
 		origin:  opts.Origin,
@@ -113,6 +141,9 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	if s.cfg == nil {
 		return nil
+	}
+	if s.multiConn != nil {
+		_ = s.multiConn.Close() // its calls end with the store (callMulti)
 	}
 	select {
 	case <-c.idle:
@@ -419,11 +450,11 @@ func (s *Store) stored(ctx context.Context, stream string, batch []domain.Envelo
 	return eventstore.AppendResult{Version: last.Version, Position: last.Position}, true, nil
 }
 
-// AppendMulti implements eventstore.Store for one stream, as Append. For
-// several streams it returns an error matching ErrMultiStream (and
-// errors.ErrUnsupported) and writes nothing: the server cannot append to
-// several streams atomically, and a non-atomic fallback would break the
-// fencing callers build on it.
+// AppendMulti implements eventstore.Store. One stream is Append. Several
+// streams are one atomic AppendRecords call on a server that offers it
+// (AtomicMultiStream, multi.go); elsewhere it returns an error matching
+// ErrMultiStream (and errors.ErrUnsupported) and writes nothing: a
+// non-atomic fallback would break the fencing callers build on it.
 func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) (eventstore.AppendResult, error) {
 	if err := s.check(ctx); err != nil {
 		return eventstore.AppendResult{}, err
@@ -434,17 +465,15 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 	if len(appends) == 1 {
 		return s.Append(ctx, appends[0].Stream, appends[0].Expected, appends[0].Events...)
 	}
+	if s.multi != nil {
+		return s.appendRecords(ctx, appends)
+	}
 	streams := make([]string, len(appends))
 	for i := range appends {
 		streams[i] = appends[i].Stream
 	}
 	return eventstore.AppendResult{}, fmt.Errorf("append to %s: %w", strings.Join(streams, ", "), ErrMultiStream)
 }
-
-// AtomicMultiStream implements eventstore.MultiStreamReporter: false, the
-// server appends to one stream per call. turnstile's executor then takes its
-// single-stream path (services/executor).
-func (s *Store) AtomicMultiStream() bool { return false }
 
 // validate checks an append against the contract's limits and what KurrentDB
 // reserves: stream names and event types starting with "$".

@@ -112,7 +112,11 @@ func escapeUserinfo(s string) string {
 
 // OpenURL connects to the server a store URL names (see ConnectionString),
 // checks that it answers, and returns a Store that owns the connection: Close
-// closes it. The store logs to slog.Default().
+// closes it. The store logs to slog.Default(). For a single node it also
+// opens the connection of the multi-stream path (Options.MultiStreamConn),
+// which the store uses if the server offers AppendRecords; a cluster's
+// connection string (several hosts, or DNS discovery) keeps the
+// single-stream path.
 func OpenURL(ctx context.Context, rawURL string) (*Store, error) {
 	conn, opts, err := ConnectionString(rawURL)
 	if err != nil {
@@ -135,12 +139,24 @@ func OpenURL(ctx context.Context, rawURL string) (*Store, error) {
 		_ = client.Close()
 		return nil, fmt.Errorf("kurrentdb: cannot reach the server of %s: %w", redact(rawURL), err)
 	}
-	s, err := Open(client, opts)
+	mc, err := dialMulti(cfg)
 	if err != nil {
 		_ = client.Close()
+		return nil, fmt.Errorf("kurrentdb: %w", err)
+	}
+	if mc != nil {
+		opts.MultiStreamConn = mc
+	}
+	s, err := open(ctx, client, opts)
+	if err != nil {
+		_ = client.Close()
+		if mc != nil {
+			_ = mc.Close()
+		}
 		return nil, err
 	}
 	s.cfg = cfg
+	s.multiConn = mc
 	return s, nil
 }
 
