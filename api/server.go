@@ -163,7 +163,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	if r.Context().Err() != nil {
-		return // the client went away
+		// The client went away, or the server is stopping: either way the
+		// answer is a problem, never an empty 200 (a client that left
+		// does not read it).
+		writeProblem(w, typed(typeUnavailable, http.StatusServiceUnavailable, "the request was cut short (the server is stopping, or the client went away): %v", err))
+		return
 	}
 	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	writeProblem(w, typed(typeInternal, http.StatusInternalServerError, "internal error; the server log has the cause"))
