@@ -34,6 +34,13 @@ type Config struct {
 
 	MaxBodyBytes  int64         // default 1 MiB
 	FeedHeartbeat time.Duration // SSE comment interval; default 15s
+	// MaxFeeds bounds the feeds open at once (default 1000), and
+	// MaxFeedsPerToken those of one token, or of one client address
+	// without a token (default 100); a feed past either gets 429.
+	MaxFeeds, MaxFeedsPerToken int
+	// FeedStallTimeout is how long a feed client may go without reading
+	// before it is cut (default 30s); it resumes with Last-Event-ID.
+	FeedStallTimeout time.Duration
 	Version       string
 }
 
@@ -46,6 +53,7 @@ type Server struct {
 	log     *slog.Logger
 
 	caughtUpOnce atomic.Bool // the views reached the head once
+	feeds        feedLimiter
 }
 
 // maxReadyLag is how many events the views may be behind the head and still
@@ -72,6 +80,15 @@ func New(cfg Config) *Server {
 	if cfg.FeedHeartbeat <= 0 {
 		cfg.FeedHeartbeat = 15 * time.Second
 	}
+	if cfg.MaxFeeds <= 0 {
+		cfg.MaxFeeds = defaultMaxFeeds
+	}
+	if cfg.MaxFeedsPerToken <= 0 {
+		cfg.MaxFeedsPerToken = defaultMaxFeedsPerToken
+	}
+	if cfg.FeedStallTimeout <= 0 {
+		cfg.FeedStallTimeout = feedWriteTimeout
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -80,7 +97,8 @@ func New(cfg Config) *Server {
 	}
 	// SkipClean: an unclean path (/a/../b, //) gets a problem document from
 	// the router, not gorilla/mux's bare redirect.
-	s := &Server{cfg: cfg, router: mux.NewRouter().SkipClean(true), log: cfg.Logger}
+	s := &Server{cfg: cfg, router: mux.NewRouter().SkipClean(true), log: cfg.Logger,
+		feeds: feedLimiter{max: cfg.MaxFeeds, perHolder: cfg.MaxFeedsPerToken}}
 	s.metrics = newMetrics(cfg.Registry, cfg.Queries)
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
