@@ -3,9 +3,11 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -55,7 +57,7 @@ func (s *Server) startSSE(w http.ResponseWriter) *sseWriter {
 // cut logs why a feed ended early, with the position the client resumes
 // after (the id of the last message it was sent).
 func (s *Server) feedCut(r *http.Request, out *sseWriter, err error) {
-	if r.Context().Err() != nil || err == nil {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
 		return // the client left, or the server is stopping
 	}
 	out.mu.Lock()
