@@ -57,14 +57,21 @@ func main() {
 	}
 	peak := sample(*pid, *hold)
 	// How many the server cut: a read now ends (EOF or reset) after the bytes it sent.
-	cut := 0
+	var cutN atomic.Int64
+	var cw sync.WaitGroup
 	for _, c := range conns {
-		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
-		if _, err := io.Copy(io.Discard, c); err == nil || !isTimeout(err) {
-			cut++
-		}
-		c.Close()
+		cw.Add(1)
+		go func() {
+			defer cw.Done()
+			_ = c.SetReadDeadline(time.Now().Add(time.Second))
+			if _, err := io.Copy(io.Discard, c); err == nil || !isTimeout(err) {
+				cutN.Add(1)
+			}
+			c.Close()
+		}()
 	}
+	cw.Wait()
+	cut := cutN.Load()
 	fmt.Printf("%d stalled feed clients (log of %d+ events): peak RSS %s over %v; %d cut by the server, %d refused\n",
 		*clients, *events, mib(peak), *hold, cut, refused)
 	time.Sleep(3 * time.Second)
