@@ -591,7 +591,11 @@ func (w *Worker) drive(r *Run) {
 	result, runErr := w.execute(r.ctx, r.sched)
 	crashpoint.Hit(crashpoint.WorkerFinished)
 	err = r.End(wctx, result, runErr)
-	for try := 0; err != nil && try < maxTries && pause(w.ctx, try); try++ {
+	// While the run is still this worker's (its context alive), its end is
+	// retried for as long as the store stays unavailable (an outage of any
+	// length: the run's outcome is not thrown away); once the run was
+	// stopped (drained, replaced), for maxTries at most.
+	for try := 0; err != nil && (try < maxTries || r.ctx.Err() == nil) && pause(w.ctx, try); try++ {
 		err = r.End(wctx, result, runErr)
 	}
 	if err != nil {
