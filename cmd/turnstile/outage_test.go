@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/projections"
 )
@@ -36,6 +37,8 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatalf("migrate: %v\n%s", err, out)
 	}
 	srv := startServeWith(t, bin, serveOpts{args: []string{"--store", pg.URL}})
+	// An API-only serve on the same log rides the outage out too.
+	apiOnly := startServeWith(t, bin, serveOpts{args: []string{"--store", pg.URL, "--executor=false", "--workers", "0", "--worker-prefix", "api"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pol := domain.Policy{Ref: "outage.noop", Runner: "core.noop", MaxConcurrent: 8, MaxAttempts: 10}
@@ -162,10 +165,12 @@ func TestPostgresOutage(t *testing.T) {
 	for _, b := range bad {
 		t.Error(b)
 	}
-	select {
-	case <-srv.done:
-		t.Fatalf("serve exited during the outage:\n%s", tail(srv.logs.String(), 40))
-	default:
+	for _, p := range []*serveProc{srv, apiOnly} {
+		select {
+		case <-p.done:
+			t.Fatalf("serve exited during the outage:\n%s", tail(p.logs.String(), 40))
+		default:
+		}
 	}
 	if statuses[http.StatusServiceUnavailable] == 0 {
 		t.Error("no request was answered 503 while PostgreSQL was down")
@@ -194,16 +199,23 @@ func TestPostgresOutage(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		code, _ := call(ctx, "GET", srv.url+"/readyz", nil, nil, nil)
-		if code == http.StatusOK {
-			break
+	for _, p := range []*serveProc{srv, apiOnly} {
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			code, _ := call(ctx, "GET", p.url+"/readyz", nil, nil, nil)
+			if code == http.StatusOK {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("/readyz is %d 30s after the outage", code)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/readyz is %d 30s after the outage", code)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	// The API-only serve's read model followed the log through the outage.
+	for id := range acked {
+		waitExecution(ctx, t, apiOnly.url, id, func(x wire.Execution) bool { return x.Status == string(domain.StatusCompleted) })
+	}
+	apiOnly.stop(t)
 	srv.stop(t)
 	if out, err := exec.Command(bin, "audit", "--store", pg.URL).CombinedOutput(); err != nil {
 		t.Errorf("audit: %v\n%s", err, tail(string(out), 30))
