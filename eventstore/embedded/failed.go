@@ -16,7 +16,9 @@ func (s *Store) setFailed(err error) {
 }
 
 // Failed is closed when the store has stopped taking appends after a
-// failed write or fsync; FailedErr says why. Reads go on. Nothing an
+// failed write or fsync; FailedErr says why. Every later Append fails with
+// that error, which matches eventstore.ErrClosed (for appends, the store is
+// closed: retrying is useless until it is reopened). Reads go on. Nothing an
 // Append acknowledged is lost: reopening the directory recovers every
 // acknowledged event and cuts what was written but not acknowledged.
 func (s *Store) Failed() <-chan struct{} { return s.failedC }

@@ -205,7 +205,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		log.Error("the log could not be written; stopping so that a restart recovers it (every acknowledged request is in the log; free space or fix the disk, then start again)",
 			"err", err, "head", views.Next())
 		api.Stop()
-		n.Stop()
+		n.Drain(context.Background(), 0) // nothing can be recorded: the runs are taken back after the restart
 		return fmt.Errorf("the log could not be written; restart once the disk has room: %w", err)
 	}
 	log.Info("stopping")
