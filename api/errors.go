@@ -89,10 +89,19 @@ func asProblem(err error) *Problem {
 	}
 }
 
-// writeProblem sends p as application/problem+json.
+// retryAfterSeconds is the Retry-After every 503 carries: the log is
+// unavailable (an outage, a full disk) or the server is stopping, and a
+// client should try again, here or on another server, after that long.
+const retryAfterSeconds = "2"
+
+// writeProblem sends p as application/problem+json; a 503 carries
+// Retry-After.
 func writeProblem(w http.ResponseWriter, p *Problem) {
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
+	if p.Status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
 	w.WriteHeader(p.Status)
 	_, _ = w.Write(marshal(p))
 }

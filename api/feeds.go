@@ -3,9 +3,11 @@ package api
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -31,17 +33,43 @@ import (
 // every defined action's statistics, or every execution that has not ended,
 // in the order of their latest changes, then the changes from there.
 
-// feedWriteTimeout bounds one write to a feed client; a client that does not
-// read for that long is dropped (it may reconnect and resume).
+// feedWriteTimeout is Config.FeedStallTimeout's default: it bounds one write
+// to a feed client; a client that does not read for that long is cut (it
+// may reconnect and resume with Last-Event-ID).
 const feedWriteTimeout = 30 * time.Second
 
 // feedBatch bounds how many states a conflated feed reads per lock.
 const feedBatch = 256
 
 type sseWriter struct {
-	mu sync.Mutex
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	mu    sync.Mutex
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	stall time.Duration
+	last  uint64 // the id of the last message sent (0: none)
+	sent  bool
+}
+
+func (s *Server) startSSE(w http.ResponseWriter) *sseWriter {
+	out := startSSE(w)
+	out.stall = s.cfg.FeedStallTimeout
+	return out
+}
+
+// cut logs why a feed ended early, with the position the client resumes
+// after (the id of the last message it was sent).
+func (s *Server) feedCut(r *http.Request, out *sseWriter, err error) {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return // the client left, or the server is stopping
+	}
+	out.mu.Lock()
+	last, sent := out.last, out.sent
+	out.mu.Unlock()
+	if sent {
+		s.log.Warn("feed client cut: it did not read in time; it resumes with Last-Event-ID", "path", r.URL.Path, "remote", r.RemoteAddr, "last_event_id", last, "err", err)
+	} else {
+		s.log.Warn("feed client cut: it did not read in time", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+	}
 }
 
 func startSSE(w http.ResponseWriter) *sseWriter {
@@ -50,7 +78,7 @@ func startSSE(w http.ResponseWriter) *sseWriter {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	s := &sseWriter{w: w, rc: http.NewResponseController(w), stall: feedWriteTimeout}
 	_ = s.write(": turnstile feed\nretry: 2000\n\n")
 	return s
 }
@@ -58,7 +86,7 @@ func startSSE(w http.ResponseWriter) *sseWriter {
 func (s *sseWriter) write(text string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_ = s.rc.SetWriteDeadline(time.Now().Add(feedWriteTimeout))
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.stall))
 	if _, err := fmt.Fprint(s.w, text); err != nil {
 		return err
 	}
@@ -67,7 +95,13 @@ func (s *sseWriter) write(text string) error {
 
 // send writes one message; data is JSON (one line).
 func (s *sseWriter) send(id uint64, event string, v any) error {
-	return s.write(fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", id, event, bytes.TrimRight(marshal(v), "\n")))
+	if err := s.write(fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", id, event, bytes.TrimRight(marshal(v), "\n"))); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.last, s.sent = id, true
+	s.mu.Unlock()
+	return nil
 }
 
 // feedStart reads where a feed starts: after Last-Event-ID, else at ?from=,
@@ -162,6 +196,13 @@ func conflatedFeed[T, W any](s *Server, w http.ResponseWriter, r *http.Request, 
 		writeProblem(w, p)
 		return
 	}
+	release, p := s.feeds.acquire(r)
+	if p != nil {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		writeProblem(w, p)
+		return
+	}
+	defer release()
 	// The state is taken before the client sees the feed open (the
 	// response's header), so anything that happens once it is open comes
 	// with the changes: nothing falls between the state and the changes.
@@ -171,7 +212,7 @@ func conflatedFeed[T, W any](s *Server, w http.ResponseWriter, r *http.Request, 
 	}
 	s.metrics.feeds.Inc()
 	defer s.metrics.feeds.Dec()
-	out := startSSE(w)
+	out := s.startSSE(w)
 	if pages != nil {
 		for items := pages(feedBatch); len(items) > 0; items = pages(feedBatch) {
 			for _, it := range items {
@@ -188,6 +229,7 @@ func conflatedFeed[T, W any](s *Server, w http.ResponseWriter, r *http.Request, 
 		items, next := since(from, action, feedBatch)
 		for _, it := range items {
 			if err := out.send(position(it), event, conv(it)); err != nil {
+				s.feedCut(r, out, err)
 				return
 			}
 		}
@@ -199,6 +241,7 @@ func conflatedFeed[T, W any](s *Server, w http.ResponseWriter, r *http.Request, 
 		case <-changed:
 		case <-beat.C:
 			if err := out.write(": heartbeat\n\n"); err != nil {
+				s.feedCut(r, out, err)
 				return
 			}
 		case <-r.Context().Done():
@@ -214,9 +257,16 @@ func (s *Server) feedEvents(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
+	release, p := s.feeds.acquire(r)
+	if p != nil {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		writeProblem(w, p)
+		return
+	}
+	defer release()
 	s.metrics.feeds.Inc()
 	defer s.metrics.feeds.Dec()
-	out := startSSE(w)
+	out := s.startSSE(w)
 	ctx, cancel := context.WithCancel(r.Context())
 	var beats sync.WaitGroup
 	defer beats.Wait() // no write after the handler returns
@@ -238,7 +288,8 @@ func (s *Server) feedEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	_ = s.cfg.Queries.FollowEvents(ctx, from, action, func(env *domain.Envelope) error {
+	err := s.cfg.Queries.FollowEvents(ctx, from, action, func(env *domain.Envelope) error {
 		return out.send(env.Position, "event", eventOut(env))
 	})
+	s.feedCut(r, out, err)
 }

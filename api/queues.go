@@ -85,9 +85,7 @@ func (s *Server) rebuild(w http.ResponseWriter, r *http.Request) {
 	}
 	rb, err := s.cfg.Queries.Rebuild(r.Context(), 20)
 	if err != nil {
-		if r.Context().Err() == nil {
-			s.fail(w, r, err)
-		}
+		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"position": rb.Position, "equal": len(rb.Differences) == 0, "differences": rb.Differences})

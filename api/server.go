@@ -43,7 +43,14 @@ type Config struct {
 
 	MaxBodyBytes  int64         // default 1 MiB
 	FeedHeartbeat time.Duration // SSE comment interval; default 15s
-	Version       string
+	// MaxFeeds bounds the feeds open at once (default 1000), and
+	// MaxFeedsPerToken those of one token, or of one client address
+	// without a token (default 100); a feed past either gets 429.
+	MaxFeeds, MaxFeedsPerToken int
+	// FeedStallTimeout is how long a feed client may go without reading
+	// before it is cut (default 30s); it resumes with Last-Event-ID.
+	FeedStallTimeout time.Duration
+	Version          string
 }
 
 // Server is the HTTP API. Handler returns its http.Handler.
@@ -56,6 +63,7 @@ type Server struct {
 
 	caughtUpOnce atomic.Bool   // the views reached the head once
 	auditing     chan struct{} // one GET /audit at a time
+	feeds        feedLimiter
 }
 
 // maxReadyLag is how many events the views may be behind the head and still
@@ -82,6 +90,15 @@ func New(cfg Config) *Server {
 	if cfg.FeedHeartbeat <= 0 {
 		cfg.FeedHeartbeat = 15 * time.Second
 	}
+	if cfg.MaxFeeds <= 0 {
+		cfg.MaxFeeds = defaultMaxFeeds
+	}
+	if cfg.MaxFeedsPerToken <= 0 {
+		cfg.MaxFeedsPerToken = defaultMaxFeedsPerToken
+	}
+	if cfg.FeedStallTimeout <= 0 {
+		cfg.FeedStallTimeout = feedWriteTimeout
+	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
@@ -90,7 +107,8 @@ func New(cfg Config) *Server {
 	}
 	// SkipClean: an unclean path (/a/../b, //) gets a problem document from
 	// the router, not gorilla/mux's bare redirect.
-	s := &Server{cfg: cfg, router: mux.NewRouter().SkipClean(true), log: cfg.Logger, auditing: make(chan struct{}, 1)}
+	s := &Server{cfg: cfg, router: mux.NewRouter().SkipClean(true), log: cfg.Logger, auditing: make(chan struct{}, 1),
+		feeds: feedLimiter{max: cfg.MaxFeeds, perHolder: cfg.MaxFeedsPerToken}}
 	s.metrics = newMetrics(cfg.Registry, cfg.Queries)
 	s.routes = s.routeTable()
 	for _, rt := range s.routes {
@@ -185,7 +203,11 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	if r.Context().Err() != nil {
-		return // the client went away
+		// The client went away, or the server is stopping: either way the
+		// answer is a problem, never an empty 200 (a client that left
+		// does not read it).
+		writeProblem(w, typed(typeUnavailable, http.StatusServiceUnavailable, "the request was cut short (the server is stopping, or the client went away): %v", err))
+		return
 	}
 	s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	writeProblem(w, typed(typeInternal, http.StatusInternalServerError, "internal error; the server log has the cause"))

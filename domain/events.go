@@ -155,7 +155,7 @@ type ExecutionCancelled struct {
 const (
 	FailScheduledTimeout = "scheduled_timeout" // no worker started it within scheduled_timeout, max_attempts times
 	FailWorkerLost       = "worker_lost"       // its worker was lost (or stopped) holding it, max_attempts times
-	FailDrain            = "drain"             // its worker drained and it did not finish within the grace period
+	FailDrain            = "drain"             // its worker drained and it did not finish within the grace period (builds before issue 16; such a run is now handed back and runs again)
 	FailItems            = "items_failed"      // a with_items parent: some children did not complete
 
 	CancelRequested       = "requested"        // a client asked

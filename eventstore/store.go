@@ -199,9 +199,13 @@ var (
 	ErrEventTooLarge        = errors.New("event too large")
 	ErrIdempotencyConflict  = errors.New("event id already stored with different content or place")
 	ErrClosed               = errors.New("store closed")
-	ErrCorrupt              = errors.New("log corrupt")
-	ErrLocked               = errors.New("data directory in use by another process")
-	ErrNotOurs              = errors.New("directory is not a turnstile data directory")
+	// ErrUnavailable marks a failure to reach the store's server or disk
+	// (a connection refused or lost, a server shutting down): the same call
+	// may succeed later. Unlike ErrClosed, the store is still usable.
+	ErrUnavailable = errors.New("store unavailable")
+	ErrCorrupt     = errors.New("log corrupt")
+	ErrLocked      = errors.New("data directory in use by another process")
+	ErrNotOurs     = errors.New("directory is not a turnstile data directory")
 	// ErrMultiStream is returned by AppendMulti of several streams on a
 	// backend that cannot append to them atomically; nothing was written. It
 	// matches errors.ErrUnsupported too.

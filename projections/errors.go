@@ -42,7 +42,7 @@ func storeError(err error) error {
 		kind = ErrUnknownStream
 	case errors.Is(err, eventstore.ErrInvalidStream), errors.Is(err, eventstore.ErrInvalidEvent), errors.Is(err, eventstore.ErrEventTooLarge):
 		kind = ErrInvalidQuery
-	case errors.Is(err, eventstore.ErrClosed):
+	case errors.Is(err, eventstore.ErrClosed), errors.Is(err, eventstore.ErrUnavailable):
 		kind = ErrUnavailable
 	default:
 		return err

@@ -242,25 +242,67 @@ func (q *Queries) Rebuild(ctx context.Context, maxDiffs int) (Rebuild, error) {
 	}
 }
 
+// FollowBatch is the most events FollowEvents holds for one follower at a
+// time: what a follower that stops reading keeps in memory is bounded by
+// it, however far behind the log's head it is.
+const FollowBatch = 256
+
 // FollowEvents calls fn with every event of the log from position from on,
 // in log order, catching up then live, until ctx ends or fn fails. With
 // action set, only the events of that action pass: its action and queue
 // streams and the streams of its executions (as the views know them once
-// they have folded the event).
+// they have folded the event). It reads at most FollowBatch events at a
+// time, and only below the views' position (a prefix of the log the views
+// read through a gap-free subscription), waking when the views advance.
+// While the log cannot be read it tries again with a growing pause, and
+// never skips an event.
 func (q *Queries) FollowEvents(ctx context.Context, from uint64, action string, fn func(env *domain.Envelope) error) error {
-	err := q.store.Subscribe(ctx, from, eventstore.Filter{}, func(batch []domain.Envelope) error {
-		for i := range batch {
-			env := &batch[i]
-			if action != "" && !q.ofAction(ctx, env, action) {
+	pause := 100 * time.Millisecond
+	for {
+		changed := q.views.Changed()
+		target := q.views.Next()
+		for from < target {
+			batch, err := q.store.ReadAll(ctx, from, FollowBatch)
+			if ctx.Err() != nil {
+				return nil
+			}
+			if err != nil {
+				if errors.Is(err, eventstore.ErrClosed) {
+					return storeError(err)
+				}
+				select { // an outage: the follower waits, then resumes where it was
+				case <-ctx.Done():
+					return nil
+				case <-time.After(pause):
+				}
+				pause = min(2*pause, 5*time.Second)
 				continue
 			}
-			if err := fn(env); err != nil {
-				return err
+			pause = 100 * time.Millisecond
+			if len(batch) == 0 {
+				break
+			}
+			for i := range batch {
+				env := &batch[i]
+				if env.Position >= target {
+					from = target // nothing else below target: the views are past it
+					break
+				}
+				from = env.Position + 1
+				if action != "" && !q.ofAction(ctx, env, action) {
+					continue
+				}
+				if err := fn(env); err != nil {
+					return err
+				}
 			}
 		}
-		return nil
-	})
-	return storeError(err)
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil
+		}
+	}
 }
 
 // ofAction reports whether env belongs to action ref.

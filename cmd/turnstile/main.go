@@ -10,9 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 
 	"github.com/turnstile/turnstile/internal/gctune"
 	"github.com/turnstile/turnstile/services/runner"
@@ -50,7 +48,7 @@ server here); memory:// (not durable).
 ` + exitCodesHelp
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(os.Stderr)
 	defer stop()
 	go gctune.Tune(ctx) // the collector's target from the live heap (see README "Memory and the garbage collector")
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))

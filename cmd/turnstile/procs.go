@@ -56,7 +56,7 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	id := fs.String("id", host, "worker id, unique among running workers (a second process with the same id takes it over and the first stops)")
 	slots := fs.Int("slots", 16, "executions this worker runs at once")
 	heartbeat := fs.Duration("heartbeat", 2*time.Second, "lease renewal interval (keep it well below the executors' --worker-lease)")
-	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are failed")
+	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are handed back (run again after the restart, within max_attempts); a second SIGTERM stops at once")
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on this address (empty: none)")
 	server := fs.String("server", "", "serve over HTTP: the turnstile server's URL (then no --store: the worker needs a token of role worker, no database credentials)")
 	token := fs.String("token", "", "with --server: a token of role worker (default $TURNSTILE_TOKEN)")

@@ -322,7 +322,9 @@ func (s *Store) flush() {
 	}
 	if len(s.buf) > 0 {
 		if err := s.write(s.buf, g.start); err != nil {
-			s.failed = fmt.Errorf("embedded: the log could not be written (the store takes no more appends; reopen it to recover): %w", err)
+			s.failed = fmt.Errorf("embedded: the log could not be written at offset %d (positions from %d; the store takes no more appends; reopen it to recover): %w: %w",
+				g.start, g.startPos, eventstore.ErrClosed, err)
+			s.setFailed(s.failed)
 			for _, r := range g.reqs {
 				if r.err == nil && r.staged {
 					r.err = s.failed

@@ -138,8 +138,11 @@ func (s *Store) recover() error {
 		st.committed = len(st.positions)
 	}
 	if cut < size {
-		return s.cutTail(cut, size)
+		if err := s.cutTail(cut, size); err != nil {
+			return err
+		}
 	}
+	s.log.Info("log recovered", "head", s.next, "sealed", s.base, "scanned_from_offset", start, "end", cut)
 	return nil
 }
 
@@ -232,7 +235,8 @@ func (s *Store) cutTail(cut, size int64) error {
 	if zero {
 		return nil
 	}
-	s.log.Warn("cutting a torn write off the end of the log", "offset", cut, "bytes", size-cut)
+	s.log.Warn("cutting a torn write off the end of the log (never acknowledged: an append returns only once its write is complete and synced); the next append takes its position",
+		"offset", cut, "bytes", size-cut, "position", s.next)
 	if err := s.f.Truncate(cut); err != nil {
 		return fmt.Errorf("embedded: cutting the torn end of the log at offset %d: %w", cut, err)
 	}

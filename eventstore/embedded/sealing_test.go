@@ -467,6 +467,7 @@ func TestReadersDuringSeals(t *testing.T) {
 	done := make(chan struct{})
 	type read struct{ evs []domain.Envelope }
 	reads := make(chan read, 1<<12)
+	progress := make(chan struct{}, 1) // a reader finished a read (the writer waits for one between seals)
 	for r := range 3 {
 		wg.Add(1)
 		go func() {
@@ -507,6 +508,10 @@ func TestReadersDuringSeals(t *testing.T) {
 				case reads <- read{append(evs, st...)}:
 				default:
 				}
+				select {
+				case progress <- struct{}{}:
+				default:
+				}
 				time.Sleep(200 * time.Microsecond) // leave the writer some CPU
 			}
 		}()
@@ -515,6 +520,13 @@ func TestReadersDuringSeals(t *testing.T) {
 		mustAppend(t, s, fmt.Sprintf("execution-%d", i%streams), eventstore.Any, richEvent(100+i))
 		if i%100 == 99 {
 			sealNow(t, s) // besides the seals in the background
+			// On a loaded machine the readers may not run at all while the
+			// writer does: let at least one read land between two seals.
+			select {
+			case <-progress:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no reader finished a read in 30 s (append %d)", i)
+			}
 		}
 	}
 	close(done)

@@ -84,6 +84,8 @@ type Store struct {
 	recent     *[4096]*stream // streams looked up lately, by a hash of the name: a look-up that hits skips the map of every hot stream (cleared when streams leave that map)
 	scanNew    []*stream      // recovery only: streams the scan created, in order
 	failed     error          // sticky: a write or fsync failed
+	failedC    chan struct{}  // closed once failed is set (Failed)
+	failedErr  atomic.Pointer[error]
 	noAlloc    bool           // preallocation failed once; do not retry
 	lastGroup  int            // requests in the last group commit
 	lingerSkip int            // group commits to go without lingering
@@ -170,6 +172,7 @@ func openFS(fsys fileSystem, dir string, opts Options) (*Store, error) {
 		recent:        new([4096]*stream),
 		wake:          make(chan struct{}, 1),
 		qdone:         make(chan struct{}),
+		failedC:       make(chan struct{}),
 		closing:       make(chan struct{}),
 		committerDone: make(chan struct{}),
 		ckptWake:      make(chan struct{}, 1),

@@ -28,8 +28,9 @@ var (
 	// ErrUnavailable means the server could not be reached or could not serve
 	// the request now (no connection, node not ready, not the leader, request
 	// aborted). The request may or may not have been applied: retrying an
-	// append with the same event ids is safe.
-	ErrUnavailable = errors.New("kurrentdb: server unavailable")
+	// append with the same event ids is safe. It matches
+	// eventstore.ErrUnavailable (the API answers 503).
+	ErrUnavailable = fmt.Errorf("kurrentdb: server unavailable (%w)", eventstore.ErrUnavailable)
 
 	// ErrAccessDenied means the server refused the credentials or their rights.
 	ErrAccessDenied = errors.New("kurrentdb: access denied")

@@ -38,7 +38,8 @@ type request struct {
 }
 
 // Append implements eventstore.Store, by the rules of AppendMulti.
-func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events ...domain.Envelope) (eventstore.AppendResult, error) {
+func (s *Store) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events ...domain.Envelope) (_ eventstore.AppendResult, err error) {
+	defer markUnavailable(&err)
 	return s.AppendMulti(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: events})
 }
 
@@ -51,7 +52,8 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 // every event also has the content it was stored with; one call naming an id
 // twice is ErrInvalidEvent. Type, CorrelationID, CausationID and Writer must
 // be valid UTF-8 without NUL bytes (PostgreSQL text), else ErrInvalidEvent.
-func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) (eventstore.AppendResult, error) {
+func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) (_ eventstore.AppendResult, err error) {
+	defer markUnavailable(&err)
 	if s.isClosed() {
 		return eventstore.AppendResult{}, eventstore.ErrClosed
 	}

@@ -276,7 +276,8 @@ func clamp(v uint64) int64 {
 }
 
 // ReadStream implements eventstore.Store. A limit of zero or less reads nothing.
-func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limit int) ([]domain.Envelope, error) {
+func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limit int) (_ []domain.Envelope, err error) {
+	defer markUnavailable(&err)
 	if s.isClosed() {
 		return nil, eventstore.ErrClosed
 	}
@@ -308,7 +309,8 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limi
 
 // ReadAll implements eventstore.Store. A limit of zero or less reads nothing.
 // Every event it returns was committed, and so was every event before it.
-func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.Envelope, error) {
+func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) (_ []domain.Envelope, err error) {
+	defer markUnavailable(&err)
 	if s.isClosed() {
 		return nil, eventstore.ErrClosed
 	}
@@ -327,7 +329,8 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 }
 
 // Head implements eventstore.Store: the number of events in the log.
-func (s *Store) Head(ctx context.Context) (uint64, error) {
+func (s *Store) Head(ctx context.Context) (_ uint64, err error) {
+	defer markUnavailable(&err)
 	if s.isClosed() {
 		return 0, eventstore.ErrClosed
 	}

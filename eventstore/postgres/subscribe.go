@@ -55,7 +55,8 @@ func (w *waker) wake() {
 // events this Store's own appends committed lately it takes from memory
 // (see feed) instead of reading them back. A failing query ends it with
 // that error.
-func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Filter, handle func([]domain.Envelope) error) error {
+func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Filter, handle func([]domain.Envelope) error) (err error) {
+	defer markUnavailable(&err)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()

@@ -183,7 +183,7 @@ func storeError(err error) error {
 		return nil
 	case errors.Is(err, eventstore.ErrInvalidStream), errors.Is(err, eventstore.ErrInvalidEvent), errors.Is(err, eventstore.ErrEventTooLarge):
 		return &classified{err: err, kind: ErrInvalidRequest}
-	case errors.Is(err, eventstore.ErrClosed):
+	case errors.Is(err, eventstore.ErrClosed), errors.Is(err, eventstore.ErrUnavailable):
 		return &classified{err: err, kind: ErrUnavailable}
 	}
 	return err

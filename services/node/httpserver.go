@@ -4,6 +4,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -25,6 +26,13 @@ type HTTPServer struct {
 	// StopTimeout bounds how long Stop waits for requests under way
 	// (default 10s); their contexts are cancelled at once.
 	StopTimeout time.Duration
+	// BodyTimeout bounds how long a request's body may take to arrive
+	// (0: no bound): a client that sends it slower gets 408 and its
+	// connection is closed. Bodies up to BodyBuffer bytes are read before
+	// the handler runs; a larger one must be read by the handler within
+	// BodyTimeout from the request's start.
+	BodyTimeout time.Duration
+	BodyBuffer  int64 // default 1 MiB + 1 byte
 
 	ln       net.Listener
 	hs       *http.Server
@@ -51,14 +59,20 @@ func (s *HTTPServer) Start(context.Context) error {
 	if s.StopTimeout <= 0 {
 		s.StopTimeout = 10 * time.Second
 	}
-	ln, err := net.Listen("tcp", s.Addr)
-	if err != nil {
-		return err
+	if s.ln == nil {
+		if err := s.Listen(); err != nil {
+			return err
+		}
+	}
+	ln := s.ln
+	handler := s.Handler
+	if s.BodyTimeout > 0 {
+		handler = bodyDeadline(handler, s.BodyTimeout, cmp.Or(s.BodyBuffer, 1<<20+1))
 	}
 	// Requests' contexts outlive Start's ctx: Stop ends them.
 	base, cancel := context.WithCancel(context.Background())
-	s.ln, s.cancel, s.done = ln, cancel, make(chan struct{})
-	s.hs = &http.Server{Handler: s.Handler, ReadHeaderTimeout: s.ReadHeaderTimeout, IdleTimeout: s.IdleTimeout,
+	s.cancel, s.done = cancel, make(chan struct{})
+	s.hs = &http.Server{Handler: handler, ReadHeaderTimeout: s.ReadHeaderTimeout, IdleTimeout: s.IdleTimeout,
 		BaseContext: func(net.Listener) context.Context { return base }, ErrorLog: slog.NewLogLogger(s.Logger.Handler(), slog.LevelWarn)}
 	go func() {
 		err := s.hs.Serve(ln)
@@ -69,6 +83,22 @@ func (s *HTTPServer) Start(context.Context) error {
 		close(s.done)
 	}()
 	s.started.Close()
+	return nil
+}
+
+// Listen binds Addr without serving yet (connections wait in the
+// backlog until Start): a process binds every listener before any of its
+// parts acts, so a taken port stops it before it has done anything.
+// Start calls it if it was not called.
+func (s *HTTPServer) Listen() error {
+	if s.ln != nil {
+		return nil
+	}
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return err
+	}
+	s.ln = ln
 	return nil
 }
 
@@ -102,7 +132,13 @@ func (s *HTTPServer) Err() error {
 // Stop ends the requests under way (their contexts, such as feeds), shuts
 // the server down within StopTimeout and returns once it has stopped.
 func (s *HTTPServer) Stop() {
-	if s == nil || s.hs == nil {
+	if s == nil {
+		return
+	}
+	if s.hs == nil {
+		if s.ln != nil {
+			_ = s.ln.Close() // bound, never served
+		}
 		return
 	}
 	s.stopOnce.Do(func() {

@@ -8,10 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/lease"
 	"github.com/turnstile/turnstile/services/runner"
+	"github.com/turnstile/turnstile/services/worker"
 )
 
 // ExecutorProcessConfig says what an executor process runs.
@@ -30,18 +33,13 @@ type ExecutorProcessConfig struct {
 // fold fails (an error).
 func RunExecutor(ctx context.Context, cfg ExecutorProcessConfig) error {
 	log := cfg.Logger
-	store, where, err := OpenStore(cfg.StoreURL, "")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	n, err := Start(context.WithoutCancel(ctx), store, Config{Standby: true, ExecutorName: cfg.Name, WorkerLease: cfg.WorkerLease, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer n.Stop()
-	ex := n.Executor
+	// The health listener is bound before anything acts.
+	var ex atomic.Pointer[executor.Executor]
 	health, err := StartHealth(cfg.HealthAddr, log, func() (bool, any) {
+		ex := ex.Load()
+		if ex == nil {
+			return false, map[string]any{"role": "starting", "name": cfg.Name}
+		}
 		role := "standby"
 		if ex.Active() {
 			role = "active"
@@ -52,14 +50,25 @@ func RunExecutor(ctx context.Context, cfg ExecutorProcessConfig) error {
 		return err
 	}
 	defer health.Stop()
-	log.Info("turnstile executor started", "store", where, "position", ex.Position(), "worker_lease", cfg.WorkerLease)
-	follower := newLeaseFollower(cfg.Lease, log, ex.SetActive)
+	store, where, err := OpenStoreLogged(cfg.StoreURL, "", log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	n, err := Start(context.WithoutCancel(ctx), store, Config{Standby: true, ExecutorName: cfg.Name, WorkerLease: cfg.WorkerLease, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer n.Stop()
+	ex.Store(n.Executor)
+	log.Info("turnstile executor started", "store", where, "position", n.Executor.Position(), "worker_lease", cfg.WorkerLease)
+	follower := newLeaseFollower(cfg.Lease, log, n.Executor.SetActive)
 	if err := follower.Start(ctx); err != nil {
 		return err
 	}
 	select {
 	case <-ctx.Done(): // SIGTERM
-	case <-ex.Done(): // the fold failed: give the lease up to a standby
+	case <-n.Executor.Done(): // the fold failed: give the lease up to a standby
 	case <-follower.Done():
 	}
 	follower.Stop()
@@ -87,19 +96,13 @@ type WorkerProcessConfig struct {
 // id and takes it over.
 func RunWorker(ctx context.Context, cfg WorkerProcessConfig) error {
 	log := cfg.Logger
-	store, where, err := OpenStore(cfg.StoreURL, "")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
-	n, err := Start(context.WithoutCancel(ctx), store, Config{NoExecutor: true, WorkerIDs: []string{cfg.ID}, Slots: cfg.Slots,
-		Heartbeat: cfg.Heartbeat, ForwardFromHead: true, StopGrace: cfg.Grace, Runners: cfg.Runners, Logger: log})
-	if err != nil {
-		return err
-	}
-	defer n.Stop()
-	w := n.Workers[0]
+	// The health listener is bound before anything acts.
+	var wp atomic.Pointer[worker.Worker]
 	health, err := StartHealth(cfg.HealthAddr, log, func() (bool, any) {
+		w := wp.Load()
+		if w == nil {
+			return false, map[string]any{"id": cfg.ID, "status": "starting"}
+		}
 		select {
 		case <-w.Superseded():
 			return false, map[string]any{"id": cfg.ID, "superseded_by": w.SupersededBy()}
@@ -111,6 +114,19 @@ func RunWorker(ctx context.Context, cfg WorkerProcessConfig) error {
 		return err
 	}
 	defer health.Stop()
+	store, where, err := OpenStoreLogged(cfg.StoreURL, "", log)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	n, err := Start(context.WithoutCancel(ctx), store, Config{NoExecutor: true, WorkerIDs: []string{cfg.ID}, Slots: cfg.Slots,
+		Heartbeat: cfg.Heartbeat, ForwardFromHead: true, StopGrace: cfg.Grace, Runners: cfg.Runners, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer n.Stop()
+	w := n.Workers[0]
+	wp.Store(w)
 	log.Info("turnstile worker started", "worker", cfg.ID, "incarnation", w.Incarnation(), "slots", cfg.Slots, "store", where)
 	select {
 	case <-ctx.Done():

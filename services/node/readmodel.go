@@ -6,6 +6,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -22,10 +23,13 @@ import (
 // NewReadModel returns the runner of the read model views on store: it
 // folds the log up to its head as it is at Start (Started is closed then),
 // then follows it, and with snaps saves a snapshot every snapEvery events,
-// until Stop. Err says why it ended by itself.
+// until Stop. While the log cannot be read (a database outage) it tries
+// again with a growing pause (readRetry), logging each failure with the
+// position it resumes from, and never ends by itself but for a closed
+// store: Err says why then.
 func NewReadModel(views *projections.Views, store eventstore.Store, snaps *projections.SnapshotFiles, snapEvery uint64, log *slog.Logger) *startstop.Func {
 	return startstop.NewFunc(func(ctx context.Context, started func()) error {
-		if err := views.CatchUp(ctx, store); err != nil {
+		if err := retrying(ctx, log, "fold the log into the read model", views.Next, func() error { return views.CatchUp(ctx, store) }); err != nil {
 			return fmt.Errorf("fold the log into the read model: %w", err)
 		}
 		started()
@@ -38,11 +42,51 @@ func NewReadModel(views *projections.Views, store eventstore.Store, snaps *proje
 				views.KeepSnapshots(ctx, *snaps, snapEvery, log)
 			}()
 		}
-		if err := views.Run(ctx, store); err != nil {
+		if err := retrying(ctx, log, "read model: follow the log", views.Next, func() error { return views.Run(ctx, store) }); err != nil {
 			return fmt.Errorf("read model stopped: %w", err)
 		}
 		return nil
 	})
+}
+
+// readRetry is the pause before reading the log again after a failure: it
+// doubles from the first value up to the second, and starts again from the
+// first once a read has made progress.
+var readRetry = [2]time.Duration{100 * time.Millisecond, 5 * time.Second}
+
+// retrying calls fn until it returns nil, ctx ends (nil) or the store is
+// closed (its error), pausing after each failure (readRetry) and logging
+// it with the position it resumes from (at). Its first success after a
+// failure is logged too.
+func retrying(ctx context.Context, log *slog.Logger, what string, at func() uint64, fn func() error) error {
+	pause, failing := readRetry[0], false
+	for {
+		from := at()
+		err := fn()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil {
+			if failing {
+				log.Info(what+": the log is readable again", "position", at())
+			}
+			return nil
+		}
+		if errors.Is(err, eventstore.ErrClosed) {
+			return err
+		}
+		if at() > from {
+			pause = readRetry[0] // it got somewhere before failing
+		}
+		failing = true
+		log.Warn(what+": cannot read the log; trying again", "position", at(), "err", err, "in", pause)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, readRetry[1])
+	}
 }
 
 // sqlViews keeps the PostgreSQL read model tables: its projector runs from

@@ -5,6 +5,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -54,6 +55,10 @@ type ServeConfig struct {
 	API  func(APIParts) http.Handler
 	Auth bool // whether API asks for tokens (for the start's log line)
 
+	// BodyTimeout bounds how long a request's body may take to arrive
+	// (default 30s).
+	BodyTimeout time.Duration
+
 	Logger *slog.Logger
 }
 
@@ -94,12 +99,20 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if snapDir != "" {
 		snaps = &projections.SnapshotFiles{Dir: snapDir}
 	}
+	// Every listener is bound before any part acts: with the port taken,
+	// nothing registers, grants or runs.
+	api := &HTTPServer{Addr: cfg.Addr, Logger: log, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		BodyTimeout: cmp.Or(cfg.BodyTimeout, 30*time.Second)}
+	if err := api.Listen(); err != nil {
+		return fmt.Errorf("api address: %w", err)
+	}
+	defer api.Stop()
 	// The read model's snapshot decodes while the log opens.
 	var loadViews func(context.Context, eventstore.Store, *slog.Logger) *projections.Views
 	if snaps != nil {
 		loadViews = projections.ReadViews(*snaps)
 	}
-	store, where, err := OpenStore(cfg.StoreURL, cfg.DataDir)
+	store, where, err := OpenStoreLogged(cfg.StoreURL, cfg.DataDir, log)
 	if err != nil {
 		return err
 	}
@@ -129,9 +142,14 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	defer n.Stop()
-	ready := func() bool { return true }
-	if n.Executor != nil {
-		ready = n.Executor.Ready
+	broken := storeFailed(store)
+	ready := func() bool {
+		select {
+		case <-broken:
+			return false // the embedded store takes no more appends
+		default:
+		}
+		return n.Executor == nil || n.Executor.Ready()
 	}
 	if cfg.Lease != nil {
 		// On a shared log the in-process executor is one of the contenders.
@@ -175,12 +193,10 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	defer workers.Stop()
-	api := &HTTPServer{Addr: cfg.Addr, Logger: log, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		Handler: cfg.API(APIParts{Commands: n.Commands, Queries: projections.NewQueries(views, store), Ready: ready, Registry: reg, Logger: log, Remote: workers})}
+	api.Handler = cfg.API(APIParts{Commands: n.Commands, Queries: projections.NewQueries(views, store), Ready: ready, Registry: reg, Logger: log, Remote: workers})
 	if err := api.Start(ctx); err != nil {
 		return err
 	}
-	defer api.Stop()
 	log.Info("turnstile serving", "addr", api.ListenAddr(), "store", where, "workers", len(cfg.WorkerIDs), "slots", cfg.Slots, "executor", !cfg.NoExecutor,
 		"position", views.Next(), "auth", cfg.Auth)
 
@@ -192,6 +208,16 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		if err := readModel.Err(); err != nil {
 			return err
 		}
+	case <-broken:
+		// A write failed (a full disk, an I/O error): after a failed fsync
+		// only a reopen can tell what is durable, so the process stops
+		// (non-zero) and its restart recovers every acknowledged event.
+		err := storeErr(store)
+		log.Error("the log could not be written; stopping so that a restart recovers it (every acknowledged request is in the log; free space or fix the disk, then start again)",
+			"err", err, "head", views.Next())
+		api.Stop()
+		n.Drain(context.Background(), 0) // nothing can be recorded: the runs are taken back after the restart
+		return fmt.Errorf("the log could not be written; restart once the disk has room: %w", err)
 	}
 	log.Info("stopping")
 	api.Stop() // ends the feeds first, so the shutdown does not wait for them
@@ -215,4 +241,22 @@ func newLeaseFollower(l lease.Lease, log *slog.Logger, set func(active bool)) *s
 		lease.Follow(ctx, l, log, set)
 		return nil
 	})
+}
+
+// storeFailed returns a channel closed when store stops taking appends
+// after a failed write (the embedded store's Failed); nil, never closed,
+// for a store that recovers by itself (PostgreSQL: every part retries).
+func storeFailed(store eventstore.Store) <-chan struct{} {
+	if f, ok := store.(interface{ Failed() <-chan struct{} }); ok {
+		return f.Failed()
+	}
+	return nil
+}
+
+// storeErr is why store stopped taking appends (storeFailed).
+func storeErr(store eventstore.Store) error {
+	if f, ok := store.(interface{ FailedErr() error }); ok {
+		return f.FailedErr()
+	}
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -78,6 +79,13 @@ func Locate(storeURL, dataDir string) (kind, where string, err error) {
 // OpenStore opens the store a URL (or, when it is empty, a data directory)
 // names, and returns it with its location for logs.
 func OpenStore(storeURL, dataDir string) (eventstore.Store, string, error) {
+	return OpenStoreLogged(storeURL, dataDir, nil)
+}
+
+// OpenStoreLogged is OpenStore with a logger for what the store does by
+// itself: the embedded store's recovery (a torn tail cut, with its
+// position), a write that failed and stopped its appends.
+func OpenStoreLogged(storeURL, dataDir string, log *slog.Logger) (eventstore.Store, string, error) {
 	kind, where, err := Locate(storeURL, dataDir)
 	if err != nil {
 		return nil, "", err
@@ -86,7 +94,7 @@ func OpenStore(storeURL, dataDir string) (eventstore.Store, string, error) {
 	case "embedded":
 		addSyncProc()
 		// The data directory holds the log in log/ and checkpoints in checkpoints/.
-		s, err := embedded.Open(filepath.Join(where, "log"), embedded.Options{})
+		s, err := embedded.Open(filepath.Join(where, "log"), embedded.Options{Logger: log})
 		if err != nil {
 			return nil, "", fmt.Errorf("open embedded store in %s: %w", where, err)
 		}

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -131,7 +132,7 @@ type drainError struct {
 }
 
 func (e drainError) Error() string {
-	return fmt.Sprintf("worker %s drained and the run did not finish within the grace period of %s", e.worker, e.grace)
+	return fmt.Sprintf("worker %s drained and the run did not finish within the grace period of %s; handed back", e.worker, e.grace)
 }
 
 // New checks cfg and returns a worker; it does nothing until Start.
@@ -482,14 +483,17 @@ func (w *Worker) Cancel(env domain.Envelope) {
 	w.mu.Unlock()
 }
 
-// cancelAll stops every run with cause and returns how many there were.
-func (w *Worker) cancelAll(cause error) int {
+// cancelAll stops every run with cause and returns their executions' ids.
+func (w *Worker) cancelAll(cause error) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, r := range w.running {
+	ids := make([]string, 0, len(w.running))
+	for k, r := range w.running {
 		r.cancel(cause)
+		ids = append(ids, k.id)
 	}
-	return len(w.running)
+	slices.Sort(ids)
+	return ids
 }
 
 // Run is one handoff the worker took: an attempt of an execution. When the
@@ -587,7 +591,11 @@ func (w *Worker) drive(r *Run) {
 	result, runErr := w.execute(r.ctx, r.sched)
 	crashpoint.Hit(crashpoint.WorkerFinished)
 	err = r.End(wctx, result, runErr)
-	for try := 0; err != nil && try < maxTries && pause(w.ctx, try); try++ {
+	// While the run is still this worker's (its context alive), its end is
+	// retried for as long as the store stays unavailable (an outage of any
+	// length: the run's outcome is not thrown away); once the run was
+	// stopped (drained, replaced), for maxTries at most.
+	for try := 0; err != nil && (try < maxTries || r.ctx.Err() == nil) && pause(w.ctx, try); try++ {
 		err = r.End(wctx, result, runErr)
 	}
 	if err != nil {
@@ -700,6 +708,15 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		partial = interrupted(runErr)
 	}
 	var drained drainError
+	if runErr != nil && errors.As(cause, &drained) {
+		// Stopped by the end of a drain's grace period: nothing is written
+		// for it. Once worker.stopped is in the log the executor takes it
+		// back (execution.abandoned) and runs it again within its
+		// max_attempts, as after a lost worker.
+		w.log.Warn("run handed back: it did not finish within the grace period; the executor takes it back and runs it again within max_attempts",
+			"execution", id, "attempt", r.key.attempt, "grace", drained.grace)
+		return nil
+	}
 	x, err := repository.UpdateExecutionGuarded(ctx, w.cfg.Store, id, domain.OwnerWorker, me, r.x, r.guard, r.under(func(x *domain.Execution) (domain.Event, error) {
 		switch {
 		case runErr == nil:
@@ -709,10 +726,6 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		case errors.Is(cause, errCancelRequested):
 			ev, err := x.Cancel(domain.OwnerWorker, me, x.CancelReason())
 			ev.Code, ev.Result = domain.CancelRequested, partial
-			return ev, err
-		case errors.As(cause, &drained):
-			ev, err := x.Fail(domain.OwnerWorker, me, drained.Error(), partial)
-			ev.Code = domain.FailDrain
 			return ev, err
 		case r.ctx.Err() != nil:
 			return x.Fail(domain.OwnerWorker, me, fmt.Sprintf("interrupted: %v", cause), partial)
@@ -730,9 +743,18 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 	}
 	if err != nil {
 		w.refused("result refused: the execution is no longer ours", id, r.key.attempt, r.inc, err)
+	} else if w.isDraining() {
+		w.log.Info("run finished while draining, within the grace period", "execution", id, "attempt", r.key.attempt, "status", x.Status())
 	}
 	r.x = x
 	return nil
+}
+
+// isDraining reports whether Drain has begun.
+func (w *Worker) isDraining() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.draining
 }
 
 // interrupted returns the partial result a runner reported with err, if any.
@@ -779,8 +801,11 @@ func (w *Worker) execute(ctx context.Context, sched domain.ExecutionScheduled) (
 // the executor hands it nothing new, and takes back the handoffs it has not
 // started), takes no new handoff, lets the runs in flight finish for up to
 // grace (less if ctx ends first; cancellation requests still reach them
-// meanwhile), stops the ones still running, which are recorded as failed with
-// code "drain" and their partial result, and records worker.stopped. It
+// meanwhile), stops the ones still running and hands them back (it writes
+// nothing for them: once worker.stopped is in the log the executor takes
+// them back and runs them again within their max_attempts, as after a lost
+// worker), and records worker.stopped. The log names each run that
+// finished within the grace period and each one handed back. It
 // returns when all of that is done; calling it again, or Stop after it, does
 // nothing. The error is that of recording worker.stopped, if any.
 func (w *Worker) Drain(ctx context.Context, grace time.Duration) error {
@@ -836,8 +861,8 @@ func (w *Worker) Drain(ctx context.Context, grace time.Duration) error {
 	select {
 	case <-finished:
 	default:
-		n := w.cancelAll(drainError{worker: w.cfg.ID, grace: grace})
-		w.log.Warn("grace period over: stopping the runs still in flight", "runs", n)
+		ids := w.cancelAll(drainError{worker: w.cfg.ID, grace: grace})
+		w.log.Warn("grace period over: stopping the runs still in flight and handing them back", "runs", len(ids), "executions", ids)
 		<-finished
 	}
 
