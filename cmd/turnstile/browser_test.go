@@ -81,10 +81,17 @@ var (
 // the test.
 func uiBrowser(t *testing.T, ctx context.Context) context.Context {
 	t.Helper()
+	// The profile is removed by this test's own cleanup, after the browser
+	// is stopped and with a few tries: Chromium's helper processes may still
+	// write to it for a moment (t.TempDir's cleanup then failed the test).
+	profile, err := os.MkdirTemp("", "turnstile-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(chromiumPath(t)),
 		chromedp.Headless, chromedp.NoSandbox, chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck,
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.Flag("disable-quic", true),
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
@@ -100,7 +107,13 @@ func uiBrowser(t *testing.T, ctx context.Context) context.Context {
 			log.Print("chromedp: " + msg)
 		}
 	}))
-	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	t.Cleanup(func() {
+		cancelBrowser()
+		cancelAlloc()
+		for i := 0; i < 20 && os.RemoveAll(profile) != nil; i++ {
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	watchErrors(t, bctx)
 	if err := chromedp.Run(bctx, cdplog.Enable()); err != nil {
 		t.Fatalf("starting Chromium: %v", err)
