@@ -113,6 +113,10 @@ type ExecutionScheduled struct {
 	// RunnerConfig is the runner_config of the action's policy in force at
 	// the grant, for the runner to read next to the input.
 	RunnerConfig json.RawMessage `json:"runner_config,omitempty"`
+	// KeyField is the action's concurrency_key in force at the grant: the
+	// name of the input field that picks the queue, which is the action's
+	// and not the runner's to read (built-in runners ignore it).
+	KeyField string `json:"key_field,omitempty"`
 }
 
 // ExecutionRunning says the named worker started the execution.

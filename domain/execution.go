@@ -401,7 +401,7 @@ func (x *Execution) Schedule(worker, incarnation string, p Policy) (ExecutionSch
 	return ExecutionScheduled{
 		Worker: worker, Incarnation: incarnation, Attempt: x.attempt + 1, Action: x.action, Runner: p.Runner, Input: x.input,
 		TimeoutMillis: p.Timeout().Milliseconds(), ScheduledTimeoutMS: p.ScheduledTimeout().Milliseconds(),
-		RunnerConfig: p.RunnerConfig,
+		RunnerConfig: p.RunnerConfig, KeyField: p.ConcurrencyKey,
 	}, nil
 }
 

@@ -759,7 +759,7 @@ func (w *Worker) refused(msg, id string, attempt int, inc string, err error) {
 }
 
 // execute runs sched's runner, with the action's runner_config next to the
-// input (runner.RunWith), under ctx with the action's timeout as its
+// input and the name of its concurrency_key field (runner.RunKeyed), under ctx with the action's timeout as its
 // deadline; an instant runner (runner.IsInstant) gets no deadline of its
 // own, as none can pass while it runs.
 func (w *Worker) execute(ctx context.Context, sched domain.ExecutionScheduled) (json.RawMessage, error) {
@@ -772,7 +772,7 @@ func (w *Worker) execute(ctx context.Context, sched domain.ExecutionScheduled) (
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return runner.RunWith(ctx, r, sched.RunnerConfig, sched.Input)
+	return runner.RunKeyed(ctx, r, sched.RunnerConfig, sched.Input, sched.KeyField)
 }
 
 // Drain ends the worker gracefully. It records worker.draining (from then on
