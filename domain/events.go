@@ -117,6 +117,10 @@ type ExecutionScheduled struct {
 	// name of the input field that picks the queue, which is the action's
 	// and not the runner's to read (built-in runners ignore it).
 	KeyField string `json:"key_field,omitempty"`
+	// Runs is how many runs the action's retry policy allows in all at the
+	// grant (its max_attempts; omitted: 1, no retry): a failed run whose
+	// attempt is below it ends in execution.run_failed, to be run again.
+	Runs int `json:"runs,omitempty"`
 }
 
 // ExecutionRunning says the named worker started the execution.
@@ -343,6 +347,9 @@ func NewCatalogue() *Registry {
 		{ExecutionHandoffExpired{}, StreamExecution, []Owner{ex}},
 		{ExecutionAbandoned{}, StreamExecution, []Owner{ex}},
 		{ExecutionChildrenRequested{}, StreamExecution, []Owner{ex}},
+		{ExecutionRunFailed{}, StreamExecution, []Owner{wk}},
+		{ExecutionRetryScheduled{}, StreamExecution, []Owner{ex}},
+		{ExecutionRequeued{}, StreamExecution, []Owner{ex}},
 		{QueueGranted{}, StreamQueue, []Owner{ex}},
 		{QueueActionChanged{}, StreamQueue, []Owner{api}},
 		{WorkerRegistered{}, StreamWorker, []Owner{wk}},

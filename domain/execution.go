@@ -93,7 +93,9 @@ type Execution struct {
 	attempt         int
 	cancelRequested bool
 	cancelReason    string
-	takenBack       string // code of the last take-back: FailScheduledTimeout or FailWorkerLost
+	takenBack       string // code of the last take-back: FailScheduledTimeout, FailWorkerLost or TakenBackRunFailed
+	runs            int       // runs the current handoff allows in all (its retry.max_attempts; 0: 1)
+	backoffUntil    time.Time // log time a backoff after a failed run ends (zero: not backing off)
 	version         int64
 
 	requestedAt, grantedAt, scheduledAt, runningAt, endedAt time.Time
@@ -395,13 +397,13 @@ func (x *Execution) Schedule(worker, incarnation string, p Policy) (ExecutionSch
 	if worker == "" {
 		return ExecutionScheduled{}, fmt.Errorf("%w: schedule to an unnamed worker", ErrInvalidRequest)
 	}
-	if p.MaxAttempts > 0 && x.attempt >= p.MaxAttempts {
+	if limit := p.HandoffLimit(); limit > 0 && x.attempt >= limit {
 		return ExecutionScheduled{}, fmt.Errorf("execution %s after %d attempts: %w", x.id, x.attempt, ErrAttemptsExhausted)
 	}
 	return ExecutionScheduled{
 		Worker: worker, Incarnation: incarnation, Attempt: x.attempt + 1, Action: x.action, Runner: p.Runner, Input: x.input,
 		TimeoutMillis: p.Timeout().Milliseconds(), ScheduledTimeoutMS: p.ScheduledTimeout().Milliseconds(),
-		RunnerConfig: p.RunnerConfig, KeyField: p.ConcurrencyKey,
+		RunnerConfig: p.RunnerConfig, KeyField: p.ConcurrencyKey, Runs: runsOf(p),
 	}, nil
 }
 
@@ -526,6 +528,10 @@ func (x *Execution) Validate(ev Event, owner Owner, writer string) error {
 		if e.Worker != x.worker || e.Attempt != x.attempt {
 			return bad(fmt.Sprintf("abandon names worker %q attempt %d, the handoff is %q attempt %d", e.Worker, e.Attempt, x.worker, x.attempt))
 		}
+	case ExecutionRunFailed, ExecutionRetryScheduled, ExecutionRequeued:
+		if detail := x.validateRetry(ev); detail != "" {
+			return bad(detail)
+		}
 	case ExecutionChildrenRequested:
 		if e.First != x.asked || e.Count < 1 || e.First+e.Count > x.items || x.cancelRequested {
 			return bad(fmt.Sprintf("children %d..%d requested; %d of %d were requested before, cancel requested %v",
@@ -551,7 +557,7 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.status, x.grantedAt, x.key = StatusScheduling, at, e.ConcurrencyKey
 	case ExecutionScheduled:
 		x.status, x.scheduledAt, x.worker, x.attempt = StatusScheduled, at, e.Worker, e.Attempt
-		x.incarnation, x.runningAt = e.Incarnation, time.Time{}
+		x.incarnation, x.runningAt, x.runs = e.Incarnation, time.Time{}, e.Runs
 		x.scheduledTimeout = time.Duration(e.ScheduledTimeoutMS) * time.Millisecond
 	case ExecutionRunning:
 		x.status, x.runningAt = StatusRunning, at
@@ -575,6 +581,16 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.status, x.runningAt, x.takenBack = StatusScheduling, time.Time{}, FailScheduledTimeout
 	case ExecutionAbandoned:
 		x.status, x.runningAt, x.takenBack = StatusScheduling, time.Time{}, FailWorkerLost
+	case ExecutionRunFailed:
+		x.status, x.runningAt, x.takenBack = StatusScheduling, time.Time{}, TakenBackRunFailed
+		x.errMsg, x.code, x.result = e.Error, e.Code, e.Result
+	case ExecutionRetryScheduled:
+		x.status, x.backoffUntil = StatusRequested, at.Add(time.Duration(e.BackoffMillis)*time.Millisecond)
+		if x.backoffUntil.IsZero() {
+			x.backoffUntil = at.Add(time.Nanosecond) // (a zero log time: still marked as backing off)
+		}
+	case ExecutionRequeued:
+		x.backoffUntil, x.takenBack = time.Time{}, ""
 	}
 }
 

@@ -558,6 +558,27 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 	case QueueActionChanged:
 		_, ref := SplitStream(env.Stream)
 		qs.queue(ref).version = int64(env.Version)
+	case ExecutionRetryScheduled:
+		// A failed run backs off: its slot is free; it is in no FIFO until
+		// execution.requeued.
+		_, id := SplitStream(env.Stream)
+		if p, ok := qs.where.get(id); ok && p.i < 0 {
+			qs.where.remove(id)
+			kq := p.kq
+			delete(kq.active, id)
+			q := qs.queue(kq.ref)
+			if kq.Waiting() == 0 && kq.Active() == 0 && len(q.keys) > 1 {
+				delete(q.keys, kq.Key) // as at an end: the key's queue comes back with the requeue
+			}
+		}
+	case ExecutionRequeued:
+		_, id := SplitStream(env.Stream)
+		if _, ok := qs.where.get(id); ok {
+			return // (a log that says so twice: it waits once)
+		}
+		q := qs.queue(e.Action)
+		kq := q.key(e.ConcurrencyKey)
+		kq.waiting.push(kq, newSlot(id, env, ExecutionRequested{Action: e.Action}), qs.where)
 	case ExecutionRejected, ExecutionCompleted, ExecutionFailed, ExecutionTimedOut, ExecutionCancelled:
 		_, id := SplitStream(env.Stream)
 		delete(qs.pending, id)

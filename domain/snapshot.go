@@ -28,6 +28,8 @@ type ExecutionSnapshot struct {
 	Attempt                                                 int
 	CancelRequested                                         bool
 	CancelReason, TakenBack                                 string
+	Runs                                                    int       // runs the current handoff allows (0: 1)
+	BackoffUntil                                            time.Time // zero unless backing off after a failed run
 	Version                                                 int64
 	RequestedAt, GrantedAt, ScheduledAt, RunningAt, EndedAt time.Time
 	ScheduledTimeout                                        time.Duration
@@ -44,6 +46,7 @@ func (x *Execution) Snapshot() ExecutionSnapshot {
 		Asked: x.asked, Input: x.input,
 		Status: x.status, Worker: x.worker, Incarnation: x.incarnation, Attempt: x.attempt,
 		CancelRequested: x.cancelRequested, CancelReason: x.cancelReason, TakenBack: x.takenBack,
+		Runs: x.runs, BackoffUntil: x.backoffUntil,
 		Version: x.version, RequestedAt: x.requestedAt, GrantedAt: x.grantedAt,
 		ScheduledAt: x.scheduledAt, RunningAt: x.runningAt, EndedAt: x.endedAt,
 		ScheduledTimeout: x.scheduledTimeout, Result: x.result, Error: x.errMsg, Code: x.code,
@@ -58,6 +61,7 @@ func RestoreExecution(s ExecutionSnapshot) *Execution {
 		asked: s.Asked, input: s.Input,
 		status: s.Status, worker: s.Worker, incarnation: s.Incarnation, attempt: s.Attempt,
 		cancelRequested: s.CancelRequested, cancelReason: s.CancelReason, takenBack: s.TakenBack,
+		runs: s.Runs, backoffUntil: s.BackoffUntil,
 		version: s.Version, requestedAt: s.RequestedAt, grantedAt: s.GrantedAt,
 		scheduledAt: s.ScheduledAt, runningAt: s.RunningAt, endedAt: s.EndedAt,
 		scheduledTimeout: s.ScheduledTimeout, result: s.Result, errMsg: s.Error, code: s.Code,

@@ -17,7 +17,7 @@ type Violation struct {
 	Position uint64 `json:"position"`
 	Stream   string `json:"stream"`
 	Type     string `json:"type"`
-	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease
+	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, policy
 	Detail   string `json:"detail"`
 }
 
@@ -55,7 +55,9 @@ const MaxViolations = 10_000
 // parent was asked to cancel), never more in flight than the parent's window
 // at any position; a parent ends only after every child it requested has
 // ended (and, unless cancelled, after all its items were requested). No
-// worker writes for a handoff to an incarnation that was declared lost before. progress, if not nil, is called with the position
+// worker writes for a handoff to an incarnation that was declared lost before.
+// The action policies' own rules (retries and their backoffs, attempts) are
+// checkPolicies'. progress, if not nil, is called with the position
 // reached now and then.
 func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64)) (*AuditReport, error) {
 	rep := &AuditReport{ByStatus: map[string]int{}}
@@ -138,6 +140,9 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				}
 				if detail := checkFanout(fans, execs, id, x, ev); detail != "" {
 					add(env, "with_items", detail)
+				}
+				if detail := checkPolicies(queues, x, ev, env.Time); detail != "" {
+					add(env, "policy", detail)
 				}
 				x.Apply(ev, env.Version, env.Time)
 				trackFanout(fans, id, x, ev)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -69,6 +70,11 @@ type State struct {
 	// queue until it does.
 	Announced map[string]Announcement
 
+	// BackingOff holds the live executions that back off after a failed
+	// run (execution.retry_scheduled, no execution.requeued yet), with the
+	// log time their backoff ends: the executor requeues them then.
+	BackingOff map[string]time.Time
+
 	// Ended is called (if set) for each execution when it reaches a terminal
 	// state, with its final state, before it leaves Live.
 	Ended func(x *domain.Execution)
@@ -86,6 +92,7 @@ func NewState() *State {
 
 		Unscheduled: map[string]uuid.UUID{},
 		Announced:   map[string]Announcement{},
+		BackingOff:  map[string]time.Time{},
 	}
 }
 
@@ -225,7 +232,12 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 		if x.Status() != domain.StatusRequested {
 			delete(s.Unscheduled, id)
 		}
+		switch ev.(type) {
+		case domain.ExecutionRetryScheduled, domain.ExecutionRequeued:
+			s.trackBackoff(id, x)
+		}
 		if x.Status().Terminal() {
+			delete(s.BackingOff, id)
 			if s.Ended != nil {
 				s.Ended(x)
 			}
@@ -260,6 +272,15 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 		delete(s.live, id)
 	}
 	return touched
+}
+
+// trackBackoff keeps BackingOff equal to the live executions backing off.
+func (s *State) trackBackoff(id string, x *domain.Execution) {
+	if until, ok := x.BackingOff(); ok {
+		s.BackingOff[id] = until
+	} else {
+		delete(s.BackingOff, id)
+	}
 }
 
 // announce records an action change announced before its action event,

@@ -3,7 +3,9 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"time"
 
 	"github.com/turnstile/turnstile/domain"
 
@@ -47,6 +49,8 @@ type keyModel struct {
 type placement struct {
 	action, key string
 	active      bool
+	backoffEnd  time.Time // backing off after a failed run until then (log time): neither waiting nor active
+	backingOff  bool
 }
 
 func newChecker() *checker {
@@ -214,6 +218,40 @@ func (c *checker) model(env *domain.Envelope, id string, x *domain.Execution, ev
 			return bad("model", "execution %s takes a slot but was not granted one (in key %q)", id, e.ConcurrencyKey)
 		}
 		c.actions[x.Action()].stats.TotalGranted++
+	case domain.ExecutionScheduled:
+		a := c.actions[x.Action()]
+		if limit := attemptLimit(a.policy); limit > 0 && e.Attempt > limit {
+			return bad("attempts", "execution %s handed off for attempt %d; %q allows %d", id, e.Attempt, x.Action(), limit)
+		}
+	case domain.ExecutionRetryScheduled:
+		p := c.place[id]
+		if p == nil || !p.active {
+			return bad("model", "execution %s backs off but holds no slot", id)
+		}
+		a := c.actions[p.action]
+		want := modelBackoff(a.policy, e.Attempt)
+		if time.Duration(e.BackoffMillis)*time.Millisecond != want {
+			return bad("backoff", "execution %s backs off %dms after run %d; %q says %s", id, e.BackoffMillis, e.Attempt, p.action, want)
+		}
+		delete(a.keys[p.key].active, id)
+		a.active--
+		p.active, p.backingOff, p.backoffEnd = false, true, env.Time.Add(want)
+	case domain.ExecutionRequeued:
+		p := c.place[id]
+		if p == nil || !p.backingOff {
+			return bad("model", "execution %s requeued but was not backing off", id)
+		}
+		if env.Time.Before(p.backoffEnd) {
+			return bad("backoff", "execution %s requeued at %s, its backoff ends at %s", id, env.Time, p.backoffEnd)
+		}
+		a := c.actions[p.action]
+		km := a.keys[p.key]
+		if km == nil {
+			km = a.key(p.key)
+		}
+		km.waiting = append(km.waiting, id)
+		a.waiting++
+		p.backingOff = false
 	case domain.ExecutionCompleted, domain.ExecutionFailed, domain.ExecutionTimedOut, domain.ExecutionCancelled, domain.ExecutionRejected:
 		a := c.actions[x.Action()]
 		if a == nil {
@@ -237,6 +275,9 @@ func (c *checker) model(env *domain.Envelope, id string, x *domain.Execution, ev
 		}
 		delete(c.place, id)
 		km := a.keys[p.key]
+		if p.backingOff {
+			return nil // in no queue and holding no slot
+		}
 		if p.active {
 			delete(km.active, id)
 			a.active--
@@ -297,4 +338,33 @@ func (c *checker) compareStats(v *projections.Views) error {
 		}
 	}
 	return nil
+}
+
+// attemptLimit is how many handoffs policy p allows an execution, computed
+// here apart from the domain: max_attempts, or the retry's max_attempts
+// when larger; 0 for no limit.
+func attemptLimit(p domain.Policy) int {
+	if p.MaxAttempts <= 0 {
+		return 0
+	}
+	if p.Retry != nil && p.Retry.MaxAttempts > p.MaxAttempts {
+		return p.Retry.MaxAttempts
+	}
+	return p.MaxAttempts
+}
+
+// modelBackoff is the backoff after failed run n under p, computed here
+// apart from the domain: backoff_seconds × multiplier^(n-1), at most
+// max_backoff_seconds, to the millisecond.
+func modelBackoff(p domain.Policy, n int) time.Duration {
+	r := p.Retry
+	if r == nil {
+		return 0
+	}
+	s := r.BackoffSeconds
+	for i := 1; i < n && s < r.MaxBackoffSeconds; i++ {
+		s *= r.BackoffMultiplier
+	}
+	s = math.Min(s, r.MaxBackoffSeconds)
+	return time.Duration(math.Round(s*1000)) * time.Millisecond
 }

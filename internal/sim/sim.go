@@ -108,6 +108,10 @@ const (
 	// BugOverGrant: the executor reads every action's max_concurrent one
 	// higher than the log says, so it grants one slot too many.
 	BugOverGrant
+	// BugEarlyRequeue: the executor reads every backoff after a failed run
+	// as zero, so it puts a retried execution back in its queue before its
+	// backoff has ended.
+	BugEarlyRequeue
 )
 
 // Result describes a finished simulation.
@@ -341,6 +345,10 @@ func (w *world) setup() error {
 	for i := range w.cfg.Actions {
 		p := domain.Policy{Ref: fmt.Sprintf("a%d", i), Runner: "core.noop", MaxConcurrent: 1 + w.rng.IntN(3),
 			TimeoutSeconds: runTimeout.Seconds(), ScheduledTimeoutSeconds: scheduledTimeout.Seconds(), MaxAttempts: 2 + w.rng.IntN(2)}
+		if i%3 != 2 { // failed runs are retried (with a key too)
+			p.Retry = &domain.RetryPolicy{MaxAttempts: 2 + w.rng.IntN(2), BackoffSeconds: float64(1 + w.rng.IntN(3)),
+				BackoffMultiplier: 2, MaxBackoffSeconds: 8}
+		}
 		switch i % 3 {
 		case 1:
 			p.ConcurrencyKey = "customer"
@@ -732,8 +740,11 @@ func (w *world) execFold() {
 	if err != nil {
 		return // the subscription failed: it resumes from the same position
 	}
-	if w.cfg.Bug == BugOverGrant {
+	switch w.cfg.Bug {
+	case BugOverGrant:
 		overGrant(evs)
+	case BugEarlyRequeue:
+		noBackoff(evs)
 	}
 	x.e.Fold(evs)
 }
@@ -1132,6 +1143,27 @@ func overGrant(evs []domain.Envelope) {
 		}
 		if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
 			env.Data = re.Data
+		}
+	}
+}
+
+// noBackoff rewrites every execution.retry_scheduled in evs with no
+// backoff (BugEarlyRequeue).
+func noBackoff(evs []domain.Envelope) {
+	for i := range evs {
+		env := &evs[i]
+		if env.Type != domain.TypeExecutionRetryScheduled {
+			continue
+		}
+		ev, err := codec.Events.Decode(env)
+		if err != nil {
+			continue
+		}
+		if e, ok := ev.(domain.ExecutionRetryScheduled); ok {
+			e.BackoffMillis = 0
+			if re, err := codec.Events.Encode(env.ID, e, env.Owner, env.Writer); err == nil {
+				env.Data = re.Data
+			}
 		}
 	}
 }

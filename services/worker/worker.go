@@ -705,7 +705,8 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		case runErr == nil:
 			return x.Complete(domain.OwnerWorker, me, result)
 		case errors.As(runErr, &failure):
-			return x.Fail(domain.OwnerWorker, me, failure.Message, failure.Result)
+			// A run the handoff allows to retry ends in execution.run_failed.
+			return x.RetryOr(x.Fail(domain.OwnerWorker, me, failure.Message, failure.Result))
 		case errors.Is(cause, errCancelRequested):
 			ev, err := x.Cancel(domain.OwnerWorker, me, x.CancelReason())
 			ev.Code, ev.Result = domain.CancelRequested, partial
@@ -719,9 +720,9 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		case errors.Is(runErr, context.DeadlineExceeded):
 			ev, err := x.TimeOut(me, timeout)
 			ev.Result = partial
-			return ev, err
+			return x.RetryOr(ev, err)
 		default:
-			return x.Fail(domain.OwnerWorker, me, runErr.Error(), partial)
+			return x.RetryOr(x.Fail(domain.OwnerWorker, me, runErr.Error(), partial))
 		}
 	}))
 	if repository.Unavailable(err) {
