@@ -157,6 +157,8 @@ func FuzzRequestExecution(f *testing.F) {
 	ft := newFuzzTarget(f)
 	f.Add(`{"action":"demo","input":{"seconds":0.1}}`, "")
 	f.Add(`{"action":"demo"}`, "key-1")
+	f.Add(`{"action":"demo","priority":1,"delay_seconds":2.5}`, "")
+	f.Add(`{"action":"demo","priority":9,"run_at":"2026-13-01T00:00:00Z"}`, "key-2")
 	f.Fuzz(func(t *testing.T, body, idempotencyKey string) {
 		req := request("POST", "/api/v1/executions", "", body)
 		if idempotencyKey != "" {

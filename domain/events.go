@@ -85,6 +85,12 @@ type ExecutionRequested struct {
 	WithItems      []json.RawMessage `json:"with_items,omitempty"`      // for a with_items parent: the items, in order
 	IdempotencyKey string            `json:"idempotency_key,omitempty"` // the client's key, if it gave one
 	RequestHash    string            `json:"request_hash,omitempty"`    // with an idempotency key: hash of the request body, to detect the key reused
+	// Priority is 1..4 (1 first); 0: DefaultPriority. RunAt or DelayMillis
+	// (from this event's log time) make it wait in no FIFO until then
+	// (see Due); see priority.go.
+	Priority    int        `json:"priority,omitempty"`
+	RunAt       *time.Time `json:"run_at,omitempty"`
+	DelayMillis int64      `json:"delay_ms,omitempty"`
 }
 
 // ExecutionRejected ends an execution that was never granted.
@@ -233,6 +239,11 @@ func (ExecutionAbandoned) EventType() string         { return TypeExecutionAband
 type QueueGranted struct {
 	Execution      string `json:"execution"`
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+	// Seen is the log position the grant was decided on (every event
+	// before it folded; 0: not recorded, as in older logs). A request of a
+	// higher priority committed at or after it was not known to the
+	// decision: the grant may pass it (priority.go).
+	Seen uint64 `json:"seen,omitempty"`
 }
 
 // QueueActionChanged is appended to an action's queue stream in the same

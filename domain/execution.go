@@ -93,9 +93,10 @@ type Execution struct {
 	attempt         int
 	cancelRequested bool
 	cancelReason    string
-	takenBack       string // code of the last take-back: FailScheduledTimeout, FailWorkerLost or TakenBackRunFailed
+	takenBack       string    // code of the last take-back: FailScheduledTimeout, FailWorkerLost or TakenBackRunFailed
 	runs            int       // runs the current handoff allows in all (its retry.max_attempts; 0: 1)
-	backoffUntil    time.Time // log time a backoff after a failed run ends (zero: not backing off)
+	deferredUntil   time.Time // log time a backoff after a failed run, or a delayed request, ends (zero: eligible)
+	priority        int       // the request's (0: DefaultPriority)
 	version         int64
 
 	requestedAt, grantedAt, scheduledAt, runningAt, endedAt time.Time
@@ -284,6 +285,9 @@ func (x *Execution) Request(r ExecutionRequested) (ExecutionRequested, error) {
 		return r, fmt.Errorf("%w: action: %w", ErrInvalidRequest, err)
 	}
 	if err := ValidateInput(r.Input); err != nil {
+		return r, err
+	}
+	if err := r.validateTiming(); err != nil {
 		return r, err
 	}
 	if r.Items < 0 || r.Concurrency < 0 || (r.Items == 0 && len(r.WithItems) == 0 && r.Concurrency != 0) {
@@ -551,6 +555,7 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.action, x.input = e.Action, e.Input
 		x.parentID, x.itemIndex = e.Parent, e.ItemIndex
 		x.parent, x.items, x.concurrency, x.withItems = e.Items > 0, e.Items, e.Concurrency, e.WithItems
+		x.priority, x.deferredUntil = e.Priority, e.Due(at)
 	case ExecutionRejected:
 		x.status, x.endedAt, x.errMsg, x.code = StatusRejected, at, e.Reason, e.Code
 	case ExecutionScheduling:
@@ -585,12 +590,12 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.status, x.runningAt, x.takenBack = StatusScheduling, time.Time{}, TakenBackRunFailed
 		x.errMsg, x.code, x.result = e.Error, e.Code, e.Result
 	case ExecutionRetryScheduled:
-		x.status, x.backoffUntil = StatusRequested, at.Add(time.Duration(e.BackoffMillis)*time.Millisecond)
-		if x.backoffUntil.IsZero() {
-			x.backoffUntil = at.Add(time.Nanosecond) // (a zero log time: still marked as backing off)
+		x.status, x.deferredUntil = StatusRequested, at.Add(time.Duration(e.BackoffMillis)*time.Millisecond)
+		if x.deferredUntil.IsZero() {
+			x.deferredUntil = at.Add(time.Nanosecond) // (a zero log time: still marked as backing off)
 		}
 	case ExecutionRequeued:
-		x.backoffUntil, x.takenBack = time.Time{}, ""
+		x.deferredUntil, x.takenBack = time.Time{}, ""
 	}
 }
 

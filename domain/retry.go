@@ -136,6 +136,7 @@ type ExecutionRetryScheduled struct {
 type ExecutionRequeued struct {
 	Action         string `json:"action"`
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+	Priority       int    `json:"priority,omitempty"` // the request's (0: DefaultPriority)
 }
 
 func (ExecutionRunFailed) EventType() string      { return TypeExecutionRunFailed }
@@ -194,25 +195,32 @@ func (x *Execution) FailRun() (ExecutionFailed, error) {
 	return ev, err
 }
 
-// Requeue decides the end of a backoff at log time now.
-func (x *Execution) Requeue(now time.Time) (ExecutionRequeued, error) {
-	ev := ExecutionRequeued{Action: x.action, ConcurrencyKey: x.key}
+// Requeue decides the end of a deferral at log time now: the execution
+// waits in the queue of key value key from then on. After a failed run
+// that is its key (the grant's); a request not due yet has had no grant,
+// and the caller derives key from its input (Policy.KeyOf).
+func (x *Execution) Requeue(now time.Time, key string) (ExecutionRequeued, error) {
+	ev := ExecutionRequeued{Action: x.action, ConcurrencyKey: key, Priority: x.priority}
+	if x.takenBack == TakenBackRunFailed {
+		ev.ConcurrencyKey = x.key
+	}
 	if err := x.Check(TypeExecutionRequeued, OwnerExecutor, ""); err != nil {
 		return ev, err
 	}
-	if x.backoffUntil.IsZero() {
-		return ev, fmt.Errorf("%w: execution %s is not backing off", ErrInvalidRequest, x.id)
+	if x.deferredUntil.IsZero() {
+		return ev, fmt.Errorf("%w: execution %s is neither backing off nor delayed", ErrInvalidRequest, x.id)
 	}
-	if now.Before(x.backoffUntil) {
-		return ev, fmt.Errorf("execution %s backs off until %s: %w", x.id, x.backoffUntil.Format(time.RFC3339Nano), ErrHandoffNotExpired)
+	if now.Before(x.deferredUntil) {
+		return ev, fmt.Errorf("execution %s backs off until %s: %w", x.id, x.deferredUntil.Format(time.RFC3339Nano), ErrHandoffNotExpired)
 	}
 	return ev, nil
 }
 
-// BackingOff reports whether the execution backs off after a failed run,
-// and until when (log time).
-func (x *Execution) BackingOff() (until time.Time, ok bool) {
-	return x.backoffUntil, !x.backoffUntil.IsZero()
+// Deferred reports whether the execution waits in no FIFO until a log
+// time, and until when: it backs off after a failed run, or its request
+// is not due yet (run_at, delay_seconds).
+func (x *Execution) Deferred() (until time.Time, ok bool) {
+	return x.deferredUntil, !x.deferredUntil.IsZero()
 }
 
 // Runs returns how many runs the current handoff allows in all (the
@@ -239,11 +247,12 @@ func (x *Execution) validateRetry(ev Event) string {
 				e.Action, e.ConcurrencyKey, e.BackoffMillis, x.action, x.key)
 		}
 	case ExecutionRequeued:
-		if x.backoffUntil.IsZero() {
-			return "requeued, but it is not backing off"
+		if x.deferredUntil.IsZero() {
+			return "requeued, but it is neither backing off nor delayed"
 		}
-		if e.Action != x.action || e.ConcurrencyKey != x.key {
-			return fmt.Sprintf("requeued names action %q key %q; the execution is %q key %q", e.Action, e.ConcurrencyKey, x.action, x.key)
+		if e.Action != x.action || (x.takenBack == TakenBackRunFailed && e.ConcurrencyKey != x.key) || PriorityOf(e.Priority) != x.Priority() {
+			return fmt.Sprintf("requeued names action %q key %q priority %d; the execution is %q key %q priority %d",
+				e.Action, e.ConcurrencyKey, PriorityOf(e.Priority), x.action, x.key, x.Priority())
 		}
 	}
 	return ""

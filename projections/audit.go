@@ -171,7 +171,7 @@ func queueCheck(qs *domain.Queues, ref string, g domain.QueueGranted, env *domai
 	if q == nil {
 		return fmt.Errorf("grant of %s: action %q has no queue", g.Execution, ref)
 	}
-	return q.CheckGrant(g.Execution, g.ConcurrencyKey, env.Time)
+	return q.CheckGrantSeen(g.Execution, g.ConcurrencyKey, env.Time, g.Seen)
 }
 
 // auditFanout is what the audit knows of a with_items parent's children.

@@ -13,14 +13,15 @@ import (
 // (execution.requeued) before the backoff after its failed run has ended,
 // by log time; no handoff's attempt exceeds what the action's policy in
 // force allows (max_attempts, or the retry's max_attempts when larger).
-// (A backing-off execution is in no queue, so a grant of it is refused by
-// the grant check: no grant before a backoff ends.) It returns "" or what
+// (A deferred execution is in no queue, so a grant of it is refused by
+// the grant check: no grant before a backoff ends or before run_at; and
+// the grant check judges the order by priority, then request.) It returns "" or what
 // is wrong.
 func checkPolicies(qs *domain.Queues, x *domain.Execution, ev domain.Event, at time.Time) string {
 	switch e := ev.(type) {
 	case domain.ExecutionRequeued:
-		if until, ok := x.BackingOff(); ok && at.Before(until) {
-			return fmt.Sprintf("execution %s requeued at %s, before its backoff ends at %s", x.ID(),
+		if until, ok := x.Deferred(); ok && at.Before(until) {
+			return fmt.Sprintf("execution %s requeued at %s, before it is due at %s (its backoff or its run_at / delay)", x.ID(),
 				at.Format(time.RFC3339Nano), until.Format(time.RFC3339Nano))
 		}
 	case domain.ExecutionScheduled:

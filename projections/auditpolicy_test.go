@@ -91,7 +91,7 @@ func TestAuditRetries(t *testing.T) {
 	}
 	for mutate, want := range map[string]string{
 		"grant while backing off":          "not waiting",
-		"requeued before the backoff ends": "before its backoff ends",
+		"requeued before the backoff ends": "before it is due",
 		"a third attempt":                  "allows 2",
 		"run_failed on the last run":       "allows 2 runs",
 		"retry without a failed run":       "has no failed run",
@@ -103,6 +103,60 @@ func TestAuditRetries(t *testing.T) {
 		}
 		if !found {
 			t.Errorf("%s: no violation saying %q in %+v", mutate, want, rep.Violations)
+		}
+	}
+}
+
+// TestAuditPrioritiesAndDelays: a grant that passes a waiting request of a
+// higher priority, and a grant of a delayed request before it is due
+// (never requeued, or requeued early), are found; lawful ones pass.
+func TestAuditPrioritiesAndDelays(t *testing.T) {
+	t.Parallel()
+	run := func(mutate string) *projections.AuditReport {
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		store := memstore.New(memstore.Options{Clock: func() time.Time { return now }})
+		w := logWriter{t, store}
+		w.action("p", 1)
+		req := func(id string, prio int, delay int64) {
+			w.put(domain.ExecutionStream(id), domain.OwnerExecutor, "x", domain.ExecutionRequested{Action: "p", Priority: prio, DelayMillis: delay})
+		}
+		req("low", 3, 0)
+		req("high", 1, 0)
+		req("later", 1, 60_000)
+		switch mutate {
+		case "passes a higher priority":
+			w.grant("low", "p", "w1")
+		case "grants a delayed request":
+			w.grant("later", "p", "w1")
+		case "requeues early":
+			now = now.Add(59 * time.Second)
+			w.put(domain.ExecutionStream("later"), domain.OwnerExecutor, "x", domain.ExecutionRequeued{Action: "p", Priority: 1})
+		default:
+			w.grant("high", "p", "w1")
+			w.run("high", "w1")
+			now = now.Add(time.Minute)
+			w.put(domain.ExecutionStream("later"), domain.OwnerExecutor, "x", domain.ExecutionRequeued{Action: "p", Priority: 1})
+			w.grant("later", "p", "w1") // priority 1, requeued after "low" was requested: still first
+			w.run("later", "w1")
+			w.grant("low", "p", "w1")
+			w.run("low", "w1")
+		}
+		return audit(t, store)
+	}
+	if rep := run(""); !rep.OK() || rep.Ended != 3 {
+		t.Fatalf("lawful: %+v", rep)
+	}
+	for mutate, want := range map[string]string{
+		"passes a higher priority": "passes high of priority 1",
+		"grants a delayed request": "grant of later: not waiting",
+		"requeues early":           "before it is due",
+	} {
+		found := false
+		for _, v := range run(mutate).Violations {
+			found = found || strings.Contains(v.Detail, want)
+		}
+		if !found {
+			t.Errorf("%s: no violation saying %q", mutate, want)
 		}
 	}
 }

@@ -70,10 +70,11 @@ type State struct {
 	// queue until it does.
 	Announced map[string]Announcement
 
-	// BackingOff holds the live executions that back off after a failed
-	// run (execution.retry_scheduled, no execution.requeued yet), with the
-	// log time their backoff ends: the executor requeues them then.
-	BackingOff map[string]time.Time
+	// Deferred holds the live executions that wait in no FIFO until a log
+	// time: backing off after a failed run (execution.retry_scheduled), or
+	// requested with run_at / delay_seconds, with no execution.requeued yet;
+	// the executor requeues them then.
+	Deferred map[string]time.Time
 
 	// Ended is called (if set) for each execution when it reaches a terminal
 	// state, with its final state, before it leaves Live.
@@ -92,7 +93,7 @@ func NewState() *State {
 
 		Unscheduled: map[string]uuid.UUID{},
 		Announced:   map[string]Announcement{},
-		BackingOff:  map[string]time.Time{},
+		Deferred:  map[string]time.Time{},
 	}
 }
 
@@ -234,10 +235,10 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 		}
 		switch ev.(type) {
 		case domain.ExecutionRetryScheduled, domain.ExecutionRequeued:
-			s.trackBackoff(id, x)
+			s.trackDeferred(id, x)
 		}
 		if x.Status().Terminal() {
-			delete(s.BackingOff, id)
+			delete(s.Deferred, id)
 			if s.Ended != nil {
 				s.Ended(x)
 			}
@@ -270,16 +271,18 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 	if fresh && s.Queues.IsWaiting(id) {
 		// A new execution the queue admitted: its queue keeps it (see State).
 		delete(s.live, id)
+	} else if fresh && touched != nil && !s.Queues.Refused(id) {
+		s.trackDeferred(id, touched) // a request not due yet (run_at, delay_seconds)
 	}
 	return touched
 }
 
-// trackBackoff keeps BackingOff equal to the live executions backing off.
-func (s *State) trackBackoff(id string, x *domain.Execution) {
-	if until, ok := x.BackingOff(); ok {
-		s.BackingOff[id] = until
+// trackDeferred keeps Deferred equal to the live executions deferred.
+func (s *State) trackDeferred(id string, x *domain.Execution) {
+	if until, ok := x.Deferred(); ok {
+		s.Deferred[id] = until
 	} else {
-		delete(s.BackingOff, id)
+		delete(s.Deferred, id)
 	}
 }
 

@@ -112,6 +112,9 @@ const (
 	// as zero, so it puts a retried execution back in its queue before its
 	// backoff has ended.
 	BugEarlyRequeue
+	// BugIgnorePriority: the executor reads every request's priority as
+	// the default, so it grants in request order alone.
+	BugIgnorePriority
 )
 
 // Result describes a finished simulation.
@@ -625,6 +628,12 @@ func (w *world) request() {
 		}
 		r.Concurrency = 1 + w.rng.IntN(2)
 	}
+	if r.WithItems == nil {
+		r.Priority = w.rng.IntN(domain.MaxPriority + 1) // 0: the default
+		if w.chance(0.1) {
+			r.DelaySeconds = float64(w.rng.IntN(20))
+		}
+	}
 	if w.chance(0.02) {
 		r.Action = "undefined.action" // rejected by the executor
 	}
@@ -745,6 +754,8 @@ func (w *world) execFold() {
 		overGrant(evs)
 	case BugEarlyRequeue:
 		noBackoff(evs)
+	case BugIgnorePriority:
+		noPriority(evs)
 	}
 	x.e.Fold(evs)
 }
@@ -1164,6 +1175,32 @@ func noBackoff(evs []domain.Envelope) {
 			if re, err := codec.Events.Encode(env.ID, e, env.Owner, env.Writer); err == nil {
 				env.Data = re.Data
 			}
+		}
+	}
+}
+
+// noPriority rewrites every request and requeue in evs with the default
+// priority (BugIgnorePriority).
+func noPriority(evs []domain.Envelope) {
+	for i := range evs {
+		env := &evs[i]
+		if env.Type != domain.TypeExecutionRequested && env.Type != domain.TypeExecutionRequeued {
+			continue
+		}
+		ev, err := codec.Events.Decode(env)
+		if err != nil {
+			continue
+		}
+		switch e := ev.(type) {
+		case domain.ExecutionRequested:
+			e.Priority = 0
+			ev = e
+		case domain.ExecutionRequeued:
+			e.Priority = 0
+			ev = e
+		}
+		if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
+			env.Data = re.Data
 		}
 	}
 }

@@ -155,6 +155,7 @@ func TestCatchesBugs(t *testing.T) {
 		{"unfenced workers", sim.BugUnfencedWorkers, ""},
 		{"over-grant", sim.BugOverGrant, "max_concurrent"},
 		{"early requeue", sim.BugEarlyRequeue, "backoff"},
+		{"ignore priority", sim.BugIgnorePriority, "priority"},
 	} {
 		t.Run(bug.name, func(t *testing.T) {
 			var failed *sim.Failure

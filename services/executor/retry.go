@@ -33,18 +33,18 @@ func (e *Executor) decideRetry(ops []op, x *domain.Execution, xs string, p domai
 	return ops
 }
 
-// decideRequeues puts back in their queues the executions whose backoff
-// ended by now (less rateMargin), oldest end first.
+// decideRequeues puts in their queues the executions whose backoff, or
+// whose request's run_at / delay, ended by now (less rateMargin).
 func (e *Executor) decideRequeues(ops []op, now time.Time) []op {
-	if len(e.state.BackingOff) == 0 {
+	if len(e.state.Deferred) == 0 {
 		return ops
 	}
 	judged := now.Add(-rateMargin)
-	for _, id := range sortedKeys(e.state.BackingOff) {
+	for _, id := range sortedKeys(e.state.Deferred) {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
-		if e.state.BackingOff[id].After(judged) {
+		if e.state.Deferred[id].After(judged) {
 			continue
 		}
 		x := e.state.Execution(id)
@@ -52,7 +52,19 @@ func (e *Executor) decideRequeues(ops []op, now time.Time) []op {
 		if x == nil || e.busy(xs) {
 			continue
 		}
-		ev, err := x.Requeue(judged)
+		key := x.ConcurrencyKey() // after a failed run; a request not due yet has its key from its input
+		if x.Attempt() == 0 {
+			q := e.state.Queues.Get(x.Action())
+			if q == nil {
+				continue
+			}
+			k, err := q.Policy().KeyOf(x.Input())
+			if err != nil {
+				continue // (admitted with another policy in force: the key the request gave then is gone)
+			}
+			key = k
+		}
+		ev, err := x.Requeue(judged, key)
 		if err != nil {
 			continue
 		}

@@ -77,7 +77,7 @@ func TestRetryBacksOffByLogTime(t *testing.T) {
 // TestRetrySucceedsAndCancels: a run that succeeds ends the execution
 // (no retry); a cancellation while backing off ends it cancelled, by the
 // executor; without retry a failure is final.
-func TestRetryCancelWhileBackingOff(t *testing.T) {
+func TestRetryCancelWhileDeferred(t *testing.T) {
 	h := newHarness(t, harnessConfig{})
 	h.addWorker("w1", 4, time.Hour, nil)
 	h.define(domain.Policy{Ref: "retry.c", Runner: runner.NameFail,
