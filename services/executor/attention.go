@@ -51,14 +51,14 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 			ops = e.decideRetry(ops, x, xs, p)
 			continue
 		}
-		if x.Attempt() >= p.MaxAttempts {
+		if limit := p.HandoffLimit(); limit > 0 && x.Attempt() >= limit { // (max_attempts, or the retry's when larger)
 			code := x.TakenBack()
 			why := "no worker started it within its scheduled_timeout"
 			if code == domain.FailWorkerLost {
 				why = "its worker was lost or stopped while holding it"
 			}
 			ev, err := x.Fail(domain.OwnerExecutor, e.cfg.Name,
-				fmt.Sprintf("%s: gave up after %d attempts (max_attempts %d): %s", code, x.Attempt(), p.MaxAttempts, why), nil)
+				fmt.Sprintf("%s: gave up after %d attempts (max_attempts %d): %s", code, x.Attempt(), p.HandoffLimit(), why), nil)
 			if err == nil {
 				ev.Code = code
 				ops = append(ops, op{what: "fail " + id, count: &e.Stats.Failures,
