@@ -88,9 +88,9 @@ type ExecutionRequested struct {
 	// Priority is 1..4 (1 first); 0: DefaultPriority. RunAt or DelayMillis
 	// (from this event's log time) make it wait in no FIFO until then
 	// (see Due); see priority.go.
-	Priority    int        `json:"priority,omitempty"`
-	RunAt       *time.Time `json:"run_at,omitempty"`
-	DelayMillis int64      `json:"delay_ms,omitempty"`
+	Priority    int    `json:"priority,omitempty"`
+	RunAt       string `json:"run_at,omitempty"` // RFC 3339 (a string: the event's encoding stays exact and fast)
+	DelayMillis int64  `json:"delay_ms,omitempty"`
 }
 
 // ExecutionRejected ends an execution that was never granted.

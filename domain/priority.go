@@ -43,15 +43,24 @@ func (r ExecutionRequested) validateTiming() error {
 		return fmt.Errorf("%w: priority %d must be %d..%d (1 first)", ErrInvalidRequest, r.Priority, MinPriority, MaxPriority)
 	case r.DelayMillis < 0 || r.DelayMillis > MaxDelaySeconds*1000:
 		return fmt.Errorf("%w: delay_seconds %g must be in [0, %d]", ErrInvalidRequest, float64(r.DelayMillis)/1000, MaxDelaySeconds)
-	case r.RunAt != nil && r.DelayMillis != 0:
+	case r.RunAt != "" && r.DelayMillis != 0:
 		return fmt.Errorf("%w: give run_at or delay_seconds, not both", ErrInvalidRequest)
-	case r.RunAt != nil && (r.RunAt.IsZero() || r.RunAt.Year() > 9999):
-		return fmt.Errorf("%w: run_at %s is not a usable time", ErrInvalidRequest, r.RunAt.Format(time.RFC3339Nano))
-	case (r.Priority != 0 || r.RunAt != nil || r.DelayMillis != 0) && (r.Items > 0 || len(r.WithItems) > 0 || r.Parent != ""):
+	case r.RunAt != "" && !validRunAt(r.RunAt):
+		return fmt.Errorf("%w: run_at %q is not an RFC 3339 time (such as 2026-01-02T15:04:05Z)", ErrInvalidRequest, clip(r.RunAt))
+	case (r.Priority != 0 || r.RunAt != "" || r.DelayMillis != 0) && (r.Items > 0 || len(r.WithItems) > 0 || r.Parent != ""):
 		return fmt.Errorf("%w: priority, run_at and delay_seconds apply to plain requests, not to with_items", ErrInvalidRequest)
 	}
 	return nil
 }
+
+// validRunAt reports whether s is an RFC 3339 time between years 1 and 9999.
+func validRunAt(s string) bool {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return err == nil && !t.IsZero()
+}
+
+// FormatRunAt is the form a request's run_at takes in its event.
+func FormatRunAt(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 // DelayMillisOf converts delay_seconds to the event's milliseconds,
 // refusing what is not a finite number in [0, MaxDelaySeconds].
@@ -67,8 +76,8 @@ func DelayMillisOf(seconds float64) (int64, error) {
 // than at).
 func (r ExecutionRequested) Due(at time.Time) time.Time {
 	var due time.Time
-	if r.RunAt != nil {
-		due = *r.RunAt
+	if r.RunAt != "" {
+		due, _ = time.Parse(time.RFC3339Nano, r.RunAt) // (validated at the request; a bad one: due at once)
 	}
 	if r.DelayMillis > 0 {
 		due = at.Add(time.Duration(r.DelayMillis) * time.Millisecond)

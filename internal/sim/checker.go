@@ -217,8 +217,8 @@ func (c *checker) model(env *domain.Envelope, id string, x *domain.Execution, ev
 		c.place[id] = p
 		a.stats.TotalEnqueued++
 		// Not due before run_at or the delay after the request's log time.
-		if e.RunAt != nil && e.RunAt.After(env.Time) {
-			p.backingOff, p.backoffEnd = true, *e.RunAt
+		if t, err := time.Parse(time.RFC3339, e.RunAt); e.RunAt != "" && err == nil && t.After(env.Time) {
+			p.backingOff, p.backoffEnd = true, t
 		}
 		if e.DelayMillis > 0 {
 			p.backingOff, p.backoffEnd = true, env.Time.Add(time.Duration(e.DelayMillis)*time.Millisecond)

@@ -162,11 +162,15 @@ func (c *Service) decideRequest(r Request) (d requestDecision, err error) {
 	if err != nil {
 		return d, err
 	}
+	var runAt string
+	if r.RunAt != nil {
+		runAt = domain.FormatRunAt(*r.RunAt)
+	}
 	x := domain.NewExecution(d.id)
 	ev, err := x.Request(domain.ExecutionRequested{
 		Action: r.Action, Input: r.Input, Items: r.Items, Concurrency: r.Concurrency, WithItems: r.WithItems,
 		IdempotencyKey: r.IdempotencyKey, RequestHash: d.hash,
-		Priority: r.Priority, RunAt: r.RunAt, DelayMillis: delay,
+		Priority: r.Priority, RunAt: runAt, DelayMillis: delay,
 	})
 	if err != nil {
 		return d, err
