@@ -43,7 +43,7 @@ Client commands (flags anywhere after the command; every one takes
       --scheduled-timeout D --max-attempts N --rate-limit N/SECONDS --concurrency-key FIELD
       --on-limit queue|reject (D: seconds, or a duration such as 90s or 5m)
   turnstile exec request ACTION [--input JSON] [--with-items JSON [--concurrency N]] [--idempotency-key K] [--wait [--timeout D]]
-  turnstile exec get ID [--as-of POSITION|TIME] | cancel ID [--reason R] | events ID [--from V] [--limit N]
+  turnstile exec get ID [--as-of POSITION|TIME] | cancel ID [--reason R] | events ID [--from V] [--limit N] | explain ID
   turnstile exec list [--action REF] [--status S] [--parent ID] [--limit N] [--after ID]
   turnstile exec wait ID [--timeout D]
   turnstile watch queue-stats|executions|events [--action REF] [--from POSITION] [--count N]

@@ -439,7 +439,7 @@ func TestClientUsage(t *testing.T) {
 		code    int
 		pattern string
 	}{
-		{[]string{"exec"}, exitUsage, `usage: turnstile exec cancel\|events\|get\|list\|request\|wait`},
+		{[]string{"exec"}, exitUsage, `usage: turnstile exec cancel\|events\|explain\|get\|list\|request\|wait`},
 		{[]string{"exec", "frobnicate"}, exitUsage, `unknown command "frobnicate"`},
 		{[]string{"exec", "get"}, exitUsage, `usage: turnstile exec get ID \(got 0 arguments\)`},
 		{[]string{"exec", "get", "a", "b"}, exitUsage, `\(got 2 arguments\)`},
