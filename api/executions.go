@@ -38,10 +38,15 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	a, err := s.cfg.Commands.Submit(r.Context(), command.Request{
+	req := command.Request{
 		Action: body.Action, Input: body.Input, IdempotencyKey: key,
-		WithItems: body.WithItems, Concurrency: body.Concurrency,
-	}, time.Now())
+		WithItems: body.WithItems, Concurrency: body.Concurrency, Priority: body.Priority,
+	}
+	if p := requestTiming(&req, body); p != nil {
+		writeProblem(w, p)
+		return
+	}
+	a, err := s.cfg.Commands.Submit(r.Context(), req, time.Now())
 	if err != nil {
 		var refused *command.RefusedError
 		if errors.As(err, &refused) && refused.Code == domain.RejectRateLimited {
@@ -182,4 +187,31 @@ func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
 	}
 	v := s.cfg.Queries.CaughtUp(r.Context())
 	writeJSON(w, http.StatusOK, wire.WorkerList{Workers: each(v.Workers(), workerOut), UnservedRunners: unservedRunners(v, servedBy(v))})
+}
+
+// requestTiming reads a request's run_at (RFC 3339) and delay_seconds into
+// req: a 400 problem when run_at is in another format.
+func requestTiming(req *command.Request, body wire.ExecutionRequest) *Problem {
+	if body.RunAt != "" {
+		t, err := time.Parse(time.RFC3339Nano, body.RunAt)
+		if err != nil {
+			return typed(typeInvalid, http.StatusBadRequest, "run_at %q is not an RFC 3339 time (such as 2026-01-02T15:04:05Z)", clipDetail(body.RunAt))
+		}
+		req.RunAt = &t
+	}
+	if body.DelaySeconds != nil {
+		if body.RunAt != "" {
+			return typed(typeInvalid, http.StatusBadRequest, "give run_at or delay_seconds, not both")
+		}
+		req.DelaySeconds = *body.DelaySeconds
+	}
+	return nil
+}
+
+// clipDetail bounds a client's value quoted in a problem.
+func clipDetail(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }

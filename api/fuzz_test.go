@@ -142,6 +142,8 @@ func (ft *fuzzTarget) serve(t *testing.T, op string, req *http.Request) *httptes
 func FuzzCreateAction(f *testing.F) {
 	ft := newFuzzTarget(f)
 	f.Add(`{"ref":"fz.a","runner":"core.noop"}`)
+	f.Add(`{"ref":"fz.r","runner":"core.fail","retry":{"max_attempts":3,"backoff_seconds":0.5,"backoff_multiplier":2,"max_backoff_seconds":30}}`)
+	f.Add(`{"ref":"fz.r","runner":"core.fail","retry":{"max_attempts":0,"backoff_seconds":-1}}`)
 	f.Fuzz(func(t *testing.T, body string) {
 		rec := ft.serve(t, "createAction", request("POST", "/api/v1/actions", "", body))
 		if rec.Code == http.StatusCreated || rec.Code == http.StatusOK {
@@ -157,6 +159,8 @@ func FuzzRequestExecution(f *testing.F) {
 	ft := newFuzzTarget(f)
 	f.Add(`{"action":"demo","input":{"seconds":0.1}}`, "")
 	f.Add(`{"action":"demo"}`, "key-1")
+	f.Add(`{"action":"demo","priority":1,"delay_seconds":2.5}`, "")
+	f.Add(`{"action":"demo","priority":9,"run_at":"2026-13-01T00:00:00Z"}`, "key-2")
 	f.Fuzz(func(t *testing.T, body, idempotencyKey string) {
 		req := request("POST", "/api/v1/executions", "", body)
 		if idempotencyKey != "" {

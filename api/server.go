@@ -148,6 +148,7 @@ func (s *Server) routeTable() []Route {
 		{"getExecution", "GET", "/api/v1/executions/{id}", everyone, s.getExecution},
 		{"cancelExecution", "POST", "/api/v1/executions/{id}/cancel", clients, s.cancelExecution},
 		{"executionEvents", "GET", "/api/v1/executions/{id}/events", everyone, s.executionEvents},
+		{"explainExecution", "GET", "/api/v1/executions/{id}/explain", everyone, s.explainExecution},
 		{"events", "GET", "/api/v1/events", readers, s.events},
 		{"stream", "GET", "/api/v1/streams/{stream}", readers, s.stream},
 		{"feedQueueStats", "GET", "/api/v1/feeds/queue-stats", readers, s.feedQueueStats},

@@ -15,6 +15,10 @@ func policyIn(p wire.Policy) domain.Policy {
 	if p.RateLimit != nil {
 		out.RateLimit = &domain.RateLimit{Count: p.RateLimit.Count, PerSeconds: p.RateLimit.PerSeconds}
 	}
+	if r := p.Retry; r != nil {
+		out.Retry = &domain.RetryPolicy{MaxAttempts: r.MaxAttempts, BackoffSeconds: r.BackoffSeconds,
+			BackoffMultiplier: r.BackoffMultiplier, MaxBackoffSeconds: r.MaxBackoffSeconds}
+	}
 	return out
 }
 
@@ -24,6 +28,10 @@ func policyOut(p domain.Policy) wire.Policy {
 		MaxAttempts: p.MaxAttempts, ConcurrencyKey: p.ConcurrencyKey, OnLimit: p.OnLimit, RunnerConfig: p.RunnerConfig}
 	if p.RateLimit != nil {
 		out.RateLimit = &wire.RateLimit{Count: p.RateLimit.Count, PerSeconds: p.RateLimit.PerSeconds}
+	}
+	if r := p.Retry; r != nil {
+		out.Retry = &wire.Retry{MaxAttempts: r.MaxAttempts, BackoffSeconds: r.BackoffSeconds,
+			BackoffMultiplier: r.BackoffMultiplier, MaxBackoffSeconds: r.MaxBackoffSeconds}
 	}
 	return out
 }

@@ -68,7 +68,7 @@ func TestWireMatchesTheReadModel(t *testing.T) {
 		}
 	}
 	var p domain.Policy
-	_ = json.Unmarshal([]byte(`{"ref":"a","runner":"r","rate_limit":{"count":1,"per_seconds":2}}`), &p)
+	_ = json.Unmarshal([]byte(`{"ref":"a","runner":"r","rate_limit":{"count":1,"per_seconds":2},"retry":{"max_attempts":3,"backoff_seconds":0.5,"backoff_multiplier":3,"max_backoff_seconds":60}}`), &p)
 	if back, _ := json.Marshal(policyOut(policyIn(policyOut(p)))); string(back) != mustJSON(p) {
 		t.Errorf("policy round trip: %s, want %s", back, mustJSON(p))
 	}

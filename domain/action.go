@@ -67,6 +67,9 @@ type Policy struct {
 	// input can never change it. nil or a JSON object (compact once
 	// WithDefaults has run); what it may hold is the runner's to say.
 	RunnerConfig json.RawMessage `json:"runner_config,omitempty"`
+	// Retry runs a failed or timed-out run again (see RetryPolicy); nil:
+	// a failed run is final.
+	Retry *RetryPolicy `json:"retry,omitempty"`
 }
 
 // ErrInvalidPolicy is wrapped by every policy validation error.
@@ -101,6 +104,10 @@ func (p Policy) WithDefaults() Policy {
 		p.OnLimit = OnLimitQueue
 	}
 	p.RunnerConfig = compactConfig(p.RunnerConfig)
+	if p.Retry != nil {
+		r := p.Retry.withDefaults()
+		p.Retry = &r
+	}
 	return p
 }
 
@@ -167,6 +174,11 @@ func (p Policy) Validate() error {
 	}
 	if p.OnLimit != OnLimitQueue && p.OnLimit != OnLimitReject {
 		return fmt.Errorf("%w: on_limit %q must be %q or %q", ErrInvalidPolicy, clip(p.OnLimit), OnLimitQueue, OnLimitReject)
+	}
+	if p.Retry != nil {
+		if err := p.Retry.validate(); err != nil {
+			return err
+		}
 	}
 	if c := p.RunnerConfig; c != nil {
 		if t := bytes.TrimSpace(c); len(t) == 0 || t[0] != '{' || !json.Valid(t) {

@@ -85,6 +85,12 @@ type ExecutionRequested struct {
 	WithItems      []json.RawMessage `json:"with_items,omitempty"`      // for a with_items parent: the items, in order
 	IdempotencyKey string            `json:"idempotency_key,omitempty"` // the client's key, if it gave one
 	RequestHash    string            `json:"request_hash,omitempty"`    // with an idempotency key: hash of the request body, to detect the key reused
+	// Priority is 1..4 (1 first); 0: DefaultPriority. RunAt or DelayMillis
+	// (from this event's log time) make it wait in no FIFO until then
+	// (see Due); see priority.go.
+	Priority    int    `json:"priority,omitempty"`
+	RunAt       string `json:"run_at,omitempty"` // RFC 3339 (a string: the event's encoding stays exact and fast)
+	DelayMillis int64  `json:"delay_ms,omitempty"`
 }
 
 // ExecutionRejected ends an execution that was never granted.
@@ -113,6 +119,14 @@ type ExecutionScheduled struct {
 	// RunnerConfig is the runner_config of the action's policy in force at
 	// the grant, for the runner to read next to the input.
 	RunnerConfig json.RawMessage `json:"runner_config,omitempty"`
+	// KeyField is the action's concurrency_key in force at the grant: the
+	// name of the input field that picks the queue, which is the action's
+	// and not the runner's to read (built-in runners ignore it).
+	KeyField string `json:"key_field,omitempty"`
+	// Runs is how many runs the action's retry policy allows in all at the
+	// grant (its max_attempts; omitted: 1, no retry): a failed run whose
+	// attempt is below it ends in execution.run_failed, to be run again.
+	Runs int `json:"runs,omitempty"`
 }
 
 // ExecutionRunning says the named worker started the execution.
@@ -225,6 +239,11 @@ func (ExecutionAbandoned) EventType() string         { return TypeExecutionAband
 type QueueGranted struct {
 	Execution      string `json:"execution"`
 	ConcurrencyKey string `json:"concurrency_key,omitempty"`
+	// Seen is the log position the grant was decided on (every event
+	// before it folded; 0: not recorded, as in older logs). A request of a
+	// higher priority committed at or after it was not known to the
+	// decision: the grant may pass it (priority.go).
+	Seen uint64 `json:"seen,omitempty"`
 }
 
 // QueueActionChanged is appended to an action's queue stream in the same
@@ -339,6 +358,9 @@ func NewCatalogue() *Registry {
 		{ExecutionHandoffExpired{}, StreamExecution, []Owner{ex}},
 		{ExecutionAbandoned{}, StreamExecution, []Owner{ex}},
 		{ExecutionChildrenRequested{}, StreamExecution, []Owner{ex}},
+		{ExecutionRunFailed{}, StreamExecution, []Owner{wk}},
+		{ExecutionRetryScheduled{}, StreamExecution, []Owner{ex}},
+		{ExecutionRequeued{}, StreamExecution, []Owner{ex}},
 		{QueueGranted{}, StreamQueue, []Owner{ex}},
 		{QueueActionChanged{}, StreamQueue, []Owner{api}},
 		{WorkerRegistered{}, StreamWorker, []Owner{wk}},

@@ -93,7 +93,10 @@ type Execution struct {
 	attempt         int
 	cancelRequested bool
 	cancelReason    string
-	takenBack       string // code of the last take-back: FailScheduledTimeout or FailWorkerLost
+	takenBack       string    // code of the last take-back: FailScheduledTimeout, FailWorkerLost or TakenBackRunFailed
+	runs            int       // runs the current handoff allows in all (its retry.max_attempts; 0: 1)
+	deferredUntil   time.Time // log time a backoff after a failed run, or a delayed request, ends (zero: eligible)
+	priority        int       // the request's (0: DefaultPriority)
 	version         int64
 
 	requestedAt, grantedAt, scheduledAt, runningAt, endedAt time.Time
@@ -284,6 +287,9 @@ func (x *Execution) Request(r ExecutionRequested) (ExecutionRequested, error) {
 	if err := ValidateInput(r.Input); err != nil {
 		return r, err
 	}
+	if err := r.validateTiming(); err != nil {
+		return r, err
+	}
 	if r.Items < 0 || r.Concurrency < 0 || (r.Items == 0 && len(r.WithItems) == 0 && r.Concurrency != 0) {
 		return r, fmt.Errorf("%w: items %d and concurrency %d", ErrInvalidRequest, r.Items, r.Concurrency)
 	}
@@ -395,13 +401,13 @@ func (x *Execution) Schedule(worker, incarnation string, p Policy) (ExecutionSch
 	if worker == "" {
 		return ExecutionScheduled{}, fmt.Errorf("%w: schedule to an unnamed worker", ErrInvalidRequest)
 	}
-	if p.MaxAttempts > 0 && x.attempt >= p.MaxAttempts {
+	if limit := p.HandoffLimit(); limit > 0 && x.attempt >= limit {
 		return ExecutionScheduled{}, fmt.Errorf("execution %s after %d attempts: %w", x.id, x.attempt, ErrAttemptsExhausted)
 	}
 	return ExecutionScheduled{
 		Worker: worker, Incarnation: incarnation, Attempt: x.attempt + 1, Action: x.action, Runner: p.Runner, Input: x.input,
 		TimeoutMillis: p.Timeout().Milliseconds(), ScheduledTimeoutMS: p.ScheduledTimeout().Milliseconds(),
-		RunnerConfig: p.RunnerConfig,
+		RunnerConfig: p.RunnerConfig, KeyField: p.ConcurrencyKey, Runs: runsOf(p),
 	}, nil
 }
 
@@ -526,6 +532,10 @@ func (x *Execution) Validate(ev Event, owner Owner, writer string) error {
 		if e.Worker != x.worker || e.Attempt != x.attempt {
 			return bad(fmt.Sprintf("abandon names worker %q attempt %d, the handoff is %q attempt %d", e.Worker, e.Attempt, x.worker, x.attempt))
 		}
+	case ExecutionRunFailed, ExecutionRetryScheduled, ExecutionRequeued:
+		if detail := x.validateRetry(ev); detail != "" {
+			return bad(detail)
+		}
 	case ExecutionChildrenRequested:
 		if e.First != x.asked || e.Count < 1 || e.First+e.Count > x.items || x.cancelRequested {
 			return bad(fmt.Sprintf("children %d..%d requested; %d of %d were requested before, cancel requested %v",
@@ -545,13 +555,14 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.action, x.input = e.Action, e.Input
 		x.parentID, x.itemIndex = e.Parent, e.ItemIndex
 		x.parent, x.items, x.concurrency, x.withItems = e.Items > 0, e.Items, e.Concurrency, e.WithItems
+		x.priority, x.deferredUntil = e.Priority, e.Due(at)
 	case ExecutionRejected:
 		x.status, x.endedAt, x.errMsg, x.code = StatusRejected, at, e.Reason, e.Code
 	case ExecutionScheduling:
 		x.status, x.grantedAt, x.key = StatusScheduling, at, e.ConcurrencyKey
 	case ExecutionScheduled:
 		x.status, x.scheduledAt, x.worker, x.attempt = StatusScheduled, at, e.Worker, e.Attempt
-		x.incarnation, x.runningAt = e.Incarnation, time.Time{}
+		x.incarnation, x.runningAt, x.runs = e.Incarnation, time.Time{}, e.Runs
 		x.scheduledTimeout = time.Duration(e.ScheduledTimeoutMS) * time.Millisecond
 	case ExecutionRunning:
 		x.status, x.runningAt = StatusRunning, at
@@ -575,6 +586,16 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.status, x.runningAt, x.takenBack = StatusScheduling, time.Time{}, FailScheduledTimeout
 	case ExecutionAbandoned:
 		x.status, x.runningAt, x.takenBack = StatusScheduling, time.Time{}, FailWorkerLost
+	case ExecutionRunFailed:
+		x.status, x.runningAt, x.takenBack = StatusScheduling, time.Time{}, TakenBackRunFailed
+		x.errMsg, x.code, x.result = e.Error, e.Code, e.Result
+	case ExecutionRetryScheduled:
+		x.status, x.deferredUntil = StatusRequested, at.Add(time.Duration(e.BackoffMillis)*time.Millisecond)
+		if x.deferredUntil.IsZero() {
+			x.deferredUntil = at.Add(time.Nanosecond) // (a zero log time: still marked as backing off)
+		}
+	case ExecutionRequeued:
+		x.deferredUntil, x.takenBack = time.Time{}, ""
 	}
 }
 

@@ -71,7 +71,10 @@ var handoffSpec = []specRow{
 	{domain.TypeExecutionCancelRequested, oExec, []domain.Status{sRequested, sScheduling, sScheduled, sRunning}, anyKind, ""}, // a cancelled parent's children
 	{domain.TypeExecutionHandoffExpired, oExec, []domain.Status{sScheduled}, plainOnly, domain.StatusScheduling},
 	{domain.TypeExecutionAbandoned, oExec, []domain.Status{sScheduled, sRunning}, plainOnly, domain.StatusScheduling},
-	{domain.TypeExecutionChildrenRequested, oExec, []domain.Status{sRunning}, parentOnly, ""}, // fan-out, fenced by the parent's version
+	{domain.TypeExecutionChildrenRequested, oExec, []domain.Status{sRunning}, parentOnly, ""},                    // fan-out, fenced by the parent's version
+	{domain.TypeExecutionRunFailed, oWorker, []domain.Status{sRunning}, plainOnly, domain.StatusScheduling},      // a run that will be retried
+	{domain.TypeExecutionRetryScheduled, oExec, []domain.Status{sScheduling}, plainOnly, domain.StatusRequested}, // back off, slot released
+	{domain.TypeExecutionRequeued, oExec, []domain.Status{sRequested}, plainOnly, ""},                            // the backoff ended
 }
 
 func (r specRow) applies(parent bool) bool {

@@ -15,6 +15,7 @@ type Waiter struct {
 	Key        string
 	Position   uint64
 	EnqueuedAt time.Time
+	Priority   int // 1..4, 1 first
 }
 
 // fifo is a queue of waiters that supports removal from the middle in O(1)
@@ -24,6 +25,7 @@ type fifo struct {
 	items []slot // items[head:] are live or tombstoned ("" id)
 	head  int
 	live  int
+	mixed bool // a waiter of another priority than DefaultPriority was pushed since the fifo was last empty
 }
 
 // slot is one waiter, laid out small: a million of them wait in the bench.
@@ -32,10 +34,11 @@ type fifo struct {
 // rebuilt as that event left it (Queues.Waiting) and a fold need not keep a
 // whole aggregate per waiter.
 type slot struct {
-	id  string
-	pos uint64
-	at  int64    // the request's log time in Unix nanoseconds, when it is UTC and req.at is unset
-	req *request // nil when the request says nothing more (no input, not a child) and its time is UTC
+	id   string
+	pos  uint64
+	at   int64    // the request's log time in Unix nanoseconds, when it is UTC and req.at is unset
+	req  *request // nil when the request says nothing more (no input, not a child) and its time is UTC
+	prio uint8    // the request's priority, 0 for DefaultPriority
 }
 
 // request is what a waiter's execution.requested carries besides its action
@@ -55,6 +58,9 @@ type request struct {
 // newSlot lays out the waiter of execution id requested by e at env.
 func newSlot(id string, env *Envelope, e ExecutionRequested) slot {
 	s := slot{id: id, pos: env.Position}
+	if e.Priority != DefaultPriority && e.Priority >= 0 && e.Priority <= MaxPriority {
+		s.prio = uint8(e.Priority)
+	}
 	var r request
 	if t := env.Time; t == time.Unix(0, t.UnixNano()).UTC() {
 		s.at = t.UnixNano()
@@ -85,8 +91,11 @@ func (s *slot) time() time.Time {
 }
 
 func (s *slot) waiter(key string) Waiter {
-	return Waiter{Execution: s.id, Key: key, Position: s.pos, EnqueuedAt: s.time()}
+	return Waiter{Execution: s.id, Key: key, Position: s.pos, EnqueuedAt: s.time(), Priority: s.priority()}
 }
+
+// priority returns the waiter's priority, 1..4.
+func (s *slot) priority() int { return PriorityOf(int(s.prio)) }
 
 // execution rebuilds the waiter's execution as its requested event left it.
 func (s *slot) execution(ref string) *Execution {
@@ -98,6 +107,7 @@ func (s *slot) execution(ref string) *Execution {
 			r.input, r.parent, r.itemIndex, r.items, r.concurrency, r.withItems
 		version = r.version
 	}
+	e.Priority = int(s.prio)
 	x.Apply(e, version, s.time())
 	return x
 }
@@ -105,6 +115,9 @@ func (s *slot) execution(ref string) *Execution {
 func (f *fifo) push(kq *KeyQueue, s slot, where *locator) {
 	f.items = append(f.items, s)
 	f.live++
+	if s.prio != 0 {
+		f.mixed = true
+	}
 	where.wait(s.id, kq, len(f.items)-1)
 }
 
@@ -129,7 +142,72 @@ func (f *fifo) skip(kq *KeyQueue, where *locator) {
 		f.head = 0
 	}
 	if f.live == 0 {
-		f.items, f.head = f.items[:0], 0
+		f.items, f.head, f.mixed = f.items[:0], 0, false
+	}
+}
+
+// first returns the waiter to grant first: the earliest of the highest
+// priority (the head, when every waiter has the default priority).
+func (f *fifo) first() (*slot, bool) {
+	if !f.mixed {
+		return f.peek()
+	}
+	var best *slot
+	for i := f.head; i < len(f.items); i++ {
+		if s := &f.items[i]; s.id != "" && (best == nil || s.priority() < best.priority()) {
+			if best = s; best.priority() == MinPriority {
+				break
+			}
+		}
+	}
+	return best, best != nil
+}
+
+// firstSeen is first among the waiters requested before position seen (0:
+// all of them); a later waiter is returned only when there is no other,
+// as the head of the FIFO.
+func (f *fifo) firstSeen(seen uint64) (*slot, bool) {
+	if !f.mixed || seen == 0 {
+		return f.first()
+	}
+	var best *slot
+	for i := f.head; i < len(f.items); i++ {
+		s := &f.items[i]
+		if s.id == "" || s.pos >= seen {
+			continue
+		}
+		if best == nil || s.priority() < best.priority() {
+			best = s
+		}
+	}
+	if best == nil {
+		return f.peek()
+	}
+	return best, true
+}
+
+// ordered calls fn with the waiters in grant order (priority, then request
+// order) until fn returns false.
+func (f *fifo) ordered(fn func(*slot) bool) {
+	if !f.mixed {
+		f.each(fn)
+		return
+	}
+	for p := MinPriority; p <= MaxPriority; p++ {
+		stop := false
+		f.each(func(s *slot) bool {
+			if s.priority() != p {
+				return true
+			}
+			if !fn(s) {
+				stop = true
+				return false
+			}
+			return true
+		})
+		if stop {
+			return
+		}
 	}
 }
 
@@ -161,6 +239,16 @@ func (k *KeyQueue) Waiting() int { return k.waiting.live }
 
 // Active returns how many executions hold a slot (granted and not ended).
 func (k *KeyQueue) Active() int { return len(k.active) }
+
+// Next returns the waiter to grant first: the oldest of the highest
+// priority.
+func (k *KeyQueue) Next() (Waiter, bool) {
+	s, ok := k.waiting.first()
+	if !ok {
+		return Waiter{}, false
+	}
+	return s.waiter(k.Key), true
+}
 
 // Head returns the oldest waiter.
 func (k *KeyQueue) Head() (Waiter, bool) {
@@ -319,7 +407,7 @@ func (q *Queue) Grantable(max int, now time.Time) []Waiter {
 		// Up to max from every key, then the oldest max overall: stopping at
 		// max across keys would let map order pick which keys are served.
 		free := min(q.policy.MaxConcurrent-len(kq.active), max)
-		kq.waiting.each(func(s *slot) bool {
+		kq.waiting.ordered(func(s *slot) bool {
 			if free <= 0 {
 				return false
 			}
@@ -328,11 +416,20 @@ func (q *Queue) Grantable(max int, now time.Time) []Waiter {
 			return true
 		})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Position < out[j].Position })
+	sort.Slice(out, func(i, j int) bool { return GrantsBefore(out[i], out[j]) })
 	if len(out) > max {
 		out = out[:max]
 	}
 	return out
+}
+
+// GrantsBefore orders waiters for grants: a higher priority first, then
+// the earlier request.
+func GrantsBefore(a, b Waiter) bool {
+	if a.Priority != b.Priority {
+		return a.Priority < b.Priority
+	}
+	return a.Position < b.Position
 }
 
 // IsWaiting reports whether execution id waits in the queue of key key: a
@@ -346,6 +443,15 @@ func (q *Queue) IsWaiting(id, key string) bool {
 // order, the concurrency limit and the rate limit: nil, or an error naming
 // what it breaks.
 func (q *Queue) CheckGrant(id, key string, at time.Time) error {
+	return q.CheckGrantSeen(id, key, at, 0)
+}
+
+// CheckGrantSeen is CheckGrant for a grant decided on the log before
+// position seen (QueueGranted.Seen; 0: the whole log): the grant may pass
+// a waiter of a higher priority that was requested (or requeued) at or
+// after seen, which its decision could not know; FIFO order within one
+// priority holds regardless (a later request waits behind).
+func (q *Queue) CheckGrantSeen(id, key string, at time.Time, seen uint64) error {
 	switch {
 	case !q.defined:
 		return fmt.Errorf("grant of %s: action %q is not defined", id, q.Ref)
@@ -356,10 +462,14 @@ func (q *Queue) CheckGrant(id, key string, at time.Time) error {
 	if kq == nil {
 		return fmt.Errorf("grant of %s: not waiting in %q key %q", id, q.Ref, key)
 	}
-	head, ok := kq.waiting.peek()
+	head, ok := kq.waiting.firstSeen(seen)
 	if !ok || head.id != id {
 		if !q.IsWaiting(id, key) {
 			return fmt.Errorf("grant of %s: not waiting in %q key %q", id, q.Ref, key)
+		}
+		if p, _ := q.where.get(id); p.i >= 0 && kq.waiting.items[p.i].priority() > head.priority() {
+			return fmt.Errorf("grant of %s (priority %d) passes %s of priority %d (requested at position %d)",
+				id, kq.waiting.items[p.i].priority(), head.id, head.priority(), head.pos)
 		}
 		return fmt.Errorf("grant of %s out of FIFO order: %s (requested at position %d) is ahead of it", id, head.id, head.pos)
 	}
@@ -489,6 +599,13 @@ func (qs *Queues) IsWaiting(id string) bool {
 	return ok && p.i >= 0
 }
 
+// Refused reports whether the fold refused execution id's request and its
+// execution.rejected is not in the log yet.
+func (qs *Queues) Refused(id string) bool {
+	_, ok := qs.pending[id]
+	return ok
+}
+
 // PendingRejections returns requests the fold refused that have no
 // execution.rejected yet, sorted by execution id.
 func (qs *Queues) PendingRejections() []Rejection {
@@ -558,6 +675,27 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 	case QueueActionChanged:
 		_, ref := SplitStream(env.Stream)
 		qs.queue(ref).version = int64(env.Version)
+	case ExecutionRetryScheduled:
+		// A failed run backs off: its slot is free; it is in no FIFO until
+		// execution.requeued.
+		_, id := SplitStream(env.Stream)
+		if p, ok := qs.where.get(id); ok && p.i < 0 {
+			qs.where.remove(id)
+			kq := p.kq
+			delete(kq.active, id)
+			q := qs.queue(kq.ref)
+			if kq.Waiting() == 0 && kq.Active() == 0 && len(q.keys) > 1 {
+				delete(q.keys, kq.Key) // as at an end: the key's queue comes back with the requeue
+			}
+		}
+	case ExecutionRequeued:
+		_, id := SplitStream(env.Stream)
+		if _, ok := qs.where.get(id); ok {
+			return // (a log that says so twice: it waits once)
+		}
+		q := qs.queue(e.Action)
+		kq := q.key(e.ConcurrencyKey)
+		kq.waiting.push(kq, newSlot(id, env, ExecutionRequested{Action: e.Action, Priority: e.Priority}), qs.where)
 	case ExecutionRejected, ExecutionCompleted, ExecutionFailed, ExecutionTimedOut, ExecutionCancelled:
 		_, id := SplitStream(env.Stream)
 		delete(qs.pending, id)
@@ -644,6 +782,9 @@ func (qs *Queues) admit(id string, env *Envelope, e ExecutionRequested) {
 	if code, reason, _ := q.Refusal(key, env.Time); code != "" {
 		refuse(code, reason)
 		return
+	}
+	if !e.Due(env.Time).IsZero() {
+		return // admitted, but in no FIFO until due (execution.requeued)
 	}
 	kq := q.key(key)
 	kq.waiting.push(kq, newSlot(id, env, e), qs.where)

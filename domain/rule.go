@@ -159,6 +159,9 @@ var handoffRule = []RuleRow{
 	{TypeExecutionHandoffExpired, states(StatusScheduled), OwnerExecutor, StatusScheduling, GuardPlain},
 	{TypeExecutionAbandoned, postHandoff, OwnerExecutor, StatusScheduling, GuardPlain},
 	{TypeExecutionChildrenRequested, states(StatusRunning), OwnerExecutor, "", GuardParent},
+	{TypeExecutionRunFailed, states(StatusRunning), OwnerWorker, StatusScheduling, GuardPlain},
+	{TypeExecutionRetryScheduled, states(StatusScheduling), OwnerExecutor, StatusRequested, GuardPlain},
+	{TypeExecutionRequeued, states(StatusRequested), OwnerExecutor, "", GuardPlain},
 }
 
 // HandoffRule returns a copy of the handoff rule's rows, in order.

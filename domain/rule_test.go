@@ -36,6 +36,7 @@ func TestExecutionEventTypes(t *testing.T) {
 		domain.TypeExecutionRejected, domain.TypeExecutionRequested, domain.TypeExecutionRunning,
 		domain.TypeExecutionScheduled, domain.TypeExecutionScheduling, domain.TypeExecutionTimedOut,
 		domain.TypeExecutionChildrenRequested,
+		domain.TypeExecutionRunFailed, domain.TypeExecutionRetryScheduled, domain.TypeExecutionRequeued,
 	}
 	sort.Strings(want)
 	if got := domain.ExecutionEventTypes(); !slices.Equal(got, want) {
@@ -189,6 +190,12 @@ func exampleEvent(typ string) domain.Event {
 		return domain.ExecutionAbandoned{Worker: "w1", Attempt: 1}
 	case domain.TypeExecutionChildrenRequested:
 		return domain.ExecutionChildrenRequested{First: 0, Count: 1}
+	case domain.TypeExecutionRunFailed:
+		return domain.ExecutionRunFailed{Worker: "w1", Attempt: 1, Error: "boom"}
+	case domain.TypeExecutionRetryScheduled:
+		return domain.ExecutionRetryScheduled{Attempt: 1, BackoffMillis: 10, Action: "act"}
+	case domain.TypeExecutionRequeued:
+		return domain.ExecutionRequeued{Action: "act"}
 	}
 	panic("no example for " + typ)
 }

@@ -28,6 +28,9 @@ type ExecutionSnapshot struct {
 	Attempt                                                 int
 	CancelRequested                                         bool
 	CancelReason, TakenBack                                 string
+	Runs                                                    int       // runs the current handoff allows (0: 1)
+	DeferredUntil                                           time.Time // zero unless backing off or delayed
+	Priority                                                int       // 0: DefaultPriority
 	Version                                                 int64
 	RequestedAt, GrantedAt, ScheduledAt, RunningAt, EndedAt time.Time
 	ScheduledTimeout                                        time.Duration
@@ -44,6 +47,7 @@ func (x *Execution) Snapshot() ExecutionSnapshot {
 		Asked: x.asked, Input: x.input,
 		Status: x.status, Worker: x.worker, Incarnation: x.incarnation, Attempt: x.attempt,
 		CancelRequested: x.cancelRequested, CancelReason: x.cancelReason, TakenBack: x.takenBack,
+		Runs: x.runs, DeferredUntil: x.deferredUntil, Priority: x.priority,
 		Version: x.version, RequestedAt: x.requestedAt, GrantedAt: x.grantedAt,
 		ScheduledAt: x.scheduledAt, RunningAt: x.runningAt, EndedAt: x.endedAt,
 		ScheduledTimeout: x.scheduledTimeout, Result: x.result, Error: x.errMsg, Code: x.code,
@@ -58,6 +62,7 @@ func RestoreExecution(s ExecutionSnapshot) *Execution {
 		asked: s.Asked, input: s.Input,
 		status: s.Status, worker: s.Worker, incarnation: s.Incarnation, attempt: s.Attempt,
 		cancelRequested: s.CancelRequested, cancelReason: s.CancelReason, takenBack: s.TakenBack,
+		runs: s.Runs, deferredUntil: s.DeferredUntil, priority: s.Priority,
 		version: s.Version, requestedAt: s.RequestedAt, grantedAt: s.GrantedAt,
 		scheduledAt: s.ScheduledAt, runningAt: s.RunningAt, endedAt: s.EndedAt,
 		scheduledTimeout: s.ScheduledTimeout, result: s.Result, errMsg: s.Error, code: s.Code,
@@ -142,6 +147,7 @@ type WaiterSnapshot struct {
 	Position   uint64
 	EnqueuedAt time.Time
 	Request    *WaiterRequest // nil when the request said nothing more (the common case)
+	Priority   int            // 0: DefaultPriority
 }
 
 // WaiterRequest is what a waiter's execution.requested event said besides
@@ -190,7 +196,7 @@ func (ws Waiters) Each(fn func(w *WaiterSnapshot) bool) {
 	var req WaiterRequest
 	for i := range ws.slots {
 		s := &ws.slots[i]
-		w = WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time()}
+		w = WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time(), Priority: int(s.prio)}
 		if r := s.req; r != nil && r.hasFields() {
 			req = WaiterRequest{Version: r.version, Input: r.input, Parent: r.parent, ItemIndex: r.itemIndex,
 				Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems}
@@ -224,7 +230,7 @@ func (ws Waiters) List() []WaiterSnapshot {
 }
 
 func (s *slot) snapshot() WaiterSnapshot {
-	w := WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time()}
+	w := WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time(), Priority: int(s.prio)}
 	if r := s.req; r != nil && r.hasFields() {
 		w.Request = &WaiterRequest{Version: r.version, Input: r.input, Parent: r.parent, ItemIndex: r.itemIndex,
 			Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems}
@@ -239,6 +245,7 @@ func (w *WaiterSnapshot) slot() slot {
 		e = ExecutionRequested{Input: r.Input, Parent: r.Parent, ItemIndex: r.ItemIndex, Items: r.Items,
 			Concurrency: r.Concurrency, WithItems: r.WithItems}
 	}
+	e.Priority = w.Priority
 	return newSlot(w.Execution, &env, e)
 }
 

@@ -17,7 +17,7 @@ type Violation struct {
 	Position uint64 `json:"position"`
 	Stream   string `json:"stream"`
 	Type     string `json:"type"`
-	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal
+	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy
 	Detail   string `json:"detail"`
 	// Principal is who asked for the event through the API, as its
 	// metadata records ("" for none).
@@ -65,7 +65,9 @@ const MaxViolations = 10_000
 // execution is handed to an incarnation that did not register its runner.
 // Who acted (RulePrincipal): a principal recorded in an event's metadata is
 // valid, and a client asks to cancel only executions it requested; the
-// report counts each principal's events. progress, if not nil, is called with the position
+// report counts each principal's events. The action policies' own rules
+// (retries and their backoffs, attempts) are checkPolicies'. progress, if
+// not nil, is called with the position
 // reached now and then.
 func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64)) (*AuditReport, error) {
 	rep := &AuditReport{ByStatus: map[string]int{}}
@@ -170,6 +172,9 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				if detail := checkFanout(fans, execs, id, x, ev); detail != "" {
 					add(env, "with_items", detail)
 				}
+				if detail := checkPolicies(queues, x, ev, env.Time); detail != "" {
+					add(env, "policy", detail)
+				}
 				x.Apply(ev, env.Version, env.Time)
 				trackFanout(fans, id, x, ev)
 			}
@@ -217,7 +222,7 @@ func queueCheck(qs *domain.Queues, ref string, g domain.QueueGranted, env *domai
 	if q == nil {
 		return fmt.Errorf("grant of %s: action %q has no queue", g.Execution, ref)
 	}
-	return q.CheckGrant(g.Execution, g.ConcurrencyKey, env.Time)
+	return q.CheckGrantSeen(g.Execution, g.ConcurrencyKey, env.Time, g.Seen)
 }
 
 // auditFanout is what the audit knows of a with_items parent's children.

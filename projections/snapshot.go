@@ -161,6 +161,7 @@ func RestoreState(sn *StateSnapshot) *State {
 	s.live = make(map[string]*domain.Execution, len(sn.Executions))
 	for _, x := range sn.Executions {
 		s.live[x.ID] = domain.RestoreExecution(x)
+		s.trackDeferred(x.ID, s.live[x.ID])
 	}
 	s.Next, s.Queues = sn.Next, domain.RestoreQueues(sn.Queues.QueuesSnapshot)
 	for _, w := range sn.Workers {

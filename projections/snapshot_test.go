@@ -269,8 +269,9 @@ func TestStateSnapshotCoversEveryField(t *testing.T) {
 		extra      int // fields of the fold its snapshot does not store
 	}{
 		// State's Ended is a callback, not state; live is Executions (the
-		// queues keep the waiters that have no other event).
-		{projections.State{}, projections.StateSnapshot{}, 1},
+		// queues keep the waiters that have no other event); Deferred is
+		// rebuilt from the executions at restore.
+		{projections.State{}, projections.StateSnapshot{}, 2},
 		// FanoutSnapshot names its parent, the key of State.Fanouts.
 		{projections.Fanout{}, projections.FanoutSnapshot{}, -1},
 		{projections.WorkerState{}, projections.WorkerStateSnapshot{}, 0},

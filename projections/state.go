@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -69,6 +70,12 @@ type State struct {
 	// queue until it does.
 	Announced map[string]Announcement
 
+	// Deferred holds the live executions that wait in no FIFO until a log
+	// time: backing off after a failed run (execution.retry_scheduled), or
+	// requested with run_at / delay_seconds, with no execution.requeued yet;
+	// the executor requeues them then.
+	Deferred map[string]time.Time
+
 	// Ended is called (if set) for each execution when it reaches a terminal
 	// state, with its final state, before it leaves Live.
 	Ended func(x *domain.Execution)
@@ -86,6 +93,7 @@ func NewState() *State {
 
 		Unscheduled: map[string]uuid.UUID{},
 		Announced:   map[string]Announcement{},
+		Deferred:    map[string]time.Time{},
 	}
 }
 
@@ -225,7 +233,12 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 		if x.Status() != domain.StatusRequested {
 			delete(s.Unscheduled, id)
 		}
+		switch ev.(type) {
+		case domain.ExecutionRetryScheduled, domain.ExecutionRequeued:
+			s.trackDeferred(id, x)
+		}
 		if x.Status().Terminal() {
+			delete(s.Deferred, id)
 			if s.Ended != nil {
 				s.Ended(x)
 			}
@@ -258,8 +271,19 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 	if fresh && s.Queues.IsWaiting(id) {
 		// A new execution the queue admitted: its queue keeps it (see State).
 		delete(s.live, id)
+	} else if fresh && touched != nil && !s.Queues.Refused(id) {
+		s.trackDeferred(id, touched) // a request not due yet (run_at, delay_seconds)
 	}
 	return touched
+}
+
+// trackDeferred keeps Deferred equal to the live executions deferred.
+func (s *State) trackDeferred(id string, x *domain.Execution) {
+	if until, ok := x.Deferred(); ok {
+		s.Deferred[id] = until
+	} else {
+		delete(s.Deferred, id)
+	}
 }
 
 // announce records an action change announced before its action event,

@@ -361,7 +361,8 @@ func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string,
 		v.order = append(v.order, id)
 		v.execs.Put(id, rec, 0)
 		v.byRef[req.Action] = append(v.byRef[req.Action], rec.seq)
-		if _, _, _, queued := v.st.Queues.Locate(id); queued {
+		_, _, _, queued := v.st.Queues.Locate(id)
+		if _, deferred := v.st.Deferred[id]; queued || deferred { // (deferred: admitted, not due yet)
 			v.statsFor(req.Action).enqueued++
 		}
 	}

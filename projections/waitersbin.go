@@ -21,13 +21,15 @@ const waitersFormat = 1
 
 // Bits of a waiter's flags byte in the waiters' layout.
 const (
-	waiterUTC   = 1 << iota // EnqueuedAt is UTC: Unix nanoseconds follow (else its MarshalBinary form)
-	waiterExtra             // a WaiterRequest follows
+	waiterUTC      = 1 << iota // EnqueuedAt is UTC: Unix nanoseconds follow (else its MarshalBinary form)
+	waiterExtra                // a WaiterRequest follows
+	waiterPriority             // a priority follows (a varint), last
 )
 
 // marshalWaiters lays ws out compactly: a format byte, their count, then per
-// waiter a flags byte, the execution id, the position, the time, and the
-// waiter's WaiterRequest, when it has one. Lengths and integers are varints;
+// waiter a flags byte, the execution id, the position, the time, its
+// priority when not the default, and the waiter's WaiterRequest, when it
+// has one. Lengths and integers are varints;
 // a nil byte slice is told from an empty one. A time is written as Unix
 // nanoseconds when that gives it back exactly once its monotonic reading is
 // dropped (as any encoding drops it), so the layout of equal waiters is equal.
@@ -88,6 +90,9 @@ func appendWaiter(b []byte, w *domain.WaiterSnapshot) ([]byte, error) {
 	if r != nil {
 		flags |= waiterExtra
 	}
+	if w.Priority != 0 {
+		flags |= waiterPriority
+	}
 	b = append(b, flags)
 	b = binlayout.AppendString(b, w.Execution)
 	b = binary.AppendUvarint(b, w.Position)
@@ -95,6 +100,9 @@ func appendWaiter(b []byte, w *domain.WaiterSnapshot) ([]byte, error) {
 		b = binary.AppendVarint(b, t)
 	} else {
 		b = binlayout.AppendBytes(b, tb)
+	}
+	if w.Priority != 0 {
+		b = binary.AppendVarint(b, int64(w.Priority))
 	}
 	if r == nil {
 		return b, nil
@@ -138,6 +146,9 @@ func decodeWaiters(next func() ([]byte, error)) (domain.Waiters, error) {
 			if err := w.EnqueuedAt.UnmarshalBinary(tb); err != nil {
 				r.Fail(err)
 			}
+		}
+		if flags&waiterPriority != 0 {
+			w.Priority = int(r.Varint())
 		}
 		if flags&waiterExtra != 0 {
 			q = domain.WaiterRequest{Version: r.Uvarint()}

@@ -185,6 +185,10 @@ func TestWaitersBinaryCoversEveryField(t *testing.T) {
 	if w.Request == nil {
 		t.Fatal("the request was not filled")
 	}
+	if w.Priority == 0 {
+		t.Fatal("the priority was not filled")
+	}
+	w.Priority = domain.MaxPriority // a queue keeps a priority of 1..4 (0 for the default)
 	b, err := marshalWaiters(domain.NewWaiters(w))
 	if err != nil {
 		t.Fatal(err)

@@ -32,6 +32,20 @@ type Policy struct {
 	// "allow_private": false}). Every reader of the action sees it: it is
 	// no place for secrets.
 	RunnerConfig json.RawMessage `json:"runner_config,omitempty"`
+	// Retry runs a failed or timed-out run again, up to MaxAttempts runs
+	// in all, after an exponential backoff; absent: a failed run is final.
+	Retry *Retry `json:"retry,omitempty"`
+}
+
+// Retry is an action's retry policy: after failed run n (1 for the first)
+// the execution backs off min(BackoffSeconds × BackoffMultiplier^(n-1),
+// MaxBackoffSeconds), holding no slot, then waits in its queue again.
+// Zero fields take the server's defaults (1 s, × 2, at most 300 s).
+type Retry struct {
+	MaxAttempts       int     `json:"max_attempts"`
+	BackoffSeconds    float64 `json:"backoff_seconds,omitempty"`
+	BackoffMultiplier float64 `json:"backoff_multiplier,omitempty"`
+	MaxBackoffSeconds float64 `json:"max_backoff_seconds,omitempty"`
 }
 
 // Action is an action's policy in force (defaults filled in) and state.

@@ -13,6 +13,12 @@ type ExecutionRequest struct {
 	Input       json.RawMessage   `json:"input,omitempty"`
 	WithItems   []json.RawMessage `json:"with_items,omitempty"`
 	Concurrency int               `json:"concurrency,omitempty"`
+	// Priority is 1..4 (1 first; omitted: 2). RunAt (RFC 3339) or
+	// DelaySeconds make the execution wait in no queue until then (log
+	// time). None of them with WithItems.
+	Priority     int      `json:"priority,omitempty"`
+	RunAt        string   `json:"run_at,omitempty"`
+	DelaySeconds *float64 `json:"delay_seconds,omitempty"`
 }
 
 // Accepted answers a request or a cancellation (202): the execution's id and

@@ -36,6 +36,7 @@ type Assignment struct {
 	Runner         string          `json:"runner"`
 	Input          json.RawMessage `json:"input,omitempty"`
 	RunnerConfig   json.RawMessage `json:"runner_config,omitempty"`
+	KeyField       string          `json:"key_field,omitempty"` // the action's concurrency_key: an input field the runner should ignore
 	Attempt        int             `json:"attempt"`
 	TimeoutSeconds float64         `json:"timeout_seconds"`
 }

@@ -52,6 +52,7 @@ type Job struct {
 	Runner       string
 	Input        json.RawMessage
 	RunnerConfig json.RawMessage // the action's runner_config, if any
+	KeyField     string          // the action's concurrency_key: an input field that is turnstile's, not the handler's
 	Attempt      int
 	Timeout      time.Duration // the action's run timeout (ctx's deadline)
 }
@@ -307,7 +308,7 @@ func (w *Worker) execute(ctx context.Context, sess *session, a wire.Assignment) 
 	if ok := w.report(sess, rep); !ok {
 		return
 	}
-	job := Job{Execution: a.Execution, Action: a.Action, Runner: a.Runner, Input: a.Input, RunnerConfig: a.RunnerConfig, Attempt: a.Attempt,
+	job := Job{Execution: a.Execution, Action: a.Action, Runner: a.Runner, Input: a.Input, RunnerConfig: a.RunnerConfig, KeyField: a.KeyField, Attempt: a.Attempt,
 		Timeout: time.Duration(a.TimeoutSeconds * float64(time.Second))}
 	h := w.handlers[a.Runner]
 	var result any

@@ -140,4 +140,3 @@ func waitExecution(ctx context.Context, t *testing.T, base, id string, ok func(w
 		time.Sleep(20 * time.Millisecond)
 	}
 }
-

@@ -86,10 +86,10 @@ type Store struct {
 	failed     error          // sticky: a write or fsync failed
 	failedC    chan struct{}  // closed once failed is set (Failed)
 	failedErr  atomic.Pointer[error]
-	noAlloc    bool           // preallocation failed once; do not retry
-	lastGroup  int            // requests in the last group commit
-	lingerSkip int            // group commits to go without lingering
-	lastSync   time.Duration  // how long the last fsync took
+	noAlloc    bool          // preallocation failed once; do not retry
+	lastGroup  int           // requests in the last group commit
+	lingerSkip int           // group commits to go without lingering
+	lastSync   time.Duration // how long the last fsync took
 
 	qmu     sync.Mutex
 	queue   []*request

@@ -3,7 +3,9 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
+	"time"
 
 	"github.com/turnstile/turnstile/domain"
 
@@ -50,6 +52,10 @@ type keyModel struct {
 type placement struct {
 	action, key string
 	active      bool
+	backoffEnd  time.Time // backing off after a failed run, or a request not due, until then (log time): neither waiting nor active
+	backingOff  bool
+	prio        int    // 1..4
+	pos         uint64 // of its request, or of its requeue: its place in the FIFO
 }
 
 func newChecker() *checker {
@@ -124,7 +130,7 @@ func (c *checker) check(env *domain.Envelope) *violation {
 		if q == nil {
 			return bad("grant", "grant of %s: action %q has no queue", e.Execution, id)
 		}
-		if err := q.CheckGrant(e.Execution, e.ConcurrencyKey, env.Time); err != nil {
+		if err := q.CheckGrantSeen(e.Execution, e.ConcurrencyKey, env.Time, e.Seen); err != nil {
 			return bad("grant", "%v", err)
 		}
 		c.granted[e.Execution] = true
@@ -215,16 +221,65 @@ func (c *checker) model(env *domain.Envelope, id string, x *domain.Execution, ev
 		if a.policy.OnLimit == domain.OnLimitReject || a.waiting >= a.policy.MaxQueueLength {
 			return bad("sim", "the simulation's model does not cover on_limit reject or full queues")
 		}
+		p := &placement{action: e.Action, key: k, prio: e.Priority, pos: env.Position}
+		if p.prio == 0 {
+			p.prio = 2
+		}
+		c.place[id] = p
+		a.stats.TotalEnqueued++
+		// Not due before run_at or the delay after the request's log time.
+		if t, err := time.Parse(time.RFC3339, e.RunAt); e.RunAt != "" && err == nil && t.After(env.Time) {
+			p.backingOff, p.backoffEnd = true, t
+		}
+		if e.DelayMillis > 0 {
+			p.backingOff, p.backoffEnd = true, env.Time.Add(time.Duration(e.DelayMillis)*time.Millisecond)
+		}
+		if p.backingOff {
+			a.key(k) // (its key's queue exists from the request on)
+			return nil
+		}
 		km := a.key(k)
 		km.waiting = append(km.waiting, id)
 		a.waiting++
-		a.stats.TotalEnqueued++
-		c.place[id] = &placement{action: e.Action, key: k}
 	case domain.ExecutionScheduling:
 		if p := c.place[id]; p == nil || !p.active || e.ConcurrencyKey != p.key {
 			return bad("model", "execution %s takes a slot but was not granted one (in key %q)", id, e.ConcurrencyKey)
 		}
 		c.actions[x.Action()].stats.TotalGranted++
+	case domain.ExecutionScheduled:
+		a := c.actions[x.Action()]
+		if limit := attemptLimit(a.policy); limit > 0 && e.Attempt > limit {
+			return bad("attempts", "execution %s handed off for attempt %d; %q allows %d", id, e.Attempt, x.Action(), limit)
+		}
+	case domain.ExecutionRetryScheduled:
+		p := c.place[id]
+		if p == nil || !p.active {
+			return bad("model", "execution %s backs off but holds no slot", id)
+		}
+		a := c.actions[p.action]
+		want := modelBackoff(a.policy, e.Attempt)
+		if time.Duration(e.BackoffMillis)*time.Millisecond != want {
+			return bad("backoff", "execution %s backs off %dms after run %d; %q says %s", id, e.BackoffMillis, e.Attempt, p.action, want)
+		}
+		delete(a.keys[p.key].active, id)
+		a.active--
+		p.active, p.backingOff, p.backoffEnd = false, true, env.Time.Add(want)
+	case domain.ExecutionRequeued:
+		p := c.place[id]
+		if p == nil || !p.backingOff {
+			return bad("model", "execution %s requeued but was not backing off", id)
+		}
+		if env.Time.Before(p.backoffEnd) {
+			return bad("backoff", "execution %s requeued at %s, its backoff ends at %s", id, env.Time, p.backoffEnd)
+		}
+		a := c.actions[p.action]
+		km := a.keys[p.key]
+		if km == nil {
+			km = a.key(p.key)
+		}
+		km.waiting = append(km.waiting, id)
+		a.waiting++
+		p.backingOff, p.pos = false, env.Position
 	case domain.ExecutionCompleted, domain.ExecutionFailed, domain.ExecutionTimedOut, domain.ExecutionCancelled, domain.ExecutionRejected:
 		a := c.actions[x.Action()]
 		if a == nil {
@@ -248,6 +303,9 @@ func (c *checker) model(env *domain.Envelope, id string, x *domain.Execution, ev
 		}
 		delete(c.place, id)
 		km := a.keys[p.key]
+		if p.backingOff {
+			return nil // in no queue and holding no slot
+		}
 		if p.active {
 			delete(km.active, id)
 			a.active--
@@ -271,17 +329,28 @@ func (c *checker) modelGrant(e domain.QueueGranted, bad func(rule, format string
 	}
 	a := c.actions[p.action]
 	km := a.keys[p.key]
+	// The waiter to grant: the first (in request order) of the highest priority.
+	// (Among the waiters the grant's decision had seen: a request of a
+	// higher priority committed after it may be passed.)
+	next := km.waiting[0]
+	for _, w := range km.waiting {
+		if c.place[w].prio < c.place[next].prio && (e.Seen == 0 || c.place[w].pos < e.Seen) {
+			next = w
+		}
+	}
 	switch {
 	case e.ConcurrencyKey != p.key:
 		return bad("model", "execution %s is granted in key %q; its input gives %q", id, e.ConcurrencyKey, p.key)
-	case km.waiting[0] != id:
-		return bad("model", "FIFO: %s is granted while %s, requested before it, waits in %q key %q", id, km.waiting[0], p.action, p.key)
+	case next != id && c.place[next].prio < p.prio:
+		return bad("priority", "%s (priority %d) is granted while %s of priority %d waits in %q key %q", id, p.prio, next, c.place[next].prio, p.action, p.key)
+	case next != id:
+		return bad("model", "FIFO: %s is granted while %s, requested before it, waits in %q key %q", id, next, p.action, p.key)
 	case len(km.active) >= a.policy.MaxConcurrent:
 		return bad("model", "limit: %s is granted with %d active in %q key %q, max_concurrent %d", id, len(km.active), p.action, p.key, a.policy.MaxConcurrent)
 	case a.paused:
 		return bad("model", "%s is granted while %q is paused", id, p.action)
 	}
-	km.waiting = km.waiting[1:]
+	km.waiting = slices.DeleteFunc(km.waiting, func(w string) bool { return w == id })
 	km.active[id] = true
 	p.active = true
 	a.waiting--
@@ -308,4 +377,33 @@ func (c *checker) compareStats(v *projections.Views) error {
 		}
 	}
 	return nil
+}
+
+// attemptLimit is how many handoffs policy p allows an execution, computed
+// here apart from the domain: max_attempts, or the retry's max_attempts
+// when larger; 0 for no limit.
+func attemptLimit(p domain.Policy) int {
+	if p.MaxAttempts <= 0 {
+		return 0
+	}
+	if p.Retry != nil && p.Retry.MaxAttempts > p.MaxAttempts {
+		return p.Retry.MaxAttempts
+	}
+	return p.MaxAttempts
+}
+
+// modelBackoff is the backoff after failed run n under p, computed here
+// apart from the domain: backoff_seconds × multiplier^(n-1), at most
+// max_backoff_seconds, to the millisecond.
+func modelBackoff(p domain.Policy, n int) time.Duration {
+	r := p.Retry
+	if r == nil {
+		return 0
+	}
+	s := r.BackoffSeconds
+	for i := 1; i < n && s < r.MaxBackoffSeconds; i++ {
+		s *= r.BackoffMultiplier
+	}
+	s = math.Min(s, r.MaxBackoffSeconds)
+	return time.Duration(math.Round(s*1000)) * time.Millisecond
 }

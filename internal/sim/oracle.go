@@ -58,6 +58,15 @@ var oracleRows = []oracleRow{
 	{"execution.handoff_expired", "executor", []string{oScheduled}, "plain", oScheduling},
 	// abandoned: its worker declared lost, after the handoff; back to the executor.
 	{"execution.abandoned", "executor", []string{oScheduled, oRunning}, "plain", oScheduling},
+	// docs/policies.md, retries: a run that fails or times out with runs left is
+	// reported by its worker as run_failed (running → scheduling, the slot still
+	// held); the executor then releases the slot for the backoff
+	// (retry_scheduled: scheduling → requested, waiting outside its queue) and,
+	// once the backoff or a request's run_at is over, puts it back at the end of
+	// its queue (requeued, still requested).
+	{"execution.run_failed", "worker", []string{oRunning}, "plain", oScheduling},
+	{"execution.retry_scheduled", "executor", []string{oScheduling}, "plain", oRequested},
+	{"execution.requeued", "executor", []string{oRequested}, "plain", ""},
 	// A with_items parent takes no slot and runs on no worker: the executor starts it,
 	// requests its children, and ends it (completed once all children ended, failed or
 	// cancelled).

@@ -118,6 +118,13 @@ const (
 	// BugOverGrant: the executor reads every action's max_concurrent one
 	// higher than the log says, so it grants one slot too many.
 	BugOverGrant
+	// BugEarlyRequeue: the executor reads every backoff after a failed run
+	// as zero, so it puts a retried execution back in its queue before its
+	// backoff has ended.
+	BugEarlyRequeue
+	// BugIgnorePriority: the executor reads every request's priority as
+	// the default, so it grants in request order alone.
+	BugIgnorePriority
 )
 
 // Result describes a finished simulation.
@@ -383,6 +390,10 @@ func (w *world) setup() error {
 			TimeoutSeconds: runTimeout.Seconds(), ScheduledTimeoutSeconds: scheduledTimeout.Seconds(), MaxAttempts: 2 + w.rng.IntN(2)}
 		if w.cfg.MixedRunners {
 			p.Runner = simRunners[w.rng.IntN(len(simRunners))]
+		}
+		if i%3 != 2 { // failed runs are retried (with a key too)
+			p.Retry = &domain.RetryPolicy{MaxAttempts: 2 + w.rng.IntN(2), BackoffSeconds: float64(1 + w.rng.IntN(3)),
+				BackoffMultiplier: 2, MaxBackoffSeconds: 8}
 		}
 		switch i % 3 {
 		case 1:
@@ -660,6 +671,12 @@ func (w *world) request() {
 		}
 		r.Concurrency = 1 + w.rng.IntN(2)
 	}
+	if r.WithItems == nil {
+		r.Priority = w.rng.IntN(domain.MaxPriority + 1) // 0: the default
+		if w.chance(0.1) {
+			r.DelaySeconds = float64(w.rng.IntN(20))
+		}
+	}
 	if w.chance(0.02) {
 		r.Action = "undefined.action" // rejected by the executor
 	}
@@ -775,8 +792,13 @@ func (w *world) execFold() {
 	if err != nil {
 		return // the subscription failed: it resumes from the same position
 	}
-	if w.cfg.Bug == BugOverGrant {
+	switch w.cfg.Bug {
+	case BugOverGrant:
 		overGrant(evs)
+	case BugEarlyRequeue:
+		noBackoff(evs)
+	case BugIgnorePriority:
+		noPriority(evs)
 	}
 	x.e.Fold(evs)
 }
@@ -1171,6 +1193,53 @@ func overGrant(evs []domain.Envelope) {
 			ev = e
 		case domain.ActionPolicyChanged:
 			e.Policy.MaxConcurrent++
+			ev = e
+		}
+		if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
+			env.Data = re.Data
+		}
+	}
+}
+
+// noBackoff rewrites every execution.retry_scheduled in evs with no
+// backoff (BugEarlyRequeue).
+func noBackoff(evs []domain.Envelope) {
+	for i := range evs {
+		env := &evs[i]
+		if env.Type != domain.TypeExecutionRetryScheduled {
+			continue
+		}
+		ev, err := codec.Events.Decode(env)
+		if err != nil {
+			continue
+		}
+		if e, ok := ev.(domain.ExecutionRetryScheduled); ok {
+			e.BackoffMillis = 0
+			if re, err := codec.Events.Encode(env.ID, e, env.Owner, env.Writer); err == nil {
+				env.Data = re.Data
+			}
+		}
+	}
+}
+
+// noPriority rewrites every request and requeue in evs with the default
+// priority (BugIgnorePriority).
+func noPriority(evs []domain.Envelope) {
+	for i := range evs {
+		env := &evs[i]
+		if env.Type != domain.TypeExecutionRequested && env.Type != domain.TypeExecutionRequeued {
+			continue
+		}
+		ev, err := codec.Events.Decode(env)
+		if err != nil {
+			continue
+		}
+		switch e := ev.(type) {
+		case domain.ExecutionRequested:
+			e.Priority = 0
+			ev = e
+		case domain.ExecutionRequeued:
+			e.Priority = 0
 			ev = e
 		}
 		if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {

@@ -195,6 +195,8 @@ func TestCatchesBugs(t *testing.T) {
 		{"unfenced grants", sim.BugUnfencedGrants, "grant"},
 		{"unfenced workers", sim.BugUnfencedWorkers, ""},
 		{"over-grant", sim.BugOverGrant, "max_concurrent"},
+		{"early requeue", sim.BugEarlyRequeue, "backoff"},
+		{"ignore priority", sim.BugIgnorePriority, "priority"},
 	} {
 		t.Run(bug.name, func(t *testing.T) {
 			var failed *sim.Failure

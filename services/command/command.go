@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -108,6 +109,12 @@ type Request struct {
 	ItemIndex int
 	// Deprecated: use WithItems. If set, it must equal len(WithItems).
 	Items int
+
+	// Priority is 1..4 (1 first; 0: the default, 2). RunAt or DelaySeconds
+	// (from the request's log time) keep it out of its FIFO until then.
+	Priority     int
+	RunAt        *time.Time
+	DelaySeconds float64
 }
 
 // IDForKey returns the id of the execution requested with idempotency key
@@ -176,10 +183,19 @@ func (c *Service) decideRequest(r Request, p domain.Principal) (d requestDecisio
 		}
 		d.id = u.String()
 	}
+	delay, err := domain.DelayMillisOf(r.DelaySeconds)
+	if err != nil {
+		return d, err
+	}
+	var runAt string
+	if r.RunAt != nil {
+		runAt = domain.FormatRunAt(*r.RunAt)
+	}
 	x := domain.NewExecution(d.id)
 	ev, err := x.Request(domain.ExecutionRequested{
 		Action: r.Action, Input: r.Input, Items: r.Items, Concurrency: r.Concurrency, WithItems: r.WithItems,
 		IdempotencyKey: r.IdempotencyKey, RequestHash: d.hash,
+		Priority: r.Priority, RunAt: runAt, DelayMillis: delay,
 	})
 	if err != nil {
 		return d, err
@@ -232,7 +248,10 @@ func requestHash(r Request) string {
 		I  json.RawMessage
 		C  int
 		WI []json.RawMessage `json:",omitempty"`
-	}{r.Action, compactJSON(r.Input), r.Concurrency, items})
+		P  int               `json:",omitempty"`
+		RA *time.Time        `json:",omitempty"`
+		D  float64           `json:",omitempty"`
+	}{r.Action, compactJSON(r.Input), r.Concurrency, items, r.Priority, r.RunAt, r.DelaySeconds})
 	h.Write(b)
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }

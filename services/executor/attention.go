@@ -1,10 +1,12 @@
 // Executions the executor holds outside the queue: one asked to cancel
 // before its handoff is cancelled; one taken back from a worker (its
 // handoff expired, or it was abandoned) is handed to another worker if one
-// is free, or failed once its max_attempts are spent.
+// is free, or failed once its max_attempts are spent; one whose run failed
+// and may run again backs off (retry.go).
 //
-// Writes: execution.cancelled, execution.scheduled (the handoff again) or
-// execution.failed on execution-<id>, at its version. When: every cycle.
+// Writes: execution.cancelled, execution.scheduled (the handoff again),
+// execution.retry_scheduled or execution.failed on execution-<id>, at its
+// version. When: every cycle.
 
 package executor
 
@@ -45,14 +47,18 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 			continue
 		}
 		p := q.Policy()
-		if x.Attempt() >= p.MaxAttempts {
+		if x.TakenBack() == domain.TakenBackRunFailed {
+			ops = e.decideRetry(ops, x, xs, p)
+			continue
+		}
+		if limit := p.HandoffLimit(); limit > 0 && x.Attempt() >= limit { // (max_attempts, or the retry's when larger)
 			code := x.TakenBack()
 			why := "no worker started it within its scheduled_timeout"
 			if code == domain.FailWorkerLost {
 				why = "its worker was lost or stopped while holding it"
 			}
 			ev, err := x.Fail(domain.OwnerExecutor, e.cfg.Name,
-				fmt.Sprintf("%s: gave up after %d attempts (max_attempts %d): %s", code, x.Attempt(), p.MaxAttempts, why), nil)
+				fmt.Sprintf("%s: gave up after %d attempts (max_attempts %d): %s", code, x.Attempt(), p.HandoffLimit(), why), nil)
 			if err == nil {
 				ev.Code = code
 				ops = append(ops, op{what: "fail " + id, count: &e.Stats.Failures,

@@ -46,6 +46,7 @@ func (e *Executor) Decide(timed bool) []Decision {
 	if timed {
 		ops = e.decideLeases(ops, now)
 		ops = e.decideQueueTimeouts(ops, now)
+		ops = e.decideRequeues(ops, now)
 	}
 	ops = e.decideExpiries(ops, now, timed)
 	if len(e.state.Attention) > 0 {

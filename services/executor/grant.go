@@ -1,5 +1,5 @@
-// Grants and handoffs: the heads of the queues, oldest request first
-// across all queues, get a slot while workers have free ones (fenced by the
+// Grants and handoffs: the heads of the queues, highest priority then
+// oldest request first across all queues, get a slot while workers have free ones (fenced by the
 // queue stream's version: never more than max_concurrent, never out of FIFO
 // order, within the rate limit), and in the same decision a handoff to a
 // free worker that runs their action. A grant the log shows without its
@@ -62,7 +62,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 			cands = append(cands, cand{q, w})
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool { return cands[i].w.Position < cands[j].w.Position })
+	sort.Slice(cands, func(i, j int) bool { return domain.GrantsBefore(cands[i].w, cands[j].w) })
 	perQueue := map[string]*op{}
 	var order []string
 	qVersion := map[string]int64{}
@@ -95,7 +95,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 				perQueue[c.q.Ref] = o
 				qVersion[c.q.Ref] = c.q.Version()
 			}
-			return e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key})
+			return e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key, Seen: e.state.Next})
 		})
 		if !ok {
 			continue

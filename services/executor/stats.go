@@ -23,4 +23,7 @@ type Stats struct {
 	// counted once its decisions, and those of every earlier cycle, have
 	// been appended (or refused).
 	TimedCycles atomic.Int64
+	// Retries counts failed runs taken back to back off; Requeues, backoffs
+	// ended (the execution waits in its queue again).
+	Retries, Requeues atomic.Int64
 }

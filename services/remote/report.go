@@ -120,11 +120,11 @@ func decide(x *domain.Execution, writer string, r Report, timeout time.Duration)
 		if msg == "" {
 			msg = "the worker reported a failure"
 		}
-		return x.Fail(domain.OwnerWorker, writer, msg, r.Result)
+		return x.RetryOr(x.Fail(domain.OwnerWorker, writer, msg, r.Result)) // run_failed when the retry policy allows another run
 	case ReportTimedOut:
 		ev, err := x.TimeOut(writer, timeout)
 		ev.Result = r.Result
-		return ev, err
+		return x.RetryOr(ev, err)
 	default: // cancelled
 		reason := r.Error
 		if reason == "" {

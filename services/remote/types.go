@@ -27,6 +27,7 @@ type Assignment struct {
 	Runner         string
 	Input          json.RawMessage
 	RunnerConfig   json.RawMessage
+	KeyField       string // the action's concurrency_key: the input field the runner leaves to turnstile
 	Attempt        int
 	TimeoutSeconds float64
 }

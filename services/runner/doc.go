@@ -20,6 +20,10 @@
 // are decoded strictly: the input must be one JSON object; an unknown key, a
 // key in the wrong letter case, a repeated key, a value of the wrong type or
 // trailing data is a Failure whose message starts with "invalid input: ".
+// The one exception is the field an action's concurrency_key names: it picks
+// the action's queue and is the action's, not the runner's, so RunKeyed (the
+// worker's way to run a handoff, which names the field) leaves it out for
+// these four runners, unless it is one of the runner's own fields.
 // The runner_configs of core.shell and core.http are decoded as strictly
 // (ValidateConfig's error; at run time a Failure whose message starts with
 // "invalid runner_config: ").

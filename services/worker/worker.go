@@ -722,7 +722,8 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		case runErr == nil:
 			return x.Complete(domain.OwnerWorker, me, result)
 		case errors.As(runErr, &failure):
-			return x.Fail(domain.OwnerWorker, me, failure.Message, failure.Result)
+			// A run the handoff allows to retry ends in execution.run_failed.
+			return x.RetryOr(x.Fail(domain.OwnerWorker, me, failure.Message, failure.Result))
 		case errors.Is(cause, errCancelRequested):
 			ev, err := x.Cancel(domain.OwnerWorker, me, x.CancelReason())
 			ev.Code, ev.Result = domain.CancelRequested, partial
@@ -732,9 +733,9 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		case errors.Is(runErr, context.DeadlineExceeded):
 			ev, err := x.TimeOut(me, timeout)
 			ev.Result = partial
-			return ev, err
+			return x.RetryOr(ev, err)
 		default:
-			return x.Fail(domain.OwnerWorker, me, runErr.Error(), partial)
+			return x.RetryOr(x.Fail(domain.OwnerWorker, me, runErr.Error(), partial))
 		}
 	}))
 	if repository.Unavailable(err) {
@@ -781,7 +782,7 @@ func (w *Worker) refused(msg, id string, attempt int, inc string, err error) {
 }
 
 // execute runs sched's runner, with the action's runner_config next to the
-// input (runner.RunWith), under ctx with the action's timeout as its
+// input and the name of its concurrency_key field (runner.RunKeyed), under ctx with the action's timeout as its
 // deadline; an instant runner (runner.IsInstant) gets no deadline of its
 // own, as none can pass while it runs.
 func (w *Worker) execute(ctx context.Context, sched domain.ExecutionScheduled) (json.RawMessage, error) {
@@ -794,7 +795,7 @@ func (w *Worker) execute(ctx context.Context, sched domain.ExecutionScheduled) (
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	return runner.RunWith(ctx, r, sched.RunnerConfig, sched.Input)
+	return runner.RunKeyed(ctx, r, sched.RunnerConfig, sched.Input, sched.KeyField)
 }
 
 // Drain ends the worker gracefully. It records worker.draining (from then on

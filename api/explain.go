@@ -1,0 +1,28 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/turnstile/turnstile/client/wire"
+)
+
+// explainExecution answers why an execution is not running now, from the
+// fold the executor decides with (projections.State.Explain).
+func (s *Server) explainExecution(w http.ResponseWriter, r *http.Request) {
+	id, p := idParam(r)
+	if p == nil {
+		p = queryOnly(r)
+	}
+	if p != nil {
+		writeProblem(w, p)
+		return
+	}
+	e, ok := s.cfg.Queries.Explain(r.Context(), id, time.Now())
+	if !ok {
+		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no execution %q", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.Explanation{Status: string(e.Status), Position: e.Position, Ahead: e.Ahead,
+		WaitingFor: e.WaitingFor, LogPosition: e.LogAt})
+}
