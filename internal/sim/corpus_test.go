@@ -12,10 +12,10 @@ import (
 
 // corpusSeed is one line of testdata/seeds.
 type corpusSeed struct {
-	seed          uint64
-	steps         int
-	single, split bool
-	line          int
+	seed                 uint64
+	steps                int
+	single, split, mixed bool
+	line                 int
 }
 
 func readCorpus(t *testing.T) []corpusSeed {
@@ -49,9 +49,11 @@ func readCorpus(t *testing.T) []corpusSeed {
 				s.single = true
 			case "split":
 				s.split = true
+			case "mixed":
+				s.mixed = true
 			case "-":
 			default:
-				t.Fatalf("testdata/seeds:%d: unknown flag %q (single, split or -)", n, flag)
+				t.Fatalf("testdata/seeds:%d: unknown flag %q (single, split, mixed or -)", n, flag)
 			}
 		}
 		out = append(out, s)
@@ -71,7 +73,7 @@ func TestSeedCorpus(t *testing.T) {
 		t.Fatal("testdata/seeds holds no seed")
 	}
 	for _, s := range seeds {
-		_, err := runSeed(sim.Config{Seed: s.seed, Steps: s.steps, SingleStream: s.single, SplitBrain: s.split})
+		_, err := runSeed(sim.Config{Seed: s.seed, Steps: s.steps, SingleStream: s.single, SplitBrain: s.split, MixedRunners: s.mixed})
 		if err != nil {
 			t.Errorf("testdata/seeds:%d: %v", s.line, err)
 		}

@@ -159,8 +159,8 @@ type Failure struct {
 	Steps int // the Config.Steps of the run
 	Step  int // the step after which it was found
 	Err   error
-	// SingleStream and SplitBrain are the run's Config's.
-	SingleStream, SplitBrain bool
+	// SingleStream, SplitBrain and MixedRunners are the run's Config's.
+	SingleStream, SplitBrain, MixedRunners bool
 }
 
 func (f *Failure) Error() string {
@@ -170,6 +170,9 @@ func (f *Failure) Error() string {
 	}
 	if f.SplitBrain {
 		flags += " SPLIT=1"
+	}
+	if f.MixedRunners {
+		flags += " MIXED=1"
 	}
 	return fmt.Sprintf("simulation seed %d failed at step %d: %v (replay: make simulate SEED=%d STEPS=%d%s)", f.Seed, f.Step, f.Err, f.Seed, f.Steps, flags)
 }
@@ -349,7 +352,7 @@ func Run(cfg Config) (*Result, error) {
 }
 
 func (w *world) fail(err error) error {
-	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err, SingleStream: w.cfg.SingleStream, SplitBrain: w.cfg.SplitBrain}
+	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err, SingleStream: w.cfg.SingleStream, SplitBrain: w.cfg.SplitBrain, MixedRunners: w.cfg.MixedRunners}
 }
 
 // newID draws a UUID (version 4 layout) from the simulation's generator.

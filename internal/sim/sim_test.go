@@ -20,6 +20,7 @@ var (
 	traceFlag = flag.Bool("trace", false, "TestSimulate: print every step")
 	splitFlag = flag.Bool("split-brain", false, "TestSimulate: let two executors decide at once now and then")
 	single    = flag.Bool("single-stream", false, "TestSimulate: a log without atomic multi-stream appends (the executor's single-stream path)")
+	mixedFlag = flag.Bool("mixed-runners", false, "TestSimulate: workers that serve different runners (Config.MixedRunners)")
 )
 
 // TestSimulate runs one simulation when TURNSTILE_SIMULATE is set (that is
@@ -32,7 +33,7 @@ func TestSimulate(t *testing.T) {
 	if seed == 0 {
 		seed = uint64(time.Now().UnixNano())
 	}
-	cfg := sim.Config{Seed: seed, Steps: *stepsFlag, SplitBrain: *splitFlag, SingleStream: *single}
+	cfg := sim.Config{Seed: seed, Steps: *stepsFlag, SplitBrain: *splitFlag, SingleStream: *single, MixedRunners: *mixedFlag}
 	if *traceFlag {
 		cfg.Trace = os.Stdout
 	}
@@ -68,8 +69,8 @@ func TestSeeds(t *testing.T) {
 	base := uint64(time.Now().UnixNano())
 	// Printed first, so that any failure (even a panic or a hang) replays:
 	// seed i is base + i*0x9e3779b97f4a7c15, single-stream when i is odd,
-	// split brain when i%4 == 2.
-	t.Logf("random seeds from base %d (seed i = base + i*0x9e3779b97f4a7c15; i odd: SINGLE=1; i%%4 == 2: SPLIT=1); a failed seed joins testdata/seeds", base)
+	// split brain when i%4 == 2, mixed runners when i%3 == 1.
+	t.Logf("random seeds from base %d (seed i = base + i*0x9e3779b97f4a7c15; i odd: SINGLE=1; i%%4 == 2: SPLIT=1; i%%3 == 1: MIXED=1); a failed seed joins testdata/seeds", base)
 	total, seeds := 0, 0
 	start := time.Now()
 	for ; seeds < 4 || time.Since(start) < budget; seeds++ {
@@ -112,6 +113,9 @@ func runSeed(cfg sim.Config) (res *sim.Result, err error) {
 			}
 			if cfg.SplitBrain {
 				flags += " SPLIT=1"
+			}
+			if cfg.MixedRunners {
+				flags += " MIXED=1"
 			}
 			res, err = nil, fmt.Errorf("seed %d panicked: %v (replay: make simulate SEED=%d STEPS=%d%s)\n%s",
 				cfg.Seed, p, cfg.Seed, cfg.Steps, flags, debug.Stack())

@@ -67,9 +67,9 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 			continue
 		}
 		// Another worker than the one it was taken back from, if one is free.
-		wk := pickWorkerBut(workers, p.Runner, x.Worker())
+		wk := pickWorkerBut(workers, p.Runner, id, x.Worker())
 		if wk == nil {
-			wk = pickWorker(workers, p.Runner)
+			wk = pickWorker(workers, p.Runner, id)
 		}
 		if wk == nil {
 			continue
@@ -78,7 +78,7 @@ func (e *Executor) decideAttention(ops []op, attention []string) []op {
 		if err != nil {
 			continue
 		}
-		wk.free--
+		wk.take(id)
 		ops = append(ops, op{what: "reschedule " + id, count: &e.Stats.Grants, grants: true,
 			appends: []eventstore.StreamAppend{e.stage(xs, x.Version(), ev)}})
 		e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 1)}

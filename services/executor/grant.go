@@ -44,10 +44,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		return ops
 	}
 	ops = e.decideUnscheduled(ops, workers)
-	free := 0
-	for _, w := range workers {
-		free += w.free
-	}
+	free := slots(workers)
 	type cand struct {
 		q *domain.Queue
 		w domain.Waiter
@@ -175,7 +172,7 @@ func (e *Executor) decideUnscheduled(ops []op, workers []*freeWorker) []op {
 // free for x or the rule refuses either event.
 func (e *Executor) grantAndHand(x *domain.Execution, xs, key string, q *domain.Queue, workers []*freeWorker, fence func() uuid.UUID) (eventstore.StreamAppend, bool) {
 	p := q.Policy()
-	wk := pickWorker(workers, p.Runner)
+	wk := pickWorker(workers, p.Runner, x.ID())
 	if wk == nil {
 		return eventstore.StreamAppend{}, false
 	}
@@ -193,6 +190,6 @@ func (e *Executor) grantAndHand(x *domain.Execution, xs, key string, q *domain.Q
 	}
 	a := e.stageAfter(fence(), xs, x.Version(), grant, sched)
 	e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
-	wk.free--
+	wk.take(x.ID())
 	return a, true
 }
