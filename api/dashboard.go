@@ -49,7 +49,7 @@ func waiterPage(q projections.QueueContents, total, offset int) wire.WaiterPage 
 	out := wire.WaiterPage{Action: q.Action, Paused: q.Paused, Total: total, Offset: offset,
 		Waiting: make([]wire.Waiter, 0, len(q.Waiting)), Active: q.Active, Position: q.Position}
 	for _, x := range q.Waiting {
-		out.Waiting = append(out.Waiting, wire.Waiter{ID: x.ID, ConcurrencyKey: x.ConcurrencyKey, Position: x.Position, EnqueuedAt: x.EnqueuedAt})
+		out.Waiting = append(out.Waiting, wire.Waiter{ID: x.ID, ConcurrencyKey: x.ConcurrencyKey, Position: x.Position, EnqueuedAt: x.EnqueuedAt, Priority: x.Priority})
 	}
 	if out.Active == nil {
 		out.Active = []string{}

@@ -59,7 +59,7 @@ func statsOut(s projections.QueueStats) wire.QueueStats {
 func queueOut(q projections.QueueContents) wire.Queue {
 	out := wire.Queue{Action: q.Action, Paused: q.Paused, Waiting: make([]wire.Waiter, len(q.Waiting)), Active: q.Active, Position: q.Position}
 	for i, w := range q.Waiting {
-		out.Waiting[i] = wire.Waiter{ID: w.ID, ConcurrencyKey: w.ConcurrencyKey, Position: w.Position, EnqueuedAt: w.EnqueuedAt}
+		out.Waiting[i] = wire.Waiter{ID: w.ID, ConcurrencyKey: w.ConcurrencyKey, Position: w.Position, EnqueuedAt: w.EnqueuedAt, Priority: w.Priority}
 	}
 	if out.Active == nil {
 		out.Active = []string{}

@@ -33,7 +33,7 @@ func (v *Views) QueuePage(ref string, offset, limit int) (page QueueContents, to
 		page.Active = append(page.Active, kq.ActiveIDs()...)
 		n := 0
 		kq.EachWaiting(func(w domain.Waiter) bool {
-			merged = append(merged, WaiterView{ID: w.Execution, ConcurrencyKey: w.Key, Position: w.Position, EnqueuedAt: w.EnqueuedAt})
+			merged = append(merged, WaiterView{ID: w.Execution, ConcurrencyKey: w.Key, Position: w.Position, EnqueuedAt: w.EnqueuedAt, Priority: w.Priority})
 			n++
 			return n < want // a key's first offset+limit hold every waiter of the page
 		})

@@ -706,6 +706,7 @@ type WaiterView struct {
 	ConcurrencyKey string    `json:"concurrency_key,omitempty"`
 	Position       uint64    `json:"position"`
 	EnqueuedAt     time.Time `json:"enqueued_at"`
+	Priority       int       `json:"priority"` // 1..4, 1 first
 }
 
 // Queue returns an action's queue.
@@ -728,7 +729,7 @@ func queueContents(st *State, ref string) QueueContents {
 	for _, k := range q.Keys() {
 		kq := q.Key(k)
 		kq.EachWaiting(func(w domain.Waiter) bool {
-			out.Waiting = append(out.Waiting, WaiterView{ID: w.Execution, ConcurrencyKey: w.Key, Position: w.Position, EnqueuedAt: w.EnqueuedAt})
+			out.Waiting = append(out.Waiting, WaiterView{ID: w.Execution, ConcurrencyKey: w.Key, Position: w.Position, EnqueuedAt: w.EnqueuedAt, Priority: w.Priority})
 			return true
 		})
 		out.Active = append(out.Active, kq.ActiveIDs()...)

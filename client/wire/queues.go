@@ -50,4 +50,5 @@ type Waiter struct {
 	ConcurrencyKey string    `json:"concurrency_key,omitempty"`
 	Position       uint64    `json:"position"`
 	EnqueuedAt     time.Time `json:"enqueued_at"`
+	Priority       int       `json:"priority"` // 1..4, 1 first
 }

@@ -68,7 +68,11 @@ func TestDashboardInBrowser(t *testing.T) {
 	var ids []string
 	for i := 0; i < 5; i++ {
 		var acc wire.Accepted
-		uiCall(t, "POST", base+"/api/v1/executions", adminToken, map[string]any{"action": ref, "input": map[string]any{"seconds": 120}}, 202, &acc)
+		req := map[string]any{"action": ref, "input": map[string]any{"seconds": 120}}
+		if i == 4 {
+			req["priority"] = 1 // shown in the queue page's priority column
+		}
+		uiCall(t, "POST", base+"/api/v1/executions", adminToken, req, 202, &acc)
 		ids = append(ids, acc.ID)
 	}
 	for i := 0; i < 20; i++ {
@@ -100,6 +104,13 @@ func TestDashboardInBrowser(t *testing.T) {
 		if strings.Join(got, ",") != strings.Join(ids[1:], ",") {
 			return fmt.Sprintf("page %v, want %v", got, ids[1:])
 		}
+		var prio []string
+		for _, id := range ids[1:] {
+			prio = append(prio, uiText(t, tab, fmt.Sprintf(`#qq-waiters tr[data-id=%q] td:nth-child(3)`, id)))
+		}
+		if strings.Join(prio, ",") != "2,2,2,1" {
+			return fmt.Sprintf("priorities on the page %v, want [2 2 2 1]", prio)
+		}
 		return ""
 	})
 	screenshot(t, tab, shots, "queue.png")
@@ -128,6 +139,15 @@ func TestDashboardInBrowser(t *testing.T) {
 	screenshot(t, tab, shots, "log.png")
 
 	// The execution page: its timeline, and the state as of its first event.
+	// Why a waiter waits: its execution page asks explain (ids[1] waits
+	// behind ids[0], which holds the only slot for two minutes).
+	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/execution/"+ids[1]), chromedp.WaitVisible(`#x-explain`, chromedp.ByQuery))
+	uiEventually(t, "the explain panel says the waiter waits for a slot", 30*time.Second, func() string {
+		if got := uiText(t, tab, "#x-explain"); !strings.Contains(got, "waiting for:") || !strings.Contains(got, "slot") {
+			return "explain panel: " + got
+		}
+		return ""
+	})
 	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/execution/"+victim), chromedp.WaitVisible(`#x-events tr[data-type="execution.cancelled"]`, chromedp.ByQuery))
 	if s := uiText(t, tab, `#x-status .tag`); s != "cancelled" {
 		t.Errorf("execution page status %q, want cancelled", s)
