@@ -22,6 +22,8 @@ const (
 func renderRuleTable() string {
 	var b strings.Builder
 	b.WriteString("| event | from | written by | to | only for |\n|---|---|---|---|---|\n")
+	// A worker row means the worker named in the current handoff (the text
+	// around the table says so); "=" keeps the state.
 	for _, r := range domain.HandoffRule() {
 		from := make([]string, len(r.From))
 		for i, s := range r.From {
@@ -31,19 +33,16 @@ func renderRuleTable() string {
 			}
 		}
 		owner := string(r.Owner)
-		if r.Owner == domain.OwnerWorker {
-			owner += " named in the handoff"
-		}
-		to := "(unchanged)"
+		to := "="
 		if r.To != "" {
 			to = "`" + string(r.To) + "`"
 		}
-		guard := "any execution"
+		guard := ""
 		switch r.Guard {
 		case domain.GuardPlain:
-			guard = "an execution run by a worker"
+			guard = "run by a worker"
 		case domain.GuardParent:
-			guard = "a `with_items` parent"
+			guard = "`with_items` parent"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s |\n", r.Event, strings.Join(from, ", "), owner, to, guard)
 	}
