@@ -84,11 +84,6 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if err != nil {
 		return err
 	}
-	if storeKind == "kurrentdb" {
-		log.Warn("KurrentDB has no atomic multi-stream appends: the executor and the commands take their single-stream path " +
-			"(fence first, the rest after it, completed from the log after a crash). That path is tested here against an " +
-			"in-memory store without multi-stream appends and the store against a fake gRPC server, not against a real KurrentDB server")
-	}
 	// Other processes may write a PostgreSQL or KurrentDB log.
 	shared := storeKind == "postgres" || storeKind == "kurrentdb"
 	var snaps *projections.SnapshotFiles
@@ -113,6 +108,16 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		loadViews = projections.ReadViews(*snaps)
 	}
 	store, where, err := OpenStoreLogged(cfg.StoreURL, cfg.DataDir, log)
+	if err == nil && storeKind == "kurrentdb" {
+		if eventstore.AtomicMultiStream(store) {
+			log.Info("KurrentDB takes the fenced multi-stream path (AppendRecords: 26.0.3, 26.1 and later, one node); " +
+				"proved against a fake gRPC server here, not against a real KurrentDB server")
+		} else {
+			log.Warn("this KurrentDB server has no atomic multi-stream appends with conditions: the executor and the commands " +
+				"take their single-stream path (fence first, the rest after it, completed from the log after a crash); " +
+				"proved against a fake gRPC server here, not against a real KurrentDB server")
+		}
+	}
 	if err != nil {
 		return err
 	}
