@@ -343,7 +343,7 @@ func (r *rcRun) finish(ctx context.Context, n int) (lost, retried int) {
 // or its worker.stopped. An execution's worker-owned events belong to the
 // incarnation its last execution.scheduled names. It returns how many
 // incarnations were declared lost.
-func checkIncarnations(ctx context.Context, t *testing.T, store interface {
+func checkIncarnations(ctx context.Context, t testing.TB, store interface {
 	ReadAll(context.Context, uint64, int) ([]domain.Envelope, error)
 }) (lost int) {
 	t.Helper()

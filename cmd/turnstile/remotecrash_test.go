@@ -125,7 +125,9 @@ func TestRemoteWorkerFrozen(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	view("the frozen worker to run it", func(v projections.ExecutionView) bool { return v.Status == domain.StatusRunning && v.Worker == "frozen" })
+	view("the frozen worker to run it", func(v projections.ExecutionView) bool {
+		return v.Status == domain.StatusRunning && v.Worker == "frozen"
+	})
 	if err := frozen.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
