@@ -6,8 +6,10 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -169,7 +171,14 @@ type rcRun struct {
 func newRCRun(t *testing.T, lease string, workers, slots, actions int) *rcRun {
 	t.Helper()
 	seed := uint64(time.Now().UnixNano())
-	t.Logf("seed %d", seed)
+	if v := os.Getenv("TURNSTILE_REMOTE_SEED"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			t.Fatalf("TURNSTILE_REMOTE_SEED=%q is not a seed", v)
+		}
+		seed = n
+	}
+	t.Logf("seed %d (TURNSTILE_REMOTE_SEED replays the same plan)", seed)
 	r := &rcRun{t: t, bin: turnstileBinary(t), dir: t.TempDir(), rng: rand.New(rand.NewPCG(seed, 17)),
 		actions: map[string]string{}, nActions: actions, ids: map[string]string{}}
 	r.args = []string{"--data", r.dir, "--workers", "0", "--token", "admin:" + rwAdmin, "--token", "worker:" + rwWorker, "--worker-lease", lease}
