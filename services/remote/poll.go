@@ -16,6 +16,12 @@ const MaxWait = 60 * time.Second
 // at once if there is something it has not returned yet, else once there
 // is, or after wait. Assignments it returned before that were not reported
 // on come again (a worker deduplicates by execution and attempt).
+//
+// Only the poll's arrival renews the lease, and its wait is cut to half the
+// lease: an open poll is no sign of life (a worker frozen by SIGSTOP, or cut
+// off with no reset, keeps its poll open), so such a worker is declared lost
+// one lease after its last poll came in, whatever wait it asked for. A live
+// worker polls again when the answer comes, which renews the lease.
 func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Duration) (PollResult, error) {
 	ss := x.s
 	if err := s.renew(ctx, ss); err != nil {
@@ -24,11 +30,9 @@ func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Dura
 	if limit < 0 {
 		limit = ss.slots
 	}
-	wait = min(max(wait, 0), MaxWait)
+	wait = min(max(wait, 0), MaxWait, s.cfg.Lease/2)
 	t := time.NewTimer(wait)
 	defer t.Stop()
-	renewEvery := time.NewTicker(max(s.cfg.Lease/4, time.Millisecond))
-	defer renewEvery.Stop()
 	expired := false
 	for {
 		s.mu.Lock()
@@ -54,10 +58,6 @@ func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Dura
 		case <-wake:
 		case <-t.C:
 			expired = true
-		case <-renewEvery.C:
-			if err := s.renew(ctx, ss); err != nil {
-				return PollResult{}, err
-			}
 		case <-ctx.Done():
 			return PollResult{}, ctx.Err()
 		}
