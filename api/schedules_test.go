@@ -26,6 +26,7 @@ func TestScheduleInput(t *testing.T) {
 		{`{"ref":"s1","action":"s.a","cron":"* * * * * * *"}`, "found 7"},
 		{`{"ref":"s1","action":"s.a","cron":"0 2 * * mon-xyz"}`, "xyz"},
 		{`{"ref":"s1","action":"s.a","cron":""}`, "empty spec string"},
+		{`{"ref":"s1","action":"s.a","cron":"0 0 30 2 *"}`, "never fires"},
 		{`{"ref":"s1","action":"nope","cron":"0 2 * * *"}`, `action "nope" is not defined`},
 		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","timezone":"Mars/Olympus"}`, `unknown timezone "Mars/Olympus"`},
 		{`{"ref":"s/1","action":"s.a","cron":"0 2 * * *"}`, "ref"},

@@ -37,15 +37,19 @@ func (c *Service) LoadSchedule(ctx context.Context, ref string) (*domain.Schedul
 // DefineSchedule writes schedule.defined. Bad input fails with
 // ErrInvalidRequest and writes nothing: a ref that is not an action-style
 // ref, a cron expression that does not parse (the message says where), an
-// unknown timezone, input that is not a JSON object, an action that is not
+// unknown timezone, a cron that never fires (February 30th), input that is not a JSON object, an action that is not
 // defined. created is false when the same definition exists; a different
 // one fails with domain.ErrConflict.
 func (c *Service) DefineSchedule(ctx context.Context, d Schedule) (created bool, err error) {
 	if err := domain.ValidateRef(d.Ref); err != nil {
 		return false, fmt.Errorf("%w: schedule %v", ErrInvalidRequest, err)
 	}
-	if _, err := domain.ParseCron(d.Cron, d.Timezone); err != nil {
+	sched, err := domain.ParseCron(d.Cron, d.Timezone)
+	if err != nil {
 		return false, err
+	}
+	if sched.Next(time.Now()).IsZero() {
+		return false, fmt.Errorf("%w: cron %q never fires (no time in the next five years matches it)", ErrInvalidRequest, d.Cron)
 	}
 	if in := bytes.TrimSpace(d.Input); len(in) > 0 && in[0] != '{' {
 		return false, fmt.Errorf("%w: input must be a JSON object", ErrInvalidRequest)
