@@ -164,7 +164,7 @@ func (s *Server) routeTable() []Route {
 		{"healthz", "GET", "/healthz", publicRoute, s.healthz},
 		{"readyz", "GET", "/readyz", publicRoute, s.readyz},
 		{"metrics", "GET", "/metrics", readers, s.metricsHandler},
-	}, s.remoteRoutes()...)
+	}, append(s.remoteRoutes(), s.scheduleRoutes()...)...)
 }
 
 // wrap adds auth, metrics, panic recovery and security headers to a route.

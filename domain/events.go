@@ -91,6 +91,10 @@ type ExecutionRequested struct {
 	Priority    int    `json:"priority,omitempty"`
 	RunAt       string `json:"run_at,omitempty"` // RFC 3339 (a string: the event's encoding stays exact and fast)
 	DelayMillis int64  `json:"delay_ms,omitempty"`
+	// Schedule and Tick: the request of a schedule's tick (FormatTick); its
+	// id is ScheduleTickID(Schedule, Tick). See schedule.go.
+	Schedule string `json:"schedule,omitempty"`
+	Tick     string `json:"tick,omitempty"`
 }
 
 // ExecutionRejected ends an execution that was never granted.
@@ -323,7 +327,7 @@ func WorkerStream(id string) string    { return StreamWorker + "-" + id }
 
 // SplitStream returns a stream's category and id ("execution", "6f1c…").
 func SplitStream(stream string) (category, id string) {
-	for _, c := range [...]string{StreamExecution, StreamQueue, StreamAction, StreamWorker} {
+	for _, c := range [...]string{StreamExecution, StreamQueue, StreamAction, StreamWorker, StreamSchedule} {
 		if len(stream) > len(c)+1 && stream[:len(c)] == c && stream[len(c)] == '-' {
 			return c, stream[len(c)+1:]
 		}
@@ -368,6 +372,10 @@ func NewCatalogue() *Registry {
 		{WorkerDraining{}, StreamWorker, []Owner{wk}},
 		{WorkerStopped{}, StreamWorker, []Owner{wk}},
 		{WorkerLost{}, StreamWorker, []Owner{ex}},
+		{ScheduleDefined{}, StreamSchedule, []Owner{api}},
+		{SchedulePaused{}, StreamSchedule, []Owner{api}},
+		{ScheduleResumed{}, StreamSchedule, []Owner{api}},
+		{ScheduleDeleted{}, StreamSchedule, []Owner{api}},
 	} {
 		if err := r.Register(reg.ev, 1, reg.stream, reg.owners...); err != nil {
 			panic(fmt.Sprintf("domain catalogue: %v", err))

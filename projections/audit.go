@@ -78,6 +78,7 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 	lost := map[string]map[string]bool{}   // worker → incarnations declared lost
 	serves := map[string]map[string]bool{} // worker + "\x00" + incarnation → the runners it registered (nil: every runner)
 	who := newAuditPrincipals()
+	ticks := auditTicks{}
 	principal := ""
 	add := func(env *domain.Envelope, rule, detail string) {
 		if len(rep.Violations) < MaxViolations {
@@ -118,6 +119,10 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				add(env, RulePrincipal, detail)
 			}
 			switch e := ev.(type) {
+			case domain.ExecutionRequested:
+				if detail := ticks.check(id, e); detail != "" {
+					add(env, RuleScheduleTick, detail)
+				}
 			case domain.QueueGranted:
 				_, ref := domain.SplitStream(env.Stream)
 				if x := execs[e.Execution]; x != nil && x.Status().Terminal() && !granted[e.Execution] {

@@ -30,6 +30,7 @@ type StateSnapshot struct {
 	// State.Announced).
 	Unscheduled []UnscheduledSnapshot // by execution id
 	Announced   []AnnouncedSnapshot   // by action ref
+	Schedules   []ScheduleSnapshot    // by ref
 }
 
 // The large lists of a snapshot (every waiter, every execution record) are
@@ -134,6 +135,9 @@ func (s *State) Snapshot() *StateSnapshot {
 		w := s.Workers[id]
 		sn.Workers = append(sn.Workers, WorkerStateSnapshot{Worker: w.Snapshot(), InFlight: slices.Sorted(maps.Keys(w.InFlight))})
 	}
+	for _, ref := range slices.Sorted(maps.Keys(s.Schedules)) {
+		sn.Schedules = append(sn.Schedules, ScheduleSnapshot{Ref: ref, Schedule: *s.Schedules[ref]})
+	}
 	for _, ref := range slices.Sorted(maps.Keys(s.Actions)) {
 		sn.Actions = append(sn.Actions, ActionStateSnapshot{Ref: ref, Action: s.Actions[ref].Snapshot()})
 	}
@@ -169,6 +173,10 @@ func RestoreState(sn *StateSnapshot) *State {
 	}
 	for _, a := range sn.Actions {
 		s.Actions[a.Ref] = domain.RestoreAction(a.Action)
+	}
+	for _, sc := range sn.Schedules {
+		c := sc.Schedule
+		s.Schedules[sc.Ref] = &c
 	}
 	s.Attention = setOf(sn.Attention)
 	for _, f := range sn.Fanouts {
@@ -397,4 +405,10 @@ func setOf(keys []string) map[string]struct{} {
 		m[k] = struct{}{}
 	}
 	return m
+}
+
+// ScheduleSnapshot is one schedule in a StateSnapshot.
+type ScheduleSnapshot struct {
+	Ref      string
+	Schedule domain.Schedule
 }

@@ -44,7 +44,9 @@ type State struct {
 	live    map[string]*domain.Execution // executions that have not ended, but for those only their queue keeps
 	Workers map[string]*WorkerState
 	Actions map[string]*domain.Action
-	Next    uint64 // position after the last applied event
+	// Schedules holds every schedule ever defined, by ref (see domain.Schedule).
+	Schedules map[string]*domain.Schedule
+	Next      uint64 // position after the last applied event
 
 	// Attention holds live executions the executor must act on besides
 	// grants: taken back after a handoff (scheduling, to hand again or fail),
@@ -88,6 +90,7 @@ func NewState() *State {
 		live:      map[string]*domain.Execution{},
 		Workers:   map[string]*WorkerState{},
 		Actions:   map[string]*domain.Action{},
+		Schedules: map[string]*domain.Schedule{},
 		Attention: map[string]struct{}{},
 		Fanouts:   map[string]*Fanout{},
 
@@ -213,7 +216,12 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 			s.Workers[id] = w
 		}
 		w.Apply(ev, env.Version, env.Time)
+	case domain.StreamSchedule:
+		s.schedule(id).Apply(ev, env.Version, env.Time)
 	case domain.StreamExecution:
+		if r, ok := ev.(domain.ExecutionRequested); ok && r.Schedule != "" {
+			s.noteTick(r)
+		}
 		x := s.live[id]
 		if x == nil {
 			if w, ok := s.Queues.Waiting(id); ok {
@@ -391,4 +399,20 @@ func needsExecutor(x *domain.Execution, ev domain.Event) bool {
 		return false // the scheduled event follows in the same append
 	}
 	return x.IsParent() || x.Status() == domain.StatusScheduling || x.CancelRequested()
+}
+
+func (s *State) schedule(ref string) *domain.Schedule {
+	sc := s.Schedules[ref]
+	if sc == nil {
+		sc = &domain.Schedule{}
+		s.Schedules[ref] = sc
+	}
+	return sc
+}
+
+// noteTick records a schedule tick's request in its schedule.
+func (s *State) noteTick(r domain.ExecutionRequested) {
+	if t, err := time.Parse(time.RFC3339, r.Tick); err == nil {
+		s.schedule(r.Schedule).NoteTick(t)
+	}
 }

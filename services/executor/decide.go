@@ -47,6 +47,7 @@ func (e *Executor) Decide(timed bool) []Decision {
 		ops = e.decideLeases(ops, now)
 		ops = e.decideQueueTimeouts(ops, now)
 		ops = e.decideRequeues(ops, now)
+		ops = e.decideSchedules(ops, now)
 	}
 	ops = e.decideExpiries(ops, now, timed)
 	if len(e.state.Attention) > 0 {

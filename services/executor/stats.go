@@ -26,4 +26,6 @@ type Stats struct {
 	// Retries counts failed runs taken back to back off; Requeues, backoffs
 	// ended (the execution waits in its queue again).
 	Retries, Requeues atomic.Int64
+	// Ticks counts schedule ticks requested (see schedule.go).
+	Ticks atomic.Int64
 }

@@ -1,0 +1,132 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turnstile/turnstile/api"
+	"github.com/turnstile/turnstile/client/wire"
+	"github.com/turnstile/turnstile/domain"
+)
+
+// TestScheduleInput: a cron that does not parse (the problem says where),
+// an unknown action or timezone, a bad ref, input that is not an object,
+// an unknown field: 400 with a problem, and nothing is written.
+func TestScheduleInput(t *testing.T) {
+	e := newE2E(t)
+	e.mustJSON("POST", "/api/v1/actions", map[string]any{"ref": "s.a", "runner": "core.noop"}, http.StatusCreated, nil)
+	head, _ := e.store.Head(context.Background())
+	for _, c := range []struct{ body, detail string }{
+		{`{"ref":"s1","action":"s.a","cron":"61 * * * *"}`, "end of range (61) above maximum (59): 61"},
+		{`{"ref":"s1","action":"s.a","cron":"* * * *"}`, "expected 5 to 6 fields, found 4"},
+		{`{"ref":"s1","action":"s.a","cron":"* * * * * * *"}`, "found 7"},
+		{`{"ref":"s1","action":"s.a","cron":"0 2 * * mon-xyz"}`, "xyz"},
+		{`{"ref":"s1","action":"s.a","cron":""}`, "empty spec string"},
+		{`{"ref":"s1","action":"s.a","cron":"0 0 30 2 *"}`, "never fires"},
+		{`{"ref":"s1","action":"nope","cron":"0 2 * * *"}`, `action "nope" is not defined`},
+		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","timezone":"Mars/Olympus"}`, `unknown timezone "Mars/Olympus"`},
+		{`{"ref":"s/1","action":"s.a","cron":"0 2 * * *"}`, "ref"},
+		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","input":[1]}`, "input must be a JSON object"},
+		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","every":1}`, "every"},
+	} {
+		st, h, b := e.do("POST", "/api/v1/schedules", c.body)
+		var p api.Problem
+		if st != http.StatusBadRequest || json.Unmarshal(b, &p) != nil || h.Get("Content-Type") != "application/problem+json" ||
+			!strings.Contains(p.Detail, c.detail) {
+			t.Errorf("%s: %d %s, want 400 with a problem containing %q", c.body, st, b, c.detail)
+		}
+	}
+	if after, _ := e.store.Head(context.Background()); after != head {
+		t.Errorf("refused schedules appended %d events", after-head)
+	}
+	for _, path := range []string{"/api/v1/schedules/none", "/api/v1/schedules/none/pause", "/api/v1/schedules/none/resume"} {
+		method := "POST"
+		if !strings.HasSuffix(path, "e") || strings.HasSuffix(path, "none") {
+			method = "GET"
+		}
+		if st, _, b := e.do(method, path, nil); st != http.StatusNotFound {
+			t.Errorf("%s %s: %d %s, want 404", method, path, st, b)
+		}
+	}
+	if st, _, b := e.do("DELETE", "/api/v1/schedules/none", nil); st != http.StatusNotFound {
+		t.Errorf("DELETE unknown: %d %s, want 404", st, b)
+	}
+}
+
+// TestScheduleRoutes: a schedule every second, through real HTTP with the
+// real executor: 201, then 200 for the same definition and 409 for
+// another; its ticks request executions that complete, listed with their
+// status by GET …/{ref}; pause, resume and delete answer as documented.
+func TestScheduleRoutes(t *testing.T) {
+	e := newE2E(t)
+	e.mustJSON("POST", "/api/v1/actions", map[string]any{"ref": "s.echo", "runner": "core.echo"}, http.StatusCreated, nil)
+	def := map[string]any{"ref": "every.second", "action": "s.echo", "cron": "* * * * * *", "input": map[string]any{"n": 1}, "timezone": "Europe/Paris"}
+	var sc wire.Schedule
+	e.mustJSON("POST", "/api/v1/schedules", def, http.StatusCreated, &sc)
+	if sc.Ref != "every.second" || sc.Cron != "* * * * * *" || sc.Timezone != "Europe/Paris" || sc.Paused {
+		t.Fatalf("created %+v", sc)
+	}
+	e.mustJSON("POST", "/api/v1/schedules", def, http.StatusOK, nil)
+	def["cron"] = "0 * * * * *"
+	if st, _, b := e.do("POST", "/api/v1/schedules", def); st != http.StatusConflict {
+		t.Fatalf("a different definition: %d %s, want 409", st, b)
+	}
+
+	var got wire.Schedule
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e.mustJSON("GET", "/api/v1/schedules/every.second", nil, http.StatusOK, &got)
+		done := 0
+		for _, tk := range got.Ticks {
+			if tk.Status == string(domain.StatusCompleted) {
+				done++
+				if tk.Execution != domain.ScheduleTickID("every.second", tk.At) {
+					t.Fatalf("tick %s lists execution %s, not its derived id", tk.At, tk.Execution)
+				}
+			}
+		}
+		if done >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no two ticks completed: %+v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got.LastTick == nil {
+		t.Fatalf("last_tick missing: %+v", got)
+	}
+	x := e.waitStatus(got.Ticks[len(got.Ticks)-1].Execution, domain.StatusCompleted)
+	if x.Action != "s.echo" || !strings.Contains(string(x.Result), `"n":1`) {
+		t.Fatalf("tick's execution %+v, want s.echo with the schedule's input", x)
+	}
+
+	var list wire.ScheduleList
+	e.mustJSON("GET", "/api/v1/schedules", nil, http.StatusOK, &list)
+	if len(list.Schedules) != 1 || list.Schedules[0].Ref != "every.second" {
+		t.Fatalf("list %+v", list)
+	}
+	e.mustJSON("POST", "/api/v1/schedules/every.second/pause", nil, http.StatusOK, &got)
+	if !got.Paused {
+		t.Fatalf("paused: %+v", got)
+	}
+	e.mustJSON("POST", "/api/v1/schedules/every.second/pause", nil, http.StatusOK, nil)
+	e.mustJSON("POST", "/api/v1/schedules/every.second/resume", nil, http.StatusOK, &got)
+	if got.Paused {
+		t.Fatalf("resumed: %+v", got)
+	}
+	if st, _, b := e.do("DELETE", "/api/v1/schedules/every.second", nil); st != http.StatusNoContent {
+		t.Fatalf("DELETE: %d %s", st, b)
+	}
+	if st, _, _ := e.do("GET", "/api/v1/schedules/every.second", nil); st != http.StatusNotFound {
+		t.Fatalf("GET after DELETE: %d, want 404", st)
+	}
+	e.mustJSON("GET", "/api/v1/schedules", nil, http.StatusOK, &list)
+	if len(list.Schedules) != 0 {
+		t.Fatalf("list after delete %+v", list)
+	}
+}
