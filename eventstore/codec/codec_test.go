@@ -30,6 +30,7 @@ var everyType = []string{
 	domain.TypeQueueGranted, domain.TypeQueueActionChanged,
 	domain.TypeWorkerRegistered, domain.TypeWorkerHeartbeat, domain.TypeWorkerDraining,
 	domain.TypeWorkerStopped, domain.TypeWorkerLost,
+	domain.TypeScheduleDefined, domain.TypeSchedulePaused, domain.TypeScheduleResumed, domain.TypeScheduleDeleted,
 }
 
 // catalogueOwners is who may write each event: DESIGN.md for the execution
@@ -64,6 +65,10 @@ var catalogueOwners = map[string][]domain.Owner{
 	domain.TypeWorkerDraining:             {oWorker},
 	domain.TypeWorkerStopped:              {oWorker},
 	domain.TypeWorkerLost:                 {oExec},
+	domain.TypeScheduleDefined:            {oAPI},
+	domain.TypeSchedulePaused:             {oAPI},
+	domain.TypeScheduleResumed:            {oAPI},
+	domain.TypeScheduleDeleted:            {oAPI},
 }
 
 func sortedOwners(os []domain.Owner) []domain.Owner {
@@ -146,6 +151,8 @@ var registryExamples = []domain.Event{
 	domain.WorkerDraining{Incarnation: "i-1"},
 	domain.WorkerStopped{Incarnation: "i-1"},
 	domain.WorkerLost{Incarnation: "i-1", Reason: "lease expired", LastSeen: time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC)},
+	domain.ScheduleDefined{Action: "a", Cron: "0 2 * * *", Timezone: "Europe/Paris", Input: json.RawMessage(`{"x":1}`)},
+	domain.SchedulePaused{}, domain.ScheduleResumed{}, domain.ScheduleDeleted{},
 }
 
 func exampleOf(t *testing.T, typ string) domain.Event {
