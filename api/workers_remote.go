@@ -156,19 +156,10 @@ func (s *Server) reportWorker(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	res := wire.WorkerReportResults{Results: make([]wire.WorkerReportResult, 0, len(body.Reports))}
-	for _, rep := range body.Reports {
-		out, err := s.cfg.Remote.Report(r.Context(), x, remote.Report(rep))
-		if err != nil {
-			p := s.remoteProblem(r, err)
-			if p.Status == http.StatusUnauthorized || p.Status >= 500 {
-				writeProblem(w, p) // the session ended, or the log failed: nothing after it was tried
-				return
-			}
-			res.Results = append(res.Results, wire.WorkerReportResult{Execution: rep.Execution, Status: rep.Status, Problem: p})
-			continue
-		}
-		res.Results = append(res.Results, wire.WorkerReportResult{Execution: out.Execution, Status: out.Status})
+	res, fatal := s.reportBatch(r, x, body.Reports)
+	if fatal != nil {
+		writeProblem(w, fatal) // the session ended, or the log failed: send the batch again (a report is idempotent)
+		return
 	}
 	writeJSON(w, http.StatusOK, res)
 }

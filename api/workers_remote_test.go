@@ -206,7 +206,7 @@ func TestWorkerProtocol(t *testing.T) {
 		res.Assignments[0].Attempt != 1 || string(res.Assignments[0].Input) != `{"amount":3}` {
 		t.Fatalf("poll: %d %+v", code, res)
 	}
-	if x := l.execution(t, acc.ID); x.Worker != "w1" {
+	if x := l.waitStatus(t, acc.ID, "scheduled"); x.Worker != "w1" { // the read model follows the log: wait for it
 		t.Fatalf("handed to %q, not to the worker that serves billing.charge", x.Worker)
 	}
 	// Not reported on yet: a later poll returns it again.
@@ -260,7 +260,7 @@ func TestWorkerProtocol(t *testing.T) {
 	if _, code := l.report(t, w1, "w1", `{"execution":"`+acc.ID+`","status":"failed","error":"late"}`); code != 409 || l.head(t) != h {
 		t.Errorf("failed after completed: %d, %d events", code, l.head(t)-h)
 	}
-	if x := l.execution(t, acc.ID); x.Status != "completed" || string(x.Result) != `{"charged":3}` {
+	if x := l.waitStatus(t, acc.ID, "completed", "failed"); x.Status != "completed" || string(x.Result) != `{"charged":3}` {
 		t.Errorf("the execution: %+v", x)
 	}
 
@@ -277,8 +277,26 @@ func TestWorkerProtocol(t *testing.T) {
 		len(batch.Results) != 2 || batch.Results[0].Status != "failed" || batch.Results[0].Problem != nil || batch.Results[1].Problem == nil || batch.Results[1].Problem.Status != 409 {
 		t.Fatalf("batch: %d %+v", code, batch)
 	}
-	if x := l.execution(t, acc.ID); x.Status != "failed" || x.Error != "card declined" {
+	if x := l.waitStatus(t, acc.ID, "failed", "completed"); x.Status != "failed" || x.Error != "card declined" {
 		t.Errorf("the batch's execution: %+v", x)
+	}
+
+	// Reports on one execution in one batch are decided in the batch's order
+	// (the batch's executions are decided at once, each one's reports in turn).
+	if code := l.post(t, secrets[api.RoleClient], "/api/v1/executions", `{"action":"billing","input":{"amount":5}}`, &acc); code != 202 {
+		t.Fatalf("request: %d", code)
+	}
+	if res, _ := l.poll(t, w1, `{"wait_seconds":10}`); len(res.Assignments) != 1 {
+		t.Fatalf("poll: %+v", res)
+	}
+	batch = wire.WorkerReportResults{}
+	if code := l.post(t, w1.Session, "/api/v1/workers/w1/report", `{"reports":[{"execution":"nope","status":"running"},{"execution":"`+acc.ID+`","status":"running"},{"execution":"`+acc.ID+`","status":"completed","result":{"charged":5}}]}`, &batch); code != 200 ||
+		len(batch.Results) != 3 || batch.Results[0].Problem == nil || batch.Results[1].Status != "running" || batch.Results[1].Problem != nil ||
+		batch.Results[2].Status != "completed" || batch.Results[2].Problem != nil {
+		t.Fatalf("a batch with two reports on one execution: %d %+v", code, batch)
+	}
+	if x := l.waitStatus(t, acc.ID, "completed", "failed"); x.Status != "completed" || x.RunningAt == nil {
+		t.Errorf("the execution after running and completed in one batch: %+v", x)
 	}
 
 	// Drain with nothing in flight: the incarnation stops, its session is refused.

@@ -149,8 +149,9 @@ var (
 // session is one registered incarnation.
 type session struct {
 	wire.WorkerSession
-	ended chan struct{}
-	once  sync.Once
+	ended   chan struct{}
+	once    sync.Once
+	reports batcher
 }
 
 func (s *session) end() { s.once.Do(func() { close(s.ended) }) }
@@ -380,34 +381,12 @@ func marshalResult(v any) (json.RawMessage, error) {
 }
 
 // report sends rep until the server answers it: true if it was accepted.
-// Network errors, 5xx and 429 are retried with backoff (a report is
-// idempotent on the server); a refusal (409) means the server decided
-// otherwise (taken back, ended): nothing more is to be done for it.
+// Reports of one session are sent together (see batch.go). Network errors,
+// 5xx and 429 are retried with backoff (a report is idempotent on the
+// server); a refusal (409) means the server decided otherwise (taken back,
+// ended): nothing more is to be done for it.
 func (w *Worker) report(sess *session, rep wire.WorkerReport) bool {
-	path := "/api/v1/workers/" + url.PathEscape(w.cfg.Name) + "/report"
-	for try := 0; ; try++ {
-		var out wire.WorkerReportResult
-		status, err := w.call(context.Background(), sess.Session, path, rep, &out)
-		switch {
-		case err == nil:
-			return true
-		case status == http.StatusUnauthorized || status == http.StatusForbidden:
-			sess.end()
-			return false
-		case status/100 == 4 && status != http.StatusTooManyRequests:
-			w.log.Warn("report refused", "execution", rep.Execution, "status", rep.Status, "err", err)
-			return false
-		}
-		select {
-		case <-sess.ended:
-			return false
-		default:
-		}
-		if try%10 == 9 {
-			w.log.Warn("report not delivered yet; still trying", "execution", rep.Execution, "err", err)
-		}
-		sleep(context.Background(), backoff(try))
-	}
+	return sess.reports.send(w, sess, rep)
 }
 
 // drain tells the server to hand nothing new, lets runs finish within the
