@@ -61,6 +61,11 @@ type Policy struct {
 	RateLimit               *RateLimit `json:"rate_limit,omitempty"`
 	ConcurrencyKey          string     `json:"concurrency_key,omitempty"`
 	OnLimit                 string     `json:"on_limit,omitempty"`
+	// MaxConcurrentTotal bounds the executions running across all values
+	// of ConcurrencyKey (MaxConcurrent stays the limit of each value); a
+	// free slot goes to the key values with eligible waiters in turn
+	// (round robin, see Queue.Grantable). 0: no total limit.
+	MaxConcurrentTotal int `json:"max_concurrent_total,omitempty"`
 	// RunnerConfig is the runner's own configuration, fixed by whoever
 	// defines the action and handed to the runner with every run, next to
 	// the input: what core.shell runs, what core.http may reach. A request's
@@ -171,6 +176,14 @@ func (p Policy) Validate() error {
 	}
 	if len(p.ConcurrencyKey) > MaxRefLen {
 		return fmt.Errorf("%w: concurrency_key longer than %d bytes", ErrInvalidPolicy, MaxRefLen)
+	}
+	if p.MaxConcurrentTotal != 0 {
+		if p.ConcurrencyKey == "" {
+			return fmt.Errorf("%w: max_concurrent_total needs a concurrency_key", ErrInvalidPolicy)
+		}
+		if p.MaxConcurrentTotal < 1 || p.MaxConcurrentTotal > MaxConcurrentLimit {
+			return fmt.Errorf("%w: max_concurrent_total %d must be 1..%d", ErrInvalidPolicy, p.MaxConcurrentTotal, MaxConcurrentLimit)
+		}
 	}
 	if p.OnLimit != OnLimitQueue && p.OnLimit != OnLimitReject {
 		return fmt.Errorf("%w: on_limit %q must be %q or %q", ErrInvalidPolicy, clip(p.OnLimit), OnLimitQueue, OnLimitReject)
