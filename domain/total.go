@@ -124,3 +124,24 @@ func (q *Queue) foldTotalGrant(kq *KeyQueue) {
 	}
 	kq.skips = 0
 }
+
+// TotalHolds reports whether the total limit holds back the waiters of key
+// value key now: the total is full, or the eligible key values before key
+// in the round (from after the last grant) take every free total slot.
+// false without a total limit.
+func (q *Queue) TotalHolds(key string) bool {
+	if !q.totalLimited() {
+		return false
+	}
+	free := q.TotalFree()
+	if free == 0 {
+		return true
+	}
+	turn := 0
+	for k, kq := range q.keys {
+		if k != key && q.eligible(kq) && between(k, q.lastKey, q.hasLast, key) {
+			turn++
+		}
+	}
+	return turn >= free
+}

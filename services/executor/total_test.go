@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/runner"
 )
@@ -41,6 +42,26 @@ func TestTotalLimitRoundRobin(t *testing.T) {
 	want := []string{a1, b1, c1, a2, b2, a3, a4}
 	if got := h.grantOrder(); !slices.Equal(got, want) {
 		t.Fatalf("granted %v\nwant    %v", got, want)
+	}
+	h.auditClean()
+}
+
+// TestExplainTotalSlot: explain names total_slot for the waiter the total
+// limit holds (a key value before its own takes the one free total slot),
+// not for the one the round serves next, and the executor grants in that
+// order. Catches: total_slot never given, or given to the next in turn.
+func TestExplainTotalSlot(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	h.define(domain.Policy{Ref: "tot", Runner: runner.NameNoop, MaxConcurrent: 2, MaxConcurrentTotal: 1, ConcurrencyKey: "tenant"})
+	b := h.requestWith(command.Request{Action: "tot", Input: json.RawMessage(`{"tenant":"b"}`)})
+	a := h.requestWith(command.Request{Action: "tot", Input: json.RawMessage(`{"tenant":"a"}`)})
+	h.quiesce()
+	wantExplained(t, "a, first in the round", h.explain(a), domain.StatusRequested, 1, projections.WaitNoWorker)
+	wantExplained(t, "b, after a in the round", h.explain(b), domain.StatusRequested, 1, projections.WaitTotalSlot, projections.WaitNoWorker)
+	h.addWorker("w1", 4, time.Hour, nil)
+	h.waitStatus(b, domain.StatusCompleted)
+	if got := h.grantOrder(); !slices.Equal(got, []string{a, b}) {
+		t.Fatalf("granted %v, explain said a then b", got)
 	}
 	h.auditClean()
 }
