@@ -705,8 +705,11 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 			delete(kq.active, id)
 			q := qs.queue(kq.ref)
 			q.activeN--
-			if kq.Waiting() == 0 && kq.Active() == 0 && len(q.keys) > 1 {
-				delete(q.keys, kq.Key) // as at an end: the key's queue comes back with the requeue
+			if kq.Waiting() == 0 && kq.Active() == 0 {
+				kq.skips = 0 // (idle: its round starts again)
+				if len(q.keys) > 1 {
+					delete(q.keys, kq.Key) // as at an end: the key's queue comes back with the requeue
+				}
 			}
 		}
 	case ExecutionRequeued:
@@ -733,8 +736,11 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 		} else {
 			kq.waiting.remove(kq, p.i, qs.where)
 		}
-		if kq.Waiting() == 0 && kq.Active() == 0 && len(q.keys) > 1 {
-			delete(q.keys, kq.Key) // drop idle per-key queues; the default key stays
+		if kq.Waiting() == 0 && kq.Active() == 0 {
+			kq.skips = 0 // (idle: its round starts again)
+			if len(q.keys) > 1 {
+				delete(q.keys, kq.Key) // drop idle per-key queues; the default key stays
+			}
 		}
 	}
 }
