@@ -24,6 +24,8 @@ func TestTotalLimitPolicyInput(t *testing.T) {
 	if a.MaxConcurrentTotal != 3 {
 		t.Fatalf("max_concurrent_total shown as %d", a.MaxConcurrentTotal)
 	}
+	e.mustJSON("POST", "/api/v1/actions", map[string]any{"ref": "t.cip", "runner": "core.noop",
+		"concurrency_key": "tenant", "on_limit": "cancel_in_progress"}, http.StatusCreated, nil)
 	head, _ := e.store.Head(context.Background())
 	for _, c := range []struct{ method, path, body, detail string }{
 		{"POST", "/api/v1/actions", `{"ref":"t.a","runner":"core.noop","max_concurrent_total":2}`, "max_concurrent_total needs a concurrency_key"},
@@ -31,6 +33,7 @@ func TestTotalLimitPolicyInput(t *testing.T) {
 		{"POST", "/api/v1/actions", `{"ref":"t.a","runner":"core.noop","concurrency_key":"k","max_concurrent_total":100001}`, "max_concurrent_total 100001"},
 		{"POST", "/api/v1/actions", `{"ref":"t.a","runner":"core.noop","concurrency_key":"k","max_concurrent_total":"2"}`, "max_concurrent_total"},
 		{"PUT", "/api/v1/actions/t.ok/policy", `{"ref":"t.ok","runner":"core.noop","max_concurrent_total":3}`, "needs a concurrency_key"},
+		{"POST", "/api/v1/actions", `{"ref":"t.a","runner":"core.noop","on_limit":"cancel"}`, `on_limit "cancel" must be "queue", "reject" or "cancel_in_progress"`},
 	} {
 		st, h, b := e.do(c.method, c.path, c.body)
 		var p api.Problem

@@ -37,6 +37,11 @@ const (
 const (
 	OnLimitQueue  = "queue"  // wait (rate limit: wait for the window; queue full: still rejected)
 	OnLimitReject = "reject" // reject at once when no slot is free right now
+	// OnLimitCancelInProgress: a request that finds its key value's slots
+	// taken waits, and the executor asks the oldest running execution of
+	// that value to cancel (execution.cancel_requested by the executor);
+	// the slot it frees goes to the waiter as any free slot does.
+	OnLimitCancelInProgress = "cancel_in_progress"
 )
 
 var refPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
@@ -185,8 +190,8 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("%w: max_concurrent_total %d must be 1..%d", ErrInvalidPolicy, p.MaxConcurrentTotal, MaxConcurrentLimit)
 		}
 	}
-	if p.OnLimit != OnLimitQueue && p.OnLimit != OnLimitReject {
-		return fmt.Errorf("%w: on_limit %q must be %q or %q", ErrInvalidPolicy, clip(p.OnLimit), OnLimitQueue, OnLimitReject)
+	if p.OnLimit != OnLimitQueue && p.OnLimit != OnLimitReject && p.OnLimit != OnLimitCancelInProgress {
+		return fmt.Errorf("%w: on_limit %q must be %q, %q or %q", ErrInvalidPolicy, clip(p.OnLimit), OnLimitQueue, OnLimitReject, OnLimitCancelInProgress)
 	}
 	if p.Retry != nil {
 		if err := p.Retry.validate(); err != nil {
