@@ -736,9 +736,13 @@ func (w *world) policy() {
 		p := a.Policy()
 		p.MaxConcurrent = 1 + w.rng.IntN(4)
 		what = fmt.Sprintf("max_concurrent %d", p.MaxConcurrent)
-		if p.ConcurrencyKey != "" { // the total limit comes and goes (0: none), from the same draw
+		if p.ConcurrencyKey != "" { // the total limit and cancel_in_progress come and go, from the same draw
 			p.MaxConcurrentTotal = p.MaxConcurrent % 3
-			what += fmt.Sprintf(" max_concurrent_total %d", p.MaxConcurrentTotal)
+			p.OnLimit = domain.OnLimitQueue
+			if p.MaxConcurrent%2 == 1 {
+				p.OnLimit = domain.OnLimitCancelInProgress
+			}
+			what += fmt.Sprintf(" max_concurrent_total %d on_limit %s", p.MaxConcurrentTotal, p.OnLimit)
 		}
 		_, err = w.cmds.ChangePolicy(w.ctx, p)
 	}
