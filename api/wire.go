@@ -11,7 +11,7 @@ import (
 func policyIn(p wire.Policy) domain.Policy {
 	out := domain.Policy{Ref: p.Ref, Runner: p.Runner, MaxConcurrent: p.MaxConcurrent, MaxQueueLength: p.MaxQueueLength,
 		QueueTimeoutSeconds: p.QueueTimeoutSeconds, TimeoutSeconds: p.TimeoutSeconds, ScheduledTimeoutSeconds: p.ScheduledTimeoutSeconds,
-		MaxAttempts: p.MaxAttempts, ConcurrencyKey: p.ConcurrencyKey, OnLimit: p.OnLimit, RunnerConfig: p.RunnerConfig}
+		MaxAttempts: p.MaxAttempts, ConcurrencyKey: p.ConcurrencyKey, OnLimit: p.OnLimit, RunnerConfig: p.RunnerConfig, MaxConcurrentTotal: p.MaxConcurrentTotal}
 	if p.RateLimit != nil {
 		out.RateLimit = &domain.RateLimit{Count: p.RateLimit.Count, PerSeconds: p.RateLimit.PerSeconds}
 	}
@@ -25,7 +25,7 @@ func policyIn(p wire.Policy) domain.Policy {
 func policyOut(p domain.Policy) wire.Policy {
 	out := wire.Policy{Ref: p.Ref, Runner: p.Runner, MaxConcurrent: p.MaxConcurrent, MaxQueueLength: p.MaxQueueLength,
 		QueueTimeoutSeconds: p.QueueTimeoutSeconds, TimeoutSeconds: p.TimeoutSeconds, ScheduledTimeoutSeconds: p.ScheduledTimeoutSeconds,
-		MaxAttempts: p.MaxAttempts, ConcurrencyKey: p.ConcurrencyKey, OnLimit: p.OnLimit, RunnerConfig: p.RunnerConfig}
+		MaxAttempts: p.MaxAttempts, ConcurrencyKey: p.ConcurrencyKey, OnLimit: p.OnLimit, RunnerConfig: p.RunnerConfig, MaxConcurrentTotal: p.MaxConcurrentTotal}
 	if p.RateLimit != nil {
 		out.RateLimit = &wire.RateLimit{Count: p.RateLimit.Count, PerSeconds: p.RateLimit.PerSeconds}
 	}

@@ -37,6 +37,11 @@ const (
 const (
 	OnLimitQueue  = "queue"  // wait (rate limit: wait for the window; queue full: still rejected)
 	OnLimitReject = "reject" // reject at once when no slot is free right now
+	// OnLimitCancelInProgress: a request that finds its key value's slots
+	// taken waits, and the executor asks the oldest running execution of
+	// that value to cancel (execution.cancel_requested by the executor);
+	// the slot it frees goes to the waiter as any free slot does.
+	OnLimitCancelInProgress = "cancel_in_progress"
 )
 
 var refPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
@@ -61,6 +66,11 @@ type Policy struct {
 	RateLimit               *RateLimit `json:"rate_limit,omitempty"`
 	ConcurrencyKey          string     `json:"concurrency_key,omitempty"`
 	OnLimit                 string     `json:"on_limit,omitempty"`
+	// MaxConcurrentTotal bounds the executions running across all values
+	// of ConcurrencyKey (MaxConcurrent stays the limit of each value); a
+	// free slot goes to the key values with eligible waiters in turn
+	// (round robin, see Queue.Grantable). 0: no total limit.
+	MaxConcurrentTotal int `json:"max_concurrent_total,omitempty"`
 	// RunnerConfig is the runner's own configuration, fixed by whoever
 	// defines the action and handed to the runner with every run, next to
 	// the input: what core.shell runs, what core.http may reach. A request's
@@ -172,8 +182,16 @@ func (p Policy) Validate() error {
 	if len(p.ConcurrencyKey) > MaxRefLen {
 		return fmt.Errorf("%w: concurrency_key longer than %d bytes", ErrInvalidPolicy, MaxRefLen)
 	}
-	if p.OnLimit != OnLimitQueue && p.OnLimit != OnLimitReject {
-		return fmt.Errorf("%w: on_limit %q must be %q or %q", ErrInvalidPolicy, clip(p.OnLimit), OnLimitQueue, OnLimitReject)
+	if p.MaxConcurrentTotal != 0 {
+		if p.ConcurrencyKey == "" {
+			return fmt.Errorf("%w: max_concurrent_total needs a concurrency_key", ErrInvalidPolicy)
+		}
+		if p.MaxConcurrentTotal < 1 || p.MaxConcurrentTotal > MaxConcurrentLimit {
+			return fmt.Errorf("%w: max_concurrent_total %d must be 1..%d", ErrInvalidPolicy, p.MaxConcurrentTotal, MaxConcurrentLimit)
+		}
+	}
+	if p.OnLimit != OnLimitQueue && p.OnLimit != OnLimitReject && p.OnLimit != OnLimitCancelInProgress {
+		return fmt.Errorf("%w: on_limit %q must be %q, %q or %q", ErrInvalidPolicy, clip(p.OnLimit), OnLimitQueue, OnLimitReject, OnLimitCancelInProgress)
 	}
 	if p.Retry != nil {
 		if err := p.Retry.validate(); err != nil {

@@ -196,6 +196,10 @@ func (x *Execution) Input() json.RawMessage { return x.input }
 // CancelRequested reports whether a client asked to cancel it.
 func (x *Execution) CancelRequested() bool { return x.cancelRequested }
 
+// GrantedAt returns the log time of its grant (execution.scheduling), zero
+// before one.
+func (x *Execution) GrantedAt() time.Time { return x.grantedAt }
+
 // CancelReason returns the reason given with the first cancellation
 // request, or a generic one: what the execution.cancelled event records.
 func (x *Execution) CancelReason() string {

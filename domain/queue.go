@@ -232,6 +232,7 @@ type KeyQueue struct {
 	ref     string // of its action
 	waiting fifo
 	active  map[string]struct{}
+	skips   uint8 // times a total-limited grant passed it while eligible since its last grant (see total.go)
 }
 
 // Waiting returns how many executions wait.
@@ -285,6 +286,12 @@ type Queue struct {
 	version int64 // last version of queue-<ref>, -1 when empty
 	keys    map[string]*KeyQueue
 	where   *locator // the Queues' (shared by every Queue)
+
+	// The round robin of the total limit (total.go): the key value of the
+	// last grant, and how many executions hold a slot across all keys.
+	lastKey string
+	hasLast bool
+	activeN int
 
 	// Log times of recent grants (grants[gHead:]), oldest first, for the
 	// rate limit. They are kept from the first policy with a rate limit on,
@@ -402,6 +409,9 @@ func (q *Queue) Grantable(max int, now time.Time) []Waiter {
 	if max <= 0 {
 		return nil
 	}
+	if q.totalLimited() {
+		return q.grantableTotal(max)
+	}
 	var out []Waiter
 	for _, kq := range q.keys {
 		// Up to max from every key, then the oldest max overall: stopping at
@@ -475,6 +485,11 @@ func (q *Queue) CheckGrantSeen(id, key string, at time.Time, seen uint64) error 
 	}
 	if len(kq.active) >= q.policy.MaxConcurrent {
 		return fmt.Errorf("grant of %s exceeds max_concurrent %d of %q key %q", id, q.policy.MaxConcurrent, q.Ref, key)
+	}
+	if q.totalLimited() {
+		if err := q.checkTotal(id, key); err != nil {
+			return err
+		}
 	}
 	if q.RateRoom(at) <= 0 {
 		rl := q.policy.RateLimit
@@ -668,10 +683,15 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 			return
 		}
 		kq := p.kq
+		if q.totalLimited() {
+			q.foldTotalGrant(kq)
+		}
+		q.lastKey, q.hasLast = kq.Key, true
 		qs.where.grant(e.Execution, kq)
 		kq.waiting.remove(kq, p.i, qs.where)
 		q.recordGrant(env.Time)
 		kq.active[e.Execution] = struct{}{}
+		q.activeN++
 	case QueueActionChanged:
 		_, ref := SplitStream(env.Stream)
 		qs.queue(ref).version = int64(env.Version)
@@ -684,8 +704,12 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 			kq := p.kq
 			delete(kq.active, id)
 			q := qs.queue(kq.ref)
-			if kq.Waiting() == 0 && kq.Active() == 0 && len(q.keys) > 1 {
-				delete(q.keys, kq.Key) // as at an end: the key's queue comes back with the requeue
+			q.activeN--
+			if kq.Waiting() == 0 && kq.Active() == 0 {
+				kq.skips = 0 // (idle: its round starts again)
+				if len(q.keys) > 1 {
+					delete(q.keys, kq.Key) // as at an end: the key's queue comes back with the requeue
+				}
 			}
 		}
 	case ExecutionRequeued:
@@ -708,11 +732,15 @@ func (qs *Queues) Apply(env *Envelope, ev Event) {
 		kq := p.kq
 		if p.i < 0 {
 			delete(kq.active, id)
+			q.activeN--
 		} else {
 			kq.waiting.remove(kq, p.i, qs.where)
 		}
-		if kq.Waiting() == 0 && kq.Active() == 0 && len(q.keys) > 1 {
-			delete(q.keys, kq.Key) // drop idle per-key queues; the default key stays
+		if kq.Waiting() == 0 && kq.Active() == 0 {
+			kq.skips = 0 // (idle: its round starts again)
+			if len(q.keys) > 1 {
+				delete(q.keys, kq.Key) // drop idle per-key queues; the default key stays
+			}
 		}
 	}
 }

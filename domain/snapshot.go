@@ -131,6 +131,8 @@ type QueueSnapshot struct {
 	Grants          []time.Time        // log times of the grants the rate limit still counts, oldest first
 	RateSpan        time.Duration
 	RateMax         int
+	LastKey         string // the key value of the last grant (HasLast): where the round robin resumes
+	HasLast         bool
 }
 
 // KeyQueueSnapshot is the queue of one concurrency-key value.
@@ -138,6 +140,7 @@ type KeyQueueSnapshot struct {
 	Key     string
 	Waiting Waiters  // FIFO order
 	Active  []string // sorted
+	Skips   uint8    // the total limit's round robin: passes while eligible since its last grant
 }
 
 // WaiterSnapshot is a waiter: its execution, the position and log time of
@@ -256,11 +259,11 @@ func (qs *Queues) Snapshot() QueuesSnapshot {
 		q := qs.byRef[ref]
 		qsn := QueueSnapshot{Ref: ref, Policy: q.policy, Defined: q.defined, Paused: q.paused,
 			Version: q.version, Grants: append([]time.Time(nil), q.grants[q.gHead:]...),
-			RateSpan: q.rateSpan, RateMax: q.rateMax}
+			RateSpan: q.rateSpan, RateMax: q.rateMax, LastKey: q.lastKey, HasLast: q.hasLast}
 		for _, k := range q.Keys() {
 			kq := q.keys[k]
 			// (A copy of each slot: what they point to is never changed.)
-			ks := KeyQueueSnapshot{Key: k, Waiting: Waiters{slots: make([]slot, 0, kq.Waiting())}, Active: kq.ActiveIDs()}
+			ks := KeyQueueSnapshot{Key: k, Waiting: Waiters{slots: make([]slot, 0, kq.Waiting())}, Active: kq.ActiveIDs(), Skips: kq.skips}
 			kq.waiting.each(func(s *slot) bool { ks.Waiting.slots = append(ks.Waiting.slots, *s); return true })
 			qsn.Keys = append(qsn.Keys, ks)
 		}
@@ -289,9 +292,10 @@ func RestoreQueues(s QueuesSnapshot) *Queues {
 	for qi, qsn := range s.Queues {
 		q := &Queue{Ref: qsn.Ref, policy: qsn.Policy, defined: qsn.Defined, paused: qsn.Paused,
 			version: qsn.Version, keys: map[string]*KeyQueue{}, where: qs.where, grants: qsn.Grants,
-			rateSpan: qsn.RateSpan, rateMax: qsn.RateMax}
+			rateSpan: qsn.RateSpan, rateMax: qsn.RateMax, lastKey: qsn.LastKey, hasLast: qsn.HasLast}
 		for ki, ks := range qsn.Keys {
-			kq := &KeyQueue{Key: ks.Key, ref: qsn.Ref, active: setOf(ks.Active)}
+			kq := &KeyQueue{Key: ks.Key, ref: qsn.Ref, active: setOf(ks.Active), skips: ks.Skips}
+			q.activeN += len(ks.Active)
 			// The first restore keeps the snapshot's slots themselves.
 			items := ks.Waiting.slots
 			if ks.Waiting.taken {

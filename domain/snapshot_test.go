@@ -16,8 +16,9 @@ func TestSnapshotsCoverEveryField(t *testing.T) {
 		{Worker{}, WorkerSnapshot{}, 0},
 		{Action{}, ActionSnapshot{}, 0},
 		// Queue's gHead is folded into Grants (only live grants are kept);
-		// where is the Queues' map, shared.
-		{Queue{}, QueueSnapshot{}, 2},
+		// where is the Queues' map, shared; activeN is the sum of the keys'
+		// active sets.
+		{Queue{}, QueueSnapshot{}, 3},
 		// KeyQueue's waiting fifo is one list, its active set another; its
 		// ref is its Queue's.
 		{KeyQueue{}, KeyQueueSnapshot{}, 1},

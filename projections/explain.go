@@ -11,7 +11,7 @@ import (
 // Reasons an execution is not running now (Explanation.WaitingFor).
 const (
 	WaitSlot      = "slot"       // its key's max_concurrent executions hold every slot
-	WaitTotalSlot = "total_slot" // max_concurrent_total (not built yet: never given)
+	WaitTotalSlot = "total_slot" // max_concurrent_total: the total is full, or key values before its own in the round take the free slots
 	WaitPaused    = "paused"     // its action is paused
 	WaitRateLimit = "rate_limit" // the rate limit allows no grant now
 	WaitBackoff   = "backoff"    // it backs off after a failed run
@@ -82,6 +82,9 @@ func (s *State) Explain(id string, now time.Time) (Explanation, bool) {
 	}
 	if kq.Active()+out.Ahead >= p.MaxConcurrent {
 		out.WaitingFor = append(out.WaitingFor, WaitSlot)
+	}
+	if q.TotalHolds(key) {
+		out.WaitingFor = append(out.WaitingFor, WaitTotalSlot)
 	}
 	if q.RateRoom(now) <= out.Ahead {
 		out.WaitingFor = append(out.WaitingFor, WaitRateLimit)

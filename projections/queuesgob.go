@@ -35,6 +35,8 @@ type queueGob struct {
 	Grants          []time.Time
 	RateSpan        time.Duration
 	RateMax         int
+	LastKey         string
+	HasLast         bool
 }
 
 // keyQueueGob is a domain.KeyQueueSnapshot, its waiters in their layout.
@@ -42,6 +44,7 @@ type keyQueueGob struct {
 	Key     string
 	Waiting []byte
 	Active  []string
+	Skips   uint8
 }
 
 // GobEncode writes qs in gob, each queue's waiters in their binary layout.
@@ -49,13 +52,13 @@ func (qs QueuesSnapshot) GobEncode() ([]byte, error) {
 	g := queuesGob{Queues: make([]queueGob, len(qs.Queues)), Pending: qs.Pending, Changed: qs.Changed}
 	for i, q := range qs.Queues {
 		g.Queues[i] = queueGob{Ref: q.Ref, Policy: q.Policy, Defined: q.Defined, Paused: q.Paused, Version: q.Version,
-			Keys: make([]keyQueueGob, len(q.Keys)), Grants: q.Grants, RateSpan: q.RateSpan, RateMax: q.RateMax}
+			Keys: make([]keyQueueGob, len(q.Keys)), Grants: q.Grants, RateSpan: q.RateSpan, RateMax: q.RateMax, LastKey: q.LastKey, HasLast: q.HasLast}
 		for j, k := range q.Keys {
 			w, err := marshalWaiters(k.Waiting)
 			if err != nil {
 				return nil, err
 			}
-			g.Queues[i].Keys[j] = keyQueueGob{Key: k.Key, Waiting: w, Active: k.Active}
+			g.Queues[i].Keys[j] = keyQueueGob{Key: k.Key, Waiting: w, Active: k.Active, Skips: k.Skips}
 		}
 	}
 	var b bytes.Buffer
@@ -75,7 +78,7 @@ func (qs *QueuesSnapshot) GobDecode(data []byte) error {
 	}
 	for i, q := range g.Queues {
 		out.Queues[i] = domain.QueueSnapshot{Ref: q.Ref, Policy: q.Policy, Defined: q.Defined, Paused: q.Paused, Version: q.Version,
-			Grants: q.Grants, RateSpan: q.RateSpan, RateMax: q.RateMax}
+			Grants: q.Grants, RateSpan: q.RateSpan, RateMax: q.RateMax, LastKey: q.LastKey, HasLast: q.HasLast}
 		if q.Keys != nil {
 			out.Queues[i].Keys = make([]domain.KeyQueueSnapshot, len(q.Keys))
 		}
@@ -84,7 +87,7 @@ func (qs *QueuesSnapshot) GobDecode(data []byte) error {
 			if err != nil {
 				return err
 			}
-			out.Queues[i].Keys[j] = domain.KeyQueueSnapshot{Key: k.Key, Waiting: ws, Active: k.Active}
+			out.Queues[i].Keys[j] = domain.KeyQueueSnapshot{Key: k.Key, Waiting: ws, Active: k.Active, Skips: k.Skips}
 		}
 	}
 	qs.QueuesSnapshot = out

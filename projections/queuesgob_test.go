@@ -39,7 +39,8 @@ func TestQueuesGobRoundTrip(t *testing.T) {
 		Queues: []domain.QueueSnapshot{{
 			Ref: "act", Policy: domain.Policy{Ref: "act", Runner: "core.noop", MaxConcurrent: 2}, Defined: true, Paused: true,
 			Version: 7, Grants: []time.Time{t0, t0.Add(time.Second)}, RateSpan: time.Minute, RateMax: 3,
-			Keys: []domain.KeyQueueSnapshot{{Key: "k", Active: []string{"a1"}, Waiting: domain.NewWaiters(
+			LastKey: "k", HasLast: true,
+			Keys: []domain.KeyQueueSnapshot{{Key: "k", Active: []string{"a1"}, Skips: 1, Waiting: domain.NewWaiters(
 				domain.WaiterSnapshot{Execution: "w1", Position: 4, EnqueuedAt: t0},
 				domain.WaiterSnapshot{Execution: "w2", Position: 5, EnqueuedAt: t0.Add(time.Hour),
 					Request: &domain.WaiterRequest{Version: 1, Input: json.RawMessage(`{"n":1}`), Parent: "p", ItemIndex: 2}},

@@ -24,6 +24,9 @@ type Policy struct {
 	RateLimit               *RateLimit `json:"rate_limit,omitempty"`
 	ConcurrencyKey          string     `json:"concurrency_key,omitempty"`
 	OnLimit                 string     `json:"on_limit,omitempty"`
+	// MaxConcurrentTotal bounds the running executions across all values of
+	// ConcurrencyKey (which it needs), granted to the values in turn.
+	MaxConcurrentTotal int `json:"max_concurrent_total,omitempty"`
 	// RunnerConfig is the runner's own configuration, a JSON object fixed
 	// by the definition and handed to the runner with every run: what
 	// core.shell runs ({"command": "/usr/bin/convert", "args": [...],

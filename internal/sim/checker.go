@@ -42,11 +42,14 @@ type actionModel struct {
 	keys            map[string]*keyModel
 	stats           projections.QueueStats // the totals, queue length and active count the model expects
 	waiting, active int
+	lastKey         string // the key value of the last grant (hasLast): where the round robin resumes
+	hasLast         bool
 }
 
 type keyModel struct {
 	waiting []string // in request order
 	active  map[string]bool
+	skips   int // total limit: grants that passed it in the round while it could have been granted, since its last grant or idle
 }
 
 type placement struct {
@@ -263,6 +266,7 @@ func (c *checker) model(env *domain.Envelope, id string, x *domain.Execution, ev
 		}
 		delete(a.keys[p.key].active, id)
 		a.active--
+		a.keys[p.key].idle()
 		p.active, p.backingOff, p.backoffEnd = false, true, env.Time.Add(want)
 	case domain.ExecutionRequeued:
 		p := c.place[id]
@@ -313,6 +317,7 @@ func (c *checker) model(env *domain.Envelope, id string, x *domain.Execution, ev
 			km.waiting = slices.DeleteFunc(km.waiting, func(w string) bool { return w == id })
 			a.waiting--
 		}
+		km.idle()
 	}
 	return nil
 }
@@ -349,6 +354,9 @@ func (c *checker) modelGrant(e domain.QueueGranted, bad func(rule, format string
 		return bad("model", "limit: %s is granted with %d active in %q key %q, max_concurrent %d", id, len(km.active), p.action, p.key, a.policy.MaxConcurrent)
 	case a.paused:
 		return bad("model", "%s is granted while %q is paused", id, p.action)
+	}
+	if v := a.modelRound(id, p.key, bad); v != nil {
+		return v
 	}
 	km.waiting = slices.DeleteFunc(km.waiting, func(w string) bool { return w == id })
 	km.active[id] = true

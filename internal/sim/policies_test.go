@@ -24,3 +24,24 @@ func TestSimulationDrivesRetries(t *testing.T) {
 		}
 	}
 }
+
+// TestSimulationDrivesTotalLimit: a plain seed's keyed action has a
+// max_concurrent_total (that policy changes turn on and off), so its
+// grants are judged at every position by the total limit and the round
+// robin (domain's CheckGrant and the checker's own model, round.go); and
+// policy changes turn on_limit cancel_in_progress on and off, so the
+// executor's cancel_requested of running executions goes through the
+// handoff rule, the oracle and the checker with crashes and fail-overs.
+func TestSimulationDrivesTotalLimit(t *testing.T) {
+	res, err := sim.Run(sim.Config{Seed: 7, Steps: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{`"max_concurrent_total":2`, `"concurrency_key":"customer"`, `"on_limit":"cancel_in_progress"`,
+		`on_limit cancel_in_progress: a newer request`} {
+		if n := bytes.Count(res.Log, []byte(s)); n == 0 {
+			t.Errorf("no %s in seed 7's log", s)
+		}
+	}
+	t.Logf("grants: %d", bytes.Count(res.Log, []byte(`"queue.granted"`)))
+}

@@ -125,6 +125,10 @@ const (
 	// BugIgnorePriority: the executor reads every request's priority as
 	// the default, so it grants in request order alone.
 	BugIgnorePriority
+	// BugIgnoreTotal: the executor reads every action's
+	// max_concurrent_total as none, so it grants past the total limit
+	// and in request order across key values.
+	BugIgnoreTotal
 )
 
 // Result describes a finished simulation.
@@ -401,6 +405,9 @@ func (w *world) setup() error {
 		switch i % 3 {
 		case 1:
 			p.ConcurrencyKey = "customer"
+			if i%6 == 1 { // a total limit over the key values, served in turn
+				p.MaxConcurrentTotal = 2
+			}
 		case 2:
 			p.QueueTimeoutSeconds = 120
 			p.RateLimit = &domain.RateLimit{Count: 3, PerSeconds: 5}
@@ -729,6 +736,14 @@ func (w *world) policy() {
 		p := a.Policy()
 		p.MaxConcurrent = 1 + w.rng.IntN(4)
 		what = fmt.Sprintf("max_concurrent %d", p.MaxConcurrent)
+		if p.ConcurrencyKey != "" { // the total limit and cancel_in_progress come and go, from the same draw
+			p.MaxConcurrentTotal = p.MaxConcurrent % 3
+			p.OnLimit = domain.OnLimitQueue
+			if p.MaxConcurrent%2 == 1 {
+				p.OnLimit = domain.OnLimitCancelInProgress
+			}
+			what += fmt.Sprintf(" max_concurrent_total %d on_limit %s", p.MaxConcurrentTotal, p.OnLimit)
+		}
 		_, err = w.cmds.ChangePolicy(w.ctx, p)
 	}
 	w.tracef("policy %s %s: %v", ref, what, err)
@@ -802,6 +817,8 @@ func (w *world) execFold() {
 		noBackoff(evs)
 	case BugIgnorePriority:
 		noPriority(evs)
+	case BugIgnoreTotal:
+		noTotal(evs)
 	}
 	x.e.Fold(evs)
 }
@@ -1196,6 +1213,32 @@ func overGrant(evs []domain.Envelope) {
 			ev = e
 		case domain.ActionPolicyChanged:
 			e.Policy.MaxConcurrent++
+			ev = e
+		}
+		if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
+			env.Data = re.Data
+		}
+	}
+}
+
+// noTotal rewrites the policies in evs without max_concurrent_total
+// (BugIgnoreTotal).
+func noTotal(evs []domain.Envelope) {
+	for i := range evs {
+		env := &evs[i]
+		if env.Type != domain.TypeActionDefined && env.Type != domain.TypeActionPolicyChanged {
+			continue
+		}
+		ev, err := codec.Events.Decode(env)
+		if err != nil {
+			continue
+		}
+		switch e := ev.(type) {
+		case domain.ActionDefined:
+			e.Policy.MaxConcurrentTotal = 0
+			ev = e
+		case domain.ActionPolicyChanged:
+			e.Policy.MaxConcurrentTotal = 0
 			ev = e
 		}
 		if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {

@@ -201,6 +201,7 @@ func TestCatchesBugs(t *testing.T) {
 		{"over-grant", sim.BugOverGrant, "max_concurrent"},
 		{"early requeue", sim.BugEarlyRequeue, "backoff"},
 		{"ignore priority", sim.BugIgnorePriority, "priority"},
+		{"ignore total", sim.BugIgnoreTotal, "round robin"},
 	} {
 		t.Run(bug.name, func(t *testing.T) {
 			var failed *sim.Failure

@@ -55,6 +55,9 @@ func (e *Executor) Decide(timed bool) []Decision {
 		ops = e.decideAttention(ops, attention)
 		ops = e.decideParents(ops, attention)
 	}
+	if timed {
+		ops = e.decideCancelInProgress(ops)
+	}
 	ops = e.decideGrants(ops, now)
 	for k, p := range e.pending { // forget partial writes the fold no longer shows
 		if p.touched != e.sweep {

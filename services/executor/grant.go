@@ -46,8 +46,10 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	ops = e.decideUnscheduled(ops, workers)
 	free := slots(workers)
 	type cand struct {
-		q *domain.Queue
-		w domain.Waiter
+		q    *domain.Queue
+		w    domain.Waiter
+		lead domain.Waiter // the sort key: w, or the first of its total-limited queue's round
+		i    int           // w's turn in that round
 	}
 	var cands []cand
 	for _, ref := range e.state.Queues.Refs() {
@@ -55,11 +57,23 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		if _, announced := e.state.Announced[ref]; announced || q.Waiting() == 0 || e.busy(domain.QueueStream(ref)) {
 			continue
 		}
-		for _, w := range q.Grantable(free, now.Add(-rateMargin)) {
-			cands = append(cands, cand{q, w})
+		ws := q.Grantable(free, now.Add(-rateMargin))
+		total := q.Policy().MaxConcurrentTotal > 0
+		for i, w := range ws {
+			c := cand{q: q, w: w, lead: w}
+			if total { // the round robin's order is the queue's: keep it
+				c.lead, c.i = ws[0], i
+			}
+			cands = append(cands, c)
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool { return domain.GrantsBefore(cands[i].w, cands[j].w) })
+	sort.Slice(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.lead.Execution != b.lead.Execution {
+			return domain.GrantsBefore(a.lead, b.lead)
+		}
+		return a.i < b.i
+	})
 	perQueue := map[string]*op{}
 	var order []string
 	qVersion := map[string]int64{}
@@ -74,6 +88,12 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 			break
 		}
 		qk := [2]string{c.q.Ref, c.w.Key}
+		if c.q.Policy().MaxConcurrentTotal > 0 {
+			// A round robin that skips a key value would skip it again
+			// next cycle: a waiter that cannot be granted holds back the
+			// rest of its round.
+			qk[1] = "\x00total"
+		}
 		if blocked[qk] {
 			continue
 		}

@@ -1,0 +1,112 @@
+package domain_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/turnstile/turnstile/domain"
+)
+
+// TestTotalLimitRoundRobin: with max_concurrent_total, free slots go to the
+// key values with eligible waiters in turn (sorted, from after the last
+// grant), one per value and turn, never more than the total running.
+// Catches: the total limit ignored (Grantable returns more than free
+// total slots; CheckGrant allows a grant over it); grants in request order
+// instead of in turn; the round not resuming after the last grant (a fold
+// that forgets LastKey, also across a snapshot).
+func TestTotalLimitRoundRobin(t *testing.T) {
+	t.Parallel()
+	l := newQLog(t)
+	l.define(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 5, MaxConcurrentTotal: 2, ConcurrencyKey: "tenant"})
+	// a has 3 waiters requested first, then b and c.
+	for _, r := range [][2]string{{"a1", "a"}, {"a2", "a"}, {"a3", "a"}, {"b1", "b"}, {"c1", "c"}, {"c2", "c"}} {
+		l.request(r[0], "act", r[1])
+	}
+	q := l.qs.Get("act")
+	if got := ids(q.Grantable(10, t0)); !slices.Equal(got, []string{"a1", "b1"}) {
+		t.Fatalf("Grantable = %v, want [a1 b1] (one per key in turn, 2 total)", got)
+	}
+	l.mustGrant("a1", "act", "a")
+	for _, id := range []string{"a2", "c1"} { // passing b (and c) once is allowed: a decision on a stale fold
+		if err := q.CheckGrant(id, id[:1], l.at); err != nil {
+			t.Fatalf("CheckGrant %s: %v", id, err)
+		}
+	}
+	l.mustGrant("b1", "act", "b")
+	if got := ids(q.Grantable(10, t0)); len(got) != 0 {
+		t.Fatalf("Grantable with the total full = %v", got)
+	}
+	wantErr(t, "over the total", q.CheckGrant("c1", "c", l.at), "max_concurrent_total")
+	l.end("a1", domain.ExecutionCompleted{})
+	// The round resumes after b: c, then a.
+	if got := ids(q.Grantable(10, t0)); !slices.Equal(got, []string{"c1"}) {
+		t.Fatalf("Grantable after a1 ended = %v, want [c1]", got)
+	}
+	if k, ok := q.LastKey(); !ok || k != "b" {
+		t.Fatalf("LastKey = %q %v", k, ok)
+	}
+	// The round robin's state survives a snapshot.
+	r := domain.RestoreQueues(l.qs.Snapshot()).Get("act")
+	if got := ids(r.Grantable(10, t0)); !slices.Equal(got, []string{"c1"}) || r.ActiveTotal() != 1 {
+		t.Fatalf("restored: Grantable = %v, active total %d", got, r.ActiveTotal())
+	}
+	l.mustGrant("c1", "act", "c")
+	l.end("b1", domain.ExecutionCompleted{})
+	l.end("c1", domain.ExecutionCompleted{})
+	if got := ids(q.Grantable(10, t0)); !slices.Equal(got, []string{"a2", "c2"}) {
+		t.Fatalf("Grantable = %v, want [a2 c2]", got)
+	}
+	l.mustGrant("a2", "act", "a")
+	// Passing c once (granting a3 while c is next) is allowed; a second
+	// pass is not.
+	l.mustGrant("a3", "act", "a")
+	l.request("a4", "act", "a")
+	l.end("a2", domain.ExecutionCompleted{})
+	wantErr(t, "c skipped twice", q.CheckGrant("a4", "a", l.at), `skips key "c"`)
+	l.mustGrant("c2", "act", "c")
+}
+
+// TestTotalLimitPerKeyLimitStillHolds: a key value at its own
+// max_concurrent is not eligible: the round passes it without a skip.
+func TestTotalLimitPerKeyLimitStillHolds(t *testing.T) {
+	t.Parallel()
+	l := newQLog(t)
+	l.define(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 1, MaxConcurrentTotal: 3, ConcurrencyKey: "tenant"})
+	for _, r := range [][2]string{{"a1", "a"}, {"a2", "a"}, {"b1", "b"}, {"b2", "b"}} {
+		l.request(r[0], "act", r[1])
+	}
+	q := l.qs.Get("act")
+	l.mustGrant("a1", "act", "a")
+	l.mustGrant("b1", "act", "b")
+	if got := ids(q.Grantable(10, t0)); len(got) != 0 {
+		t.Fatalf("Grantable = %v, want none (each key at max_concurrent 1)", got)
+	}
+	wantErr(t, "per-key limit", q.CheckGrant("a2", "a", l.at), "max_concurrent 1")
+	l.end("b1", domain.ExecutionCompleted{})
+	l.mustGrant("b2", "act", "b") // passes a (not eligible): no skip
+	l.end("a1", domain.ExecutionCompleted{})
+	l.mustGrant("a2", "act", "a")
+}
+
+// TestTotalLimitValidation: max_concurrent_total needs a concurrency_key
+// and is 1..MaxConcurrentLimit.
+func TestTotalLimitValidation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		p    domain.Policy
+		want string
+	}{
+		{domain.Policy{Ref: "a", Runner: "r", MaxConcurrentTotal: 2}, "needs a concurrency_key"},
+		{domain.Policy{Ref: "a", Runner: "r", MaxConcurrentTotal: -1, ConcurrencyKey: "k"}, "max_concurrent_total -1"},
+		{domain.Policy{Ref: "a", Runner: "r", MaxConcurrentTotal: domain.MaxConcurrentLimit + 1, ConcurrencyKey: "k"}, "max_concurrent_total"},
+	} {
+		err := tc.p.WithDefaults().Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want %q", tc.p, err, tc.want)
+		}
+	}
+	if err := (domain.Policy{Ref: "a", Runner: "r", MaxConcurrentTotal: 3, ConcurrencyKey: "k"}).WithDefaults().Validate(); err != nil {
+		t.Fatal(err)
+	}
+}
