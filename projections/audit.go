@@ -17,7 +17,7 @@ type Violation struct {
 	Position uint64 `json:"position"`
 	Stream   string `json:"stream"`
 	Type     string `json:"type"`
-	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy
+	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress
 	Detail   string `json:"detail"`
 	// Principal is who asked for the event through the API, as its
 	// metadata records ("" for none).
@@ -66,7 +66,9 @@ const MaxViolations = 10_000
 // Who acted (RulePrincipal): a principal recorded in an event's metadata is
 // valid, and a client asks to cancel only executions it requested; the
 // report counts each principal's events. The action policies' own rules
-// (retries and their backoffs, attempts) are checkPolicies'. progress, if
+// (retries and their backoffs, attempts) are checkPolicies'; the executor's
+// cancellations are justified by on_limit cancel_in_progress
+// (RuleCancelInProgress, auditCancels). progress, if
 // not nil, is called with the position
 // reached now and then.
 func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64)) (*AuditReport, error) {
@@ -79,6 +81,7 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 	serves := map[string]map[string]bool{} // worker + "\x00" + incarnation → the runners it registered (nil: every runner)
 	who := newAuditPrincipals()
 	ticks := auditTicks{}
+	cancels := newAuditCancels()
 	principal := ""
 	add := func(env *domain.Envelope, rule, detail string) {
 		if len(rep.Violations) < MaxViolations {
@@ -180,10 +183,14 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				if detail := checkPolicies(queues, x, ev, env.Time); detail != "" {
 					add(env, "policy", detail)
 				}
+				if detail := cancels.check(queues, env, id, x, ev); detail != "" {
+					add(env, RuleCancelInProgress, detail)
+				}
 				x.Apply(ev, env.Version, env.Time)
 				trackFanout(fans, id, x, ev)
 			}
 			queues.Apply(env, ev)
+			cancels.track(queues, env, ev, cat, id)
 		}
 		if progress != nil {
 			progress(from)
