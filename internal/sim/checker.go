@@ -34,6 +34,7 @@ type checker struct {
 	place   map[string]*placement // queued executions (waiting or active) → where
 	open    int                   // executions requested and not ended
 	void    int                   // void grants: of executions that had ended (single-stream path)
+	ticks   map[string]string     // schedule + "\x00" + tick → the execution it produced (ticks.go)
 }
 
 type actionModel struct {
@@ -120,6 +121,10 @@ func (c *checker) check(env *domain.Envelope) *violation {
 		return bad("stream", "%s belongs in a %s stream", env.Type, spec.Stream)
 	}
 	switch e := ev.(type) {
+	case domain.ExecutionRequested:
+		if detail := c.checkTick(id, e); detail != "" {
+			return bad("schedule_tick", "%s", detail)
+		}
 	case domain.QueueGranted:
 		if x := c.execs[e.Execution]; x != nil && x.Status().Terminal() && !c.granted[e.Execution] {
 			// A void grant: on a log without atomic multi-stream appends a

@@ -129,6 +129,10 @@ const (
 	// max_concurrent_total as none, so it grants past the total limit
 	// and in request order across key values.
 	BugIgnoreTotal
+	// BugTickTwice: the executor's fold never learns that a schedule's
+	// tick was requested, and the log takes each tick's request in a
+	// stream of its own, so a tick is requested again (ticks.go).
+	BugTickTwice
 )
 
 // Result describes a finished simulation.
@@ -416,6 +420,9 @@ func (w *world) setup() error {
 			return err
 		}
 		w.refs = append(w.refs, p.Ref)
+	}
+	if err := w.defineSchedules(); err != nil {
+		return err
 	}
 	w.startExecutor(false)
 	for _, sw := range w.workers {
@@ -819,6 +826,8 @@ func (w *world) execFold() {
 		noPriority(evs)
 	case BugIgnoreTotal:
 		noTotal(evs)
+	case BugTickTwice:
+		noTicks(evs)
 	}
 	x.e.Fold(evs)
 }
@@ -1297,7 +1306,8 @@ func noPriority(evs []domain.Envelope) {
 // buggy is a log with a deliberate defect (see Bug).
 type buggy struct {
 	*memstore.Store
-	bug Bug
+	bug   Bug
+	ticks int // BugTickTwice: the ticks moved so far
 }
 
 func (b *buggy) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events ...domain.Envelope) (eventstore.AppendResult, error) {
@@ -1313,6 +1323,8 @@ func (b *buggy) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 			as[i].Expected = eventstore.Any
 		case b.bug == BugUnfencedWorkers && cat == domain.StreamExecution && as[i].Events[0].Owner == domain.OwnerWorker:
 			as[i].Expected = eventstore.Any
+		case b.bug == BugTickTwice:
+			b.tickElsewhere(&as[i])
 		}
 	}
 	return b.Store.AppendMulti(ctx, as...)

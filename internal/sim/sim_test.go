@@ -202,6 +202,7 @@ func TestCatchesBugs(t *testing.T) {
 		{"early requeue", sim.BugEarlyRequeue, "backoff"},
 		{"ignore priority", sim.BugIgnorePriority, "priority"},
 		{"ignore total", sim.BugIgnoreTotal, "round robin"},
+		{"tick twice", sim.BugTickTwice, "schedule_tick"},
 	} {
 		t.Run(bug.name, func(t *testing.T) {
 			var failed *sim.Failure
