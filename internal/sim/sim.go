@@ -1096,8 +1096,8 @@ func (w *world) check() error {
 	return nil
 }
 
-// heal stops every fault, brings everything back, resumes every action and
-// runs on until every execution has ended.
+// heal stops every fault, brings everything back, resumes every action,
+// deletes the schedules (a tick already requested goes on) and runs on until every execution has ended.
 func (w *world) heal() error {
 	w.healing = true
 	w.store.SetEnabled(false)
@@ -1115,6 +1115,9 @@ func (w *world) heal() error {
 		if _, err := w.cmds.Resume(w.ctx, ref); err != nil {
 			return err
 		}
+	}
+	if err := w.deleteSchedules(); err != nil {
+		return err
 	}
 	limit := w.step + healLimit
 	for ; w.checker.open > 0 || len(w.retries) > 0; w.step++ {

@@ -32,6 +32,18 @@ func (w *world) defineSchedules() error {
 	return nil
 }
 
+// deleteSchedules deletes the schedules when the faults stop, so that the
+// run can end (liveness): ticks requested before go on as any request.
+func (w *world) deleteSchedules() error {
+	refs := []string{"s0", "s1"}[:min(len(w.refs), 2)]
+	for _, ref := range refs {
+		if _, err := w.cmds.DeleteSchedule(w.ctx, ref); err != nil {
+			return fmt.Errorf("delete schedule %s: %w", ref, err)
+		}
+	}
+	return nil
+}
+
 // checkTick is the checker's own rule for schedules: each tick produced at
 // most one execution (whatever its id), across the whole log. It returns
 // what is wrong, "" if nothing.
