@@ -144,9 +144,9 @@ func sample(pid int) (rssKiB int, cpu float64) {
 	check(err)
 	s := string(raw)
 	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:]) // fields from 3 (state) on
-	ut, _ := strconv.ParseFloat(f[11], 64)                  // field 14 utime
-	stt, _ := strconv.ParseFloat(f[12], 64)                 // field 15 stime
-	return rssKiB, (ut + stt) / 100                         // USER_HZ = 100
+	ut, _ := strconv.ParseFloat(f[11], 64)                   // field 14 utime
+	stt, _ := strconv.ParseFloat(f[12], 64)                  // field 15 stime
+	return rssKiB, (ut + stt) / 100                          // USER_HZ = 100
 }
 
 func check(err error) {
