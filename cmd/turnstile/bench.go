@@ -49,6 +49,11 @@ type benchResult struct {
 	// to a subscription of the benchmark's own.
 	LagP50Millis float64 `json:"subscription_lag_p50_ms"`
 	LagP99Millis float64 `json:"subscription_lag_p99_ms"`
+	// The mixed run's flags (absent in a plain run): --priorities,
+	// --keys, --total.
+	Priorities         int `json:"priorities,omitempty"`
+	Keys               int `json:"keys,omitempty"`
+	MaxConcurrentTotal int `json:"max_concurrent_total,omitempty"`
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -74,6 +79,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	asJSON := fs.Bool("json", false, "print the result as one JSON line last")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the run to this file (go tool pprof -sample_index=alloc_space)")
+	mix := addBenchMixFlags(fs)
 	traceFile := fs.String("trace", "", "write an execution trace of the run to this file (go tool trace; -pprof=sched, sync or syscall for where goroutines wait)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
@@ -83,6 +89,9 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *rate < 0 {
 		return usageError{errors.New("--rate must be >= 0")}
+	}
+	if err := mix.check(); err != nil {
+		return err
 	}
 	if *remoteN > 0 {
 		*workers = *remoteN
@@ -119,7 +128,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	for i := 0; i < *actions; i++ {
 		p := domain.Policy{Ref: fmt.Sprintf("bench.%d", i), Runner: "core.noop", MaxConcurrent: *maxConc, MaxQueueLength: domain.MaxQueueLengthLimit}
-		if _, err := nd.Commands.DefineAction(ctx, p); err != nil {
+		if _, err := nd.Commands.DefineAction(ctx, mix.policy(p)); err != nil {
 			return err
 		}
 	}
@@ -180,7 +189,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 						time.Sleep(d)
 					}
 				}
-				r := command.Request{Action: fmt.Sprintf("bench.%d", i%int64(*actions))}
+				r := mix.request(command.Request{Action: fmt.Sprintf("bench.%d", i%int64(*actions))}, i)
 				if _, _, err := nd.Commands.Request(ctx, r); err != nil {
 					errs <- err
 					return
@@ -217,6 +226,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		LagP50Millis: round(lagQ(0.50), 3), LagP99Millis: round(lagQ(0.99), 3),
 		Executions: *n, Seconds: round(elapsed.Seconds(), 3), ExecutionsPerS: round(float64(*n)/elapsed.Seconds(), 1),
 		P50Millis: round(p50, 3), P99Millis: round(p99, 3), PeakRSSBytes: peakRSS(), Events: events, Store: strings.SplitN(where, ":", 2)[0], Rate: *rate,
+		Priorities: mix.priorities, Keys: mix.keys, MaxConcurrentTotal: mix.total,
 	}
 	if *asJSON {
 		b, _ := json.Marshal(res)
