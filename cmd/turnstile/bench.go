@@ -75,7 +75,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rate := fs.Float64("rate", 0, "requests per second, paced evenly (0: as fast as the submitters go); below the system's throughput, request → running measures a free slot's latency")
 	workers := fs.Int("workers", 4, "in-process workers")
 	remoteN := fs.Int("remote", 0, "instead of in-process workers, this many workers of the Go worker package reaching the API over loopback HTTP")
-	slots := fs.Int("slots", 0, "slots per worker (default: enough for every action's limit)")
+	slots := fs.Int("slots", 0, "slots per worker (default: enough for every action's limit; with --keys, its total or every value's limit)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON line last")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the run to this file (go tool pprof -sample_index=alloc_space)")
@@ -97,7 +97,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		*workers = *remoteN
 	}
 	if *slots == 0 {
-		*slots = (*actions**maxConc + *workers - 1) / *workers
+		*slots = (*actions*mix.perAction(*maxConc) + *workers - 1) / *workers
 	}
 	where, cleanup, err := benchStoreURL(*storeURL)
 	if err != nil {

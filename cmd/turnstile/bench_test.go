@@ -131,4 +131,7 @@ func TestBenchLifecycleMixed(t *testing.T) {
 	if p := m.policy(domain.Policy{Ref: "a"}); p.ConcurrencyKey != benchMixKey || p.MaxConcurrentTotal != 3 {
 		t.Errorf("policy %+v, want concurrency_key %q and max_concurrent_total 3", p, benchMixKey)
 	}
+	if got := m.perAction(1); got != 3 {
+		t.Errorf("perAction with a total of 3: %d, want 3 (the default slots come from it)", got)
+	}
 }

@@ -76,3 +76,17 @@ func splitmix64(x uint64) uint64 {
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
 	return x ^ (x >> 31)
 }
+
+// perAction is how many executions of one action may run at once: its
+// max_concurrent, or with a key its max_concurrent_total, or without one
+// max_concurrent for each key value. The run's default worker slots come
+// from it, so that a mixed run is bound by its limits and not by slots.
+func (m *benchMix) perAction(maxConcurrent int) int {
+	switch {
+	case m.keys > 0 && m.total > 0:
+		return m.total
+	case m.keys > 0:
+		return maxConcurrent * m.keys
+	}
+	return maxConcurrent
+}
