@@ -49,6 +49,11 @@ type benchResult struct {
 	// to a subscription of the benchmark's own.
 	LagP50Millis float64 `json:"subscription_lag_p50_ms"`
 	LagP99Millis float64 `json:"subscription_lag_p99_ms"`
+	// The mixed run's flags (absent in a plain run): --priorities,
+	// --keys, --total.
+	Priorities         int `json:"priorities,omitempty"`
+	Keys               int `json:"keys,omitempty"`
+	MaxConcurrentTotal int `json:"max_concurrent_total,omitempty"`
 }
 
 func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -70,10 +75,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rate := fs.Float64("rate", 0, "requests per second, paced evenly (0: as fast as the submitters go); below the system's throughput, request → running measures a free slot's latency")
 	workers := fs.Int("workers", 4, "in-process workers")
 	remoteN := fs.Int("remote", 0, "instead of in-process workers, this many workers of the Go worker package reaching the API over loopback HTTP")
-	slots := fs.Int("slots", 0, "slots per worker (default: enough for every action's limit)")
+	slots := fs.Int("slots", 0, "slots per worker (default: enough for every action's limit; with --keys, its total or every value's limit)")
 	asJSON := fs.Bool("json", false, "print the result as one JSON line last")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the run to this file (go tool pprof -sample_index=alloc_space)")
+	mix := addBenchMixFlags(fs)
 	traceFile := fs.String("trace", "", "write an execution trace of the run to this file (go tool trace; -pprof=sched, sync or syscall for where goroutines wait)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
@@ -84,11 +90,14 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *rate < 0 {
 		return usageError{errors.New("--rate must be >= 0")}
 	}
+	if err := mix.check(); err != nil {
+		return err
+	}
 	if *remoteN > 0 {
 		*workers = *remoteN
 	}
 	if *slots == 0 {
-		*slots = (*actions**maxConc + *workers - 1) / *workers
+		*slots = (*actions*mix.perAction(*maxConc) + *workers - 1) / *workers
 	}
 	where, cleanup, err := benchStoreURL(*storeURL)
 	if err != nil {
@@ -119,7 +128,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	for i := 0; i < *actions; i++ {
 		p := domain.Policy{Ref: fmt.Sprintf("bench.%d", i), Runner: "core.noop", MaxConcurrent: *maxConc, MaxQueueLength: domain.MaxQueueLengthLimit}
-		if _, err := nd.Commands.DefineAction(ctx, p); err != nil {
+		if _, err := nd.Commands.DefineAction(ctx, mix.policy(p)); err != nil {
 			return err
 		}
 	}
@@ -180,7 +189,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 						time.Sleep(d)
 					}
 				}
-				r := command.Request{Action: fmt.Sprintf("bench.%d", i%int64(*actions))}
+				r := mix.request(command.Request{Action: fmt.Sprintf("bench.%d", i%int64(*actions))}, i)
 				if _, _, err := nd.Commands.Request(ctx, r); err != nil {
 					errs <- err
 					return
@@ -217,6 +226,7 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		LagP50Millis: round(lagQ(0.50), 3), LagP99Millis: round(lagQ(0.99), 3),
 		Executions: *n, Seconds: round(elapsed.Seconds(), 3), ExecutionsPerS: round(float64(*n)/elapsed.Seconds(), 1),
 		P50Millis: round(p50, 3), P99Millis: round(p99, 3), PeakRSSBytes: peakRSS(), Events: events, Store: strings.SplitN(where, ":", 2)[0], Rate: *rate,
+		Priorities: mix.priorities, Keys: mix.keys, MaxConcurrentTotal: mix.total,
 	}
 	if *asJSON {
 		b, _ := json.Marshal(res)

@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/services/command"
 )
 
 // TestBenchLifecycle runs a small `bench lifecycle` in-process on a fresh
@@ -67,10 +70,68 @@ func TestBenchLifecycleRefusesBadFlags(t *testing.T) {
 		{"--executions", "0"},
 		{"--rate", "-1"},
 		{"--no-such-flag"},
+		{"--priorities", "5"},
+		{"--priorities", "-1"},
+		{"--keys", "-1"},
+		{"--total", "-1"},
+		{"--total", "10"}, // without --keys
 	} {
 		code, out := runCmd(t, append([]string{"bench", "lifecycle"}, args...)...)
 		if code != 2 || !strings.Contains(out, strings.TrimLeft(args[0], "-")) {
 			t.Errorf("bench lifecycle %v: exit %d, want 2 and a message naming %s:\n%s", args, code, args[0], out)
 		}
+	}
+}
+
+// TestBenchLifecycleMixed runs a small mixed `bench lifecycle` (priorities,
+// a concurrency key, a total limit) to its end and checks its JSON line says
+// so, and that what a mixed request draws is seeded and in range.
+func TestBenchLifecycleMixed(t *testing.T) {
+	code, out := runCmd(t, "bench", "lifecycle", "--executions", "200", "--actions", "2", "--max-concurrent", "1",
+		"--priorities", "4", "--keys", "7", "--total", "3", "--submitters", "4", "--workers", "2", "--json")
+	if code != 0 {
+		t.Fatalf("mixed bench lifecycle exited %d:\n%s", code, out)
+	}
+	var line string // runCmd mixes in stderr's log lines
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "{") {
+			line = l
+		}
+	}
+	var res struct {
+		Executions         int `json:"executions"`
+		Priorities         int `json:"priorities"`
+		Keys               int `json:"keys"`
+		MaxConcurrentTotal int `json:"max_concurrent_total"`
+	}
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		t.Fatalf("no JSON line: %v\n%s", err, out)
+	}
+	if res.Executions != 200 || res.Priorities != 4 || res.Keys != 7 || res.MaxConcurrentTotal != 3 {
+		t.Errorf("result %+v, want 200 executions, priorities 4, keys 7, max_concurrent_total 3", res)
+	}
+
+	m := benchMix{priorities: 4, keys: 7, total: 3, seed: 1}
+	prios, keys := map[int]bool{}, map[string]bool{}
+	for i := int64(0); i < 1000; i++ {
+		r := m.request(command.Request{Action: "a"}, i)
+		if again := m.request(command.Request{Action: "a"}, i); again.Priority != r.Priority || string(again.Input) != string(r.Input) {
+			t.Fatalf("request %d drew %d %s, then %d %s", i, r.Priority, r.Input, again.Priority, again.Input)
+		}
+		prios[r.Priority] = true
+		var in map[string]string
+		if err := json.Unmarshal(r.Input, &in); err != nil {
+			t.Fatal(err)
+		}
+		keys[in[benchMixKey]] = true
+	}
+	if len(prios) != 4 || !prios[1] || !prios[4] || len(keys) != 7 {
+		t.Errorf("1,000 requests drew priorities %v and key values %v, want 1..4 and 7 values", prios, keys)
+	}
+	if p := m.policy(domain.Policy{Ref: "a"}); p.ConcurrencyKey != benchMixKey || p.MaxConcurrentTotal != 3 {
+		t.Errorf("policy %+v, want concurrency_key %q and max_concurrent_total 3", p, benchMixKey)
+	}
+	if got := m.perAction(1); got != 3 {
+		t.Errorf("perAction with a total of 3: %d, want 3 (the default slots come from it)", got)
 	}
 }
