@@ -22,6 +22,7 @@ type ExecutionSnapshot struct {
 	WithItems                 []json.RawMessage
 	Asked                     int
 	Input                     json.RawMessage
+	Traceparent               string `json:",omitempty"` // the request's W3C trace context
 
 	Status                                                  Status
 	Worker, Incarnation                                     string
@@ -44,7 +45,7 @@ func (x *Execution) Snapshot() ExecutionSnapshot {
 	return ExecutionSnapshot{
 		ID: x.id, Action: x.action, Key: x.key, ParentID: x.parentID, ItemIndex: x.itemIndex,
 		Parent: x.parent, Items: x.items, Concurrency: x.concurrency, WithItems: x.withItems,
-		Asked: x.asked, Input: x.input,
+		Asked: x.asked, Input: x.input, Traceparent: x.traceparent,
 		Status: x.status, Worker: x.worker, Incarnation: x.incarnation, Attempt: x.attempt,
 		CancelRequested: x.cancelRequested, CancelReason: x.cancelReason, TakenBack: x.takenBack,
 		Runs: x.runs, DeferredUntil: x.deferredUntil, Priority: x.priority,
@@ -59,7 +60,7 @@ func RestoreExecution(s ExecutionSnapshot) *Execution {
 	return &Execution{
 		id: s.ID, action: s.Action, key: s.Key, parentID: s.ParentID, itemIndex: s.ItemIndex,
 		parent: s.Parent, items: s.Items, concurrency: s.Concurrency, withItems: s.WithItems,
-		asked: s.Asked, input: s.Input,
+		asked: s.Asked, input: s.Input, traceparent: s.Traceparent,
 		status: s.Status, worker: s.Worker, incarnation: s.Incarnation, attempt: s.Attempt,
 		cancelRequested: s.CancelRequested, cancelReason: s.CancelReason, takenBack: s.TakenBack,
 		runs: s.Runs, deferredUntil: s.DeferredUntil, priority: s.Priority,
