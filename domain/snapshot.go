@@ -163,6 +163,7 @@ type WaiterRequest struct {
 	Parent                        string
 	ItemIndex, Items, Concurrency int
 	WithItems                     []json.RawMessage
+	Traceparent                   string `json:",omitempty"` // from the event's metadata
 }
 
 // Waiters is a queue's waiters, in FIFO order, laid out as the queue keeps
@@ -203,7 +204,7 @@ func (ws Waiters) Each(fn func(w *WaiterSnapshot) bool) {
 		w = WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time(), Priority: int(s.prio)}
 		if r := s.req; r != nil && r.hasFields() {
 			req = WaiterRequest{Version: r.version, Input: r.input, Parent: r.parent, ItemIndex: r.itemIndex,
-				Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems}
+				Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems, Traceparent: r.traceparent}
 			w.Request = &req
 		}
 		if !fn(&w) {
@@ -237,7 +238,7 @@ func (s *slot) snapshot() WaiterSnapshot {
 	w := WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time(), Priority: int(s.prio)}
 	if r := s.req; r != nil && r.hasFields() {
 		w.Request = &WaiterRequest{Version: r.version, Input: r.input, Parent: r.parent, ItemIndex: r.itemIndex,
-			Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems}
+			Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems, Traceparent: r.traceparent}
 	}
 	return w
 }
@@ -250,7 +251,14 @@ func (w *WaiterSnapshot) slot() slot {
 			Concurrency: r.Concurrency, WithItems: r.WithItems}
 	}
 	e.Priority = w.Priority
-	return newSlot(w.Execution, &env, e)
+	s := newSlot(w.Execution, &env, e)
+	if r := w.Request; r != nil && r.Traceparent != "" {
+		if s.req == nil {
+			s.req = new(request)
+		}
+		s.req.traceparent = r.Traceparent
+	}
+	return s
 }
 
 // Snapshot returns the queues' state.
