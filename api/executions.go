@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"go.opentelemetry.io/otel/attribute"
 	"math"
 	"net/http"
 	"strconv"
@@ -46,8 +47,12 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, p)
 		return
 	}
-	a, err := s.cfg.Commands.Submit(r.Context(), req, time.Now())
+	ctx, span, tp := requestSpan(r)
+	defer span.End()
+	req.Traceparent = tp
+	a, err := s.cfg.Commands.Submit(ctx, req, time.Now())
 	if err != nil {
+		span.RecordError(err)
 		var refused *command.RefusedError
 		if errors.As(err, &refused) && refused.Code == domain.RejectRateLimited {
 			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(refused.RetryAfter.Seconds(), 1))), 10))
@@ -55,6 +60,7 @@ func (s *Server) requestExecution(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
+	span.SetAttributes(attribute.String("turnstile.execution", a.ID))
 	w.Header().Set("Location", "/api/v1/executions/"+a.ID)
 	if !a.Created {
 		w.Header().Set("Idempotent-Replayed", "true")

@@ -131,6 +131,10 @@ type ExecutionScheduled struct {
 	// grant (its max_attempts; omitted: 1, no retry): a failed run whose
 	// attempt is below it ends in execution.run_failed, to be run again.
 	Runs int `json:"runs,omitempty"`
+	// Traceparent is the W3C trace context of the request (its
+	// metadata's), for the worker to start the run's span in; omitted
+	// when the request carried none.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // ExecutionRunning says the named worker started the execution.

@@ -86,6 +86,7 @@ type Execution struct {
 	withItems   []json.RawMessage
 	asked       int // a parent's children requested so far (items 0..asked-1)
 	input       json.RawMessage
+	traceparent string // the request's W3C trace context (trace.go), or ""
 
 	status          Status
 	worker          string
@@ -411,7 +412,7 @@ func (x *Execution) Schedule(worker, incarnation string, p Policy) (ExecutionSch
 	return ExecutionScheduled{
 		Worker: worker, Incarnation: incarnation, Attempt: x.attempt + 1, Action: x.action, Runner: p.Runner, Input: x.input,
 		TimeoutMillis: p.Timeout().Milliseconds(), ScheduledTimeoutMS: p.ScheduledTimeout().Milliseconds(),
-		RunnerConfig: p.RunnerConfig, KeyField: p.ConcurrencyKey, Runs: runsOf(p),
+		RunnerConfig: p.RunnerConfig, KeyField: p.ConcurrencyKey, Runs: runsOf(p), Traceparent: x.traceparent,
 	}, nil
 }
 
@@ -568,6 +569,9 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.status, x.scheduledAt, x.worker, x.attempt = StatusScheduled, at, e.Worker, e.Attempt
 		x.incarnation, x.runningAt, x.runs = e.Incarnation, time.Time{}, e.Runs
 		x.scheduledTimeout = time.Duration(e.ScheduledTimeoutMS) * time.Millisecond
+		if e.Traceparent != "" {
+			x.traceparent = e.Traceparent
+		}
 	case ExecutionRunning:
 		x.status, x.runningAt = StatusRunning, at
 	case ExecutionCompleted:

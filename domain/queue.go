@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -50,6 +51,7 @@ type request struct {
 	items       int // a with_items parent is never queued; a log may still say otherwise
 	concurrency int
 	withItems   []json.RawMessage
+	traceparent string    // the request's W3C trace context (trace.go), or ""
 	version     uint64    // of the requested event in its stream (0 on any log the executor wrote)
 	at          time.Time // the log time, when it is not UTC (or has a monotonic reading)
 	hasAt       bool
@@ -69,6 +71,9 @@ func newSlot(id string, env *Envelope, e ExecutionRequested) slot {
 	}
 	r.input, r.parent, r.itemIndex, r.items, r.concurrency, r.withItems, r.version =
 		e.Input, e.Parent, e.ItemIndex, e.Items, e.Concurrency, e.WithItems, env.Version
+	if len(env.Metadata) > 0 && bytes.Contains(env.Metadata, []byte(`"traceparent"`)) {
+		r.traceparent = TraceparentOf(env.Metadata)
+	}
 	if r.hasAt || r.hasFields() {
 		s.req = new(request) // (not &r: r would be on the heap for every waiter)
 		*s.req = r
@@ -79,7 +84,7 @@ func newSlot(id string, env *Envelope, e ExecutionRequested) slot {
 // hasFields reports whether r holds more than a time.
 func (r *request) hasFields() bool {
 	return r.input != nil || r.parent != "" || r.itemIndex != 0 || r.items != 0 || r.concurrency != 0 ||
-		r.withItems != nil || r.version != 0
+		r.withItems != nil || r.version != 0 || r.traceparent != ""
 }
 
 // time returns the waiter's log time of request.
@@ -109,6 +114,9 @@ func (s *slot) execution(ref string) *Execution {
 	}
 	e.Priority = int(s.prio)
 	x.Apply(e, version, s.time())
+	if s.req != nil {
+		x.SetTraceparent(s.req.traceparent)
+	}
 	return x
 }
 

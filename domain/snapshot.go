@@ -22,6 +22,7 @@ type ExecutionSnapshot struct {
 	WithItems                 []json.RawMessage
 	Asked                     int
 	Input                     json.RawMessage
+	Traceparent               string `json:",omitempty"` // the request's W3C trace context
 
 	Status                                                  Status
 	Worker, Incarnation                                     string
@@ -44,7 +45,7 @@ func (x *Execution) Snapshot() ExecutionSnapshot {
 	return ExecutionSnapshot{
 		ID: x.id, Action: x.action, Key: x.key, ParentID: x.parentID, ItemIndex: x.itemIndex,
 		Parent: x.parent, Items: x.items, Concurrency: x.concurrency, WithItems: x.withItems,
-		Asked: x.asked, Input: x.input,
+		Asked: x.asked, Input: x.input, Traceparent: x.traceparent,
 		Status: x.status, Worker: x.worker, Incarnation: x.incarnation, Attempt: x.attempt,
 		CancelRequested: x.cancelRequested, CancelReason: x.cancelReason, TakenBack: x.takenBack,
 		Runs: x.runs, DeferredUntil: x.deferredUntil, Priority: x.priority,
@@ -59,7 +60,7 @@ func RestoreExecution(s ExecutionSnapshot) *Execution {
 	return &Execution{
 		id: s.ID, action: s.Action, key: s.Key, parentID: s.ParentID, itemIndex: s.ItemIndex,
 		parent: s.Parent, items: s.Items, concurrency: s.Concurrency, withItems: s.WithItems,
-		asked: s.Asked, input: s.Input,
+		asked: s.Asked, input: s.Input, traceparent: s.Traceparent,
 		status: s.Status, worker: s.Worker, incarnation: s.Incarnation, attempt: s.Attempt,
 		cancelRequested: s.CancelRequested, cancelReason: s.CancelReason, takenBack: s.TakenBack,
 		runs: s.Runs, deferredUntil: s.DeferredUntil, priority: s.Priority,
@@ -162,6 +163,7 @@ type WaiterRequest struct {
 	Parent                        string
 	ItemIndex, Items, Concurrency int
 	WithItems                     []json.RawMessage
+	Traceparent                   string `json:",omitempty"` // from the event's metadata
 }
 
 // Waiters is a queue's waiters, in FIFO order, laid out as the queue keeps
@@ -202,7 +204,7 @@ func (ws Waiters) Each(fn func(w *WaiterSnapshot) bool) {
 		w = WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time(), Priority: int(s.prio)}
 		if r := s.req; r != nil && r.hasFields() {
 			req = WaiterRequest{Version: r.version, Input: r.input, Parent: r.parent, ItemIndex: r.itemIndex,
-				Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems}
+				Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems, Traceparent: r.traceparent}
 			w.Request = &req
 		}
 		if !fn(&w) {
@@ -236,7 +238,7 @@ func (s *slot) snapshot() WaiterSnapshot {
 	w := WaiterSnapshot{Execution: s.id, Position: s.pos, EnqueuedAt: s.time(), Priority: int(s.prio)}
 	if r := s.req; r != nil && r.hasFields() {
 		w.Request = &WaiterRequest{Version: r.version, Input: r.input, Parent: r.parent, ItemIndex: r.itemIndex,
-			Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems}
+			Items: r.items, Concurrency: r.concurrency, WithItems: r.withItems, Traceparent: r.traceparent}
 	}
 	return w
 }
@@ -249,7 +251,14 @@ func (w *WaiterSnapshot) slot() slot {
 			Concurrency: r.Concurrency, WithItems: r.WithItems}
 	}
 	e.Priority = w.Priority
-	return newSlot(w.Execution, &env, e)
+	s := newSlot(w.Execution, &env, e)
+	if r := w.Request; r != nil && r.Traceparent != "" {
+		if s.req == nil {
+			s.req = new(request)
+		}
+		s.req.traceparent = r.Traceparent
+	}
+	return s
 }
 
 // Snapshot returns the queues' state.

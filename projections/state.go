@@ -236,6 +236,9 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 		touched = x
 		prevWorker, prevStatus := x.Worker(), x.Status()
 		x.Apply(ev, env.Version, env.Time)
+		if _, ok := ev.(domain.ExecutionRequested); ok && len(env.Metadata) > 0 {
+			x.SetTraceparent(domain.TraceparentOf(env.Metadata))
+		}
 		s.trackWorker(id, prevWorker, prevStatus, x)
 		s.trackFanout(id, x, ev, env.ID)
 		if x.Status() != domain.StatusRequested {

@@ -23,7 +23,8 @@ const waitersFormat = 1
 const (
 	waiterUTC      = 1 << iota // EnqueuedAt is UTC: Unix nanoseconds follow (else its MarshalBinary form)
 	waiterExtra                // a WaiterRequest follows
-	waiterPriority             // a priority follows (a varint), last
+	waiterPriority             // a priority follows (a varint), before the request
+	waiterTrace                // the request's traceparent follows the WaiterRequest, last
 )
 
 // marshalWaiters lays ws out compactly: a format byte, their count, then per
@@ -89,6 +90,9 @@ func appendWaiter(b []byte, w *domain.WaiterSnapshot) ([]byte, error) {
 	r := w.Request
 	if r != nil {
 		flags |= waiterExtra
+		if r.Traceparent != "" {
+			flags |= waiterTrace
+		}
 	}
 	if w.Priority != 0 {
 		flags |= waiterPriority
@@ -120,6 +124,9 @@ func appendWaiter(b []byte, w *domain.WaiterSnapshot) ([]byte, error) {
 		for _, it := range r.WithItems {
 			b = binlayout.AppendBytes(b, it)
 		}
+	}
+	if r.Traceparent != "" {
+		b = binlayout.AppendString(b, r.Traceparent)
 	}
 	return b, nil
 }
@@ -164,6 +171,9 @@ func decodeWaiters(next func() ([]byte, error)) (domain.Waiters, error) {
 				for j := range q.WithItems {
 					q.WithItems[j] = r.Bytes()
 				}
+			}
+			if flags&waiterTrace != 0 {
+				q.Traceparent = r.String()
 			}
 			w.Request = &q
 		}

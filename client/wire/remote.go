@@ -39,6 +39,9 @@ type Assignment struct {
 	KeyField       string          `json:"key_field,omitempty"` // the action's concurrency_key: an input field the runner should ignore
 	Attempt        int             `json:"attempt"`
 	TimeoutSeconds float64         `json:"timeout_seconds"`
+	// Traceparent is the W3C trace context the execution was requested in
+	// (omitted: none): the worker starts the run's span as its child.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // WorkerPollResult answers a poll: new assignments (and those handed

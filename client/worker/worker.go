@@ -33,6 +33,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net/http"
@@ -88,6 +89,9 @@ type Config struct {
 	PollWait   time.Duration
 	HTTPClient *http.Client // default: one with no overall timeout (polls are long)
 	Logger     *slog.Logger // default slog.Default()
+	// TracerProvider records the runs' spans (trace.go); default the
+	// global one (otel.GetTracerProvider).
+	TracerProvider trace.TracerProvider
 }
 
 // Worker runs handlers for the runners it registered.
@@ -309,6 +313,8 @@ func (w *Worker) execute(ctx context.Context, sess *session, a wire.Assignment) 
 	if ok := w.report(sess, rep); !ok {
 		return
 	}
+	ctx, span := w.runSpan(ctx, a)
+	defer func() { endRunSpan(span, &rep) }()
 	job := Job{Execution: a.Execution, Action: a.Action, Runner: a.Runner, Input: a.Input, RunnerConfig: a.RunnerConfig, KeyField: a.KeyField, Attempt: a.Attempt,
 		Timeout: time.Duration(a.TimeoutSeconds * float64(time.Second))}
 	h := w.handlers[a.Runner]

@@ -105,6 +105,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	tokenFile := fs.String("token-file", "", "read bearer tokens from FILE, one ROLE:SECRET (or ROLE:NAME:SECRET) a line; mode 0600 (see docs/security.md)")
 	var corsOrigins stringsFlag
 	fs.Var(&corsOrigins, "cors-origin", "let browser pages of this origin (scheme://host[:port], or *) call the API and open its feeds (repeatable; see docs/security.md)")
+	otlpEndpoint := fs.String("otlp-endpoint", "", "export traces over OTLP/HTTP to this collector (http://host:4318; also OTEL_EXPORTER_OTLP_ENDPOINT); off by default")
 	runnerCfg := runnerFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -151,6 +152,11 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		return err
 	}
 	log := newLogger(stderr)
+	stopTraces, err := startTraces(ctx, *otlpEndpoint, log)
+	if err != nil {
+		return err
+	}
+	defer stopTraces()
 	if *debugAddr != "" {
 		stopDebug, err := serveDebug(*debugAddr, log)
 		if err != nil {

@@ -115,6 +115,12 @@ type Request struct {
 	Priority     int
 	RunAt        *time.Time
 	DelaySeconds float64
+
+	// Traceparent is the W3C trace context the request was made in (""
+	// for none): the execution.requested event's metadata keeps it. It is
+	// not part of the request's identity (an idempotent retry may carry
+	// another).
+	Traceparent string
 }
 
 // IDForKey returns the id of the execution requested with idempotency key
@@ -206,7 +212,7 @@ func (c *Service) decideRequest(r Request, p domain.Principal) (d requestDecisio
 	// (created false), not pass as the store's idempotent re-append of the
 	// same event (which would report created again).
 	d.env, err = codec.Events.Encode(domain.LocalEventID(c.freshID(), d.stream), ev, domain.OwnerExecutor, c.Writer)
-	d.env.Metadata = domain.PrincipalMetadata(p)
+	d.env.Metadata = domain.WithTraceparent(domain.PrincipalMetadata(p), r.Traceparent)
 	return d, err
 }
 

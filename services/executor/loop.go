@@ -186,6 +186,9 @@ func (e *Executor) Fold(batch []domain.Envelope) { e.apply(batch) }
 func (e *Executor) apply(batch []domain.Envelope) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.state.Ended == nil {
+		e.state.Ended = e.traceEnded // trace.go; set here, as a snapshot replaces the state
+	}
 	for i := range batch {
 		env := &batch[i]
 		if err := e.state.Apply(env); err != nil {

@@ -103,7 +103,8 @@ func (s *Service) apply(env *domain.Envelope) *session {
 		x := domain.NewExecution(id) // the handoff alone rebuilds the state a report decides on (as an in-process worker's run does)
 		x.Apply(sched, env.Version, env.Time)
 		ss.assigned[id] = &assignment{x: x, position: env.Position, Assignment: Assignment{Execution: id, Action: sched.Action, Runner: sched.Runner,
-			Input: sched.Input, RunnerConfig: sched.RunnerConfig, KeyField: sched.KeyField, Attempt: sched.Attempt, TimeoutSeconds: float64(sched.TimeoutMillis) / 1000}}
+			Input: sched.Input, RunnerConfig: sched.RunnerConfig, KeyField: sched.KeyField, Attempt: sched.Attempt, TimeoutSeconds: float64(sched.TimeoutMillis) / 1000,
+			Traceparent: sched.Traceparent}}
 		s.byExec[id] = ss
 		s.wakeLocked(ss)
 	case domain.TypeExecutionCancelRequested:

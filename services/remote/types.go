@@ -30,6 +30,7 @@ type Assignment struct {
 	KeyField       string // the action's concurrency_key: the input field the runner leaves to turnstile
 	Attempt        int
 	TimeoutSeconds float64
+	Traceparent    string // the request's W3C trace context, or ""
 }
 
 // PollResult is a poll's answer.
