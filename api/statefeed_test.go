@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"testing"
 	"time"
 
@@ -22,6 +23,18 @@ func TestStateFeedsStartWithTheState(t *testing.T) {
 	waiting := map[string]bool{}
 	for i := range 3 {
 		waiting[e.request("feed.idle", map[string]any{"i": i})] = true
+	}
+	// The read model folds the requests after they are accepted: wait until
+	// it shows the three waiters, so the feed's first state is known.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		var st projections.QueueStats
+		e.mustJSON("GET", "/api/v1/actions/feed.idle/queue-stats", nil, http.StatusOK, &st)
+		if st.QueueLength == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("feed.idle's queue length is %d after 10 s, want 3", st.QueueLength)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
