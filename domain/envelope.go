@@ -31,7 +31,7 @@ func (o Owner) Valid() bool {
 // correlation, causation), and its payload as JSON bytes.
 //
 // Writers fill ID, Type, SchemaVersion, Owner, the correlation ids, Data and
-// Metadata. The store fills Stream, Version, Position and Time when it commits, so
+// Metadata. The store fills Stream, Version, Position, Time and Hash when it commits, so
 // Time is the log's clock, never a writer's.
 type Envelope struct {
 	Stream        string          `json:"stream"`
@@ -47,4 +47,8 @@ type Envelope struct {
 	Writer        string          `json:"writer,omitempty"` // which instance wrote it; for worker-owned events, the worker id
 	Data          json.RawMessage `json:"data"`
 	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	// Hash links the event into the log's hash chain (eventstore.NextHash
+	// of the hash before it and this event). The store fills it at commit,
+	// like Position; zero from a store that keeps no chain.
+	Hash Hash `json:"hash,omitzero"`
 }
