@@ -332,4 +332,3 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
-
