@@ -17,8 +17,7 @@ import (
 )
 
 // One event is one line of a segment: a JSON object whose fields are the
-// envelope's (position first, so a reader can skip a line without decoding
-// it). Data and metadata come back byte for byte: they are written as they
+// envelope's, position first. Data and metadata come back byte for byte: they are written as they
 // are when their bytes are a JSON value that a decoder hands back unchanged
 // (valid JSON and UTF-8, no line break, no surrounding white space);
 // otherwise as "data_base64" / "metadata_base64" (the exact bytes), beside a
@@ -182,20 +181,4 @@ func decodeLine(b []byte) (domain.Envelope, error) {
 		e.Metadata = nil
 	}
 	return e, nil
-}
-
-// linePosition reads the position at the start of a line without decoding
-// the rest.
-func linePosition(b []byte) (uint64, bool) {
-	const prefix = `{"position":`
-	if !bytes.HasPrefix(b, []byte(prefix)) {
-		return 0, false
-	}
-	b = b[len(prefix):]
-	n := 0
-	for n < len(b) && b[n] >= '0' && b[n] <= '9' {
-		n++
-	}
-	p, err := strconv.ParseUint(string(b[:n]), 10, 64)
-	return p, err == nil
 }
