@@ -209,6 +209,8 @@ func sameStored(want, got *domain.Envelope) error {
 		return fmt.Errorf("event %s: Position = %d, want %d", want.ID, got.Position, want.Position)
 	case !got.Time.Equal(want.Time):
 		return fmt.Errorf("event %s: Time = %v, want %v", want.ID, got.Time, want.Time)
+	case got.Hash != want.Hash:
+		return fmt.Errorf("event %s: Hash = %s, want %s", want.ID, got.Hash, want.Hash)
 	}
 	return nil
 }
