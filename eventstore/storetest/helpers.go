@@ -75,19 +75,7 @@ func readStreamAll(t *testing.T, ctx context.Context, st eventstore.Store, strea
 // readAll reads the whole log page by page.
 func readAll(t *testing.T, ctx context.Context, st eventstore.Store) []domain.Envelope {
 	t.Helper()
-	var out []domain.Envelope
-	var from uint64
-	for {
-		page, err := st.ReadAll(ctx, from, readBatch)
-		if err != nil {
-			t.Fatalf("ReadAll(%d, %d): %v", from, readBatch, err)
-		}
-		out = append(out, page...)
-		if len(page) < readBatch {
-			return out
-		}
-		from = page[len(page)-1].Position + 1
-	}
+	return readFrom(t, ctx, st, 0)
 }
 
 func mustHead(t *testing.T, ctx context.Context, st eventstore.Store) uint64 {
