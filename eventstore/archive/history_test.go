@@ -204,3 +204,85 @@ func TestHistorySubscribeCrossesATrim(t *testing.T) {
 		t.Fatalf("subscription ended with %v", err)
 	}
 }
+
+// The memstore's own trim: kept streams continue, others are forgotten;
+// History still reads every stream whole and the live log continues the
+// archive's chain.
+func TestHistoryOverTheMemstoresTrim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	live := memstore.New(memstore.Options{})
+	put := func(stream string) {
+		if _, err := live.Append(ctx, stream, eventstore.Any, domain.Envelope{ID: uuid.New(), Type: "t", Owner: domain.OwnerAPI, Data: []byte(`{"x": "<&>"}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 300; i++ {
+		put("old") // only archived once trimmed
+		put("kept")
+		if i%2 == 0 {
+			put("both")
+		}
+	}
+	for i := 0; i < 50; i++ {
+		put("both")
+		put("new")
+	}
+	if !eventstore.KeepsChain(live) {
+		t.Fatal("the memstore keeps no chain")
+	}
+	want := readAll(t, live, 0)
+	streams := map[string][]domain.Envelope{}
+	for _, s := range []string{"old", "kept", "both", "new"} {
+		streams[s], _ = live.ReadStream(ctx, s, 0, 10_000)
+	}
+	a := open(t, t.TempDir())
+	a.SetSegmentEvents(200)
+	if err := a.Write(ctx, live, 0, 750); err != nil {
+		t.Fatal(err)
+	}
+	if err := live.Trim(ctx, 750, []string{"kept"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.ReadStream(ctx, "old", 0, 10); !errors.Is(err, eventstore.ErrStreamNotFound) {
+		t.Fatalf("the live log still knows stream old: %v", err)
+	}
+	h := archive.History{Archive: a, Live: live}
+	if start, err := h.Continues(ctx); err != nil || start != 750 {
+		t.Fatalf("Continues: %d, %v", start, err)
+	}
+	got := readAll(t, h, 0)
+	if len(got) != len(want) {
+		t.Fatalf("%d events, want %d", len(got), len(want))
+	}
+	for i := range want {
+		same(t, got[i], want[i])
+	}
+	for s, ws := range streams {
+		gs, err := h.ReadStream(ctx, s, 0, 10_000)
+		if err != nil || len(gs) != len(ws) {
+			t.Fatalf("ReadStream(%s): %d events, %v; want %d", s, len(gs), err, len(ws))
+		}
+		for i := range ws {
+			same(t, gs[i], ws[i])
+		}
+	}
+	if _, err := h.ReadStream(ctx, "none", 0, 10); !errors.Is(err, eventstore.ErrStreamNotFound) {
+		t.Fatalf("ReadStream of no stream: %v", err)
+	}
+	// A second archive that starts at the live log's start chains after
+	// the hash the live log gives for it.
+	b := open(t, t.TempDir())
+	if err := b.Write(ctx, live, 750, 800); err != nil {
+		t.Fatal(err)
+	}
+	if b.Segments()[0].PrevHash != a.EndHash() {
+		t.Fatalf("an archive starting at 750 chains after %s, want %s", b.Segments()[0].PrevHash, a.EndHash())
+	}
+	if _, err := b.Verify(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Append(ctx, "x", eventstore.Any); !errors.Is(err, archive.ErrReadOnly) {
+		t.Fatalf("Append on History: %v", err)
+	}
+}
