@@ -79,6 +79,15 @@ func (h History) readAll(ctx context.Context, from uint64, limit int) ([]domain.
 // archived events, then its live ones. A stream in neither is
 // eventstore.ErrStreamNotFound.
 func (h History) ReadStream(ctx context.Context, stream string, from uint64, limit int) ([]domain.Envelope, error) {
+	if start, err := h.liveStart(ctx); err != nil {
+		return nil, err
+	} else if start > h.Archive.End() {
+		// Trimmed past what this Archive has seen: another writer
+		// archived more since.
+		if err := h.Archive.Refresh(); err != nil {
+			return nil, err
+		}
+	}
 	archived, err := h.Archive.ReadStream(ctx, stream)
 	if err != nil {
 		return nil, err
