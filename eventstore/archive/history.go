@@ -177,8 +177,11 @@ func (History) AppendMulti(context.Context, ...eventstore.StreamAppend) (eventst
 func (History) Close() error { return nil }
 
 // Continues checks that the live log continues the archive: it starts at
-// or before the archive's end (no gap), and the chain hash before its start
-// is the archive's at that position. It returns the live log's start.
+// or before the archive's end (no gap), the chain hash before its start is
+// the archive's at that position, and, while it still holds the archive's
+// last event, it gives that event the archive's chain hash (a store that
+// keeps no chain is not compared). It returns the live log's start, and a
+// *Mismatch when the two do not join.
 func (h History) Continues(ctx context.Context) (uint64, error) {
 	start, err := h.liveStart(ctx)
 	if err != nil {
@@ -190,6 +193,17 @@ func (h History) Continues(ctx context.Context) (uint64, error) {
 	end := h.Archive.End()
 	if start > end {
 		return start, &Mismatch{Position: end, Reason: fmt.Sprintf("the archive ends at %d, the live log starts at %d: positions %d..%d are in neither", end-1, start, end, start-1)}
+	}
+	if start < end {
+		// The live log still holds the archive's last event (not
+		// trimmed yet): both must agree on its chain hash.
+		evs, err := h.Live.ReadAll(ctx, end-1, 1)
+		if err != nil {
+			return start, err
+		}
+		if len(evs) == 1 && evs[0].Position == end-1 && !evs[0].Hash.IsZero() && evs[0].Hash != h.Archive.EndHash() {
+			return start, &Mismatch{Position: end - 1, Reason: fmt.Sprintf("the live log's chain hash at %d is %s, the archive's %s: they hold different histories", end-1, evs[0].Hash, h.Archive.EndHash())}
+		}
 	}
 	if start < h.Archive.First() {
 		return start, nil // the live log holds the whole archive still

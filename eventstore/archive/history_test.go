@@ -286,3 +286,27 @@ func TestHistoryOverTheMemstoresTrim(t *testing.T) {
 		t.Fatalf("Append on History: %v", err)
 	}
 }
+
+// An archive of another log does not join this one.
+func TestContinuesRefusesAnotherLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mine, other := fill(t, 300, 3), fill(t, 300, 3)
+	a := open(t, t.TempDir())
+	if err := a.Write(ctx, other, 0, 200); err != nil {
+		t.Fatal(err)
+	}
+	var m *archive.Mismatch
+	if _, err := (archive.History{Archive: a, Live: mine}).Continues(ctx); !errors.As(err, &m) || m.Position != 199 {
+		t.Fatalf("an archive of another log, untrimmed: %v, want a mismatch at 199", err)
+	}
+	if err := mine.Trim(ctx, 200, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (archive.History{Archive: a, Live: mine}).Continues(ctx); !errors.As(err, &m) || m.Position != 200 {
+		t.Fatalf("an archive of another log, trimmed: %v, want a mismatch at 200", err)
+	}
+	if _, err := (archive.History{Archive: a, Live: other}).Continues(ctx); err != nil {
+		t.Fatalf("its own log: %v", err)
+	}
+}

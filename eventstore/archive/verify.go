@@ -28,6 +28,9 @@ type Mismatch struct {
 }
 
 func (m *Mismatch) Error() string {
+	if m.Segment == "" {
+		return fmt.Sprintf("position %d: %s: %v", m.Position, m.Reason, ErrMismatch)
+	}
 	return fmt.Sprintf("position %d (%s): %s: %v", m.Position, m.Segment, m.Reason, ErrMismatch)
 }
 

@@ -300,6 +300,11 @@ func writeFile(dir, name string, fill func(io.Writer) error) (err error) {
 		return err
 	}
 	tmp := f.Name()
+	if err = f.Chmod(0o644); err != nil { // CreateTemp makes 0600: an auditor may read as another user
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
 	defer func() {
 		if err != nil {
 			f.Close()
