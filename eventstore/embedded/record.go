@@ -14,11 +14,11 @@ import (
 
 // Log file header: magic, kind, format version. See doc.go.
 const (
-	logMagic      = "TRNSTILE"
-	logKind       = "LOG\x00"
+	logMagic        = "TRNSTILE"
+	logKind         = "LOG\x00"
 	formatVersion   = 2 // every record carries its chain hash
 	formatVersionV1 = 1 // no hashes: upgraded to format 2 at Open (upgrade.go)
-	headerSize    = 16
+	headerSize      = 16
 )
 
 // Record layout. All integers are little-endian. See doc.go.

@@ -299,11 +299,11 @@ func (s *Store) resetIndexes() {
 type window struct {
 	v1      bool   // the file is a format-1 log (records without a hash)
 	scratch []byte // format 1: the last record's body, widened to format 2
-	f    io.ReaderAt
-	size int64 // bytes of the file to consider
-	buf  []byte
-	base int64
-	n    int
+	f       io.ReaderAt
+	size    int64 // bytes of the file to consider
+	buf     []byte
+	base    int64
+	n       int
 }
 
 // at returns the file's bytes from off on: at least want of them unless the

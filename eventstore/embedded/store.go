@@ -71,9 +71,9 @@ type Store struct {
 	fresh    []domain.Envelope // committer only: the chunk being staged, for tail
 
 	// Owned by the committer goroutine (and by Open before it starts).
-	ids        *idIndex       // hot event id → position - base, committed and staged (writes under mu)
-	next       uint64         // position of the next staged event
-	last       domain.Hash    // chain hash of the last staged event (zero before position 0)
+	ids        *idIndex    // hot event id → position - base, committed and staged (writes under mu)
+	next       uint64      // position of the next staged event
+	last       domain.Hash // chain hash of the last staged event (zero before position 0)
 	chain      eventstore.Chainer
 	wend       int64          // file offset past the last staged record
 	alloc      int64          // file offset up to which the file is written (zeros past wend)
