@@ -384,12 +384,17 @@ func (s *Store) scan(start, size int64) (int64, error) {
 }
 
 // addScanned adds a checked record to the hot indexes, after checking that
-// it continues the log: the next position, the next version of its stream,
+// it continues the log: the next position, the chain hash that follows the
+// record before it, the next version of its stream,
 // an id not seen before (in the hot or the sealed part).
 func (s *Store) addScanned(r *rec, off int64) error {
 	pos := s.base + uint64(len(s.offsets))
 	if r.position != pos {
-		return corruptError(logName, off, fmt.Sprintf("record holds position %d where %d was expected", r.position, pos))
+		return corruptError(logName, off, fmt.Sprintf("position %d: the record there holds position %d (an event is missing or out of order)", pos, r.position))
+	}
+	var err error
+	if s.last, err = checkChain(&s.chain, s.last, r, off); err != nil {
+		return err
 	}
 	st := s.streams[string(r.stream)]
 	if st == nil {
@@ -405,7 +410,7 @@ func (s *Store) addScanned(r *rec, off int64) error {
 		s.scanNew = append(s.scanNew, st)
 	}
 	if want := st.sealed + uint64(len(st.positions)); r.version != want {
-		return corruptError(logName, off, fmt.Sprintf("record holds version %d of %q where %d was expected", r.version, st.name, want))
+		return corruptError(logName, off, fmt.Sprintf("position %d: the record holds version %d of %q where %d was expected", pos, r.version, st.name, want))
 	}
 	_, dup, err := s.findID(r.id)
 	if err != nil {
@@ -413,9 +418,6 @@ func (s *Store) addScanned(r *rec, off int64) error {
 	}
 	if dup {
 		return corruptError(logName, off, fmt.Sprintf("event id %s is stored twice", r.id))
-	}
-	if s.last, err = checkChain(&s.chain, s.last, r, off); err != nil {
-		return err
 	}
 	s.offsets = append(s.offsets, off)
 	s.posStream = append(s.posStream, st)

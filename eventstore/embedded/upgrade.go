@@ -92,7 +92,7 @@ func copyV1(f file, size int64, out file) (uint64, error) {
 			break
 		}
 		if r.position != next {
-			return 0, corruptError(logName, off, fmt.Sprintf("record holds position %d where %d was expected", r.position, next))
+			return 0, corruptError(logName, off, fmt.Sprintf("position %d: the record there holds position %d (an event is missing or out of order)", next, r.position))
 		}
 		e := envelopeView(&r)
 		prev = c.Next(prev, &e)
