@@ -21,6 +21,8 @@ var commandHelp = map[string]struct{ what, synopsis, example string }{
 		"turnstile healthcheck [--timeout 3s] URL", "turnstile healthcheck http://127.0.0.1:8080/readyz"},
 	"audit": {"Check the whole log: ownership and the handoff rule, FIFO grants, concurrency limits, no lost or duplicated execution. Exit 1 with a report on any violation.",
 		"turnstile audit (--data DIR | --store URL) [--json]", "turnstile audit --data ./data"},
+	"verify": {"Check the log's hash chain: every event's hash covers the one before it, and each digest given (published earlier by GET /api/v1/log) is a prefix of today's log. Exit 1 naming the first position that does not match.",
+		"turnstile verify (--data DIR | --store URL) [--digest POSITION:HASH]... [--json]", "turnstile verify --data ./data --digest 41:3f5a…"},
 	"replay": {"Print events of the log, or with --state the state they fold into, as of a point.",
 		"turnstile replay (--data DIR | --store URL) [flags]", "turnstile replay --data ./data --stream execution-0b9d6c1e-… --state"},
 	"rebuild": {"Fold the log from position 0 and compare with the live read model (a server's, or offline). Exit 1 on any difference.",
