@@ -159,6 +159,15 @@ type line struct {
 
 // decodeLine decodes one line (without its newline) into an envelope.
 func decodeLine(b []byte) (domain.Envelope, error) {
+	if e, ok := decodeFast(b); ok {
+		return e, nil
+	}
+	return decodeJSON(b)
+}
+
+// decodeJSON decodes one line with encoding/json: any field order, escapes,
+// the base64 fields.
+func decodeJSON(b []byte) (domain.Envelope, error) {
 	var l line
 	if err := json.Unmarshal(b, &l); err != nil {
 		return domain.Envelope{}, err
