@@ -200,7 +200,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		NoExecutor: !*runExecutor, Lease: execLease, ExecutorName: *executorName, WorkerLease: *workerLease,
 		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners, ArchiveDir: *archiveDir,
 		API: func(p node.APIParts) http.Handler {
-			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger, CORSOrigins: corsOrigins, Remote: p.Remote,
+			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger, CORSOrigins: corsOrigins, Remote: p.Remote, Archive: p.Archive,
 				MaxFeeds: feeds.max, MaxFeedsPerToken: feeds.perToken, FeedStallTimeout: feeds.stall,
 				Ready: p.Ready, Version: buildVersion().Version, Registry: p.Registry}).Handler()
 		},

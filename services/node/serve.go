@@ -77,6 +77,11 @@ type APIParts struct {
 	Logger   *slog.Logger
 	// Remote serves workers over HTTP (the worker routes).
 	Remote *remote.Service
+	// Archive counts the archive's segments for GET /api/v1/log; nil
+	// until this process runs an archive (serve --archive).
+	Archive interface {
+		ArchivedSegments(ctx context.Context) (int, error)
+	}
 }
 
 // Serve runs a serve process until ctx ends, then stops it: the API stops
