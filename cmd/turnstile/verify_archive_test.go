@@ -120,3 +120,31 @@ func gunzipLines(t *testing.T, path string) []string {
 	}
 	return strings.SplitAfter(string(b), "\n")
 }
+
+// serve --archive DIR reads the archive: GET /api/v1/log counts its
+// segments; an archive that is not consistent stops the start.
+func TestServeWithArchive(t *testing.T) {
+	bin := turnstileBinary(t)
+	dir := t.TempDir()
+	writeLog(t, dir, 4)
+	a := archiveLog(t, dir, 3, 10)
+	ctx := context.Background()
+	p := startServe(t, bin, dir, "--archive", filepath.Join(dir, "archive"))
+	var st struct {
+		Head             uint64 `json:"head"`
+		ArchivedSegments int    `json:"archived_segments"`
+	}
+	if code, err := call(ctx, "GET", p.url+"/api/v1/log", nil, nil, &st); err != nil || code != 200 || st.ArchivedSegments != len(a.Segments()) || st.ArchivedSegments < 2 {
+		t.Fatalf("GET /api/v1/log: %d %v %+v, want %d segments", code, err, st, len(a.Segments()))
+	}
+	p.stop(t)
+	// An index without its segment: serve refuses to start.
+	if err := os.Remove(filepath.Join(dir, "archive", a.Segments()[0].Name)); err != nil {
+		t.Fatal(err)
+	}
+	q := startServeWith(t, bin, serveOpts{args: []string{"--data", dir, "--archive", filepath.Join(dir, "archive")}, mayDie: true})
+	<-q.done
+	if q.state.ExitCode() == 0 || !strings.Contains(q.logs.String(), "has an index but no segment file") {
+		t.Fatalf("serve on a broken archive: exit %d\n%s", q.state.ExitCode(), q.logs.String())
+	}
+}

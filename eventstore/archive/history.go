@@ -79,14 +79,8 @@ func (h History) readAll(ctx context.Context, from uint64, limit int) ([]domain.
 // archived events, then its live ones. A stream in neither is
 // eventstore.ErrStreamNotFound.
 func (h History) ReadStream(ctx context.Context, stream string, from uint64, limit int) ([]domain.Envelope, error) {
-	if start, err := h.liveStart(ctx); err != nil {
+	if err := h.Fresh(ctx); err != nil {
 		return nil, err
-	} else if start > h.Archive.End() {
-		// Trimmed past what this Archive has seen: another writer
-		// archived more since.
-		if err := h.Archive.Refresh(); err != nil {
-			return nil, err
-		}
 	}
 	archived, err := h.Archive.ReadStream(ctx, stream)
 	if err != nil {
@@ -158,6 +152,18 @@ func (h History) Subscribe(ctx context.Context, from uint64, filter eventstore.F
 		}
 		from = next
 	}
+}
+
+// Fresh makes sure h.Archive has seen every segment the live log's trims
+// rely on: when the live log starts past the archive's end (another
+// Archive in this process or another process archived more since), it
+// reads the directory again (Archive.Refresh).
+func (h History) Fresh(ctx context.Context) error {
+	start, err := h.liveStart(ctx)
+	if err != nil || start <= h.Archive.End() {
+		return err
+	}
+	return h.Archive.Refresh()
 }
 
 // Head returns the live log's head.

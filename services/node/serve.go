@@ -207,16 +207,18 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	defer workers.Stop()
-	queries := projections.NewQueries(views, store)
+	parts := APIParts{Commands: n.Commands, Queries: projections.NewQueries(views, store), Ready: ready, Registry: reg, Logger: log, Remote: workers}
 	if cfg.ArchiveDir != "" {
 		arch, err := archive.Open(cfg.ArchiveDir)
 		if err != nil {
 			return fmt.Errorf("archive: %w", err)
 		}
 		defer arch.Close()
-		queries.WithArchive(archive.History{Archive: arch, Live: store})
+		history := archive.History{Archive: arch, Live: store}
+		parts.Queries.WithArchive(history)
+		parts.Archive = archiveStatus{history}
 	}
-	api.Handler = cfg.API(APIParts{Commands: n.Commands, Queries: queries, Ready: ready, Registry: reg, Logger: log, Remote: workers})
+	api.Handler = cfg.API(parts)
 	if err := api.Start(ctx); err != nil {
 		return err
 	}
