@@ -2,11 +2,14 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -102,5 +105,27 @@ func TestArchivedExecutionsAnswer(t *testing.T) {
 	e.mustJSON("GET", "/api/v1/executions/"+id, nil, http.StatusOK, &fresh)
 	if fresh.Archived {
 		t.Fatalf("a live execution marked archived: %+v", fresh)
+	}
+}
+
+// TestAsOfBeforeTheLiveLogIsGone: without an archive, a read as of a
+// position the live log no longer holds is 410 naming where it starts.
+func TestAsOfBeforeTheLiveLogIsGone(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.define("gone.echo", "core.echo", 1)
+	id := e.request("gone.echo", map[string]any{"i": 1})
+	e.waitStatus(id, domain.StatusCompleted)
+	ctx := context.Background()
+	store := e.store.(*memstore.Store)
+	head, _ := store.Head(ctx)
+	if err := store.Trim(ctx, head, []string{"action-gone.echo", "queue-gone.echo", "worker-local-1", "worker-local-2"}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := e.do("GET", "/api/v1/queue-stats?as_of=3", nil)
+	var p wire.Problem
+	if err := json.Unmarshal(body, &p); err != nil || code != http.StatusGone || p.Type != "https://turnstile.dev/problems/archived" ||
+		!strings.Contains(p.Detail, fmt.Sprintf("the live log starts at %d", head)) {
+		t.Fatalf("as_of before the live log: %d %s", code, body)
 	}
 }
