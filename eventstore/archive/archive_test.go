@@ -430,3 +430,39 @@ func TestVerifyNamesTheFirstBadPosition(t *testing.T) {
 		})
 	}
 }
+
+// Many streams: the index lists them in several blocks, each lookup reads
+// one, and the index reads with gzip and jq too.
+func TestReadStreamAmongManyStreams(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := fill(t, 7000, 5000)
+	dir := t.TempDir()
+	a := open(t, dir)
+	if err := a.Write(ctx, src, 0, 7000); err != nil {
+		t.Fatal(err)
+	}
+	for _, stream := range []string{"s-0", "s-1", "s-2047", "s-2048", "s-3999", "s-4999", "s-999"} {
+		want, _ := src.ReadStream(ctx, stream, 0, 100)
+		got, err := a.ReadStream(ctx, stream)
+		if err != nil || len(got) != len(want) || len(got) == 0 {
+			t.Fatalf("%s: %d events, %v; want %d", stream, len(got), err, len(want))
+		}
+		for i := range want {
+			same(t, got[i], want[i])
+		}
+	}
+	if ok, _ := a.FindStream(ctx, "s-5000"); ok {
+		t.Fatal("found s-5000")
+	}
+	if _, err := a.Verify(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := exec.LookPath("jq"); err == nil {
+		idx := filepath.Join(dir, strings.TrimSuffix(a.Segments()[0].Name, ".jsonl.gz")+".index.json.gz")
+		out, err := exec.Command("sh", "-c", "gzip -dc "+idx+" | jq -c '[.header.count, (.header.stream_blocks|length), (.streams|length), (.streams[]|select(.stream==\"s-4999\")|.positions)]'").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "[7000,3,5000,[4999]]" {
+			t.Fatalf("jq over the index: %v %s", err, out)
+		}
+	}
+}

@@ -235,7 +235,7 @@ func (a *Archive) FindStream(ctx context.Context, stream string) (bool, error) {
 // streamPositions reads stream's positions in s from its index.
 func (a *Archive) streamPositions(s *segment, stream string) ([]uint64, error) {
 	var out []uint64
-	err := readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), func(e streamEntry) bool {
+	err := readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), stream, func(e streamEntry) bool {
 		if e.Stream == stream {
 			out = e.Positions
 		}

@@ -153,7 +153,7 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	// The index's streams: exactly the segment's, and all in its filter.
 	listed := 0
 	var mismatch error
-	err = readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), func(e streamEntry) bool {
+	err = readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), "", func(e streamEntry) bool {
 		listed++
 		got := streams[e.Stream]
 		if !slices.Equal(got, e.Positions) {
@@ -176,6 +176,12 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	}
 	if mismatch != nil {
 		return prev, 0, mismatch
+	}
+	for _, b := range s.hdr.StreamBlocks { // each lookup block starts where the header says
+		var first string
+		if err := readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), b.First, func(e streamEntry) bool { first = e.Stream; return false }); err != nil || first != b.First {
+			return prev, 0, bad(s.First, "the index's streams block of %q does not start with it (%q, %v)", b.First, first, err)
+		}
 	}
 	if len(streams) > 0 || listed != s.hdr.Streams {
 		for name, p := range streams {
