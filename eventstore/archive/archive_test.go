@@ -254,6 +254,11 @@ func TestASegmentWithoutItsIndexIsWrittenAgain(t *testing.T) {
 	if err := os.Truncate(filepath.Join(dir, last.Name), last.Bytes/2); err != nil {
 		t.Fatal(err)
 	}
+	// … and a temporary file of the index's write.
+	tmp := filepath.Join(dir, "."+strings.TrimSuffix(last.Name, ".jsonl.gz")+".index.json.gz.123.tmp")
+	if err := os.WriteFile(tmp, []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	b := open(t, dir)
 	if b.End() != 400 {
 		t.Fatalf("end %d with the last index missing, want 400", b.End())
@@ -261,6 +266,9 @@ func TestASegmentWithoutItsIndexIsWrittenAgain(t *testing.T) {
 	b.SetSegmentEvents(200)
 	if err := b.Write(ctx, src, 0, 500); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("the temporary file is still there: %v", err)
 	}
 	c := open(t, dir)
 	if v, err := c.Verify(ctx, nil); err != nil || v.End != 500 || v.Events != 500 || v.Segments != 3 {

@@ -42,7 +42,8 @@ func (a *Archive) SetSegmentEvents(n int) {
 // synced; then its index, the same way. So after a crash a segment is either
 // whole with its index, or without an index (and written again), or absent.
 //
-// Write is idempotent: the part of [from, to) already archived must be made
+// Temporary files that an interrupted Write left are removed. Write is
+// idempotent: the part of [from, to) already archived must be made
 // of whole segments (from at a segment's first position, and to, if it falls
 // inside the archive, just after a segment's last), and is checked against
 // src, event by event through the chain hash, instead of written again; a
@@ -61,6 +62,7 @@ func (a *Archive) Write(ctx context.Context, src eventstore.Store, from, to uint
 	if from == to {
 		return nil
 	}
+	removeTemps(a.dir)
 	segs := a.snapshot()
 	end := endOf(segs)
 	switch {
@@ -290,6 +292,15 @@ func (a *Archive) writeSegment(ctx context.Context, src eventstore.Store, first,
 		Segment: Segment{Name: name, First: first, Last: last, Count: h.Count, Bytes: h.Bytes, PrevHash: prev, LastHash: h.LastHash},
 		hdr:     h,
 	}, nil
+}
+
+// removeTemps removes the temporary files of writes a crash interrupted
+// (the writer is alone: it holds the executor's lease).
+func removeTemps(dir string) {
+	temps, _ := filepath.Glob(filepath.Join(dir, ".segment-*.tmp"))
+	for _, t := range temps {
+		os.Remove(t)
+	}
 }
 
 // writeFile writes dir/name crash-safely: a temporary file, fsync, rename,
