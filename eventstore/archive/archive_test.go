@@ -53,6 +53,9 @@ func fill(t testing.TB, n, streams int) *memstore.Store {
 		if i%5 == 0 {
 			e.CorrelationID, e.CausationID, e.Writer = "corr<&>", "cause\"q\"", "writer\\1"
 		}
+		if i%11 == 3 {
+			e.CorrelationID = "not \xff utf-8" // kept as its bytes (correlation_id_base64)
+		}
 		if _, err := st.Append(context.Background(), fmt.Sprintf("s-%d", i%streams), eventstore.Any, e); err != nil {
 			t.Fatal(err)
 		}

@@ -34,6 +34,6 @@ func BenchmarkAppendLine(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		buf, _ = appendLine(buf[:0], &e)
+		buf = appendLine(buf[:0], &e)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -22,21 +20,23 @@ import (
 // (valid JSON and UTF-8, no line break, no surrounding white space);
 // otherwise as "data_base64" / "metadata_base64" (the exact bytes), beside a
 // compacted "data" / "metadata" for jq when the bytes are JSON at all. Empty
-// data or metadata is left out.
-
-var errNotUTF8 = errors.New("is not valid UTF-8, which a JSON line cannot hold byte for byte")
+// data or metadata is left out. A text field that is not UTF-8 is written
+// as "<name>_base64" instead (its exact bytes).
 
 // appendLine appends e's line (with its trailing newline) to b.
-func appendLine(b []byte, e *domain.Envelope) ([]byte, error) {
+func appendLine(b []byte, e *domain.Envelope) []byte {
 	b = append(b, `{"position":`...)
 	b = strconv.AppendUint(b, e.Position, 10)
-	var err error
 	str := func(name, s string, omitEmpty bool) {
-		if err != nil || (omitEmpty && s == "") {
+		if omitEmpty && s == "" {
 			return
 		}
-		if !utf8.ValidString(s) {
-			err = fmt.Errorf("event at position %d: %s %w", e.Position, name, errNotUTF8)
+		if !utf8.ValidString(s) { // its exact bytes, which a JSON string cannot hold
+			b = append(b, `,"`...)
+			b = append(b, name...)
+			b = append(b, `_base64":"`...)
+			b = base64.StdEncoding.AppendEncode(b, []byte(s))
+			b = append(b, '"')
 			return
 		}
 		b = append(b, `,"`...)
@@ -60,15 +60,12 @@ func appendLine(b []byte, e *domain.Envelope) ([]byte, error) {
 	str("correlation_id", e.CorrelationID, true)
 	str("causation_id", e.CausationID, true)
 	str("writer", e.Writer, true)
-	if err != nil {
-		return b, err
-	}
 	b = appendRaw(b, "data", e.Data)
 	b = appendRaw(b, "metadata", e.Metadata)
 	b = append(b, `,"hash":"`...)
 	b = hex.AppendEncode(b, e.Hash[:])
 	b = append(b, "\"}\n"...)
-	return b, nil
+	return b
 }
 
 // appendRaw appends ,"name":raw, or its exact-bytes form (see above).
@@ -155,6 +152,14 @@ type line struct {
 	Metadata       json.RawMessage `json:"metadata"`
 	MetadataBase64 []byte          `json:"metadata_base64"`
 	Hash           domain.Hash     `json:"hash"`
+
+	// Text fields that are not UTF-8, as their exact bytes.
+	StreamBase64        []byte `json:"stream_base64"`
+	TypeBase64          []byte `json:"type_base64"`
+	OwnerBase64         []byte `json:"owner_base64"`
+	CorrelationIDBase64 []byte `json:"correlation_id_base64"`
+	CausationIDBase64   []byte `json:"causation_id_base64"`
+	WriterBase64        []byte `json:"writer_base64"`
 }
 
 // decodeLine decodes one line (without its newline) into an envelope.
@@ -176,6 +181,18 @@ func decodeJSON(b []byte) (domain.Envelope, error) {
 		Stream: l.Stream, Version: l.Version, Position: l.Position, ID: l.ID, Type: l.Type,
 		SchemaVersion: l.SchemaVersion, Time: l.Time.UTC(), Owner: l.Owner, CorrelationID: l.CorrelationID,
 		CausationID: l.CausationID, Writer: l.Writer, Data: l.Data, Metadata: l.Metadata, Hash: l.Hash,
+	}
+	for _, f := range []struct {
+		b   []byte
+		dst *string
+	}{{l.StreamBase64, &e.Stream}, {l.TypeBase64, &e.Type}, {l.CorrelationIDBase64, &e.CorrelationID},
+		{l.CausationIDBase64, &e.CausationID}, {l.WriterBase64, &e.Writer}} {
+		if f.b != nil {
+			*f.dst = string(f.b)
+		}
+	}
+	if l.OwnerBase64 != nil {
+		e.Owner = domain.Owner(l.OwnerBase64)
 	}
 	if l.DataBase64 != nil {
 		e.Data = l.DataBase64

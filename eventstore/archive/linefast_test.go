@@ -27,6 +27,9 @@ func sampleEnvelopes() []domain.Envelope {
 			if j%2 == 0 {
 				e.CorrelationID, e.CausationID, e.Writer = "c<&>", `q"uote`, "w\\1"
 			}
+			if j%5 == 1 { // not UTF-8: kept as their bytes
+				e.CorrelationID, e.Writer, e.Type = "c\xff", "\xfe", "t\xc3"
+			}
 			e.Hash[i] = byte(j + 1)
 			out = append(out, e)
 		}
@@ -39,11 +42,7 @@ func sampleEnvelopes() []domain.Envelope {
 func TestDecodeFastAgreesWithJSON(t *testing.T) {
 	fast := 0
 	for _, e := range sampleEnvelopes() {
-		line, err := appendLine(nil, &e)
-		if err != nil {
-			t.Fatal(err)
-		}
-		line = bytes.TrimSuffix(line, []byte("\n"))
+		line := bytes.TrimSuffix(appendLine(nil, &e), []byte("\n"))
 		ref, err := decodeJSON(line)
 		if err != nil {
 			t.Fatalf("%s: %v", line, err)
@@ -54,15 +53,19 @@ func TestDecodeFastAgreesWithJSON(t *testing.T) {
 			if d := diff(got, ref); d != "" {
 				t.Fatalf("%s:\n%s", line, d)
 			}
-		} else if keepsBytes(e.Data) && keepsBytes(e.Metadata) && e.CorrelationID == "" {
+		} else if keepsBytes(e.Data) && keepsBytes(e.Metadata) && e.CorrelationID == "" && e.Type == "t.x" {
 			t.Fatalf("the fast decoder passed over a plain line: %s", line)
 		}
 		full, err := decodeLine(line)
 		if err != nil || diff(full, ref) != "" {
 			t.Fatalf("decodeLine: %v %s", err, diff(full, ref))
 		}
+		e.Hash = ref.Hash
+		if d := diff(ref, e); d != "" {
+			t.Fatalf("the line does not give the event back: %s\n%s", line, d)
+		}
 	}
-	if fast < 50 {
+	if fast < 30 {
 		t.Fatalf("the fast decoder decoded only %d lines", fast)
 	}
 }
@@ -82,8 +85,7 @@ func diff(a, b domain.Envelope) string {
 // answers what encoding/json answers.
 func FuzzDecodeLine(f *testing.F) {
 	for _, e := range sampleEnvelopes()[:40] {
-		line, _ := appendLine(nil, &e)
-		f.Add(bytes.TrimSuffix(line, []byte("\n")))
+		f.Add(bytes.TrimSuffix(appendLine(nil, &e), []byte("\n")))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		got, ok := decodeFast(b)

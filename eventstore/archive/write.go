@@ -248,9 +248,7 @@ func (a *Archive) writeSegment(ctx context.Context, src eventstore.Store, first,
 			if err != nil {
 				return err
 			}
-			if line, err = appendLine(line[:0], e); err != nil {
-				return fmt.Errorf("archive write: %w", err)
-			}
+			line = appendLine(line[:0], e)
 			if _, err := zw.Write(line); err != nil {
 				return err
 			}
