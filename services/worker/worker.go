@@ -1,5 +1,7 @@
 // Package worker runs a worker: it registers an incarnation in the log,
-// renews its lease with heartbeats, takes the handoffs addressed to it from
+// keeps its lease (domain.Worker.Owe: a worker.heartbeat only while it holds
+// runs or was handed one since it last wrote, and an idle worker writes
+// nothing, it only reads its stream), takes the handoffs addressed to it from
 // the bus, runs them with the built-in runners, and writes only the events the
 // handoff rule gives it (running, then completed, failed, timed_out or
 // cancelled), each at the execution's expected version and only while the
@@ -35,6 +37,7 @@ import (
 	"github.com/turnstile/turnstile/internal/gopool"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/services/bus"
+	"github.com/turnstile/turnstile/services/clock"
 	"github.com/turnstile/turnstile/services/repository"
 	"github.com/turnstile/turnstile/services/runner"
 )
@@ -47,8 +50,20 @@ type Config struct {
 	Bus     *bus.Bus
 	Runners *runner.Registry // default runner.Builtins(runner.Config{}): neither core.shell nor core.http
 	Logger  *slog.Logger
-	// Heartbeat is the lease renewal interval. Default 2s.
+	// Heartbeat is how often the worker looks at its lease: it writes a
+	// worker.heartbeat if it owes one (see MarkEvery), else it reads its
+	// stream to learn whether it was declared lost or replaced. Default 2s.
 	Heartbeat time.Duration
+	// MarkEvery is how long a debt of a sign of life may run before the
+	// worker pays it with a worker.heartbeat: a debt starts when the worker
+	// is handed a run while it owed nothing, and runs on from each heartbeat
+	// while it holds runs. MarkEvery plus Heartbeat must stay well under the
+	// executor's worker lease (the node uses a quarter of the lease).
+	// Default twice Heartbeat (4s; the default lease is 15s).
+	MarkEvery time.Duration
+	// Clock tells the worker's time (its debts, MarkEvery). Default the
+	// system clock.
+	Clock clock.Clock
 	// StopGrace is the grace period Stop drains with. Default 10s.
 	StopGrace time.Duration
 	// NewIncarnation names each incarnation the worker registers. Default:
@@ -73,6 +88,8 @@ func (c *Config) Validate() error {
 		return errors.New("worker: Store is required")
 	case c.Heartbeat < time.Millisecond:
 		return fmt.Errorf("worker: Heartbeat %s below 1ms", c.Heartbeat)
+	case c.MarkEvery < 0:
+		return fmt.Errorf("worker: MarkEvery %s is negative", c.MarkEvery)
 	}
 	return nil
 }
@@ -88,6 +105,8 @@ type Worker struct {
 	incarnation string
 	mine        map[string]bool // every incarnation this worker made
 	state       *domain.Worker  // the worker stream as last written, or nil
+	owedSince   time.Time       // when (Clock) the incarnation began to owe the log a sign of life; zero: it owes none
+	handedAt    time.Time       // when (Clock) the last handoff to the incarnation was accepted
 	fenced      bool            // the store appends atomically to several streams: runs' writes carry a condition on the worker stream (see Run.guard)
 	running     map[runKey]*runEntry
 	draining    bool // set by Drain: no new handoff is taken
@@ -139,6 +158,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = 2 * time.Second
+	}
+	if cfg.MarkEvery == 0 {
+		cfg.MarkEvery = 2 * cfg.Heartbeat
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
 	}
 	if cfg.StopGrace == 0 {
 		cfg.StopGrace = 10 * time.Second
@@ -281,7 +306,7 @@ func (w *Worker) register(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	if w.incarnation == inc {
-		w.state = st
+		w.state, w.owedSince = st, time.Time{}
 	}
 	w.mu.Unlock()
 	w.log.Info("registered", "incarnation", inc, "slots", w.cfg.Slots)
@@ -305,15 +330,23 @@ func (w *Worker) heartbeats(ctx context.Context) {
 	}
 }
 
-// Heartbeat renews the lease of the current incarnation (one
-// worker.heartbeat). When the log says the incarnation was replaced, it
-// stops that incarnation's runs and registers a new one. Start's loop calls
-// it every Config.Heartbeat; a simulation calls it itself. The error is the
-// store's, if the write failed.
+// Heartbeat keeps the lease of the current incarnation. If the incarnation
+// owes the log a sign of life (it was handed a run while it owed nothing, or
+// holds runs since its last heartbeat) for MarkEvery or longer, it writes
+// one worker.heartbeat; otherwise it writes nothing and reads its stream.
+// When the log says the incarnation was replaced (the write refused, or the
+// stream read), it stops that incarnation's runs and registers a new one.
+// Start's loop calls it every Config.Heartbeat; a simulation calls it
+// itself. The error is the store's, if the write or the read failed.
 func (w *Worker) Heartbeat(ctx context.Context) error {
+	now := w.cfg.Clock.Now()
 	w.mu.Lock()
 	known, inFlight, inc := w.state.Clone(), len(w.running), w.incarnation
+	owes := !w.owedSince.IsZero() && now.Sub(w.owedSince) >= w.cfg.MarkEvery
 	w.mu.Unlock()
+	if !owes {
+		return w.look(ctx, inc, known)
+	}
 	st, err := repository.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
 		return s.Heartbeat(inc, inFlight)
 	})
@@ -328,9 +361,47 @@ func (w *Worker) Heartbeat(ctx context.Context) error {
 		w.setState(inc, nil)
 		return err
 	default:
-		w.setState(inc, st)
+		w.mu.Lock()
+		if w.incarnation == inc {
+			w.state = st
+			// Paid as of now: the debt runs on only for runs held now or
+			// handed during the write (their handoffs may follow it in the log).
+			w.owedSince = time.Time{}
+			if len(w.running) > 0 || !w.handedAt.Before(now) {
+				w.owedSince = now
+			}
+		}
+		w.mu.Unlock()
 		return nil
 	}
+}
+
+// owe records that the incarnation inc was handed a run at now: it owes
+// the log a sign of life from now on, unless it owed one already.
+func (w *Worker) oweLocked(inc string, now time.Time) {
+	if w.incarnation != inc {
+		return
+	}
+	w.handedAt = now
+	if w.owedSince.IsZero() {
+		w.owedSince = now
+	}
+}
+
+// look reads the worker stream after known, and starts over as a new
+// incarnation if inc is no longer the current one there (declared lost, or
+// another process registered the id).
+func (w *Worker) look(ctx context.Context, inc string, known *domain.Worker) error {
+	st, err := repository.CatchUpWorker(ctx, w.cfg.Store, w.cfg.ID, known)
+	if err != nil {
+		return err
+	}
+	if st.Incarnation() != inc || (st.Status() != domain.WorkerActive && st.Status() != domain.WorkerDrainingStatus) {
+		w.replaced(ctx, inc)
+		return nil
+	}
+	w.setState(inc, st)
+	return nil
 }
 
 // setState records the worker stream's state as inc last wrote it.
@@ -366,7 +437,7 @@ func (w *Worker) replaced(ctx context.Context, old string) {
 		w.mu.Unlock()
 		return
 	}
-	w.incarnation, w.state = w.cfg.NewIncarnation(), nil
+	w.incarnation, w.state, w.owedSince = w.cfg.NewIncarnation(), nil, time.Time{}
 	w.mine[w.incarnation] = true
 	stopped := 0
 	for _, r := range w.running {
