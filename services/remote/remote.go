@@ -88,8 +88,8 @@ type session struct {
 	slots   int
 	runners []string
 
-	ended    bool
-	draining bool
+	ended     bool
+	draining  bool
 	state     *domain.Worker // the worker stream as this session last saw it
 	owedSince time.Time      // when (this clock) the incarnation began to owe the log a sign of life; zero: it owes none
 	handedAt  time.Time      // when (this clock) the follower last saw a handoff to it
