@@ -17,8 +17,8 @@ import (
 )
 
 type leaseModel struct {
-	current map[string]string               // worker → its current incarnation, while alive (registered, not stopped or lost)
-	owed    map[string]time.Time            // worker → when its current incarnation began to owe (absent: it owes nothing)
+	current map[string]string                // worker → its current incarnation, while alive (registered, not stopped or lost)
+	owed    map[string]time.Time             // worker → when its current incarnation began to owe (absent: it owes nothing)
 	holder  map[string]struct{ w, i string } // execution → the worker and incarnation it is handed to (scheduled or running)
 }
 
