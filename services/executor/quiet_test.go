@@ -7,6 +7,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/executor"
 	"github.com/turnstile/turnstile/services/repository"
 )
 
@@ -98,6 +99,80 @@ func TestIdleWorkersStayQuiet(t *testing.T) {
 			t.Fatalf("the ghost's execution failed with code %q, want %q", f.Code, domain.FailWorkerLost)
 		}
 		noVerdict("w1")
+		h.auditClean()
+	})
+}
+
+// TestStandbyJudgesDebtsFromTheLog: the lease rule reads the log alone, so
+// an executor that takes over judges as the active one did. A worker that
+// died while idle (a registration with no process) is handed an execution
+// by the active executor; the active one stops 6 s later and a standby
+// takes over: it does not restart the debt at its own start (it would keep
+// a dead worker alive a lease longer), it declares the worker lost one
+// lease after the handoff, and it does not declare the live idle worker w1
+// lost, an hour of log time later.
+func TestStandbyJudgesDebtsFromTheLog(t *testing.T) {
+	bothLogs(t, func(t *testing.T, single bool) {
+		const lease = 10 * time.Second
+		ctx := context.Background()
+		h := newHarness(t, harnessConfig{single: single, lease: lease})
+		standby, err := executor.New(executor.Config{Store: h.store, Clock: h.clock, Logger: h.log, Name: "standby",
+			Tick: 5 * time.Millisecond, WorkerLease: lease, Standby: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := standby.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(standby.Stop)
+		h.addWorker("w1", 2, 5*time.Millisecond, nil)
+		if _, err := repository.UpdateWorker(ctx, h.store, "ghost", domain.OwnerWorker, "ghost", nil, func(w *domain.Worker) (domain.Event, error) {
+			return w.Register("ghost-1", 1, []string{"test.ghost"}, "nowhere", 1)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		h.define(domain.Policy{Ref: "quiet.ghost", Runner: "test.ghost", MaxAttempts: 1})
+		g := h.request("quiet.ghost", "")
+		h.waitEvent(domain.ExecutionStream(g), domain.TypeExecutionScheduled)
+		h.advance(6 * time.Second)
+
+		h.exec.Stop()
+		standby.SetActive(true)
+		// decided waits until the standby has folded the log and decided
+		// twice on the clock as it is now.
+		decided := func() {
+			t.Helper()
+			head, err := h.store.Head(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.waitFor("the standby to fold the log", func() bool { return standby.Position() >= head })
+			target := standby.Stats.TimedCycles.Load() + 2
+			h.waitFor("the standby's cycles", func() bool { return standby.Stats.TimedCycles.Load() >= target })
+		}
+		lost := func(id string) bool {
+			for _, r := range h.stream(domain.WorkerStream(id)) {
+				if r.env.Type == domain.TypeWorkerLost {
+					return true
+				}
+			}
+			return false
+		}
+		h.clock.Advance(3 * time.Second) // 9 s after the handoff
+		decided()
+		if lost("ghost") {
+			t.Fatal("the standby declared the ghost lost before a lease had passed since the handoff")
+		}
+		h.clock.Advance(time.Second) // a lease after the handoff, 4 s after the takeover
+		h.waitFor("the standby's verdict on the ghost", func() bool { return lost("ghost") })
+		h.clock.Advance(time.Hour)
+		decided()
+		if lost("w1") {
+			t.Fatal("the standby declared the idle worker w1 lost")
+		}
+		if f := h.waitStatus(g, domain.StatusFailed).State(); f.Code != domain.FailWorkerLost {
+			t.Fatalf("the ghost's execution failed with code %q, want %q", f.Code, domain.FailWorkerLost)
+		}
 		h.auditClean()
 	})
 }
