@@ -176,3 +176,50 @@ func TestStandbyJudgesDebtsFromTheLog(t *testing.T) {
 		h.auditClean()
 	})
 }
+
+// TestHoldingWorkerOwesAfterEachHeartbeat: a worker that holds an execution
+// owes the log a sign of life again from each of its heartbeats: one that
+// paid once and then died holding the execution is lost one lease after
+// that heartbeat, not kept alive by it.
+func TestHoldingWorkerOwesAfterEachHeartbeat(t *testing.T) {
+	bothLogs(t, func(t *testing.T, single bool) {
+		const lease = 10 * time.Second
+		ctx := context.Background()
+		h := newHarness(t, harnessConfig{single: single, lease: lease})
+		register := func(w *domain.Worker) (domain.Event, error) {
+			return w.Register("ghost-1", 1, []string{"test.ghost"}, "nowhere", 1)
+		}
+		if _, err := repository.UpdateWorker(ctx, h.store, "ghost", domain.OwnerWorker, "ghost", nil, register); err != nil {
+			t.Fatal(err)
+		}
+		h.define(domain.Policy{Ref: "quiet.ghost", Runner: "test.ghost", MaxAttempts: 1})
+		g := h.request("quiet.ghost", "")
+		h.waitEvent(domain.ExecutionStream(g), domain.TypeExecutionScheduled)
+		h.advance(5 * time.Second)
+		if _, err := repository.UpdateWorker(ctx, h.store, "ghost", domain.OwnerWorker, "ghost", nil, func(w *domain.Worker) (domain.Event, error) {
+			return w.Heartbeat("ghost-1", 1)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		beat := h.clock.Now()
+		lost := func() bool {
+			for _, r := range h.stream(domain.WorkerStream("ghost")) {
+				if r.env.Type == domain.TypeWorkerLost {
+					return true
+				}
+			}
+			return false
+		}
+		h.advance(lease - time.Second)
+		if lost() {
+			t.Fatal("declared lost before a lease had passed since its heartbeat")
+		}
+		h.advance(time.Second)
+		verdicts := h.waitEvent(domain.WorkerStream("ghost"), domain.TypeWorkerLost)
+		if v := verdicts[len(verdicts)-1].ev.(domain.WorkerLost); !v.OwedSince.Equal(beat) {
+			t.Fatalf("verdict %+v, want owed since the heartbeat at %v", v, beat)
+		}
+		h.waitStatus(g, domain.StatusFailed)
+		h.auditClean()
+	})
+}
