@@ -46,6 +46,7 @@ type verifyReport struct {
 	Seconds    float64              `json:"seconds"`
 	Mismatch   *chaincheck.Mismatch `json:"mismatch,omitempty"`
 	Corrupt    string               `json:"corrupt,omitempty"`
+	Archive    *archiveVerified     `json:"archive,omitempty"` // with --archive DIR
 }
 
 // cmdVerify checks the hash chain of the live log (DESIGN.md, "The log over
@@ -59,6 +60,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	var digests digestFlags
 	fs.Var(&digests, "digest", "a digest published earlier, POSITION:HASH (GET /api/v1/log's digest); repeatable")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	archiveDir := fs.String("archive", "", "archive directory: check every segment against its index and the chain, the digests in it, and that the live log continues it")
 	if err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -97,6 +99,23 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 3
 	}
 	defer store.Close()
+	if *archiveDir != "" {
+		rest, sum, m, err := verifyArchive(ctx, *archiveDir, store, digests, stderr, *asJSON)
+		rep.Archive = sum
+		switch {
+		case m != nil:
+			rep.Mismatch = m
+			print()
+			return 1
+		case errors.As(err, new(usageError)):
+			fmt.Fprintf(stderr, "turnstile verify: %v\n", err)
+			return 2
+		case err != nil:
+			fmt.Fprintf(stderr, "turnstile verify: %v\n", err)
+			return 3
+		}
+		digests = rest
+	}
 	plan, err := liveLogPlan(ctx, store, kind, digests)
 	if err != nil {
 		fmt.Fprintf(stderr, "turnstile verify: %v\n", err)
@@ -151,10 +170,9 @@ type verifyPlan struct {
 // the zero hash when the store trims nothing. A store that keeps no chain
 // (KurrentDB) has its chain computed and checked against the digests only.
 //
-// The archive hook: `verify --archive DIR` (branch archive) reads archive +
-// live log as one history from position 0 (archive.History is a
-// chaincheck.Reader) with the same Options but First 0 and the zero Prev,
-// and checks each segment's first hash against its predecessor's last.
+// With --archive DIR, verifyArchive checks the archive first (every segment
+// against its index and the chain, the digests in it, the join with the
+// live log), and the live log's check gets the digests after the archive.
 func liveLogPlan(ctx context.Context, store eventstore.Store, kind string, digests []chaincheck.Digest) (verifyPlan, error) {
 	o := chaincheck.Options{
 		Stored:  eventstore.KeepsChain(store),
@@ -178,6 +196,9 @@ func liveLogPlan(ctx context.Context, store eventstore.Store, kind string, diges
 }
 
 func printVerify(w io.Writer, rep *verifyReport) {
+	if rep.Mismatch == nil && rep.Corrupt == "" {
+		printArchiveVerified(w, rep.Archive)
+	}
 	if rep.Corrupt != "" {
 		fmt.Fprintf(w, "result:   CORRUPT: %s\n", rep.Corrupt)
 		return
