@@ -91,7 +91,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	workerPrefix := fs.String("worker-prefix", "local", "the in-process workers are PREFIX-1 … PREFIX-N; on a shared log each serve needs its own prefix, the same at every restart")
 	runExecutor := fs.Bool("executor", true, "run an executor in this process (on PostgreSQL it contends for the lease with every other executor; false: API and workers only)")
 	executorName := fs.String("executor-name", "", "the in-process executor's writer name in the log (default \"executor\"; on PostgreSQL executor@host:pid)")
-	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker may go without an event in the log before the executor declares it lost")
+	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker that holds or was handed work may go without a sign of life in the log before the executor declares it lost (an idle worker writes nothing and is never lost)")
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
 	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
 	snapDir := fs.String("snapshots", "", "directory for snapshots of the executor's fold and the read model (default: checkpoints/ in --data for the embedded store, none for others)")
