@@ -39,6 +39,17 @@ const rateMargin = time.Millisecond
 // the log shows without one. A queue with an announced action change not yet
 // in the action stream grants nothing.
 func (e *Executor) decideGrants(ops []op, now time.Time) []op {
+	var queues []*domain.Queue // those that may grant
+	for _, ref := range e.state.Queues.Refs() {
+		q := e.state.Queues.Get(ref)
+		if _, announced := e.state.Announced[ref]; announced || q.Waiting() == 0 || e.busy(domain.QueueStream(ref)) {
+			continue
+		}
+		queues = append(queues, q)
+	}
+	if len(queues) == 0 && len(e.state.Unscheduled) == 0 {
+		return ops // nothing to hand: the free workers are not even counted (with many idle workers, that is most of an idle cycle)
+	}
 	workers := e.freeWorkers()
 	if len(workers) == 0 {
 		return ops
@@ -52,11 +63,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		i    int           // w's turn in that round
 	}
 	var cands []cand
-	for _, ref := range e.state.Queues.Refs() {
-		q := e.state.Queues.Get(ref)
-		if _, announced := e.state.Announced[ref]; announced || q.Waiting() == 0 || e.busy(domain.QueueStream(ref)) {
-			continue
-		}
+	for _, q := range queues {
 		ws := q.Grantable(free, now.Add(-rateMargin))
 		total := q.Policy().MaxConcurrentTotal > 0
 		for i, w := range ws {

@@ -87,11 +87,18 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 // decideLeases declares lost the workers whose last event in the log is
 // older than the lease at now.
 func (e *Executor) decideLeases(ops []op, now time.Time) []op {
+	var reason string
 	for _, id := range e.state.WorkerIDs() {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
-		ops = e.loseWorker(ops, id, now, e.cfg.WorkerLease, false, fmt.Sprintf("no event in the log for %s (its lease)", e.cfg.WorkerLease))
+		if w := e.state.Workers[id]; now.Sub(w.LastSeen()) < e.cfg.WorkerLease {
+			continue // seen within its lease (loseWorker would refuse it, at the cost of an error's text)
+		}
+		if reason == "" {
+			reason = fmt.Sprintf("no event in the log for %s (its lease)", e.cfg.WorkerLease)
+		}
+		ops = e.loseWorker(ops, id, now, e.cfg.WorkerLease, false, reason)
 	}
 	return ops
 }
