@@ -102,7 +102,6 @@ type Worker struct {
 
 	mu      sync.Mutex
 	runs    map[string]*run // by execution id
-	freed   chan struct{}   // a slot was freed
 	running sync.WaitGroup
 }
 
@@ -133,7 +132,7 @@ func New(cfg Config) *Worker {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Server = strings.TrimRight(cfg.Server, "/")
-	return &Worker{cfg: cfg, log: cfg.Logger.With("worker", cfg.Name), handlers: map[string]Handler{}, runs: map[string]*run{}, freed: make(chan struct{}, 1)}
+	return &Worker{cfg: cfg, log: cfg.Logger.With("worker", cfg.Name), handlers: map[string]Handler{}, runs: map[string]*run{}}
 }
 
 // Handle registers h for the runner name (say "billing.charge"). Call it
@@ -217,27 +216,21 @@ func (w *Worker) serve(ctx context.Context, sess *session) {
 			return
 		default:
 		}
-		free := w.cfg.Slots - w.inFlight()
-		pctx, cancel := context.WithCancel(ctx)
-		if free == 0 {
-			go func() { // a freed slot ends a poll that asked for nothing
-				select {
-				case <-w.freed:
-					cancel()
-				case <-pctx.Done():
-				}
-			}()
-		}
+		// Every poll asks for as many executions as the worker has slots:
+		// the server hands an incarnation no more than its slots at once,
+		// counted in the log (a slot is free again once the run's end is
+		// recorded there, after this worker's report), so a poll never has
+		// to be cut short (and its connection with it) to ask for more when
+		// a slot frees.
 		var res wire.WorkerPollResult
-		status, err := w.call(pctx, sess.Session, "/api/v1/workers/"+url.PathEscape(w.cfg.Name)+"/poll",
-			wire.WorkerPoll{Max: free, WaitSeconds: w.cfg.PollWait.Seconds()}, &res)
-		cancel()
+		status, err := w.call(ctx, sess.Session, "/api/v1/workers/"+url.PathEscape(w.cfg.Name)+"/poll",
+			wire.WorkerPoll{Max: w.cfg.Slots, WaitSeconds: w.cfg.PollWait.Seconds()}, &res)
 		switch {
 		case err == nil:
 		case status == http.StatusUnauthorized || status == http.StatusForbidden:
 			sess.end()
 			continue
-		case pctx.Err() != nil:
+		case ctx.Err() != nil:
 			continue
 		default:
 			w.log.Warn("poll failed; trying again", "err", err)
@@ -251,12 +244,6 @@ func (w *Worker) serve(ctx context.Context, sess *session) {
 			w.start(sess, a)
 		}
 	}
-}
-
-func (w *Worker) inFlight() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.runs)
 }
 
 func (w *Worker) cancelRun(id string, cause error) {
@@ -298,10 +285,6 @@ func (w *Worker) start(sess *session, a wire.Assignment) {
 			}
 			w.mu.Unlock()
 			cancel(nil)
-			select {
-			case w.freed <- struct{}{}:
-			default:
-			}
 		}()
 		w.execute(ctx, sess, a)
 	}()
