@@ -13,7 +13,9 @@
 package executor
 
 import (
-	"sort"
+	"cmp"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -56,30 +58,29 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	}
 	ops = e.decideUnscheduled(ops, workers)
 	free := slots(workers)
-	type cand struct {
-		q    *domain.Queue
-		w    domain.Waiter
-		lead domain.Waiter // the sort key: w, or the first of its total-limited queue's round
-		i    int           // w's turn in that round
-	}
-	var cands []cand
+	scratch := candScratch.Get().(*[]grantCand)
+	defer func() { clear(*scratch); candScratch.Put(scratch) }()
+	cands := (*scratch)[:0]
 	for _, q := range queues {
 		ws := q.Grantable(free, now.Add(-rateMargin))
 		total := q.Policy().MaxConcurrentTotal > 0
 		for i, w := range ws {
-			c := cand{q: q, w: w, lead: w}
+			c := grantCand{q: q, w: w, lead: w}
 			if total { // the round robin's order is the queue's: keep it
 				c.lead, c.i = ws[0], i
 			}
 			cands = append(cands, c)
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool {
-		a, b := cands[i], cands[j]
-		if a.lead.Execution != b.lead.Execution {
-			return domain.GrantsBefore(a.lead, b.lead)
+	*scratch = cands
+	slices.SortFunc(cands, func(a, b grantCand) int { // a total order: any sort gives the same
+		switch {
+		case a.lead.Execution != b.lead.Execution && domain.GrantsBefore(a.lead, b.lead):
+			return -1
+		case a.lead.Execution != b.lead.Execution:
+			return 1
 		}
-		return a.i < b.i
+		return cmp.Compare(a.i, b.i)
 	})
 	perQueue := map[string]*op{}
 	var order []string
@@ -139,6 +140,21 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	}
 	return ops
 }
+
+// grantCand is a waiter a grant cycle may grant.
+type grantCand struct {
+	q    *domain.Queue
+	w    domain.Waiter
+	lead domain.Waiter // the sort key: w, or the first of its total-limited queue's round
+	i    int           // w's turn in that round
+}
+
+// candScratch keeps the candidates' slices from one grant cycle to the next:
+// a cycle lists every queue's grantable waiters (up to the free slots each)
+// to grant a few, so building the list anew made most of the executor's
+// garbage when cycles are many and small (remote workers' reports arrive
+// one commit at a time).
+var candScratch = sync.Pool{New: func() any { s := make([]grantCand, 0, 256); return &s }}
 
 // queueGrant adds a queue.granted event to the op's queue-stream append,
 // creating it (fenced on the queue's version) on first use, and returns the
