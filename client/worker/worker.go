@@ -240,9 +240,11 @@ func (w *Worker) serve(ctx context.Context, sess *session) {
 		for _, id := range res.Cancels {
 			w.cancelRun(id, ErrCancelled)
 		}
+		sess.reports.hold() // their running reports in one call
 		for _, a := range res.Assignments {
 			w.start(sess, a)
 		}
+		sess.reports.release(w, sess)
 	}
 }
 
@@ -276,6 +278,7 @@ func (w *Worker) start(sess *session, a wire.Assignment) {
 	w.runs[a.Execution] = &run{attempt: a.Attempt, cancel: cancel, sess: sess}
 	w.running.Add(1)
 	w.mu.Unlock()
+	started := sess.reports.queued(w, sess, wire.WorkerReport{Execution: a.Execution, Attempt: a.Attempt, Status: wire.ReportRunning})
 	go func() {
 		defer w.running.Done()
 		defer func() {
@@ -286,16 +289,17 @@ func (w *Worker) start(sess *session, a wire.Assignment) {
 			w.mu.Unlock()
 			cancel(nil)
 		}()
-		w.execute(ctx, sess, a)
+		w.execute(ctx, sess, a, started)
 	}()
 }
 
-// execute records the start, runs the handler and reports its end.
-func (w *Worker) execute(ctx context.Context, sess *session, a wire.Assignment) {
-	rep := wire.WorkerReport{Execution: a.Execution, Attempt: a.Attempt, Status: wire.ReportRunning}
-	if ok := w.report(sess, rep); !ok {
+// execute waits for the start's report (queued by start), runs the handler
+// and reports its end.
+func (w *Worker) execute(ctx context.Context, sess *session, a wire.Assignment, started *pendingReport) {
+	if ok := <-started.done; !ok {
 		return
 	}
+	rep := wire.WorkerReport{Execution: a.Execution, Attempt: a.Attempt, Status: wire.ReportRunning} // what a run taken back ends its span with
 	ctx, span := w.runSpan(ctx, a)
 	defer func() { endRunSpan(span, &rep) }()
 	job := Job{Execution: a.Execution, Action: a.Action, Runner: a.Runner, Input: a.Input, RunnerConfig: a.RunnerConfig, KeyField: a.KeyField, Attempt: a.Attempt,
