@@ -13,9 +13,6 @@
 package executor
 
 import (
-	"cmp"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -58,30 +55,11 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	}
 	ops = e.decideUnscheduled(ops, workers)
 	free := slots(workers)
-	scratch := candScratch.Get().(*[]grantCand)
-	defer func() { clear(*scratch); candScratch.Put(scratch) }()
-	cands := (*scratch)[:0]
+	m := mergeScratch.Get().(*grantMerge)
+	defer func() { m.reset(); mergeScratch.Put(m) }()
 	for _, q := range queues {
-		ws := q.Grantable(free, now.Add(-rateMargin))
-		total := q.Policy().MaxConcurrentTotal > 0
-		for i, w := range ws {
-			c := grantCand{q: q, w: w, lead: w}
-			if total { // the round robin's order is the queue's: keep it
-				c.lead, c.i = ws[0], i
-			}
-			cands = append(cands, c)
-		}
+		m.add(q, q.Grantable(free, now.Add(-rateMargin)), q.Policy().MaxConcurrentTotal > 0)
 	}
-	*scratch = cands
-	slices.SortFunc(cands, func(a, b grantCand) int { // a total order: any sort gives the same
-		switch {
-		case a.lead.Execution != b.lead.Execution && domain.GrantsBefore(a.lead, b.lead):
-			return -1
-		case a.lead.Execution != b.lead.Execution:
-			return 1
-		}
-		return cmp.Compare(a.i, b.i)
-	})
 	perQueue := map[string]*op{}
 	var order []string
 	qVersion := map[string]int64{}
@@ -91,8 +69,9 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	// key's queue: granting past it could commit before it leaves the queue
 	// (or if its own write failed), out of FIFO order.
 	blocked := map[[2]string]bool{}
-	for _, c := range cands {
-		if free == 0 || len(ops)+len(perQueue) >= e.cfg.MaxBatch {
+	for free > 0 && len(ops)+len(perQueue) < e.cfg.MaxBatch {
+		c, more := m.next()
+		if !more {
 			break
 		}
 		qk := [2]string{c.q.Ref, c.w.Key}
@@ -140,21 +119,6 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	}
 	return ops
 }
-
-// grantCand is a waiter a grant cycle may grant.
-type grantCand struct {
-	q    *domain.Queue
-	w    domain.Waiter
-	lead domain.Waiter // the sort key: w, or the first of its total-limited queue's round
-	i    int           // w's turn in that round
-}
-
-// candScratch keeps the candidates' slices from one grant cycle to the next:
-// a cycle lists every queue's grantable waiters (up to the free slots each)
-// to grant a few, so building the list anew made most of the executor's
-// garbage when cycles are many and small (remote workers' reports arrive
-// one commit at a time).
-var candScratch = sync.Pool{New: func() any { s := make([]grantCand, 0, 256); return &s }}
 
 // queueGrant adds a queue.granted event to the op's queue-stream append,
 // creating it (fenced on the queue's version) on first use, and returns the
