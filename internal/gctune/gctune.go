@@ -35,7 +35,7 @@ const (
 	// Interval is the least time between two collections that a larger
 	// target is granted for: the heap grows by at most what the process
 	// allocates in Interval (at the highest rate of the last Interval).
-	Interval = 2 * time.Second
+	Interval = 5 * time.Second
 )
 
 // Percent returns the GOGC for a live heap of live bytes, a budget, and an

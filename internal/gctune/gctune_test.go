@@ -23,8 +23,8 @@ func TestPercent(t *testing.T) {
 		{2 * gib, gib, busy, MinPercent},         // past the budget: never below the default
 		{100 << 20, 100 << 20, busy, MinPercent}, // at the budget
 		{0, gib, 0, MinPercent},                  // nothing allocated yet
-		{30 << 20, gib, 3 << 20, MinPercent},     // an idle server: 6 MiB in Interval, less than its live heap
-		{30 << 20, gib, 30 << 20, 200},           // 60 MiB in Interval: twice the live heap
+		{30 << 20, gib, 3 << 20, MinPercent},     // an idle server: 15 MiB in Interval, less than its live heap
+		{30 << 20, gib, 12 << 20, 200},           // 60 MiB in Interval: twice the live heap
 		{30 << 20, gib, 300 << 20, MaxPercent},   // a busy one
 	} {
 		if got := Percent(c.live, c.budget, c.rate); got != c.want {
