@@ -81,7 +81,11 @@ type Config struct {
 	Server string // base URL, e.g. http://127.0.0.1:8080
 	Token  string // a token of role worker (or admin); "" for a server without tokens
 	Name   string // the worker's name; default the host name
-	Slots  int    // jobs run at once; default 4
+	// Slots is how many jobs run at once; default 4. The server hands the
+	// worker no more executions than that at a time, counted in the log (a
+	// run the server took back no longer counts, though its handler may
+	// still be returning from its cancelled ctx).
+	Slots int
 	// DrainGrace is how long a drain lets runs finish before stopping
 	// them. Default 30s.
 	DrainGrace time.Duration
