@@ -88,6 +88,11 @@ for round in $(seq 1 "$rounds"); do
 		awk '/^VmHWM/ {printf "  peak rss %d MiB\n", $2/1024}' "/proc/$p/status"
 	done
 	stop_all
+	if command -v psql >/dev/null; then # the round's schema is not kept (River drops its own)
+		psql -q "$TURNSTILE_POSTGRES_URL" -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || echo "  (could not drop schema $schema)"
+	else
+		echo "  (no psql: schema $schema is left in the database)"
+	fi
 	echo "round $round $(date -u +%T) load $(cut -d' ' -f1 /proc/loadavg): River ($ACTIONS queues × $MAX_CONCURRENT workers)"
 	(cd "$root/scripts/riverbench" && go run . --url "$TURNSTILE_POSTGRES_URL" \
 		--jobs "$EXECUTIONS" --queues "$ACTIONS" --workers "$MAX_CONCURRENT" --submitters "$SUBMITTERS" 2>"$log/river.log" | tail -1)
