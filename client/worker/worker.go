@@ -159,6 +159,7 @@ type session struct {
 	ended   chan struct{}
 	once    sync.Once
 	reports batcher
+	noStart bool // the server refused a start poll: each start is reported (serve's goroutine only)
 }
 
 func (s *session) end() { s.once.Do(func() { close(s.ended) }) }
@@ -226,11 +227,19 @@ func (w *Worker) serve(ctx context.Context, sess *session) {
 		// recorded there, after this worker's report), so a poll never has
 		// to be cut short (and its connection with it) to ask for more when
 		// a slot frees.
+		// A poll asks the server to record the start of what it hands
+		// (one round trip and one commit less per run than a running
+		// report), unless the server does not know how.
 		var res wire.WorkerPollResult
+		startOnPoll := !sess.noStart
 		status, err := w.call(ctx, sess.Session, "/api/v1/workers/"+url.PathEscape(w.cfg.Name)+"/poll",
-			wire.WorkerPoll{Max: w.cfg.Slots, WaitSeconds: w.cfg.PollWait.Seconds()}, &res)
+			wire.WorkerPoll{Max: w.cfg.Slots, WaitSeconds: w.cfg.PollWait.Seconds(), Start: startOnPoll}, &res)
 		switch {
 		case err == nil:
+		case status == http.StatusBadRequest && startOnPoll:
+			w.log.Info("the server does not start runs on a poll; reporting each start", "err", err)
+			sess.noStart = true
+			continue
 		case status == http.StatusUnauthorized || status == http.StatusForbidden:
 			sess.end()
 			continue
@@ -244,9 +253,9 @@ func (w *Worker) serve(ctx context.Context, sess *session) {
 		for _, id := range res.Cancels {
 			w.cancelRun(id, ErrCancelled)
 		}
-		sess.reports.hold() // their running reports in one call
+		sess.reports.hold() // their running reports, if any, in one call
 		for _, a := range res.Assignments {
-			w.start(sess, a)
+			w.start(sess, a, startOnPoll)
 		}
 		sess.reports.release(w, sess)
 	}
@@ -272,7 +281,7 @@ func (w *Worker) stopRuns(sess *session, cause error) {
 
 // start takes assignment a, unless a run of it is in flight already (a
 // poll returns an assignment again until it is reported on).
-func (w *Worker) start(sess *session, a wire.Assignment) {
+func (w *Worker) start(sess *session, a wire.Assignment, recorded bool) {
 	w.mu.Lock()
 	if r := w.runs[a.Execution]; r != nil && r.attempt == a.Attempt {
 		w.mu.Unlock()
@@ -282,7 +291,10 @@ func (w *Worker) start(sess *session, a wire.Assignment) {
 	w.runs[a.Execution] = &run{attempt: a.Attempt, cancel: cancel, sess: sess}
 	w.running.Add(1)
 	w.mu.Unlock()
-	started := sess.reports.queued(w, sess, wire.WorkerReport{Execution: a.Execution, Attempt: a.Attempt, Status: wire.ReportRunning})
+	var started *pendingReport // the start's report; nil: the poll recorded the start
+	if !recorded {
+		started = sess.reports.queued(w, sess, wire.WorkerReport{Execution: a.Execution, Attempt: a.Attempt, Status: wire.ReportRunning})
+	}
 	go func() {
 		defer w.running.Done()
 		defer func() {
@@ -297,11 +309,13 @@ func (w *Worker) start(sess *session, a wire.Assignment) {
 	}()
 }
 
-// execute waits for the start's report (queued by start), runs the handler
-// and reports its end.
+// execute waits for the start's report (queued by start; nil when the poll
+// recorded the start), runs the handler and reports its end.
 func (w *Worker) execute(ctx context.Context, sess *session, a wire.Assignment, started *pendingReport) {
-	if ok := <-started.done; !ok {
-		return
+	if started != nil {
+		if ok := <-started.done; !ok {
+			return
+		}
 	}
 	rep := wire.WorkerReport{Execution: a.Execution, Attempt: a.Attempt, Status: wire.ReportRunning} // what a run taken back ends its span with
 	ctx, span := w.runSpan(ctx, a)
