@@ -101,7 +101,11 @@ func (s *Server) pollWorker(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, typed(typeInvalid, http.StatusBadRequest, "max must be 0..100000 (omitted: the incarnation's slots) and wait_seconds 0..%g", remote.MaxWait.Seconds()))
 		return
 	}
-	out, err := s.cfg.Remote.Poll(r.Context(), x, req.Max, time.Duration(req.WaitSeconds*float64(time.Second)))
+	poll := s.cfg.Remote.Poll
+	if req.Start {
+		poll = s.cfg.Remote.PollStart
+	}
+	out, err := poll(r.Context(), x, req.Max, time.Duration(req.WaitSeconds*float64(time.Second)))
 	if err != nil {
 		s.failRemote(w, r, err)
 		return

@@ -33,31 +33,38 @@ func (s *Server) reportBatch(r *http.Request, x remote.Session, reps []wire.Work
 		fatal     *Problem
 		fatalRank int
 	)
-	sem := make(chan struct{}, batchParallel)
-	for _, id := range order {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(idx []int) {
-			defer func() { <-sem; wg.Done() }()
-			for _, i := range idx {
-				rep := reps[i]
-				out, err := s.cfg.Remote.Report(r.Context(), x, remote.Report(rep))
-				if err == nil {
-					res.Results[i] = wire.WorkerReportResult{Execution: out.Execution, Status: out.Status}
-					continue
-				}
-				p := s.remoteProblem(r, err)
-				if p.Status == http.StatusUnauthorized || p.Status >= 500 {
-					mu.Lock()
-					if rank := fatalOrder(p.Status); fatal == nil || rank > fatalRank {
-						fatal, fatalRank = p, rank
-					}
-					mu.Unlock()
-					return // the later reports on this execution are not tried
-				}
-				res.Results[i] = wire.WorkerReportResult{Execution: rep.Execution, Status: rep.Status, Problem: p}
+	decide := func(idx []int) { // the reports on one execution, in order
+		for _, i := range idx {
+			rep := reps[i]
+			out, err := s.cfg.Remote.Report(r.Context(), x, remote.Report(rep))
+			if err == nil {
+				res.Results[i] = wire.WorkerReportResult{Execution: out.Execution, Status: out.Status}
+				continue
 			}
-		}(byExec[id])
+			p := s.remoteProblem(r, err)
+			if p.Status == http.StatusUnauthorized || p.Status >= 500 {
+				mu.Lock()
+				if rank := fatalOrder(p.Status); fatal == nil || rank > fatalRank {
+					fatal, fatalRank = p, rank
+				}
+				mu.Unlock()
+				return // the later reports on this execution are not tried
+			}
+			res.Results[i] = wire.WorkerReportResult{Execution: rep.Execution, Status: rep.Status, Problem: p}
+		}
+	}
+	if len(order) == 1 {
+		decide(byExec[order[0]]) // one execution: no goroutine to wait for
+	} else {
+		sem := make(chan struct{}, batchParallel)
+		for _, id := range order {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(idx []int) {
+				defer func() { <-sem; wg.Done() }()
+				decide(idx)
+			}(byExec[id])
+		}
 	}
 	wg.Wait()
 	if fatal != nil {

@@ -24,9 +24,13 @@ type WorkerSession struct {
 // WorkerPoll is the body of POST /api/v1/workers/{name}/poll: at most Max
 // assignments (omitted: the incarnation's slots; 0: none, only cancels),
 // waiting at most WaitSeconds (default 20, at most 60) for something new.
+// With Start, the server records every assignment it returns as running
+// (as the worker's running report would) and leaves out those it may not
+// start: the worker runs them at once and reports only their end.
 type WorkerPoll struct {
 	Max         int     `json:"max"`
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`
+	Start       bool    `json:"start,omitempty"`
 }
 
 // Assignment is one execution handed to the polling incarnation.

@@ -24,6 +24,7 @@ type batcher struct {
 	mu      sync.Mutex
 	queue   []*pendingReport
 	senders int
+	held    int // holds: while any, queued reports wait (see hold)
 }
 
 type pendingReport struct {
@@ -33,10 +34,15 @@ type pendingReport struct {
 
 // send queues rep and waits until the server has answered it.
 func (b *batcher) send(w *Worker, sess *session, rep wire.WorkerReport) bool {
+	return <-b.queued(w, sess, rep).done
+}
+
+// queued queues rep and returns it; its done says the outcome.
+func (b *batcher) queued(w *Worker, sess *session, rep wire.WorkerReport) *pendingReport {
 	p := &pendingReport{rep: rep, done: make(chan bool, 1)}
 	b.mu.Lock()
 	b.queue = append(b.queue, p)
-	spawn := b.senders < maxSenders
+	spawn := b.held == 0 && b.senders < maxSenders
 	if spawn {
 		b.senders++
 	}
@@ -44,7 +50,30 @@ func (b *batcher) send(w *Worker, sess *session, rep wire.WorkerReport) bool {
 	if spawn {
 		go b.loop(w, sess)
 	}
-	return <-p.done
+	return p
+}
+
+// hold keeps the reports queued from now on until release: the running
+// reports of one poll's assignments, all known at once, go out in one call
+// instead of a first one alone and the rest behind it.
+func (b *batcher) hold() {
+	b.mu.Lock()
+	b.held++
+	b.mu.Unlock()
+}
+
+// release ends a hold and sends what it kept.
+func (b *batcher) release(w *Worker, sess *session) {
+	b.mu.Lock()
+	b.held--
+	spawn := b.held == 0 && len(b.queue) > 0 && b.senders < maxSenders
+	if spawn {
+		b.senders++
+	}
+	b.mu.Unlock()
+	if spawn {
+		go b.loop(w, sess)
+	}
 }
 
 // loop sends batches until the queue is empty.

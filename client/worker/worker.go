@@ -81,7 +81,11 @@ type Config struct {
 	Server string // base URL, e.g. http://127.0.0.1:8080
 	Token  string // a token of role worker (or admin); "" for a server without tokens
 	Name   string // the worker's name; default the host name
-	Slots  int    // jobs run at once; default 4
+	// Slots is how many jobs run at once; default 4. The server hands the
+	// worker no more executions than that at a time, counted in the log (a
+	// run the server took back no longer counts, though its handler may
+	// still be returning from its cancelled ctx).
+	Slots int
 	// DrainGrace is how long a drain lets runs finish before stopping
 	// them. Default 30s.
 	DrainGrace time.Duration
@@ -102,7 +106,6 @@ type Worker struct {
 
 	mu      sync.Mutex
 	runs    map[string]*run // by execution id
-	freed   chan struct{}   // a slot was freed
 	running sync.WaitGroup
 }
 
@@ -133,7 +136,7 @@ func New(cfg Config) *Worker {
 		cfg.Logger = slog.Default()
 	}
 	cfg.Server = strings.TrimRight(cfg.Server, "/")
-	return &Worker{cfg: cfg, log: cfg.Logger.With("worker", cfg.Name), handlers: map[string]Handler{}, runs: map[string]*run{}, freed: make(chan struct{}, 1)}
+	return &Worker{cfg: cfg, log: cfg.Logger.With("worker", cfg.Name), handlers: map[string]Handler{}, runs: map[string]*run{}}
 }
 
 // Handle registers h for the runner name (say "billing.charge"). Call it
@@ -156,6 +159,7 @@ type session struct {
 	ended   chan struct{}
 	once    sync.Once
 	reports batcher
+	noStart bool // the server refused a start poll: each start is reported (serve's goroutine only)
 }
 
 func (s *session) end() { s.once.Do(func() { close(s.ended) }) }
@@ -217,27 +221,29 @@ func (w *Worker) serve(ctx context.Context, sess *session) {
 			return
 		default:
 		}
-		free := w.cfg.Slots - w.inFlight()
-		pctx, cancel := context.WithCancel(ctx)
-		if free == 0 {
-			go func() { // a freed slot ends a poll that asked for nothing
-				select {
-				case <-w.freed:
-					cancel()
-				case <-pctx.Done():
-				}
-			}()
-		}
+		// Every poll asks for as many executions as the worker has slots:
+		// the server hands an incarnation no more than its slots at once,
+		// counted in the log (a slot is free again once the run's end is
+		// recorded there, after this worker's report), so a poll never has
+		// to be cut short (and its connection with it) to ask for more when
+		// a slot frees.
+		// A poll asks the server to record the start of what it hands
+		// (one round trip and one commit less per run than a running
+		// report), unless the server does not know how.
 		var res wire.WorkerPollResult
-		status, err := w.call(pctx, sess.Session, "/api/v1/workers/"+url.PathEscape(w.cfg.Name)+"/poll",
-			wire.WorkerPoll{Max: free, WaitSeconds: w.cfg.PollWait.Seconds()}, &res)
-		cancel()
+		startOnPoll := !sess.noStart
+		status, err := w.call(ctx, sess.Session, "/api/v1/workers/"+url.PathEscape(w.cfg.Name)+"/poll",
+			wire.WorkerPoll{Max: w.cfg.Slots, WaitSeconds: w.cfg.PollWait.Seconds(), Start: startOnPoll}, &res)
 		switch {
 		case err == nil:
+		case status == http.StatusBadRequest && startOnPoll:
+			w.log.Info("the server does not start runs on a poll; reporting each start", "err", err)
+			sess.noStart = true
+			continue
 		case status == http.StatusUnauthorized || status == http.StatusForbidden:
 			sess.end()
 			continue
-		case pctx.Err() != nil:
+		case ctx.Err() != nil:
 			continue
 		default:
 			w.log.Warn("poll failed; trying again", "err", err)
@@ -247,16 +253,12 @@ func (w *Worker) serve(ctx context.Context, sess *session) {
 		for _, id := range res.Cancels {
 			w.cancelRun(id, ErrCancelled)
 		}
+		sess.reports.hold() // their running reports, if any, in one call
 		for _, a := range res.Assignments {
-			w.start(sess, a)
+			w.start(sess, a, startOnPoll)
 		}
+		sess.reports.release(w, sess)
 	}
-}
-
-func (w *Worker) inFlight() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.runs)
 }
 
 func (w *Worker) cancelRun(id string, cause error) {
@@ -279,7 +281,7 @@ func (w *Worker) stopRuns(sess *session, cause error) {
 
 // start takes assignment a, unless a run of it is in flight already (a
 // poll returns an assignment again until it is reported on).
-func (w *Worker) start(sess *session, a wire.Assignment) {
+func (w *Worker) start(sess *session, a wire.Assignment, recorded bool) {
 	w.mu.Lock()
 	if r := w.runs[a.Execution]; r != nil && r.attempt == a.Attempt {
 		w.mu.Unlock()
@@ -289,6 +291,10 @@ func (w *Worker) start(sess *session, a wire.Assignment) {
 	w.runs[a.Execution] = &run{attempt: a.Attempt, cancel: cancel, sess: sess}
 	w.running.Add(1)
 	w.mu.Unlock()
+	var started *pendingReport // the start's report; nil: the poll recorded the start
+	if !recorded {
+		started = sess.reports.queued(w, sess, wire.WorkerReport{Execution: a.Execution, Attempt: a.Attempt, Status: wire.ReportRunning})
+	}
 	go func() {
 		defer w.running.Done()
 		defer func() {
@@ -298,21 +304,20 @@ func (w *Worker) start(sess *session, a wire.Assignment) {
 			}
 			w.mu.Unlock()
 			cancel(nil)
-			select {
-			case w.freed <- struct{}{}:
-			default:
-			}
 		}()
-		w.execute(ctx, sess, a)
+		w.execute(ctx, sess, a, started)
 	}()
 }
 
-// execute records the start, runs the handler and reports its end.
-func (w *Worker) execute(ctx context.Context, sess *session, a wire.Assignment) {
-	rep := wire.WorkerReport{Execution: a.Execution, Attempt: a.Attempt, Status: wire.ReportRunning}
-	if ok := w.report(sess, rep); !ok {
-		return
+// execute waits for the start's report (queued by start; nil when the poll
+// recorded the start), runs the handler and reports its end.
+func (w *Worker) execute(ctx context.Context, sess *session, a wire.Assignment, started *pendingReport) {
+	if started != nil {
+		if ok := <-started.done; !ok {
+			return
+		}
 	}
+	rep := wire.WorkerReport{Execution: a.Execution, Attempt: a.Attempt, Status: wire.ReportRunning} // what a run taken back ends its span with
 	ctx, span := w.runSpan(ctx, a)
 	defer func() { endRunSpan(span, &rep) }()
 	job := Job{Execution: a.Execution, Action: a.Action, Runner: a.Runner, Input: a.Input, RunnerConfig: a.RunnerConfig, KeyField: a.KeyField, Attempt: a.Attempt,

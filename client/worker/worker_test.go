@@ -93,15 +93,43 @@ func TestCancelReachesTheHandler(t *testing.T) {
 }
 
 // lossy delivers every request to the server but loses the answer of the
-// first try of each report: the worker must send it again, and the
-// server's idempotence must keep the log free of duplicates.
+// first try of each report, and of the first polls (up to lossyPolls) that
+// hand assignments (whose start the server records on the poll): the
+// worker must send the report again, the server must offer the started
+// assignments again, and the server's idempotence must keep the log free
+// of duplicates.
 type lossy struct {
-	mu   sync.Mutex
-	seen map[string]bool
-	lost int
+	mu        sync.Mutex
+	seen      map[string]bool
+	lost      int
+	lostPolls int
 }
 
+const lossyPolls = 3
+
 func (l *lossy) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/poll") {
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		if err != nil {
+			return resp, err
+		}
+		raw, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		l.mu.Lock()
+		lose := strings.Contains(string(raw), `"execution":`) && l.lostPolls < lossyPolls
+		if lose {
+			l.lostPolls++
+		}
+		l.mu.Unlock()
+		if lose {
+			return nil, errors.New("connection reset (simulated after the server answered a poll)")
+		}
+		resp.Body = io.NopCloser(strings.NewReader(string(raw)))
+		return resp, nil
+	}
 	var body string
 	if req.Body != nil && strings.HasSuffix(req.URL.Path, "/report") {
 		raw, err := req.GetBody()
@@ -130,12 +158,15 @@ func (l *lossy) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // TestReportsSurviveLostAnswers: every report's first answer is lost on the
-// way back; the executions still complete, each exactly once, and the
-// audit is clean.
+// way back, and so are the answers of the first polls that hand
+// assignments (started by the poll: the server offers them again); the
+// executions still complete, each exactly once, and the audit is clean.
 func TestReportsSurviveLostAnswers(t *testing.T) {
 	srv := serverForTest(t, 15*time.Second)
 	tr := &lossy{seen: map[string]bool{}}
-	w := worker.New(worker.Config{Server: srv.URL, Name: "w", Slots: 4, Logger: quiet, HTTPClient: &http.Client{Transport: tr}})
+	// (Short polls: a started assignment whose poll answer was lost comes
+	// again with a later poll's answer, at the latest after its wait.)
+	w := worker.New(worker.Config{Server: srv.URL, Name: "w", Slots: 4, Logger: quiet, HTTPClient: &http.Client{Transport: tr}, PollWait: time.Second})
 	w.Handle("echo", func(ctx context.Context, job worker.Job) (any, error) { return job.Input, nil })
 	runWorker(t, w)
 	if _, err := do("POST", srv.URL+"/api/v1/actions", `{"ref":"e","runner":"echo","max_concurrent":3}`, nil); err != nil {
@@ -159,10 +190,10 @@ func TestReportsSurviveLostAnswers(t *testing.T) {
 		}
 	}
 	tr.mu.Lock()
-	lost := tr.lost
+	lost, lostPolls := tr.lost, tr.lostPolls
 	tr.mu.Unlock()
-	if lost < 40 {
-		t.Errorf("only %d reports' answers were lost; the test did not test", lost)
+	if lost < 20 || lostPolls < lossyPolls {
+		t.Errorf("only %d reports' answers and %d polls' were lost; the test did not test", lost, lostPolls)
 	}
 	audit(t, srv)
 }

@@ -5,7 +5,10 @@
 // quarter of its CPU collecting. Tune lets the heap grow to up to five times
 // the live heap while that stays within a budget, and never collects more
 // often than Go's default: at a live heap of half the budget or more, it is
-// GOGC=100 again. It leaves the collector alone when GOGC is set.
+// GOGC=100 again. The growth is only granted where it buys something: it is
+// what the process allocates in Interval, so a process that allocates little
+// (an idle server) keeps Go's default and an RSS near twice its live heap,
+// instead of five times it. It leaves the collector alone when GOGC is set.
 package gctune
 
 import (
@@ -14,6 +17,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"slices"
 	"time"
 )
 
@@ -26,21 +30,26 @@ const (
 	MaxPercent = 400
 	// MinPercent is the lowest: Go's default.
 	MinPercent = 100
-	// Every is how often Tune looks at the live heap.
+	// Every is how often Tune looks at the live heap and the allocations.
 	Every = 250 * time.Millisecond
+	// Interval is the least time between two collections that a larger
+	// target is granted for: the heap grows by at most what the process
+	// allocates in Interval (at the highest rate of the last Interval).
+	Interval = 5 * time.Second
 )
 
-// Percent returns the GOGC for a live heap of live bytes and a budget: the
-// growth that keeps the heap's goal (live × (1 + GOGC/100)) within budget,
-// between MinPercent and MaxPercent.
-func Percent(live, budget uint64) int {
-	if live == 0 {
-		return MaxPercent
-	}
+// Percent returns the GOGC for a live heap of live bytes, a budget, and an
+// allocation rate of rate bytes a second: the growth the process allocates in
+// Interval, bounded so that the heap's goal (live × (1 + GOGC/100)) stays
+// within budget, between MinPercent and MaxPercent.
+func Percent(live, budget uint64, rate float64) int {
 	if budget <= live {
 		return MinPercent
 	}
-	p := float64(budget-live) / float64(live) * 100
+	if live == 0 {
+		live = 1
+	}
+	p := math.Min(float64(budget-live)/float64(live)*100, rate*Interval.Seconds()/float64(live)*100)
 	return int(math.Max(MinPercent, math.Min(MaxPercent, p)))
 }
 
@@ -55,17 +64,27 @@ func Tune(ctx context.Context) {
 	if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
 		budget = uint64(limit)
 	}
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
+	read := func(i int) uint64 {
+		if sample[i].Value.Kind() == metrics.KindUint64 {
+			return sample[i].Value.Uint64()
+		}
+		return 0
+	}
 	set := -1
 	tick := time.NewTicker(Every)
 	defer tick.Stop()
-	for {
+	metrics.Read(sample)
+	allocs, at := read(1), time.Now()
+	var rates [int(Interval / Every)]float64 // the last Interval's rates, by tick
+	for i := 0; ; i++ {
 		metrics.Read(sample)
-		live := uint64(0)
-		if sample[0].Value.Kind() == metrics.KindUint64 {
-			live = sample[0].Value.Uint64()
+		now := time.Now()
+		if d := now.Sub(at).Seconds(); d > 0 {
+			rates[i%len(rates)] = float64(read(1)-allocs) / d
 		}
-		if p := Percent(live, budget); p != set {
+		allocs, at = read(1), now
+		if p := Percent(read(0), budget, slices.Max(rates[:])); p != set {
 			debug.SetGCPercent(p)
 			set = p
 		}

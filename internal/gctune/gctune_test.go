@@ -9,20 +9,26 @@ import (
 
 func TestPercent(t *testing.T) {
 	const gib = 1 << 30
+	busy := float64(gib) // allocates a GiB a second: the budget decides
 	for _, c := range []struct {
 		live, budget uint64
+		rate         float64
 		want         int
 	}{
-		{0, gib, MaxPercent},
-		{50 << 20, gib, MaxPercent},        // a small heap grows to 5× itself
-		{256 << 20, gib, 300},              // the goal is exactly the budget
-		{400 << 20, gib, 156},              // (1024-400)/400
-		{gib / 2, gib, MinPercent},         // half the budget: Go's default
-		{2 * gib, gib, MinPercent},         // past the budget: never below the default
-		{100 << 20, 100 << 20, MinPercent}, // at the budget
+		{0, gib, busy, MaxPercent},
+		{50 << 20, gib, busy, MaxPercent},        // a small heap grows to 5× itself
+		{256 << 20, gib, busy, 300},              // the goal is exactly the budget
+		{400 << 20, gib, busy, 156},              // (1024-400)/400
+		{gib / 2, gib, busy, MinPercent},         // half the budget: Go's default
+		{2 * gib, gib, busy, MinPercent},         // past the budget: never below the default
+		{100 << 20, 100 << 20, busy, MinPercent}, // at the budget
+		{0, gib, 0, MinPercent},                  // nothing allocated yet
+		{30 << 20, gib, 3 << 20, MinPercent},     // an idle server: 15 MiB in Interval, less than its live heap
+		{30 << 20, gib, 12 << 20, 200},           // 60 MiB in Interval: twice the live heap
+		{30 << 20, gib, 300 << 20, MaxPercent},   // a busy one
 	} {
-		if got := Percent(c.live, c.budget); got != c.want {
-			t.Errorf("Percent(%d MiB, %d MiB) = %d, want %d", c.live>>20, c.budget>>20, got, c.want)
+		if got := Percent(c.live, c.budget, c.rate); got != c.want {
+			t.Errorf("Percent(%d MiB, %d MiB, %.0f MiB/s) = %d, want %d", c.live>>20, c.budget>>20, c.rate/(1<<20), got, c.want)
 		}
 	}
 }
@@ -61,17 +67,46 @@ func TestTuneSetsTheTarget(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	done = make(chan struct{})
 	go func() { Tune(ctx); close(done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for gcPercent() != MaxPercent {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC is %d, want %d for a test's small heap", gcPercent(), MaxPercent)
+	// While the process allocates fast, its small heap may grow to the most.
+	stopAlloc := make(chan struct{})
+	allocDone := make(chan struct{})
+	go func() {
+		defer close(allocDone)
+		for {
+			select {
+			case <-stopAlloc:
+				return
+			default:
+			}
+			for range 1000 {
+				sink = make([]byte, 64<<10)
+			}
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	}()
+	waitPercent(t, MaxPercent, "for a test's small heap allocating fast")
+	close(stopAlloc)
+	<-allocDone
+	// Once it allocates little, Go's default again.
+	waitPercent(t, MinPercent, "for a test that stopped allocating")
 	cancel()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("Tune did not stop with its context")
+	}
+}
+
+// sink keeps the test's allocations from being optimised away.
+var sink []byte
+
+// waitPercent waits (up to 10s) until GOGC is want.
+func waitPercent(t *testing.T, want int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for gcPercent() != want {
+		if time.Now().After(deadline) {
+			t.Fatalf("GOGC is %d, want %d %s", gcPercent(), want, what)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/projections"
 )
 
 // decideExpiries takes back handoffs that no worker started in time (on a
@@ -24,10 +25,23 @@ import (
 // worker's current one or by a stopped or lost worker, and handoffs to a
 // draining worker that it has not started (it takes nothing new).
 func (e *Executor) decideExpiries(ops []op, now time.Time, timed bool) []op {
+	skip := func(w *projections.WorkerState) bool {
+		return len(w.InFlight) == 0 || (!timed && w.Status() == domain.WorkerActive) // an active worker's replaced incarnations are found on the next tick
+	}
+	found := false
+	for _, w := range e.state.Workers { // (no sorted list of every worker per cycle when none holds anything to check)
+		if !skip(w) {
+			found = true
+			break
+		}
+	}
+	if !found {
+		return ops
+	}
 	for _, wid := range e.state.WorkerIDs() {
 		w := e.state.Workers[wid]
-		if len(w.InFlight) == 0 || (!timed && w.Status() == domain.WorkerActive) {
-			continue // an active worker's replaced incarnations are found on the next tick
+		if skip(w) {
+			continue
 		}
 		for _, id := range e.state.HeldBy(wid) {
 			if len(ops) >= e.cfg.MaxBatch {

@@ -13,7 +13,6 @@
 package executor
 
 import (
-	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -39,41 +38,28 @@ const rateMargin = time.Millisecond
 // the log shows without one. A queue with an announced action change not yet
 // in the action stream grants nothing.
 func (e *Executor) decideGrants(ops []op, now time.Time) []op {
+	var queues []*domain.Queue // those that may grant
+	for _, ref := range e.state.Queues.Refs() {
+		q := e.state.Queues.Get(ref)
+		if _, announced := e.state.Announced[ref]; announced || q.Waiting() == 0 || e.busy(domain.QueueStream(ref)) {
+			continue
+		}
+		queues = append(queues, q)
+	}
+	if len(queues) == 0 && len(e.state.Unscheduled) == 0 {
+		return ops // nothing to hand: the free workers are not even counted (with many idle workers, that is most of an idle cycle)
+	}
 	workers := e.freeWorkers()
 	if len(workers) == 0 {
 		return ops
 	}
 	ops = e.decideUnscheduled(ops, workers)
 	free := slots(workers)
-	type cand struct {
-		q    *domain.Queue
-		w    domain.Waiter
-		lead domain.Waiter // the sort key: w, or the first of its total-limited queue's round
-		i    int           // w's turn in that round
+	m := mergeScratch.Get().(*grantMerge)
+	defer func() { m.reset(); mergeScratch.Put(m) }()
+	for _, q := range queues {
+		m.add(q, q.Grantable(free, now.Add(-rateMargin)), q.Policy().MaxConcurrentTotal > 0)
 	}
-	var cands []cand
-	for _, ref := range e.state.Queues.Refs() {
-		q := e.state.Queues.Get(ref)
-		if _, announced := e.state.Announced[ref]; announced || q.Waiting() == 0 || e.busy(domain.QueueStream(ref)) {
-			continue
-		}
-		ws := q.Grantable(free, now.Add(-rateMargin))
-		total := q.Policy().MaxConcurrentTotal > 0
-		for i, w := range ws {
-			c := cand{q: q, w: w, lead: w}
-			if total { // the round robin's order is the queue's: keep it
-				c.lead, c.i = ws[0], i
-			}
-			cands = append(cands, c)
-		}
-	}
-	sort.Slice(cands, func(i, j int) bool {
-		a, b := cands[i], cands[j]
-		if a.lead.Execution != b.lead.Execution {
-			return domain.GrantsBefore(a.lead, b.lead)
-		}
-		return a.i < b.i
-	})
 	perQueue := map[string]*op{}
 	var order []string
 	qVersion := map[string]int64{}
@@ -83,8 +69,9 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	// key's queue: granting past it could commit before it leaves the queue
 	// (or if its own write failed), out of FIFO order.
 	blocked := map[[2]string]bool{}
-	for _, c := range cands {
-		if free == 0 || len(ops)+len(perQueue) >= e.cfg.MaxBatch {
+	for free > 0 && len(ops)+len(perQueue) < e.cfg.MaxBatch {
+		c, more := m.next()
+		if !more {
 			break
 		}
 		qk := [2]string{c.q.Ref, c.w.Key}

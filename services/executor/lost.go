@@ -91,11 +91,18 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 // since a lease or more before now. An idle worker owes none: its lease
 // does not run, however quiet the log.
 func (e *Executor) decideLeases(ops []op, now time.Time) []op {
+	var reason string
 	for _, id := range e.state.WorkerIDs() {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
-		ops = e.loseWorker(ops, id, now, e.cfg.WorkerLease, false, fmt.Sprintf("no sign of life in the log for %s while it held or was handed work (its lease)", e.cfg.WorkerLease))
+		if since, owes := e.state.Workers[id].OwedSince(); !owes || now.Sub(since) < e.cfg.WorkerLease {
+			continue // owes nothing, or not for a lease yet (loseWorker would refuse it, at the cost of an error's text)
+		}
+		if reason == "" {
+			reason = fmt.Sprintf("no sign of life in the log for %s while it held or was handed work (its lease)", e.cfg.WorkerLease)
+		}
+		ops = e.loseWorker(ops, id, now, e.cfg.WorkerLease, false, reason)
 	}
 	return ops
 }

@@ -24,7 +24,11 @@ const maxTickSteps = 100_000
 // requested is never requested again: the store refuses a second request
 // (the stream exists) or takes it as the idempotent replay of the first.
 // Ticks missed while no executor was active: only the latest is requested
-// (one catch-up run); ticks while paused are never requested.
+// (one catch-up run); ticks while paused are never requested. Where appends
+// to several streams are atomic, the request is fenced by the schedule
+// stream's version, so a pause or a deletion that the fold has not seen yet
+// refuses it; on a single-stream log (KurrentDB) one tick may still follow
+// a pause or deletion the executor had not folded.
 func (e *Executor) decideSchedules(ops []op, now time.Time) []op {
 	for _, ref := range sortedKeys(e.state.Schedules) {
 		if len(ops) >= e.cfg.MaxBatch {
@@ -47,8 +51,13 @@ func (e *Executor) decideSchedules(ops []op, now time.Time) []op {
 			e.log.Error("cannot request a schedule's tick", "schedule", ref, "tick", tick, "err", err)
 			continue
 		}
-		ops = append(ops, op{what: "tick " + ref, count: &e.Stats.Ticks,
-			appends: []eventstore.StreamAppend{e.stageAfter(uuid.MustParse(id), xs, -1, ev)}})
+		appends := []eventstore.StreamAppend{e.stageAfter(uuid.MustParse(id), xs, -1, ev)}
+		if !e.single {
+			// fenced by the schedule's version as folded: a pause or a
+			// deletion the fold has not seen yet refuses the tick
+			appends = append(appends, eventstore.StreamAppend{Stream: domain.ScheduleStream(ref), Expected: eventstore.Exact(sc.Version)})
+		}
+		ops = append(ops, op{what: "tick " + ref, count: &e.Stats.Ticks, appends: appends})
 	}
 	return ops
 }

@@ -17,13 +17,16 @@
 package executor
 
 import (
+	"slices"
+
 	"github.com/turnstile/turnstile/domain"
 )
 
 type freeWorker struct {
 	id, incarnation string
 	free            int
-	runners         map[string]bool // nil: runs everything
+	runners         []string        // the fold's (shared, read only); empty: runs everything
+	runnerSet       map[string]bool // runners as a set, built on first use when there are many
 	// own holds the executions whose handoff to this worker has an unknown
 	// outcome (its append is over, the fold does not show it): each holds
 	// one slot not counted in free, which only its own re-decision may take.
@@ -62,13 +65,15 @@ func (e *Executor) freeWorkers() []*freeWorker {
 	var out []*freeWorker
 	for _, id := range e.state.WorkerIDs() {
 		w := e.state.Workers[id]
-		if ws := domain.WorkerStream(id); e.busy(ws) {
-			continue // its lost verdict is being written
-		} else if _, ok := e.doubted[ws]; ok {
-			continue // its lost verdict may be in the log
-		}
 		if !w.Accepting() {
 			continue
+		}
+		if len(e.awaiting) > 0 || len(e.doubted) > 0 { // (no stream name built per worker and cycle otherwise)
+			if ws := domain.WorkerStream(id); e.busy(ws) {
+				continue // its lost verdict is being written
+			} else if _, ok := e.doubted[ws]; ok {
+				continue // its lost verdict may be in the log
+			}
 		}
 		// The slots held by handoffs of unknown outcome come off first; what
 		// is left is free for any execution.
@@ -81,14 +86,7 @@ func (e *Executor) freeWorkers() []*freeWorker {
 			n = 0
 		}
 		if n > 0 || len(held) > 0 {
-			fw := &freeWorker{id: id, incarnation: w.Incarnation(), free: n, own: held}
-			if rs := w.Runners(); len(rs) > 0 {
-				fw.runners = map[string]bool{}
-				for _, r := range rs {
-					fw.runners[r] = true
-				}
-			}
-			out = append(out, fw)
+			out = append(out, &freeWorker{id: id, incarnation: w.Incarnation(), free: n, own: held, runners: w.Runners()})
 		}
 	}
 	return out
@@ -141,7 +139,7 @@ func pickWorker(ws []*freeWorker, runner, xid string) *freeWorker {
 func pickWorkerBut(ws []*freeWorker, runner, xid, not string) *freeWorker {
 	var best *freeWorker
 	for _, w := range ws {
-		if w.id == not || (w.runners != nil && !w.runners[runner]) {
+		if w.id == not || !w.serves(runner) {
 			continue
 		}
 		if w.own[xid] {
@@ -155,4 +153,22 @@ func pickWorkerBut(ws []*freeWorker, runner, xid, not string) *freeWorker {
 		}
 	}
 	return best
+}
+
+// serves reports whether w runs runner. A worker with many runners gets a
+// set on first use; most have a few, scanned in place.
+func (w *freeWorker) serves(runner string) bool {
+	switch {
+	case len(w.runners) == 0:
+		return true
+	case len(w.runners) <= 16:
+		return slices.Contains(w.runners, runner)
+	}
+	if w.runnerSet == nil {
+		w.runnerSet = make(map[string]bool, len(w.runners))
+		for _, r := range w.runners {
+			w.runnerSet[r] = true
+		}
+	}
+	return w.runnerSet[runner]
 }

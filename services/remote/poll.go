@@ -71,7 +71,7 @@ func (s *Service) takeLocked(ss *session, limit int) PollResult {
 	out := PollResult{Assignments: []Assignment{}, Cancels: []string{}}
 	var as []*assignment
 	for _, a := range ss.assigned {
-		if !a.reported {
+		if !a.reported && (a.started.IsZero() || time.Since(a.started) >= offerStartedAgain) {
 			as = append(as, a)
 		}
 	}

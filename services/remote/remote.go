@@ -106,6 +106,7 @@ type assignment struct {
 	position  uint64
 	delivered bool              // a poll has returned it
 	reported  bool              // a report on it was accepted
+	started   time.Time         // when a start poll recorded it running (pollstart.go); zero: not so
 	x         *domain.Execution // the execution as this session last wrote it (from the handoff on), lent to one report at a time; nil: read the log
 }
 
