@@ -114,6 +114,7 @@ type Store struct {
 	ckptDone     chan struct{}
 	loadedSealed uint64 // events the sealed file covered at Open (for tests)
 	startWritten *startState // the start the start file holds (under ckptMu)
+	trimHook     func()      // tests: runs between a trim's look at the streams and its install
 
 	streamNames [1024]atomic.Pointer[string] // interned stream names of sealed records
 

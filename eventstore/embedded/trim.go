@@ -150,6 +150,9 @@ func (s *Store) Trim(ctx context.Context, before uint64, keep []string) error {
 	ns.trim = &trimInstall{start: st, hot: hot}
 
 	// 3. Install.
+	if s.trimHook != nil {
+		s.trimHook()
+	}
 	if err := s.handOver(ns); err != nil {
 		return err
 	}
