@@ -34,7 +34,7 @@ type testLog struct {
 func buildLog(t testing.TB, n int) *testLog {
 	t.Helper()
 	dir := t.TempDir()
-	s := openT(t, dir, Options{NoSync: true})
+	s := openT(t, dir, Options{NoSync: true, SegmentBytes: DefaultSegmentBytes}) // one file: the tests edit its bytes
 	writeMixed(t, s, n)
 	mustAppend(t, s, "execution-1", eventstore.Any, richEvent(100))
 	mustMulti(t, s,

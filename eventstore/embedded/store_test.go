@@ -405,7 +405,7 @@ func TestReadLargeAndScattered(t *testing.T) {
 func TestWriteFailureStopsAppends(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := openT(t, dir, Options{Preallocate: -1})
+	s := openT(t, dir, Options{Preallocate: -1, SegmentBytes: DefaultSegmentBytes})
 	written := writeMixed(t, s, 10)
 	// Swap the log for a read-only handle: the next write fails.
 	last := s.f.last()
