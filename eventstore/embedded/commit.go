@@ -497,8 +497,8 @@ func (s *Store) lookup(name string) (*stream, uint64, error) {
 		*slot = st
 		return st, st.sealed + uint64(len(st.positions)), nil
 	}
-	ss, _, err := s.sealed.findStream(name)
-	return nil, s.start.kept[name] + ss.count, err
+	n, err := s.sealed.count(name)
+	return nil, s.start.kept[name] + n, err
 }
 
 // versionOf returns the version of the event at pos in the stream name, if

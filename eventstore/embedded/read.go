@@ -36,7 +36,7 @@ type view struct {
 	head      uint64
 	end       int64
 	base      uint64
-	sl        *sealed
+	sl        *index
 	offsets   []int64   // hot positions [base, head)
 	posStream []*stream // hot positions [base, head)
 }
@@ -115,7 +115,7 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 	}
 	v := s.viewLocked()
 	s.mu.RUnlock()
-	var ss sealedStream
+	var ss indexStream
 	gone := v.start.kept[name] // versions below the live log's start
 	if st == nil || from < nsealed {
 		var err error
@@ -300,7 +300,7 @@ func (s *Store) readErrAt(err error, from uint64) error {
 func (s *Store) readRange(v *view, from, to uint64, bp *[]byte, filter eventstore.Filter, out []domain.Envelope) ([]domain.Envelope, uint64, error) {
 	var offs []int64 // offsets of the records of [from, to), and the end of the last
 	if from < v.base {
-		to = min(to, v.base, from+subBatch)
+		to = min(to, v.sl.levelEnd(from), from+subBatch)
 		ob := offsetBufs.Get().(*offsetBuf)
 		defer offsetBufs.Put(ob)
 		offs = ob.offs[:to-from+1]
@@ -363,7 +363,8 @@ func (s *Store) spans(v *view, positions []uint64) ([]int64, []int64, error) {
 			continue
 		}
 		j := i + 1
-		for j < len(positions) && positions[j] < v.base && positions[j]-p < spanWindow {
+		end := v.sl.levelEnd(p)
+		for j < len(positions) && positions[j] < end && positions[j]-p < spanWindow {
 			j++
 		}
 		offs := ob.offs[:positions[j-1]-p+2]

@@ -115,30 +115,13 @@ func (s *Store) recover() error {
 	}
 	s.resetIndexes()
 	start := s.start.off
-	sl, err := loadSealed(s.fs, filepath.Join(s.dir, sealedName), size)
-	if err == nil && sl != nil && (sl.first != s.start.first || sl.firstOff != s.start.off) {
-		err = fmt.Errorf("%w: it starts at position %d (offset %d), the live log at %d (offset %d)", errBadSealed, sl.first, sl.firstOff, s.start.first, s.start.off)
-		_ = sl.f.Close()
-		sl = nil
-	}
-	if err == nil && sl != nil {
-		var ok bool
-		if ok, err = s.checkSealed(sl); err != nil {
-			_ = sl.f.Close() // the log is corrupt: that is the error to report
-			return err
-		}
-		if !ok {
-			_ = sl.f.Close()
-			sl = nil
-		}
-	}
+	x, err := s.loadLevels(size)
 	if err != nil {
-		s.log.Warn("ignoring the sealed index; scanning the whole log", "err", err)
+		return err
 	}
-	if sl != nil {
-		sl.reads = &s.lookups
-		s.sealed, s.base, start = sl, sl.n, sl.end
-		s.loadedSealed = sl.events()
+	if x.events() > 0 {
+		s.sealed, s.base, start = x, x.n, x.end
+		s.loadedSealed = x.events()
 	}
 	cut, err := s.scan(start, size)
 	if err != nil {
@@ -163,13 +146,85 @@ func (s *Store) recover() error {
 	return nil
 }
 
-// checkSealed checks a loaded sealed file against the log: its last event
-// must be in the log where it says and, unless TrustIndex, every record it
-// covers must be sound (or the log is corrupt: an error wrapping
-// ErrCorrupt) and be what the file lists (or the file is unusable: false,
-// logged, as when the file cannot be read). Only a failure to read the log
-// is an error otherwise.
-func (s *Store) checkSealed(sl *sealed) (bool, error) {
+// loadLevels loads the sealed part's levels: from the live log's start on,
+// each time the level file that starts where the last one ended and reaches
+// furthest (a merge cut short leaves both the merged file and its inputs),
+// as long as one is intact and agrees with the log (checkSealed). What no
+// usable level covers, recovery scans. An error means the log is corrupt or
+// unreadable.
+func (s *Store) loadLevels(size int64) (*index, error) {
+	names, err := s.fs.ReadDir(s.dir)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: reading data directory: %w", err)
+	}
+	type cand struct {
+		name     string
+		first, n uint64
+	}
+	var cands []cand
+	legacy := false
+	for _, name := range names {
+		if a, b, ok := parseLevelName(name); ok {
+			cands = append(cands, cand{name, a, b})
+		} else if name == sealedName {
+			legacy = true
+		}
+	}
+	x := newIndex(s.start.first, s.start.off, nil)
+	fail := func(err error) (*index, error) {
+		_ = x.closeFiles() // read-only; err is the one to report
+		return nil, err
+	}
+	for {
+		best := -1
+		for i, c := range cands {
+			if c.first == x.n && (best < 0 || c.n > cands[best].n) {
+				best = i
+			}
+		}
+		name := sealedName
+		if best >= 0 {
+			name = cands[best].name
+			cands = slices.Delete(cands, best, best+1)
+		} else if legacy && x.n == s.start.first {
+			legacy = false // a sealed file of earlier versions: the first level, if it fits
+		} else {
+			break
+		}
+		sl, err := loadSealed(s.fs, filepath.Join(s.dir, name), size)
+		if err == nil && sl == nil {
+			continue
+		}
+		if err == nil && (sl.first != x.n || sl.firstOff != x.end) {
+			err = fmt.Errorf("%w: it starts at position %d (offset %d), where the sealed part ends at %d (offset %d)", errBadSealed, sl.first, sl.firstOff, x.n, x.end)
+			_ = sl.f.Close()
+		}
+		if err != nil {
+			s.log.Warn("ignoring the sealed index "+name+"; scanning the log it would cover", "err", err)
+			continue
+		}
+		ok, err := s.checkSealed(sl, x)
+		if err != nil {
+			_ = sl.f.Close() // the log is corrupt: that is the error to report
+			return fail(err)
+		}
+		if !ok {
+			_ = sl.f.Close()
+			continue
+		}
+		sl.reads = &s.lookups
+		x = x.with(sl)
+	}
+	return x, nil
+}
+
+// checkSealed checks a loaded level file against the log, after the
+// levels older holds: its last event must be in the log where it says and,
+// unless TrustIndex, every record it covers must be sound (or the log is
+// corrupt: an error wrapping ErrCorrupt) and be what the file lists (or
+// the file is unusable: false, logged, as when the file cannot be read).
+// Only a failure to read the log is an error otherwise.
+func (s *Store) checkSealed(sl *sealed, older *index) (bool, error) {
 	unusable := func(format string, args ...any) (bool, error) {
 		s.log.Warn("ignoring the sealed index; scanning the whole log",
 			"err", fmt.Errorf("%w: "+format, append([]any{errBadSealed}, args...)...))
@@ -198,7 +253,11 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	if err != nil {
 		return unusable("reading it: %v", err)
 	}
-	if !ok || pos != last || !found || s.start.kept[string(r.stream)]+ss.count != r.version+1 {
+	before, err := older.count(string(r.stream))
+	if err != nil {
+		return unusable("reading an older level: %v", err)
+	}
+	if !ok || pos != last || !found || s.start.kept[string(r.stream)]+before+ss.count != r.version+1 {
 		return unusable("the last event it lists does not match the log at offset %d", two[0])
 	}
 	if s.opts.TrustIndex {
@@ -236,7 +295,10 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	if off != sl.end {
 		return unusable("its records end at offset %d, not %d", off, sl.end)
 	}
-	want, err := sl.fileSums(s.start.kept)
+	want, err := sl.fileSums(func(name string) (uint64, error) {
+		n, err := older.count(name)
+		return s.start.kept[name] + n, err
+	})
 	if err != nil {
 		return unusable("reading it: %v", err)
 	}
@@ -290,7 +352,7 @@ func (s *Store) resetIndexes() {
 	s.offsets, s.posStream, s.posID = nil, nil, nil
 	s.streams = make(map[string]*stream)
 	s.ids = newIDIndex(0)
-	s.sealed, s.base = emptySealed(s.start.first, s.start.off), s.start.first
+	s.sealed, s.base = newIndex(s.start.first, s.start.off, nil), s.start.first
 }
 
 // window reads a file sequentially in big chunks.
@@ -394,11 +456,11 @@ func (s *Store) addScanned(r *rec, off int64) error {
 		if err := eventstore.ValidateStream(string(r.stream)); err != nil {
 			return corruptError(logName, off, err.Error())
 		}
-		ss, _, err := s.sealed.findStream(string(r.stream))
+		n, err := s.sealed.count(string(r.stream))
 		if err != nil {
 			return err
 		}
-		st = &stream{name: string(r.stream), sealed: s.start.kept[string(r.stream)] + ss.count}
+		st = &stream{name: string(r.stream), sealed: s.start.kept[string(r.stream)] + n}
 		s.streams[st.name] = st
 		s.scanNew = append(s.scanNew, st)
 	}

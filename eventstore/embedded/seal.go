@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
@@ -13,12 +14,20 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/eventstore"
 )
 
 // sealLoop seals in the background when the committer asks (maybeSeal).
 // After a failed seal it waits sealRetry before it tries again.
 func (s *Store) sealLoop() {
 	defer close(s.ckptDone)
+	s.ckptMu.Lock()
+	err := s.mergeDue() // levels an earlier run left
+	s.ckptMu.Unlock()
+	if err != nil && !errors.Is(err, eventstore.ErrClosed) {
+		s.log.Warn("merging the sealed part's levels failed", "err", err)
+	}
 	for {
 		select {
 		case <-s.ckptStop:
@@ -74,7 +83,7 @@ func (s *Store) maybeSeal() {
 	if s.opts.HotEvents < 0 {
 		return
 	}
-	hot, target := s.head.Load()-s.base, max(uint64(s.opts.HotEvents), s.base/sealDivisor)
+	hot, target := s.head.Load()-s.base, uint64(s.opts.HotEvents)
 	if hot < target {
 		return
 	}
@@ -120,16 +129,20 @@ func (s *Store) sealBackground() error {
 	s.ckptMu.Lock()
 	defer s.ckptMu.Unlock()
 	ns, err := s.writeSeal(true)
-	if err != nil || ns == nil {
+	if err != nil {
 		return err
+	}
+	if ns == nil {
+		return s.mergeDue()
 	}
 	s.pending.Store(ns)
 	s.poke()
 	select {
 	case <-s.sealDone:
 	case <-s.committerDone:
+		return nil // Close installs it
 	}
-	return nil
+	return s.mergeDue()
 }
 
 // installSeal makes a pending sealed part current: the committer runs it
@@ -153,8 +166,14 @@ func (s *Store) installSeal() {
 		s.installTrim(ns)
 		return
 	}
+	if ns.merged {
+		s.mu.Lock()
+		s.sealed = ns
+		s.mu.Unlock()
+		return
+	}
 	if ns.n <= s.base || ns.n > s.next {
-		_ = ns.f.Close() // never happens: seals are serialised and cover committed events
+		_ = ns.levels[len(ns.levels)-1].f.Close() // never happens: seals are serialised and cover committed events
 		return
 	}
 	k := ns.n - s.base
@@ -189,10 +208,11 @@ func (s *Store) installSeal() {
 	s.maybeSeal() // what committed while the seal was written may be enough for the next
 }
 
-// writeSeal writes the sealed file for every committed event, unless the
-// sealed part already covers them all (nil, nil). With open, the new file is
+// writeSeal writes a level file for the committed events that are not
+// sealed yet (the hot part), unless there are none (nil, nil), and returns
+// the sealed part with it as its newest level. With open, the new file is
 // opened for reading, ready to install.
-func (s *Store) writeSeal(open bool) (*sealed, error) {
+func (s *Store) writeSeal(open bool) (*index, error) {
 	s.mu.RLock()
 	h, base, old, end := s.head.Load(), s.base, s.sealed, s.end
 	k := h - base
@@ -201,9 +221,10 @@ func (s *Store) writeSeal(open bool) (*sealed, error) {
 	if k == 0 {
 		return nil, nil
 	}
-	tmp := filepath.Join(s.dir, sealedName+tmpSuffix)
-	path := filepath.Join(s.dir, sealedName)
-	ns, err := writeSealedFile(s.fs, tmp, old, base, &hot, end, !s.opts.NoSync)
+	name := levelName(base, h)
+	path := filepath.Join(s.dir, name)
+	tmp := path + tmpSuffix
+	l, err := writeSealedFile(s.fs, tmp, emptySealed(base, hot.offsets[0]), base, &hot, end, !s.opts.NoSync)
 	if err == nil {
 		err = s.fs.Rename(tmp, path)
 	}
@@ -211,15 +232,102 @@ func (s *Store) writeSeal(open bool) (*sealed, error) {
 		err = s.syncDir()
 	}
 	if err == nil && open {
-		ns.f, err = s.fs.Open(path)
-		ns.reads = &s.lookups
+		l.f, err = s.fs.Open(path)
+		l.reads, l.name = &s.lookups, name
 	}
 	if err != nil {
-		return nil, fmt.Errorf("embedded: writing %s: %w", sealedName, err)
+		return nil, fmt.Errorf("embedded: writing %s: %w", name, err)
 	}
-	// The index file of earlier versions is stale from now on.
+	s.sealBytes.Add(uint64(l.size))
+	// The index files of earlier versions are stale from now on.
 	_ = s.fs.Remove(filepath.Join(s.dir, oldIndexName))
-	return ns, nil
+	x := old.with(l)
+	x.fresh = []*sealed{l}
+	return x, nil
+}
+
+// mergeDue merges the newest levels while a merge is due (index.toMerge),
+// each merge handed to the committer to install, then removes the level
+// files the sealed part no longer uses. Under ckptMu.
+func (s *Store) mergeDue() error {
+	merged := false
+	for {
+		s.mu.RLock()
+		x := s.sealed
+		s.mu.RUnlock()
+		k := x.toMerge(s.levelUnit())
+		if k == 0 {
+			break
+		}
+		ls := x.levels[len(x.levels)-k:]
+		name := levelName(ls[0].first, ls[len(ls)-1].n)
+		path := filepath.Join(s.dir, name)
+		l, err := mergeLevels(s.fs, path+tmpSuffix, ls, !s.opts.NoSync)
+		if err == nil {
+			err = s.fs.Rename(path+tmpSuffix, path)
+		}
+		if err == nil {
+			err = s.syncDir()
+		}
+		if err == nil {
+			l.f, err = s.fs.Open(path)
+			l.reads, l.name = &s.lookups, name
+		}
+		if err != nil {
+			return fmt.Errorf("embedded: merging levels into %s: %w", name, err)
+		}
+		s.sealBytes.Add(uint64(l.size))
+		nx := newIndex(x.first, x.firstOff, append(x.levels[:len(x.levels)-k:len(x.levels)-k], l))
+		nx.merged, nx.fresh = true, []*sealed{l}
+		if err := s.handOver(nx); err != nil {
+			return err
+		}
+		s.merges.Add(1)
+		merged = true
+	}
+	if merged {
+		return s.removeStaleLevels()
+	}
+	return nil
+}
+
+// levelUnit is the size of the smallest level tier: the hot part's target.
+func (s *Store) levelUnit() uint64 {
+	if s.opts.HotEvents > 0 {
+		return uint64(s.opts.HotEvents)
+	}
+	return DefaultHotEvents
+}
+
+// removeStaleLevels removes the level files (and a sealed file of earlier
+// versions) that the current sealed part does not use: replaced by a merge
+// or a trim. Readers that still use one keep their open file. Under ckptMu,
+// or at Open.
+func (s *Store) removeStaleLevels() error {
+	names, err := s.fs.ReadDir(s.dir)
+	if err != nil {
+		return err
+	}
+	s.mu.RLock()
+	x := s.sealed
+	s.mu.RUnlock()
+	used := make(map[string]bool, len(x.levels))
+	for _, l := range x.levels {
+		used[l.name] = true
+	}
+	removed := false
+	for _, name := range names {
+		if _, _, ok := parseLevelName(name); (ok || name == sealedName) && !used[name] {
+			if err := s.fs.Remove(filepath.Join(s.dir, name)); err != nil && !isNotExist(err) {
+				return err
+			}
+			removed = true
+		}
+	}
+	if removed {
+		return s.syncDir()
+	}
+	return nil
 }
 
 // hotPart is the committed hot positions [base, base+len(offsets)) a seal
@@ -480,6 +588,7 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 			return nil, err
 		}
 	}
+	ns.size = w.n + sealedTrailer
 	return ns, f.Close()
 }
 

@@ -9,6 +9,7 @@ import (
 	"hash/crc32"
 	"hash/maphash"
 	"io"
+	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
@@ -121,10 +122,8 @@ type sealed struct {
 	ids        bloom
 	names      bloom
 	reads      *atomic.Uint64 // counts the look-ups the filters let through (may be nil)
-
-	// trim, on a sealed part a trim wrote, is the start that comes with
-	// it: the committer installs both at once (installSeal).
-	trim *trimInstall
+	name       string         // its file's name in the data directory
+	size       int64          // its file's size
 }
 
 // emptySealed is a sealed part that covers nothing, for a live log that
@@ -411,7 +410,7 @@ func loadSealed(fsys fileSystem, path string, logSize int64) (_ *sealed, err err
 	if ft.firstOff < headerSize || ft.end < ft.firstOff+int64(n)*minRecord || ft.end > logSize {
 		return nil, bad("covers %d bytes of a log of %d", ft.end, logSize)
 	}
-	s := &sealed{f: f, first: ft.first, n: ft.n, firstOff: ft.firstOff, end: ft.end, m: ft.m, idsOff: ft.idsOff, streamsOff: ft.streamsOff, listsOff: ft.listsOff,
+	s := &sealed{f: f, name: filepath.Base(path), size: size, first: ft.first, n: ft.n, firstOff: ft.firstOff, end: ft.end, m: ft.m, idsOff: ft.idsOff, streamsOff: ft.streamsOff, listsOff: ft.listsOff,
 		ids: newBloom(int(n)), names: newBloom(int(ft.m))}
 	// The checksum is taken of what the buffered reader reads from the file,
 	// in big chunks; everything up to the trailer is read before it is
@@ -507,9 +506,9 @@ func (c *crcReader) Read(b []byte) (int, error) {
 }
 
 // fileSums computes the verification sums of what s lists, reading its
-// sections sequentially. kept gives the versions below the start of the
-// streams that continue across it.
-func (s *sealed) fileSums(kept map[string]uint64) (sums, error) {
+// sections sequentially. below gives a stream's versions below s (below the
+// start, and in older levels).
+func (s *sealed) fileSums(below func(name string) (uint64, error)) (sums, error) {
 	var out sums
 	le := binary.LittleEndian
 	ids := bufio.NewReaderSize(io.NewSectionReader(s.f, s.idsOff, idEntrySize*int64(s.events())), 256<<10)
@@ -529,7 +528,10 @@ func (s *sealed) fileSums(kept map[string]uint64) (sums, error) {
 			return out, err
 		}
 		h := hashNameB(e.name)
-		base := kept[string(e.name)]
+		base, err := below(string(e.name))
+		if err != nil {
+			return out, err
+		}
 		for v := base; v < base+e.count; v++ {
 			if _, err := io.ReadFull(lists, b[:8]); err != nil {
 				return out, err

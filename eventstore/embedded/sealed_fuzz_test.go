@@ -56,7 +56,7 @@ func sealedFileForTest(t testing.TB) []byte {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, sealedName))
+	b, err := os.ReadFile(onlyLevel(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ type Store struct {
 	// (see sealed). The slices index the hot positions, from base on.
 	mu        sync.RWMutex
 	start     *startState        // where the live log starts (a trim replaces it, on the committer)
-	sealed    *sealed            // positions [start.first, base)
+	sealed    *index             // positions [start.first, base), in levels
 	base      uint64             // first hot position; written by the committer only, under mu
 	offsets   []int64            // position base+i → file offset of its record
 	posStream []*stream          // position base+i → its stream
@@ -107,7 +107,7 @@ type Store struct {
 	lastSeal     atomic.Int64           // when the committer last installed a seal (Unix ns; 0: none yet)
 	sealSpacing  time.Duration          // sealSpacing (tests change it before the first append)
 	sealUrgent   chan struct{}          // the hot part reached sealBurst times its target
-	pending      atomic.Pointer[sealed] // written, for the committer to install
+	pending      atomic.Pointer[index]  // written, for the committer to install
 	sealDone     chan struct{}          // the committer installed a seal
 	ckptWake     chan struct{}
 	ckptStop     chan struct{}
@@ -124,6 +124,8 @@ type Store struct {
 	// Counters for tests and benchmarks.
 	writes   atomic.Uint64 // group commits written (each one write and one fsync)
 	seals    atomic.Uint64 // seals installed
+	merges   atomic.Uint64 // level merges installed
+	sealBytes atomic.Uint64 // bytes written to level files (seals, merges, trims)
 	rolls    atomic.Uint64 // segments started
 	lookups  atomic.Uint64 // id and stream look-ups that read the sealed file
 	syncTime atomic.Int64  // nanoseconds spent in fsync
@@ -191,8 +193,8 @@ func openFS(fsys fileSystem, dir string, opts Options) (*Store, error) {
 		if s.f != nil {
 			_ = s.f.Close()
 		}
-		if s.sealed != nil && s.sealed.f != nil {
-			_ = s.sealed.f.Close()
+		if s.sealed != nil {
+			_ = s.sealed.closeFiles() // read-only
 		}
 		_ = unlockDir(lock)
 		return nil, err
@@ -225,7 +227,13 @@ func (s *Store) open() error {
 	if s.f, err = s.openSegments(s.start); err != nil {
 		return err
 	}
-	return s.recover()
+	if err := s.recover(); err != nil {
+		return err
+	}
+	if err := s.removeStaleLevels(); err != nil {
+		s.log.Warn("removing level files the sealed part does not use", "err", err)
+	}
+	return nil
 }
 
 // Close stops accepting appends, finishes the ones already queued, ends every
@@ -255,10 +263,8 @@ func (s *Store) close() error {
 			errs = append(errs, err)
 		}
 	}
-	if s.sealed.f != nil {
-		if err := s.sealed.f.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("embedded: close: %w", err))
-		}
+	if err := s.sealed.closeFiles(); err != nil {
+		errs = append(errs, fmt.Errorf("embedded: close: %w", err))
 	}
 	// Give back the preallocated zeros (and any failed write past the end).
 	if size, err := s.f.Size(); err == nil && size > s.end {

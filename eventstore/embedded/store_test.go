@@ -182,7 +182,7 @@ func TestReopen(t *testing.T) {
 			written := readAllT(t, s)
 			c.stop(t, s)
 			if c.dropIdx {
-				if err := os.Remove(filepath.Join(dir, sealedName)); err != nil {
+				if err := removeLevels(t, dir); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -7,21 +7,25 @@ package embedded
 //
 //  1. seals the log up to at least B, so that the sealed part holds every
 //     position below B;
-//  2. writes a new sealed file of positions [B, sealed end) (sealed.tmp),
-//     and works out the streams that continue across B: the kept ones, the
-//     ones with events at or after B, each with its versions below B;
+//  2. writes the sealed part's levels from B on (see below), and works out
+//     the streams that continue across B: the kept ones, the ones with
+//     events at or after B, each with its versions below B;
 //  3. hands both to the committer, which installs them between two group
 //     commits (so an append sees the old versions or the new ones, never a
 //     mix) and adds any stream an append created since step 2 that had
 //     versions below B;
-//  4. renames sealed.tmp over sealed (the directory synced): a crash after
-//     it and before step 5 leaves a sealed file that does not match the
-//     start file, which Open ignores (it scans the live log instead);
-//  5. writes the start file atomically (temporary file, fsync, rename,
+//  4. writes the start file atomically (temporary file, fsync, rename,
 //     fsync of the directory): from here on the trim survives a crash;
-//  6. removes the segment files wholly below the segment that holds B, and
-//     syncs the directory. A crash before it is done leaves files that Open
-//     (or the next Trim) removes.
+//  5. removes the level files the sealed part no longer uses and the
+//     segment files wholly below the segment that holds B, and syncs the
+//     directory. A crash before it is done leaves files that Open (or the
+//     next Trim) removes.
+//
+// Step 2 writes the level that holds B anew (as the level file of
+// positions [B, its end)), and drops the levels below B: a crash before
+// step 4 leaves a new level file that Open ignores (it does not start where
+// the old start's levels lead), and one after it, old level files that no
+// longer start where the new start's levels lead.
 
 import (
 	"bufio"
@@ -110,7 +114,7 @@ func (s *Store) Trim(ctx context.Context, before uint64, keep []string) error {
 
 	// 2. The new sealed part and the streams that continue.
 	s.mu.RLock()
-	sl := s.sealed
+	x := s.sealed
 	hot := make(map[*stream]bool, len(s.streams))
 	hotNames := make(map[string]bool, len(s.streams))
 	for name, st := range s.streams {
@@ -118,14 +122,14 @@ func (s *Store) Trim(ctx context.Context, before uint64, keep []string) error {
 		hotNames[name] = true
 	}
 	s.mu.RUnlock()
-	if sl.n < before {
-		return fmt.Errorf("embedded: trim: the sealed part ends at %d, below %d", sl.n, before) // never happens
+	if x.n < before {
+		return fmt.Errorf("embedded: trim: the sealed part ends at %d, below %d", x.n, before) // never happens
 	}
-	firstOff := sl.end
-	if before < sl.n {
+	firstOff := x.end
+	if before < x.n {
 		var two [2]int64
 		var buf [16]byte
-		if err := sl.offsets(before, two[:], buf[:]); err != nil {
+		if err := x.offsets(before, two[:], buf[:]); err != nil {
 			return fmt.Errorf("embedded: trim: %w", err)
 		}
 		firstOff = two[0]
@@ -134,46 +138,44 @@ func (s *Store) Trim(ctx context.Context, before uint64, keep []string) error {
 	for _, name := range keep {
 		keepSet[name] = true
 	}
-	tmp := filepath.Join(s.dir, sealedName+tmpSuffix)
-	ns, kept, err := writeTrimmedSealed(s.fs, tmp, sl, before, firstOff, trimRule{old: cur.kept, keep: keepSet, hot: hotNames}, !s.opts.NoSync)
+	kept, err := continuing(x, before, trimRule{old: cur.kept, keep: keepSet, hot: hotNames})
 	if err != nil {
-		return fmt.Errorf("embedded: trim: writing %s: %w", sealedName, err)
+		return fmt.Errorf("embedded: trim: %w", err)
 	}
-	if ns.events() > 0 {
-		if ns.f, err = s.fs.Open(tmp); err != nil {
-			return fmt.Errorf("embedded: trim: %w", err)
+	// The levels from before on: the one that holds before rewritten
+	// without the positions below it, the later ones as they are.
+	var levels, fresh []*sealed
+	for _, l := range x.levels {
+		switch {
+		case l.n <= before:
+		case l.first >= before:
+			levels = append(levels, l)
+		default:
+			nl, err := s.writeTrimmedLevel(l, before, firstOff)
+			if err != nil {
+				for _, f := range fresh {
+					_ = f.f.Close() // read-only, never installed
+				}
+				return err
+			}
+			levels, fresh = append(levels, nl), append(fresh, nl)
 		}
 	}
-	ns.reads = &s.lookups
 	seg := s.f.holding(before)
 	st := &startState{first: before, off: firstOff, segFirst: seg.first, segBase: seg.base, prev: prev, kept: kept}
-	ns.trim = &trimInstall{start: st, hot: hot}
+	nx := newIndex(before, firstOff, levels)
+	nx.fresh = fresh
+	nx.trim = &trimInstall{start: st, hot: hot}
 
 	// 3. Install.
 	if s.trimHook != nil {
 		s.trimHook()
 	}
-	if err := s.handOver(ns); err != nil {
+	if err := s.handOver(nx); err != nil {
 		return err
 	}
-	if ns.trim.err != nil {
-		return fmt.Errorf("embedded: trim: %w", ns.trim.err)
-	}
-
-	// 4. The sealed file.
-	if ns.f != nil {
-		err = s.fs.Rename(tmp, filepath.Join(s.dir, sealedName))
-	} else {
-		err = s.fs.Remove(filepath.Join(s.dir, sealedName))
-		if isNotExist(err) {
-			err = nil
-		}
-	}
-	if err == nil {
-		err = s.syncDir()
-	}
-	if err != nil {
-		return fmt.Errorf("embedded: trim: replacing %s: %w", sealedName, err)
+	if nx.trim.err != nil {
+		return fmt.Errorf("embedded: trim: %w", nx.trim.err)
 	}
 
 	// 5 and 6.
@@ -189,11 +191,14 @@ func (s *Store) finishTrim(st *startState) error {
 		}
 		s.startWritten = st
 	}
+	var errs []error
+	if err := s.removeStaleLevels(); err != nil {
+		errs = append(errs, err)
+	}
 	gone := s.f.dropBefore(st.segFirst)
 	if len(gone) == 0 {
-		return nil
+		return errors.Join(errs...)
 	}
-	var errs []error
 	for _, sg := range gone {
 		sg.gone.Store(true)
 		_ = sg.f.Close() // read-only; a reader that meets it gets a TrimmedError
@@ -212,15 +217,17 @@ func (s *Store) finishTrim(st *startState) error {
 
 // handOver hands a sealed part to the committer to install and waits until
 // it has. Under ckptMu.
-func (s *Store) handOver(ns *sealed) error {
-	s.pending.Store(ns)
+func (s *Store) handOver(nx *index) error {
+	s.pending.Store(nx)
 	s.poke()
 	select {
 	case <-s.sealDone:
 		return nil
 	case <-s.committerDone:
-		if ns.trim != nil && s.pending.CompareAndSwap(ns, nil) && ns.f != nil {
-			_ = ns.f.Close() // read-only, never installed
+		if (nx.trim != nil || nx.merged) && s.pending.CompareAndSwap(nx, nil) {
+			for _, l := range nx.fresh {
+				_ = l.f.Close() // read-only, never installed
+			}
 		}
 		return eventstore.ErrClosed
 	}
@@ -230,13 +237,16 @@ func (s *Store) handOver(ns *sealed) error {
 // only, from installSeal). A stream that an append created since the trim
 // looked at the hot streams, and that had versions below the new start,
 // continues them: it joins the kept streams.
-func (s *Store) installTrim(ns *sealed) {
-	t := ns.trim
-	if ns.n != s.base {
-		t.err = fmt.Errorf("the sealed part moved from %d to %d during the trim", ns.n, s.base) // never happens: seals wait for the trim
-		if ns.f != nil {
-			_ = ns.f.Close()
+func (s *Store) installTrim(nx *index) {
+	t := nx.trim
+	fail := func(err error) {
+		t.err = err
+		for _, l := range nx.fresh {
+			_ = l.f.Close() // read-only, never installed
 		}
+	}
+	if nx.n != s.base {
+		fail(fmt.Errorf("the sealed part moved from %d to %d during the trim", nx.n, s.base)) // never happens: seals wait for the trim
 		return
 	}
 	for name, st := range s.streams {
@@ -246,20 +256,17 @@ func (s *Store) installTrim(ns *sealed) {
 		if _, ok := t.start.kept[name]; ok {
 			continue
 		}
-		ss, _, err := ns.findStream(name)
+		n, err := nx.count(name)
 		if err != nil {
-			t.err = err
-			if ns.f != nil {
-				_ = ns.f.Close()
-			}
+			fail(err)
 			return
 		}
-		if st.sealed > ss.count {
-			t.start.kept[name] = st.sealed - ss.count
+		if st.sealed > n {
+			t.start.kept[name] = st.sealed - n
 		}
 	}
 	s.mu.Lock()
-	s.start, s.sealed = t.start, ns
+	s.start, s.sealed = t.start, nx
 	s.mu.Unlock()
 }
 
@@ -272,25 +279,110 @@ type trimRule struct {
 
 // continues reports whether a stream whose events below the start number
 // gone (old ones included), and above it live, goes on.
-func (r *trimRule) continues(name string, gone, live uint64) bool {
-	return gone > 0 && (live > 0 || r.keep[name] || r.hot[name])
+func (r *trimRule) continues(name string, gone uint64, live bool) bool {
+	return gone > 0 && (live || r.keep[name] || r.hot[name])
 }
 
-// writeTrimmedSealed writes to path the sealed file of old's positions from
-// first on: their record offsets, ids, and the streams with events among
-// them. It returns its in-memory state (without its file; with no file at
-// all if no position is left) and the streams that continue across first
-// with their versions below it.
-func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64, firstOff int64, rule trimRule, doSync bool) (_ *sealed, _ map[string]uint64, err error) {
-	le := binary.LittleEndian
+// continuing returns the streams that continue across a trim of x at
+// before, each with its versions below before: every stream with events
+// in the levels below before, and every stream the current start keeps, is
+// looked up in every level.
+func continuing(x *index, before uint64, rule trimRule) (map[string]uint64, error) {
 	kept := map[string]uint64{}
+	consider := func(name string) error {
+		if _, ok := kept[name]; ok {
+			return nil // a stream in several levels
+		}
+		st, _, err := x.findStream(name)
+		if err != nil {
+			return err
+		}
+		gone, live := rule.old[name], false
+		for _, p := range st.parts {
+			switch {
+			case p.l.n <= before:
+				gone += p.ss.count
+			case p.l.first >= before:
+				live = true
+			default:
+				ps, err := p.l.positions(p.ss, 0, p.ss.count)
+				if err != nil {
+					return err
+				}
+				i, _ := slices.BinarySearch(ps, before)
+				gone += uint64(i)
+				live = live || i < len(ps)
+			}
+		}
+		if rule.continues(name, gone, live) {
+			kept[name] = gone
+		}
+		return nil
+	}
+	buf := make([]byte, 256+streamFixed)
+	var e streamEntry
+	for _, l := range x.levels {
+		if l.first >= before {
+			break
+		}
+		r := bufio.NewReaderSize(io.NewSectionReader(l.f, l.streamsOff, l.listsOff-l.streamsOff), 256<<10)
+		for range l.m {
+			if err := readStreamEntry(r, &e, buf); err != nil {
+				return nil, err
+			}
+			if err := consider(string(e.name)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	for name := range rule.old {
+		if err := consider(name); err != nil {
+			return nil, err
+		}
+	}
+	return kept, nil
+}
+
+// writeTrimmedLevel writes the level l without its positions below first
+// (whose record is at logical offset firstOff), as the level file of
+// [first, l.n), opened for reading.
+func (s *Store) writeTrimmedLevel(l *sealed, first uint64, firstOff int64) (*sealed, error) {
+	name := levelName(first, l.n)
+	path := filepath.Join(s.dir, name)
+	nl, err := writeTrimmedSealed(s.fs, path+tmpSuffix, l, first, firstOff, !s.opts.NoSync)
+	if err == nil {
+		err = s.fs.Rename(path+tmpSuffix, path)
+	}
+	if err == nil {
+		err = s.syncDir()
+	}
+	if err == nil {
+		nl.f, err = s.fs.Open(path)
+		nl.reads, nl.name = &s.lookups, name
+	}
+	if err != nil {
+		return nil, fmt.Errorf("embedded: trim: writing %s: %w", name, err)
+	}
+	s.sealBytes.Add(uint64(nl.size))
+	return nl, nil
+}
+
+// writeTrimmedSealed writes to path the level file of old's positions from
+// first on (first inside old): their record offsets, ids, and the streams
+// with events among them. It returns its in-memory state (without its
+// file).
+func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64, firstOff int64, doSync bool) (_ *sealed, err error) {
+	le := binary.LittleEndian
 	section := func(off, n int64) *bufio.Reader {
 		return bufio.NewReaderSize(io.NewSectionReader(old.f, off, n), 256<<10)
 	}
+	n := old.n - first
+	if first <= old.first || n == 0 {
+		return nil, fmt.Errorf("trimming level %s at %d: not inside it", old.name, first) // never happens
+	}
 	// Pass 1: each stream's events below first.
 	below := make([]uint64, old.m)
-	seen := map[string]bool{}
-	if old.events() > 0 {
+	{
 		streams := section(old.streamsOff, old.listsOff-old.streamsOff)
 		lists := section(old.listsOff, 8*int64(old.events()))
 		eb := make([]byte, 256+streamFixed)
@@ -298,41 +390,24 @@ func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64,
 		var b [8]byte
 		for i := range old.m {
 			if err := readStreamEntry(streams, &e, eb); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			for range e.count {
 				if _, err := io.ReadFull(lists, b[:]); err != nil {
-					return nil, nil, err
+					return nil, err
 				}
 				if le.Uint64(b[:]) < first {
 					below[i]++
 				}
 			}
-			name := string(e.name)
-			gone := rule.old[name] + below[i]
-			if rule.continues(name, gone, e.count-below[i]) {
-				kept[name] = gone
-			}
-			if rule.old[name] > 0 {
-				seen[name] = true
-			}
 		}
-	}
-	for name, gone := range rule.old {
-		if !seen[name] && rule.continues(name, gone, 0) {
-			kept[name] = gone
-		}
-	}
-	n := old.n - first
-	if n == 0 {
-		return emptySealed(first, firstOff), kept, nil
 	}
 
 	// Pass 2: the file.
 	_ = fsys.Remove(path) // a new file, never one a reader may still have open
 	f, err := fsys.Create(path)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -346,10 +421,10 @@ func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64,
 	b = le.AppendUint32(b, sealedFormat)
 	b = le.AppendUint32(b, 0)
 	if _, err := w.Write(b); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if _, err := io.Copy(w, section(sealedHeaderSize+8*int64(first-old.first), 8*int64(n))); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	// Ids of the positions left, still sorted.
 	ns.idsOff = w.n
@@ -358,7 +433,7 @@ func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64,
 	k := uint64(0)
 	for range old.events() {
 		if _, err := io.ReadFull(ids, ent[:]); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if le.Uint64(ent[16:]) < first {
 			continue
@@ -370,11 +445,11 @@ func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64,
 		ns.ids.add(hashID(id))
 		k++
 		if _, err := w.Write(ent[:]); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	if k != n {
-		return nil, nil, fmt.Errorf("%w: %d ids at or after position %d, want %d", errBadSealed, k, first, n)
+		return nil, fmt.Errorf("%w: %d ids at or after position %d, want %d", errBadSealed, k, first, n)
 	}
 	// Streams with events left, and their lists.
 	ns.streamsOff = w.n
@@ -385,7 +460,7 @@ func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64,
 	idx := uint64(0)
 	for i := range old.m {
 		if err := readStreamEntry(streams, &e, eb); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		c := e.count - below[i]
 		if c == 0 {
@@ -398,7 +473,7 @@ func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64,
 		names = append(names, slices.Clone(e.name))
 		ns.m++
 		if _, err := w.Write(appendStreamEntry(b[:0], e.name, c, idx)); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		idx += c
 	}
@@ -412,33 +487,34 @@ func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64,
 	var p [8]byte
 	for range old.m {
 		if err := readStreamEntry(streams, &e, eb); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		for range e.count {
 			if _, err := io.ReadFull(lists, p[:]); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			if le.Uint64(p[:]) >= first {
 				if _, err := w.Write(p[:]); err != nil {
-					return nil, nil, err
+					return nil, err
 				}
 			}
 		}
 	}
 	ft := sealedFooter{first: first, firstOff: firstOff, n: old.n, end: old.end, m: ns.m, idsOff: ns.idsOff, streamsOff: ns.streamsOff, listsOff: ns.listsOff}
 	if _, err := w.Write(ft.append(b[:0])); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if _, err := w.w.Write(le.AppendUint32(nil, w.crc)); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := w.w.Flush(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if doSync {
 		if err := f.Sync(); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	return ns, kept, f.Close()
+	ns.size = w.n + sealedTrailer
+	return ns, f.Close()
 }

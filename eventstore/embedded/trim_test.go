@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -209,7 +208,7 @@ func TestTrim(t *testing.T) {
 				t.Fatal("the sealed file was not used after the trim")
 			}
 			crash(s)
-			if err := os.Remove(filepath.Join(dir, sealedName)); err != nil {
+			if err := removeLevels(t, dir); err != nil {
 				t.Fatal(err)
 			}
 			s = openT(t, dir, opts)
