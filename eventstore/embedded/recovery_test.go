@@ -34,7 +34,7 @@ type testLog struct {
 func buildLog(t testing.TB, n int) *testLog {
 	t.Helper()
 	dir := t.TempDir()
-	s := openT(t, dir, Options{NoSync: true, SegmentBytes: DefaultSegmentBytes}) // one file: the tests edit its bytes
+	s := openT(t, dir, Options{NoSync: true, SegmentBytes: DefaultSegmentBytes, HotEvents: -1}) // one file: the tests edit its bytes
 	writeMixed(t, s, n)
 	mustAppend(t, s, "execution-1", eventstore.Any, richEvent(100))
 	mustMulti(t, s,
@@ -363,7 +363,7 @@ func TestIndexFallback(t *testing.T) {
 	otherIndex, _ := os.ReadFile(onlyLevel(t, other.dir))
 	// A stale index: of the same log when it was shorter.
 	staleDir := dirWithLog(t, tl.log[:tl.offsets[20]])
-	s := openT(t, staleDir, Options{})
+	s := openT(t, staleDir, Options{HotEvents: -1}) // one level file
 	requireClose(t, s)
 	staleIndex, _ := os.ReadFile(onlyLevel(t, staleDir))
 	for _, c := range []struct {

@@ -44,7 +44,7 @@ func TestLoadSealedSurvivesMutations(t *testing.T) {
 // streams).
 func sealedFileForTest(t testing.TB) []byte {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{NoSync: true})
+	s, err := Open(dir, Options{NoSync: true, HotEvents: -1}) // one level file
 	if err != nil {
 		t.Fatal(err)
 	}
