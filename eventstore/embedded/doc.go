@@ -20,15 +20,15 @@
 //     reads from the file at its own pace, so catch-up and live delivery are
 //     one loop, and a slow subscriber never holds up appends.
 //   - One open Store per directory, in any process (flock on LOCK).
-//   - Memory grows with the log by about 2 bytes per event: the index of
-//     the older, sealed part of the log is on disk (see Memory below); only
-//     a hot part of at most max(Options.HotEvents, 1/32 of the log)
-//     events (four times that during a burst of appends) is indexed in
-//     memory.
-//   - The sealed file covers only committed, synced events, and it is
-//     replaced atomically (write, fsync, rename, fsync of the directory). It
-//     holds nothing the log does not: a missing or damaged one costs Open a
-//     scan of the whole log, never an event.
+//   - Memory grows with the live log by about 2 bytes per event: the index
+//     of the older, sealed part of the log is on disk, in level files (see
+//     Memory below); only a hot part of at most Options.HotEvents events
+//     (four times that during a burst of appends) is indexed in memory.
+//   - The level files cover only committed, synced events, and each one is
+//     written atomically (write, fsync, rename, fsync of the directory). They
+//     hold nothing the log does not: a missing or damaged one costs Open a
+//     scan of the part of the log it covers and all after it, never an
+//     event.
 //   - Crash safety: every record carries a CRC-32C. On Open, a torn last write
 //     is cut off; damage that a later write proves was not a torn write (and,
 //     unless Options.TrustIndex, any damage to the part of the log the sealed
@@ -44,7 +44,9 @@
 //	           a 16-byte header, then records
 //	log-<p>    the segment whose first record is position p (20 digits)
 //	start      where the live log starts, once it has been trimmed (see Trim)
-//	sealed     the index of the sealed part of the log (optional, rebuilt if bad)
+//	sealed-<a>-<b>  a level of the index of the sealed part of the log:
+//	           positions [a, b) (20 digits each; optional, rebuilt if bad)
+//	sealed     the sealed file of earlier versions: read as the first level
 //	LOCK       flock'ed while a Store has the directory open; holds its pid
 //	*.tmp      a segment, start or sealed file being written (replaced
 //	           atomically by rename; removed or overwritten at the next Open)
@@ -103,50 +105,64 @@
 // # Memory: the sealed and the hot part
 //
 // The store finds events by position, by id and by stream. For the older
-// part of the log, positions [0, S), that index lives in the sealed file;
-// memory holds only a fence over its sorted ids (8 bytes of every 128th id)
-// and over its sorted stream names (every 32nd name), and a blocked Bloom
-// filter of 10 bits per id and per stream name: about 1.5 to 2 bytes per
-// sealed event (1.25 for the id filter, the rest for streams, at some 6
-// events per stream). A look-up is a binary search of a fence and one read of a block
-// of the file, and only when the filter lets the key through: the new ids
-// and streams of nearly every append are answered from memory.
+// part of the live log, positions [F, S) (F its start), that index lives in
+// level files; memory holds, for each level, only a fence over its sorted
+// ids (8 bytes of every 128th id) and over its sorted stream names (every
+// 32nd name), and a blocked Bloom filter of 10 bits per id and per stream
+// name: about 1.5 to 2 bytes per sealed event in all (1.25 for the id
+// filters, the rest for streams, at some 6 events per stream). A look-up
+// asks the levels' filters, newest first, and reads one block of a level's
+// file (after a binary search of its fence) only where a filter lets the
+// key through: the new ids and streams of nearly every append are answered
+// from memory.
 //
 // The hot part, positions S and up, is indexed in memory as a whole: record
 // offset, stream, id, a slot of the id table and a place in its stream's
 // list, about 50 to 60 bytes per event, plus about 150 bytes per stream with
-// hot events. When it reaches Options.HotEvents events (default 1<<16) or
-// 1/32 of S if more, a background seal writes a new sealed file covering
-// the whole committed log (the old file streamed and merged with the hot
-// part, sorted in memory), and the committer installs it between two group
+// hot events. When it reaches Options.HotEvents events (default 1<<16), a
+// background seal writes a new level file for it (its ids and streams
+// sorted in memory), and the committer installs the level between two group
 // commits: the hot structures then keep only what was committed since. So
-// the store's memory is about 2 bytes per sealed event plus a hot part of
-// at most max(HotEvents, S/32) events (plus what commits while a seal is
-// written): with the default, a fixed 4 to 5 MB up to a log of about two
-// million events; past that the 1/32 grows with the log (about 2 bytes per
-// event). That is the price of rewriting the whole sealed file at each
-// seal: at most about 32 × 45 bytes, some 1.5 KB of sequential writes, per
-// event appended (next to the 200 to 300 bytes of its record). A log of tens
-// of millions of events would want sealed files in levels that are merged
-// less often; that is not built. In a burst of appends a seal waits until
-// 2 s have passed since the last one, or until the hot part has grown to
-// four times its target: seals every 65,536 events cost a tenth of the CPU
-// of a burst of tens of thousands of appends a second, and the hot part's
-// memory is the cheaper price (sealSpacing in seal.go). Readers that started before a
-// seal keep the sealed file they began with; a replaced file is closed when
-// no reader refers to it any more (by the os.File finaliser).
+// the store's memory is about 2 bytes per sealed event plus a fixed hot
+// part of HotEvents events (4 to 5 MB with the default; plus what commits
+// while a seal is written), whatever the size of the log.
+//
+// # Levels
+//
+// A seal never rewrites older levels. Levels are merged like the tiers of
+// a log-structured merge tree: a level's tier is log4 of its size in
+// units of HotEvents, and when the fanIn (4) newest levels are of one tier,
+// a background merge writes one level of all their entries (a k-way merge
+// that reads each input sequentially), the committer installs it, and the
+// inputs are removed. So each sealed event is written once by its seal and
+// once per tier it climbs: about 45 × (1 + log4(S / HotEvents)) bytes over
+// the life of the log (some 270 bytes at 50 million events), where
+// rewriting one sealed file at each seal cost up to 32 × 45, and the
+// levels number at most 3 per tier (about 15 at 50 million events; past 32
+// levels the newest 4 are merged whatever their sizes). A merge runs under
+// the seal lock, so seals wait for it (the hot part grows meanwhile).
+//
+// In a burst of appends a seal waits until 2 s have passed since the last
+// one, or until the hot part has grown to four times its target: seals
+// every 65,536 events cost a share of the CPU of a burst of tens of
+// thousands of appends a second, and the hot part's memory is the cheaper
+// price (sealSpacing in seal.go). Readers that started before a seal, a
+// merge or a trim keep the levels they began with; a replaced level's file
+// is closed when no reader refers to it any more (by the os.File
+// finaliser).
 //
 // What the sealed part costs: an append to a stream that has no hot events
-// but does have sealed ones reads one block of the sealed file (to learn its
-// version; about 4 µs from the page cache, on the committer), and so does
-// the rare id the filter lets through (about 1 to 2 % of new ids and
-// streams). A re-append of a sealed event reads the stream's positions list.
-// ReadStream reads a sealed event's record offset from the file (one small
-// read per event); ReadAll and Subscribe read the offsets of up to 4096
-// sealed positions with one read and take each event's stream name from its
-// record (names repeat through a small shared cache, not one string per
-// event). The sealed file is about 40 bytes per event plus 17 bytes and the
-// name per stream, and each seal rewrites it whole.
+// but does have sealed ones reads one block of each level that holds it
+// (to learn its version; about 4 µs each from the page cache, on the
+// committer), and so does the rare id a filter lets through (about 1 to 2
+// % of new ids and streams, per level). A re-append of a sealed event reads
+// the stream's positions lists. ReadStream reads a sealed event's record
+// offset from its level (one small read per event); ReadAll and Subscribe
+// read the offsets of up to 4096 sealed positions of one level with one
+// read and take each event's stream name from its record (names repeat
+// through a small shared cache, not one string per event). The level
+// files are about 40 bytes per event plus 17 bytes and the name per stream
+// and level.
 //
 // A directory that holds other files but no log, or a log without the header,
 // is refused with eventstore.ErrNotOurs. A missing or empty directory is
@@ -223,13 +239,17 @@
 // so an append that failed this way may or may not be in the log, and
 // re-appending the same event ids is the safe retry.
 //
-// # Sealed file
+// # Sealed file (a level)
 //
-// The sealed file indexes positions [F, N) of the log, F the live log's
-// start. It is written to
-// sealed.tmp, synced and renamed over sealed (then the directory is synced),
-// by background seals and by Close, so a clean restart scans nothing. It
-// covers only synced events. All integers are little-endian:
+// A level file indexes positions [F, N) of the log (the oldest level starts
+// at the live log's start). It is written to sealed-<F>-<N>.tmp, synced and
+// renamed to sealed-<F>-<N> (then the directory is synced), by background
+// seals and merges, by trims and by Close, so a clean restart scans
+// nothing. It covers only synced events. Open takes, from the live log's
+// start, each time the level file that starts where the last one ended and
+// reaches furthest (so after a merge cut short it prefers the merged file,
+// and its inputs if the merged file is damaged), checks each one, and
+// removes the level files it does not use. All integers are little-endian:
 //
 //	0   8  magic "TRNSTSLD"
 //	8   4  format version (2)
@@ -261,9 +281,14 @@
 // files).
 //
 // The counts and offsets are in a footer, not a header, so that a seal can
-// write the file in one sequential pass. A sealed file that fails its
+// write the file in one sequential pass. A level file that fails its
 // checksum, does not add up, covers more than the log holds, or whose last
 // event is not in the log where it says, is ignored (and logged): Open then
-// scans the whole log into the hot part, which gives the same result, only
-// slower and with the memory of a hot part that size until the first seal.
+// scans the log from there into the hot part, which gives the same result,
+// only slower and with the memory of a hot part that size until the first
+// seal. A stream's version in a level is its versions below the live log's
+// start (start file) plus its events in older levels plus its index in the
+// level's list; Open's check of a level (unless TrustIndex) compares the
+// digests of what the records hold and of what the level lists on that
+// basis.
 package embedded

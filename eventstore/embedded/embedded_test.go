@@ -13,8 +13,8 @@ import (
 )
 
 // TestMain runs the tests; TURNSTILE_TEST_HOT_EVENTS=n makes every store
-// that does not set HotEvents seal after n events (or 1/32 of the
-// sealed part), so that the tests cross the sealed/hot boundary many times,
+// that does not set HotEvents seal after n events (and merge its levels
+// often), so that the tests cross the sealed/hot boundary many times,
 // and TURNSTILE_TEST_SEGMENT_BYTES=n makes every store that does not set
 // SegmentBytes start a segment file every n bytes.
 func TestMain(m *testing.M) {

@@ -57,15 +57,16 @@ type Options struct {
 	NoSync bool
 
 	// HotEvents is how many committed events the store indexes in memory
-	// (the hot part) before it seals them: writes their index into the
-	// sealed file in the background and keeps only about 2 bytes per
-	// sealed event in memory. The threshold grows to 1/32 of the sealed
-	// part, so sealing (which rewrites the sealed file) costs O(1) per
-	// event; in a burst of appends a seal within 2 s of the last one waits
-	// until the hot part is four times the threshold. The sealed file also
-	// bounds how much of the log Open must scan after a crash. Close always
-	// seals everything. Negative: only Close seals (the in-memory index then
-	// grows with the log until Close).
+	// (the hot part) before it seals them: writes their index into a new
+	// level file in the background and keeps only about 2 bytes per sealed
+	// event in memory. Levels of one size tier (in units of HotEvents) are
+	// merged four at a time, so each sealed event is rewritten about once
+	// per tier (log4 of the log over HotEvents); in a burst of appends a
+	// seal within 2 s of the last one waits until the hot part is four
+	// times the threshold. The level files also bound how much of the log
+	// Open must scan after a crash. Close always seals everything.
+	// Negative: only Close seals (the in-memory index then grows with the
+	// log until Close).
 	// Default DefaultHotEvents; at most 1<<30.
 	HotEvents int
 

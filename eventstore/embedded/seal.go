@@ -56,16 +56,9 @@ func (s *Store) sealLoop() {
 // sealRetry is how long the store waits after a failed seal.
 const sealRetry = 5 * time.Second
 
-// sealDivisor: the hot part may grow to a 1/sealDivisor share of the sealed
-// part. Each seal rewrites the sealed file, so this bounds the rewriting to
-// sealDivisor times the sealed file's bytes per event (about 45 each), and
-// keeps the hot part's memory (about 60 bytes an event) to a few bytes per
-// event of the log.
-const sealDivisor = 32
-
-// Seals in a burst. Each seal rewrites the whole sealed file, so while
-// appends pour in (a burst of tens of thousands a second) seals every
-// HotEvents events cost a tenth of the CPU, taken from the appends. A seal
+// Seals in a burst. Each seal writes a level file and may start merges, so
+// while appends pour in (a burst of tens of thousands a second) seals every
+// HotEvents events cost a share of the CPU, taken from the appends. A seal
 // that would follow the last one within sealSpacing therefore waits, until
 // the spacing has passed or the hot part has grown to sealBurst times its
 // target (whether appends go on or not); at the steady rates of a long run
@@ -77,7 +70,7 @@ const (
 )
 
 // maybeSeal asks for a seal when the committed hot part has reached
-// max(HotEvents, sealed/sealDivisor) events (in a burst, see sealSpacing).
+// HotEvents events (in a burst, see sealSpacing).
 // Committer only (or Open).
 func (s *Store) maybeSeal() {
 	if s.opts.HotEvents < 0 {
