@@ -497,8 +497,11 @@ func (s *Store) lookup(name string) (*stream, uint64, error) {
 		*slot = st
 		return st, st.sealed + uint64(len(st.positions)), nil
 	}
-	n, err := s.sealed.count(name)
-	return nil, s.start.kept[name] + n, err
+	n, ok, err := s.sealed.count(name)
+	if !ok {
+		n = s.start.kept[name]
+	}
+	return nil, n, err
 }
 
 // versionOf returns the version of the event at pos in the stream name, if
@@ -516,8 +519,7 @@ func (s *Store) versionOf(name string, pos uint64) (uint64, bool, error) {
 	if !ok || err != nil {
 		return 0, false, err
 	}
-	v, ok, err := s.sealed.versionOf(ss, pos)
-	return s.start.kept[name] + v, ok, err
+	return s.sealed.versionOf(ss, pos)
 }
 
 // replay answers a request some of whose event ids are stored (or staged):

@@ -101,9 +101,12 @@ func mergeLevels(fsys fileSystem, path string, ls []*sealed, doSync bool) (_ *se
 	// levels one after the other: older levels hold lower positions).
 	ns.streamsOff = w.n
 	idx := uint64(0)
-	err = mergeNames(ls, func(name []byte, counts []uint64) error {
-		c := uint64(0)
-		for _, k := range counts {
+	err = mergeNames(ls, func(name []byte, counts, bases []uint64) error {
+		c, base := uint64(0), uint64(0)
+		for i, k := range counts {
+			if c == 0 && k > 0 {
+				base = bases[i] // the oldest level's: the stream's first version here
+			}
 			c += k
 		}
 		if ns.m%nameFenceEvery == 0 {
@@ -112,7 +115,7 @@ func mergeLevels(fsys fileSystem, path string, ls []*sealed, doSync bool) (_ *se
 		}
 		ns.names.add(hashNameB(name))
 		ns.m++
-		_, err := w.Write(appendStreamEntry(b[:0], name, c, idx))
+		_, err := w.Write(appendStreamEntry(b[:0], name, c, idx, base))
 		idx += c
 		return err
 	})
@@ -124,7 +127,7 @@ func mergeLevels(fsys fileSystem, path string, ls []*sealed, doSync bool) (_ *se
 	for i, l := range ls {
 		lists[i] = section(l, l.listsOff, 8*int64(l.events()))
 	}
-	err = mergeNames(ls, func(_ []byte, counts []uint64) error {
+	err = mergeNames(ls, func(_ []byte, counts, _ []uint64) error {
 		for i, k := range counts {
 			if k > 0 {
 				if _, err := io.CopyN(w, lists[i], 8*int64(k)); err != nil {
@@ -157,9 +160,9 @@ func mergeLevels(fsys fileSystem, path string, ls []*sealed, doSync bool) (_ *se
 }
 
 // mergeNames calls emit for every stream name of the levels ls, in name
-// order, with its count in each level (0 where it has none), reading each
-// level's streams section sequentially.
-func mergeNames(ls []*sealed, emit func(name []byte, counts []uint64) error) error {
+// order, with its count and base version in each level (0 where it has
+// none), reading each level's streams section sequentially.
+func mergeNames(ls []*sealed, emit func(name []byte, counts, bases []uint64) error) error {
 	type nameHead struct {
 		r    *bufio.Reader
 		left uint64
@@ -187,7 +190,7 @@ func mergeNames(ls []*sealed, emit func(name []byte, counts []uint64) error) err
 			return err
 		}
 	}
-	counts := make([]uint64, len(ls))
+	counts, bases := make([]uint64, len(ls)), make([]uint64, len(ls))
 	var name []byte
 	for {
 		name = name[:0]
@@ -202,15 +205,15 @@ func mergeNames(ls []*sealed, emit func(name []byte, counts []uint64) error) err
 			return nil
 		}
 		for i, h := range heads {
-			counts[i] = 0
+			counts[i], bases[i] = 0, 0
 			if h.name != nil && bytes.Equal(h.name, name) {
-				counts[i] = h.e.count
+				counts[i], bases[i] = h.e.count, h.e.base
 				if err := next(h); err != nil {
 					return err
 				}
 			}
 		}
-		if err := emit(name, counts); err != nil {
+		if err := emit(name, counts, bases); err != nil {
 			return err
 		}
 	}

@@ -130,16 +130,17 @@ func (x *index) findID(id uuid.UUID) (uint64, bool, error) {
 }
 
 // indexStream is what the sealed part holds about one stream: its
-// events in each level that has some, oldest first.
+// events in each level that has some, oldest first. Versions are the
+// stream's own (a level's entry says the version of its first event there).
 type indexStream struct {
-	count uint64 // its events in the sealed part
+	first uint64 // the version of its first sealed event
+	count uint64 // its versions up to its last sealed event
 	parts []levelStream
 }
 
 type levelStream struct {
-	l      *sealed
-	ss     sealedStream
-	before uint64 // the stream's events in older levels
+	l  *sealed
+	ss sealedStream
 }
 
 // findStream looks a stream up in every level.
@@ -151,53 +152,55 @@ func (x *index) findStream(name string) (indexStream, bool, error) {
 			return indexStream{}, false, err
 		}
 		if ok {
-			out.parts = append(out.parts, levelStream{l: l, ss: ss, before: out.count})
-			out.count += ss.count
+			if len(out.parts) == 0 {
+				out.first = ss.base
+			}
+			out.parts = append(out.parts, levelStream{l: l, ss: ss})
+			out.count = ss.base + ss.count
 		}
 	}
 	return out, len(out.parts) > 0, nil
 }
 
-// count is how many sealed events the stream has.
-func (x *index) count(name string) (uint64, error) {
-	n := uint64(0)
-	for _, l := range x.levels {
-		ss, ok, err := l.findStream(name)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			n += ss.count
+// count returns the stream's versions up to its last sealed event, from
+// the newest level that holds it (false: none does).
+func (x *index) count(name string) (uint64, bool, error) {
+	for i := len(x.levels) - 1; i >= 0; i-- {
+		ss, ok, err := x.levels[i].findStream(name)
+		if ok || err != nil {
+			return ss.base + ss.count, ok, err
 		}
 	}
-	return n, nil
+	return 0, false, nil
 }
 
-// positions returns the stream's sealed events [from, from+n) (counted
-// from its first sealed event).
+// positions returns the positions of the stream's versions [from, from+n),
+// all sealed.
 func (x *index) positions(st indexStream, from, n uint64) ([]uint64, error) {
 	out := make([]uint64, 0, n)
 	for _, p := range st.parts {
-		lo, hi := max(from, p.before), min(from+n, p.before+p.ss.count)
+		lo, hi := max(from, p.ss.base), min(from+n, p.ss.base+p.ss.count)
 		if lo >= hi {
 			continue
 		}
-		ps, err := p.l.positions(p.ss, lo-p.before, hi-lo)
+		ps, err := p.l.positions(p.ss, lo-p.ss.base, hi-lo)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, ps...)
 	}
+	if uint64(len(out)) != n {
+		return nil, fmt.Errorf("embedded: the sealed part lists %d of versions %d to %d: %w", len(out), from, from+n, errBadSealed)
+	}
 	return out, nil
 }
 
-// versionOf returns the index among the stream's sealed events of its
-// event at pos.
+// versionOf returns the stream's version of its event at pos.
 func (x *index) versionOf(st indexStream, pos uint64) (uint64, bool, error) {
 	for _, p := range st.parts {
 		if pos >= p.l.first && pos < p.l.n {
 			v, ok, err := p.l.versionOf(p.ss, pos)
-			return p.before + v, ok, err
+			return p.ss.base + v, ok, err
 		}
 	}
 	return 0, false, nil

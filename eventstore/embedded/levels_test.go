@@ -106,7 +106,7 @@ func TestLevelsMergeGeometrically(t *testing.T) {
 func TestLevelMergeCrash(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := openT(t, dir, Options{HotEvents: -1, NoSync: true})
+	s := openT(t, dir, Options{HotEvents: -1, NoSync: true, SegmentBytes: DefaultSegmentBytes}) // one log file: the test copies it
 	for round := range fanIn {
 		for i := range 10 {
 			mustAppend(t, s, fmt.Sprintf("execution-%d", i%3), eventstore.Any, richEvent(10*round+i))

@@ -116,19 +116,24 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 	v := s.viewLocked()
 	s.mu.RUnlock()
 	var ss indexStream
-	gone := v.start.kept[name] // versions below the live log's start
+	low := nsealed // its first readable version: those below were trimmed
 	if st == nil || from < nsealed {
+		found := false
 		var err error
-		if ss, _, err = v.sl.findStream(name); err != nil {
+		if ss, found, err = v.sl.findStream(name); err != nil {
 			return nil, s.readErr(err)
 		}
-		nsealed = gone + ss.count
+		if found {
+			nsealed, low = ss.count, ss.first
+		} else {
+			nsealed, low = v.start.kept[name], v.start.kept[name]
+		}
 	}
 	total := nsealed + uint64(len(hot))
 	if total == 0 {
 		return nil, fmt.Errorf("embedded: read stream %q: %w", name, eventstore.ErrStreamNotFound)
 	}
-	from = max(from, gone)
+	from = max(from, low)
 	if from >= total || limit <= 0 {
 		return nil, nil
 	}
@@ -136,7 +141,7 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 	var positions []uint64
 	if from < nsealed {
 		var err error
-		if positions, err = v.sl.positions(ss, from-gone, min(n, nsealed-from)); err != nil {
+		if positions, err = v.sl.positions(ss, from, min(n, nsealed-from)); err != nil {
 			return nil, s.readErr(err)
 		}
 	}

@@ -203,7 +203,7 @@ func (s *Store) loadLevels(size int64) (*index, error) {
 			s.log.Warn("ignoring the sealed index "+name+"; scanning the log it would cover", "err", err)
 			continue
 		}
-		ok, err := s.checkSealed(sl, x)
+		ok, err := s.checkSealed(sl)
 		if err != nil {
 			_ = sl.f.Close() // the log is corrupt: that is the error to report
 			return fail(err)
@@ -219,12 +219,12 @@ func (s *Store) loadLevels(size int64) (*index, error) {
 }
 
 // checkSealed checks a loaded level file against the log, after the
-// levels older holds: its last event must be in the log where it says and,
+// levels before it: its last event must be in the log where it says and,
 // unless TrustIndex, every record it covers must be sound (or the log is
 // corrupt: an error wrapping ErrCorrupt) and be what the file lists (or
 // the file is unusable: false, logged, as when the file cannot be read).
 // Only a failure to read the log is an error otherwise.
-func (s *Store) checkSealed(sl *sealed, older *index) (bool, error) {
+func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	unusable := func(format string, args ...any) (bool, error) {
 		s.log.Warn("ignoring the sealed index; scanning the whole log",
 			"err", fmt.Errorf("%w: "+format, append([]any{errBadSealed}, args...)...))
@@ -253,11 +253,7 @@ func (s *Store) checkSealed(sl *sealed, older *index) (bool, error) {
 	if err != nil {
 		return unusable("reading it: %v", err)
 	}
-	before, err := older.count(string(r.stream))
-	if err != nil {
-		return unusable("reading an older level: %v", err)
-	}
-	if !ok || pos != last || !found || s.start.kept[string(r.stream)]+before+ss.count != r.version+1 {
+	if !ok || pos != last || !found || ss.base+ss.count != r.version+1 {
 		return unusable("the last event it lists does not match the log at offset %d", two[0])
 	}
 	if s.opts.TrustIndex {
@@ -295,10 +291,7 @@ func (s *Store) checkSealed(sl *sealed, older *index) (bool, error) {
 	if off != sl.end {
 		return unusable("its records end at offset %d, not %d", off, sl.end)
 	}
-	want, err := sl.fileSums(func(name string) (uint64, error) {
-		n, err := older.count(name)
-		return s.start.kept[name] + n, err
-	})
+	want, err := sl.fileSums()
 	if err != nil {
 		return unusable("reading it: %v", err)
 	}
@@ -456,11 +449,14 @@ func (s *Store) addScanned(r *rec, off int64) error {
 		if err := eventstore.ValidateStream(string(r.stream)); err != nil {
 			return corruptError(logName, off, err.Error())
 		}
-		n, err := s.sealed.count(string(r.stream))
+		n, ok, err := s.sealed.count(string(r.stream))
 		if err != nil {
 			return err
 		}
-		st = &stream{name: string(r.stream), sealed: s.start.kept[string(r.stream)] + n}
+		if !ok {
+			n = s.start.kept[string(r.stream)]
+		}
+		st = &stream{name: string(r.stream), sealed: n}
 		s.streams[st.name] = st
 		s.scanNew = append(s.scanNew, st)
 	}

@@ -209,7 +209,10 @@ func (s *Store) writeSeal(open bool) (*index, error) {
 	s.mu.RLock()
 	h, base, old, end := s.head.Load(), s.base, s.sealed, s.end
 	k := h - base
-	hot := hotPart{offsets: s.offsets[:k], ids: s.posID[:k], streams: s.posStream[:k]}
+	hot := hotPart{offsets: s.offsets[:k], ids: s.posID[:k], streams: s.posStream[:k], bases: map[*stream]uint64{}}
+	for _, st := range hot.streams {
+		hot.bases[st] = st.sealed // its first hot event's version
+	}
 	s.mu.RUnlock()
 	if k == 0 {
 		return nil, nil
@@ -329,6 +332,7 @@ type hotPart struct {
 	offsets []int64
 	ids     []uuid.UUID
 	streams []*stream
+	bases   map[*stream]uint64 // each stream's versions below the hot part
 }
 
 // idPos is an id (as two big-endian halves, which sort as the bytes do) and
@@ -348,6 +352,7 @@ func (a idPos) id() uuid.UUID {
 type hotStream struct {
 	name      string
 	positions []uint64
+	base      uint64 // the version of its first event in the hot part
 }
 
 // sorted returns the hot part's ids and streams sorted (bounded by the hot
@@ -377,7 +382,7 @@ func (h *hotPart) sorted(base uint64) ([]idPos, []hotStream) {
 	backing := make([]uint64, len(h.streams))
 	streams := make([]hotStream, len(counts))
 	for st, j := range index {
-		streams[j].name = st.name
+		streams[j].name, streams[j].base = st.name, h.bases[st]
 		streams[j].positions, backing = backing[:0:counts[j]], backing[counts[j]:]
 	}
 	for i, st := range h.streams {
@@ -511,7 +516,7 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 	}
 	ns.streamsOff = w.n
 	first := uint64(0)
-	err = mergeStreams(old, hotStreams, func(name []byte, oldCount uint64, hotPos []uint64) error {
+	err = mergeStreams(old, hotStreams, func(name []byte, oldCount uint64, hotPos []uint64, base uint64) error {
 		if ns.m%nameFenceEvery == 0 {
 			ns.nameFence = append(ns.nameFence, string(name))
 			ns.nameOff = append(ns.nameOff, w.n+int64(len(b)))
@@ -522,7 +527,7 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 		if err := flush(streamFixed + len(name)); err != nil {
 			return err
 		}
-		b = appendStreamEntry(b, name, count, first)
+		b = appendStreamEntry(b, name, count, first, base)
 		first += count
 		return nil
 	})
@@ -537,7 +542,7 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 	if old.events() > 0 {
 		oldLists = section(old.listsOff, 8*int64(old.events()))
 	}
-	err = mergeStreams(old, hotStreams, func(name []byte, oldCount uint64, hotPos []uint64) error {
+	err = mergeStreams(old, hotStreams, func(name []byte, oldCount uint64, hotPos []uint64, _ uint64) error {
 		// The old list, through b in pieces of at most its capacity (no
 		// buffer allocated per stream).
 		for left := 8 * int(oldCount); left > 0; {
@@ -588,7 +593,7 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 // mergeStreams calls emit for every stream of old and of hot, in name
 // order, with its old count and its hot positions. It reads old's streams
 // section sequentially.
-func mergeStreams(old *sealed, hot []hotStream, emit func(name []byte, oldCount uint64, hotPos []uint64) error) error {
+func mergeStreams(old *sealed, hot []hotStream, emit func(name []byte, oldCount uint64, hotPos []uint64, base uint64) error) error {
 	var r *bufio.Reader
 	if old.m > 0 {
 		r = bufio.NewReaderSize(io.NewSectionReader(old.f, old.streamsOff, old.listsOff-old.streamsOff), 256<<10)
@@ -598,7 +603,7 @@ func mergeStreams(old *sealed, hot []hotStream, emit func(name []byte, oldCount 
 	left := old.m
 	for left > 0 || len(hot) > 0 {
 		if left == 0 {
-			if err := emit([]byte(hot[0].name), 0, hot[0].positions); err != nil {
+			if err := emit([]byte(hot[0].name), 0, hot[0].positions, hot[0].base); err != nil {
 				return err
 			}
 			hot = hot[1:]
@@ -609,7 +614,7 @@ func mergeStreams(old *sealed, hot []hotStream, emit func(name []byte, oldCount 
 		}
 		left--
 		for len(hot) > 0 && compareName(e.name, hot[0].name) > 0 {
-			if err := emit([]byte(hot[0].name), 0, hot[0].positions); err != nil {
+			if err := emit([]byte(hot[0].name), 0, hot[0].positions, hot[0].base); err != nil {
 				return err
 			}
 			hot = hot[1:]
@@ -619,7 +624,7 @@ func mergeStreams(old *sealed, hot []hotStream, emit func(name []byte, oldCount 
 			hotPos = hot[0].positions
 			hot = hot[1:]
 		}
-		if err := emit(e.name, e.count, hotPos); err != nil {
+		if err := emit(e.name, e.count, hotPos, e.base); err != nil {
 			return err
 		}
 	}

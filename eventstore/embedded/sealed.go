@@ -28,7 +28,7 @@ const (
 	sealedFormat     = 2
 	sealedTrailer    = 4
 	idEntrySize      = 24 // id, position
-	streamFixed      = 17 // name length, count, first list entry (plus the name)
+	streamFixed      = 25 // name length, count, first list entry, base version (plus the name)
 	// fenceEvery is how many sorted ids one fence entry stands for: a
 	// lookup reads one block of that many entries (3 KiB). Ids are looked
 	// up on the disk only when the filter lets a new one through.
@@ -189,8 +189,9 @@ func (s *sealed) findID(id uuid.UUID) (uint64, bool, error) {
 
 // sealedStream is what the sealed file holds about one stream.
 type sealedStream struct {
-	count uint64 // its versions
+	count uint64 // its events in the level
 	first uint64 // index of its first entry in the positions lists
+	base  uint64 // the version of its first event in the level
 }
 
 // findStream looks a stream up by name.
@@ -289,15 +290,16 @@ func parseStreamEntry(b []byte) (streamEntry, []byte, bool) {
 		return streamEntry{}, nil, false
 	}
 	le := binary.LittleEndian
-	e := streamEntry{name: b[1 : 1+l], sealedStream: sealedStream{count: le.Uint64(b[1+l:]), first: le.Uint64(b[9+l:])}}
+	e := streamEntry{name: b[1 : 1+l], sealedStream: sealedStream{count: le.Uint64(b[1+l:]), first: le.Uint64(b[9+l:]), base: le.Uint64(b[17+l:])}}
 	return e, b[streamFixed+l:], true
 }
 
-func appendStreamEntry(b []byte, name []byte, count, first uint64) []byte {
+func appendStreamEntry(b []byte, name []byte, count, first, base uint64) []byte {
 	b = append(b, byte(len(name)))
 	b = append(b, name...)
 	b = binary.LittleEndian.AppendUint64(b, count)
-	return binary.LittleEndian.AppendUint64(b, first)
+	b = binary.LittleEndian.AppendUint64(b, first)
+	return binary.LittleEndian.AppendUint64(b, base)
 }
 
 // readStreamEntry reads the next entry of a streams section; name is
@@ -315,6 +317,7 @@ func readStreamEntry(r *bufio.Reader, e *streamEntry, buf []byte) error {
 	e.name = b[:l]
 	e.count = le.Uint64(b[l:])
 	e.first = le.Uint64(b[l+8:])
+	e.base = le.Uint64(b[l+16:])
 	return nil
 }
 
@@ -375,15 +378,10 @@ func loadSealed(fsys fileSystem, path string, logSize int64) (_ *sealed, err err
 	if _, err := f.ReadAt(hdr[:sealedHeaderSize], 0); err != nil {
 		return nil, err
 	}
-	version := le.Uint32(hdr[8:])
-	if string(hdr[:8]) != sealedMagic || version != 1 && version != sealedFormat {
-		return nil, bad("bad header")
+	if string(hdr[:8]) != sealedMagic || le.Uint32(hdr[8:]) != sealedFormat {
+		return nil, bad("bad header (format 1, of earlier versions, is not read: the log is scanned once)")
 	}
-	footer := sealedFooterSize
-	if version == 1 {
-		footer -= 16 // no first position: it covers [0, n)
-	}
-	tail := footer + sealedTrailer
+	tail := sealedFooterSize + sealedTrailer
 	if size < sealedHeaderSize+int64(tail) {
 		return nil, bad("%d bytes", size)
 	}
@@ -391,11 +389,8 @@ func loadSealed(fsys fileSystem, path string, logSize int64) (_ *sealed, err err
 	if _, err := f.ReadAt(fb, size-int64(tail)); err != nil {
 		return nil, err
 	}
-	ft := sealedFooter{firstOff: headerSize}
-	if version != 1 {
-		ft.first, ft.firstOff = le.Uint64(fb), int64(le.Uint64(fb[8:]))
-		fb = fb[16:]
-	}
+	ft := sealedFooter{first: le.Uint64(fb), firstOff: int64(le.Uint64(fb[8:]))}
+	fb = fb[16:]
 	ft.n, ft.end, ft.m = le.Uint64(fb), int64(le.Uint64(fb[8:])), le.Uint64(fb[16:])
 	ft.idsOff, ft.streamsOff, ft.listsOff = int64(le.Uint64(fb[24:])), int64(le.Uint64(fb[32:])), int64(le.Uint64(fb[40:]))
 	if string(fb[48:56]) != sealedMagic {
@@ -506,9 +501,8 @@ func (c *crcReader) Read(b []byte) (int, error) {
 }
 
 // fileSums computes the verification sums of what s lists, reading its
-// sections sequentially. below gives a stream's versions below s (below the
-// start, and in older levels).
-func (s *sealed) fileSums(below func(name string) (uint64, error)) (sums, error) {
+// sections sequentially.
+func (s *sealed) fileSums() (sums, error) {
 	var out sums
 	le := binary.LittleEndian
 	ids := bufio.NewReaderSize(io.NewSectionReader(s.f, s.idsOff, idEntrySize*int64(s.events())), 256<<10)
@@ -528,11 +522,7 @@ func (s *sealed) fileSums(below func(name string) (uint64, error)) (sums, error)
 			return out, err
 		}
 		h := hashNameB(e.name)
-		base, err := below(string(e.name))
-		if err != nil {
-			return out, err
-		}
-		for v := base; v < base+e.count; v++ {
+		for v := e.base; v < e.base+e.count; v++ {
 			if _, err := io.ReadFull(lists, b[:8]); err != nil {
 				return out, err
 			}

@@ -256,13 +256,12 @@ func (s *Store) installTrim(nx *index) {
 		if _, ok := t.start.kept[name]; ok {
 			continue
 		}
-		n, err := nx.count(name)
-		if err != nil {
+		// Its versions below its hot events: in a level, or all trimmed.
+		if _, found, err := nx.count(name); err != nil {
 			fail(err)
 			return
-		}
-		if st.sealed > n {
-			t.start.kept[name] = st.sealed - n
+		} else if !found {
+			t.start.kept[name] = st.sealed
 		}
 	}
 	s.mu.Lock()
@@ -297,21 +296,26 @@ func continuing(x *index, before uint64, rule trimRule) (map[string]uint64, erro
 		if err != nil {
 			return err
 		}
+		// Its versions below before: those of its levels below before
+		// (whose entries say their first version), or what the current
+		// start keeps of it.
 		gone, live := rule.old[name], false
 		for _, p := range st.parts {
-			switch {
-			case p.l.n <= before:
-				gone += p.ss.count
-			case p.l.first >= before:
-				live = true
-			default:
+			if p.l.n <= before {
+				gone = p.ss.base + p.ss.count
+				continue
+			}
+			i := 0
+			if p.l.first < before {
 				ps, err := p.l.positions(p.ss, 0, p.ss.count)
 				if err != nil {
 					return err
 				}
-				i, _ := slices.BinarySearch(ps, before)
-				gone += uint64(i)
-				live = live || i < len(ps)
+				i, _ = slices.BinarySearch(ps, before)
+			}
+			gone = p.ss.base + uint64(i)
+			if live = i < int(p.ss.count); live {
+				break
 			}
 		}
 		if rule.continues(name, gone, live) {
@@ -472,7 +476,7 @@ func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64,
 		}
 		names = append(names, slices.Clone(e.name))
 		ns.m++
-		if _, err := w.Write(appendStreamEntry(b[:0], e.name, c, idx)); err != nil {
+		if _, err := w.Write(appendStreamEntry(b[:0], e.name, c, idx, e.base+below[i])); err != nil {
 			return nil, err
 		}
 		idx += c
