@@ -209,10 +209,7 @@ func (s *Store) writeSeal(open bool) (*index, error) {
 	s.mu.RLock()
 	h, base, old, end := s.head.Load(), s.base, s.sealed, s.end
 	k := h - base
-	hot := hotPart{offsets: s.offsets[:k], ids: s.posID[:k], streams: s.posStream[:k], bases: map[*stream]uint64{}}
-	for _, st := range hot.streams {
-		hot.bases[st] = st.sealed // its first hot event's version
-	}
+	hot := hotPart{offsets: s.offsets[:k], ids: s.posID[:k], streams: s.posStream[:k]}
 	s.mu.RUnlock()
 	if k == 0 {
 		return nil, nil
@@ -332,7 +329,6 @@ type hotPart struct {
 	offsets []int64
 	ids     []uuid.UUID
 	streams []*stream
-	bases   map[*stream]uint64 // each stream's versions below the hot part
 }
 
 // idPos is an id (as two big-endian halves, which sort as the bytes do) and
@@ -381,8 +377,10 @@ func (h *hotPart) sorted(base uint64) ([]idPos, []hotStream) {
 	}
 	backing := make([]uint64, len(h.streams))
 	streams := make([]hotStream, len(counts))
+	// A stream's versions below the hot part (sealed) change only when a
+	// seal is installed, and seals (this one included) hold ckptMu.
 	for st, j := range index {
-		streams[j].name, streams[j].base = st.name, h.bases[st]
+		streams[j].name, streams[j].base = st.name, st.sealed
 		streams[j].positions, backing = backing[:0:counts[j]], backing[counts[j]:]
 	}
 	for i, st := range h.streams {
