@@ -46,7 +46,8 @@
 //	start      where the live log starts, once it has been trimmed (see Trim)
 //	sealed-<a>-<b>  a level of the index of the sealed part of the log:
 //	           positions [a, b) (20 digits each; optional, rebuilt if bad)
-//	sealed     the sealed file of earlier versions: read as the first level
+//	sealed     the sealed file of earlier versions (format 1): not read (Open
+//	           scans the log once instead) and removed
 //	LOCK       flock'ed while a Store has the directory open; holds its pid
 //	*.tmp      a segment, start or sealed file being written (replaced
 //	           atomically by rename; removed or overwritten at the next Open)
@@ -258,7 +259,8 @@
 //	    …  N-F entries sorted by event id (bytewise): id (16), position (8)
 //	    …  M entries sorted by stream name (bytewise): name length (1), name,
 //	       its number of events (8), the index of its first entry in the
-//	       positions lists (8)
+//	       positions lists (8), the stream's version of its first event in
+//	       the level (8)
 //	    …  the positions lists: each stream's positions by version (8 bytes
 //	       each), the streams in the order above, N-F entries in all
 //	    footer:
@@ -273,12 +275,12 @@
 //	64  8  magic "TRNSTSLD"
 //	    4  CRC-32C of everything before
 //
-// A stream's count is its events in [F, N); a stream that continues across
-// the start counts its versions below F in the start file. A sealed file of
-// format 1 (earlier versions: F = 0 and the footer without its first two
-// fields) is read as it is. A sealed file whose F or first offset is not
-// the live log's start is ignored (a trim was cut short between the two
-// files).
+// A stream's count is its events in [F, N) and its entry says the version
+// of the first of them, so the newest level that holds a stream says how
+// many versions it has (a stream with no sealed event left after a trim
+// takes its versions from the start file). A level whose F or first offset
+// is not where the levels before it end (or the live log starts) is not
+// used.
 //
 // The counts and offsets are in a footer, not a header, so that a seal can
 // write the file in one sequential pass. A level file that fails its
@@ -286,9 +288,7 @@
 // event is not in the log where it says, is ignored (and logged): Open then
 // scans the log from there into the hot part, which gives the same result,
 // only slower and with the memory of a hot part that size until the first
-// seal. A stream's version in a level is its versions below the live log's
-// start (start file) plus its events in older levels plus its index in the
-// level's list; Open's check of a level (unless TrustIndex) compares the
-// digests of what the records hold and of what the level lists on that
-// basis.
+// seal. Open's check of a level (unless TrustIndex) compares the digests of
+// what the records hold (id, position; stream, version, position) and of
+// what the level lists, each level on its own.
 package embedded
