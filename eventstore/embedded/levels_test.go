@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -203,4 +204,33 @@ func copyDirFiles(t testing.TB, files map[string]string) string {
 		}
 	}
 	return d
+}
+
+// TestLevelLeftovers: Open removes a level file half written when a crash
+// cut its seal short, and a directory with level files but no log is
+// corrupt, not a fresh store.
+func TestLevelLeftovers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s := openT(t, dir, Options{HotEvents: -1, NoSync: true})
+	for i := range 10 {
+		mustAppend(t, s, "execution-1", eventstore.Any, ev("test.l", i))
+	}
+	requireClose(t, s)
+	tmp := filepath.Join(dir, levelName(10, 20)+tmpSuffix)
+	if err := os.WriteFile(tmp, []byte("half a level"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s = openT(t, dir, Options{HotEvents: -1, NoSync: true})
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("%s is still there after Open: %v", tmp, err)
+	}
+	requireClose(t, s)
+	only := t.TempDir()
+	if err := os.WriteFile(filepath.Join(only, levelName(0, 10)), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(only, Options{}); !errors.Is(err, eventstore.ErrCorrupt) {
+		t.Fatalf("Open of a directory with a level file and no log = %v, want ErrCorrupt", err)
+	}
 }

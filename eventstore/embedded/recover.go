@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/turnstile/turnstile/eventstore"
 )
@@ -30,6 +31,10 @@ func inspectDir(fsys fileSystem, dir string) (hasLog bool, err error) {
 	firsts, tmps := segmentFiles(entries)
 	for _, name := range entries {
 		if _, ok := parseSegName(name); ok || slices.Contains(tmps, name) {
+			continue
+		}
+		if _, _, ok := parseLevelName(strings.TrimSuffix(name, tmpSuffix)); ok {
+			hasIndex = true
 			continue
 		}
 		switch name {

@@ -294,7 +294,8 @@ func (s *Store) levelUnit() uint64 {
 
 // removeStaleLevels removes the level files (and a sealed file of earlier
 // versions) that the current sealed part does not use: replaced by a merge
-// or a trim. Readers that still use one keep their open file. Under ckptMu,
+// or a trim, or left half written by a crash. Readers that still use one
+// keep their open file. Under ckptMu (so no level file is being written),
 // or at Open.
 func (s *Store) removeStaleLevels() error {
 	names, err := s.fs.ReadDir(s.dir)
@@ -310,7 +311,11 @@ func (s *Store) removeStaleLevels() error {
 	}
 	removed := false
 	for _, name := range names {
-		if _, _, ok := parseLevelName(name); (ok || name == sealedName) && !used[name] {
+		_, _, ok := parseLevelName(name)
+		if tmp, isTmp := strings.CutSuffix(name, tmpSuffix); isTmp {
+			_, _, ok = parseLevelName(tmp) // a level file a seal, merge or trim cut short
+		}
+		if (ok || name == sealedName) && !used[name] {
 			if err := s.fs.Remove(filepath.Join(s.dir, name)); err != nil && !isNotExist(err) {
 				return err
 			}
