@@ -103,16 +103,16 @@ type Store struct {
 	closeErr      error
 	committerDone chan struct{}
 
-	ckptMu       sync.Mutex             // serialises seals
-	lastSeal     atomic.Int64           // when the committer last installed a seal (Unix ns; 0: none yet)
-	sealSpacing  time.Duration          // sealSpacing (tests change it before the first append)
-	sealUrgent   chan struct{}          // the hot part reached sealBurst times its target
-	pending      atomic.Pointer[index]  // written, for the committer to install
-	sealDone     chan struct{}          // the committer installed a seal
+	ckptMu       sync.Mutex            // serialises seals, merges and trims
+	lastSeal     atomic.Int64          // when the committer last installed a seal (Unix ns; 0: none yet)
+	sealSpacing  time.Duration         // sealSpacing (tests change it before the first append)
+	sealUrgent   chan struct{}         // the hot part reached sealBurst times its target
+	pending      atomic.Pointer[index] // written, for the committer to install
+	sealDone     chan struct{}         // the committer installed a seal
 	ckptWake     chan struct{}
 	ckptStop     chan struct{}
 	ckptDone     chan struct{}
-	loadedSealed uint64 // events the sealed file covered at Open (for tests)
+	loadedSealed uint64      // events the sealed file covered at Open (for tests)
 	startWritten *startState // the start the start file holds (under ckptMu)
 	trimHook     func()      // tests: runs between a trim's look at the streams and its install
 
@@ -122,13 +122,13 @@ type Store struct {
 	typesMu sync.Mutex
 
 	// Counters for tests and benchmarks.
-	writes   atomic.Uint64 // group commits written (each one write and one fsync)
-	seals    atomic.Uint64 // seals installed
-	merges   atomic.Uint64 // level merges installed
+	writes    atomic.Uint64 // group commits written (each one write and one fsync)
+	seals     atomic.Uint64 // seals installed
+	merges    atomic.Uint64 // level merges installed
 	sealBytes atomic.Uint64 // bytes written to level files (seals, merges, trims)
-	rolls    atomic.Uint64 // segments started
-	lookups  atomic.Uint64 // id and stream look-ups that read the sealed file
-	syncTime atomic.Int64  // nanoseconds spent in fsync
+	rolls     atomic.Uint64 // segments started
+	lookups   atomic.Uint64 // id and stream look-ups that read the sealed file
+	syncTime  atomic.Int64  // nanoseconds spent in fsync
 }
 
 // stream is the hot state of a stream with hot events. name never changes;
