@@ -61,7 +61,9 @@ const MaxViolations = 10_000
 // parent was asked to cancel), never more in flight than the parent's window
 // at any position; a parent ends only after every child it requested has
 // ended (and, unless cancelled, after all its items were requested). No
-// worker writes for a handoff to an incarnation that was declared lost before. No
+// worker writes for a handoff to an incarnation that was declared lost before,
+// and no incarnation is declared lost by its lease before that lease had
+// passed by log time since it owed a sign of life (auditlease.go). No
 // execution is handed to an incarnation that did not register its runner.
 // Who acted (RulePrincipal): a principal recorded in an event's metadata is
 // valid, and a client asks to cancel only executions it requested; the
@@ -82,6 +84,7 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 	who := newAuditPrincipals()
 	ticks := auditTicks{}
 	cancels := newAuditCancels()
+	leases := newAuditLeases()
 	principal := ""
 	add := func(env *domain.Envelope, rule, detail string) {
 		if len(rep.Violations) < MaxViolations {
@@ -156,6 +159,11 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				}
 				lost[id][e.Incarnation] = true
 			}
+			if cat == domain.StreamWorker {
+				if detail := leases.checkWorker(id, ev, env.Version, env.Time); detail != "" {
+					add(env, "lease", detail)
+				}
+			}
 			if cat == domain.StreamExecution {
 				x := execs[id]
 				if x == nil {
@@ -186,7 +194,9 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				if detail := cancels.check(queues, env, id, x, ev); detail != "" {
 					add(env, RuleCancelInProgress, detail)
 				}
+				prevWorker, prevStatus := x.Worker(), x.Status()
 				x.Apply(ev, env.Version, env.Time)
+				leases.execution(id, x, prevWorker, prevStatus, ev, env.Time)
 				trackFanout(fans, id, x, ev)
 			}
 			queues.Apply(env, ev)

@@ -34,7 +34,8 @@ const (
 // --help, docs/cli.md).
 const exitCodesHelp = `Exit codes:
   0  success
-  1  a negative finding: audit or rebuild found a violation or a difference; an execution
+  1  a negative finding: audit or rebuild found a violation or a difference, verify a log
+     that does not match its chain; an execution
      failed, timed out, was cancelled or rejected (exec wait, exec request --wait); a
      conflict (409: an action defined differently, an execution already ended, an
      idempotency key reused with another body)

@@ -28,6 +28,7 @@ Usage:
   turnstile migrate --store postgres://...   (apply the PostgreSQL store's and read model tables' migrations)
   turnstile healthcheck URL                  (GET URL, exit 0 on 2xx: for container health checks)
   turnstile audit   (--data DIR | --store URL) [--json]
+  turnstile verify  (--data DIR | --store URL) [--digest POSITION:HASH]... [--json]   (check the log's hash chain)
   turnstile replay  (--data DIR | --store URL) [--stream S] [--type T] [--from P] [--to P] [--as-of P|TIME] [--state] [--json]
   turnstile rebuild (--data DIR | --store URL | --server URL [--token T])
   turnstile rebuild --store postgres://... (--sql-views | --sql-views-reset)   (check or refold the SQL read model tables)
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdServe(ctx, args[1:], stderr)
 	case "audit":
 		return cmdAudit(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "executor":

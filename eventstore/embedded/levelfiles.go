@@ -194,12 +194,14 @@ func (s *Store) loadLevels(size int64) (*index, error) {
 			s.log.Warn("ignoring the sealed index "+name+"; scanning the log it would cover", "err", err)
 			continue
 		}
+		last := s.last // the chain hash before the level, which checkSealed moves on
 		ok, err := s.checkSealed(sl)
 		if err != nil {
 			_ = sl.f.Close() // the log is corrupt: that is the error to report
 			return fail(err)
 		}
 		if !ok {
+			s.last = last
 			_ = sl.f.Close()
 			continue
 		}

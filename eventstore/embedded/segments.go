@@ -281,7 +281,7 @@ func (s *Store) openSegments(st *startState) (*segLog, error) {
 			return fail(fmt.Errorf("embedded: opening %s: %w", path, err))
 		}
 		segs = append(segs, &segment{first: first, path: path, f: f, base: base})
-		if err := checkHeader(f, path); err != nil {
+		if err := checkHeader(f, path, false); err != nil {
 			return fail(err)
 		}
 		size, err := f.Size()
