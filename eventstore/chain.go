@@ -3,7 +3,6 @@ package eventstore
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"hash"
 
 	"github.com/turnstile/turnstile/domain"
 )
@@ -28,21 +27,20 @@ import (
 
 const chainDomain = "turnstile-chain-1"
 
-// Chainer computes chain hashes with one reused SHA-256 state and one
-// reused buffer: Next allocates nothing once the buffer has grown to an
-// event's fixed fields. The zero Chainer is ready; one Chainer is not safe
-// for concurrent use.
+// Chainer computes chain hashes with one reused buffer: the event's whole
+// encoding is laid out in it and hashed in one call, so Next allocates
+// nothing once the buffer has grown to the events' size (a buffer grown
+// past chainKeep by a large event is given back). The zero Chainer is
+// ready; one Chainer is not safe for concurrent use.
 type Chainer struct {
-	h   hash.Hash
-	buf []byte // the encoding up to data's length
-	sum [sha256.Size]byte
+	buf []byte
 }
+
+// chainKeep bounds the buffer a Chainer keeps between events.
+const chainKeep = 64 << 10
 
 // Next returns the hash of e chained after prev.
 func (c *Chainer) Next(prev domain.Hash, e *domain.Envelope) domain.Hash {
-	if c.h == nil {
-		c.h = sha256.New()
-	}
 	b := append(c.buf[:0], chainDomain...)
 	b = append(b, prev[:]...)
 	b = binary.BigEndian.AppendUint64(b, e.Position)
@@ -57,16 +55,14 @@ func (c *Chainer) Next(prev domain.Hash, e *domain.Envelope) domain.Hash {
 	b = appendStr(b, e.CausationID)
 	b = appendStr(b, e.Writer)
 	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Data)))
+	b = append(b, e.Data...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Metadata)))
+	b = append(b, e.Metadata...)
+	out := domain.Hash(sha256.Sum256(b))
+	if cap(b) > chainKeep {
+		b = nil
+	}
 	c.buf = b
-	h := c.h
-	h.Reset()
-	h.Write(b)
-	h.Write(e.Data)
-	c.buf = binary.BigEndian.AppendUint32(c.buf[:0], uint32(len(e.Metadata)))
-	h.Write(c.buf)
-	h.Write(e.Metadata)
-	var out domain.Hash
-	copy(out[:], h.Sum(c.sum[:0]))
 	return out
 }
 

@@ -17,7 +17,7 @@ type Violation struct {
 	Position uint64 `json:"position"`
 	Stream   string `json:"stream"`
 	Type     string `json:"type"`
-	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress
+	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress, chain
 	Detail   string `json:"detail"`
 	// Principal is who asked for the event through the API, as its
 	// metadata records ("" for none).
@@ -70,7 +70,9 @@ const MaxViolations = 10_000
 // report counts each principal's events. The action policies' own rules
 // (retries and their backoffs, attempts) are checkPolicies'; the executor's
 // cancellations are justified by on_limit cancel_in_progress
-// (RuleCancelInProgress, auditCancels). progress, if
+// (RuleCancelInProgress, auditCancels). On a store that keeps the hash
+// chain, every event carries the hash the chain gives it (RuleChain,
+// auditChain). progress, if
 // not nil, is called with the position
 // reached now and then.
 func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64)) (*AuditReport, error) {
@@ -84,6 +86,7 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 	who := newAuditPrincipals()
 	ticks := auditTicks{}
 	cancels := newAuditCancels()
+	chain := newAuditChain(store)
 	leases := newAuditLeases()
 	principal := ""
 	add := func(env *domain.Envelope, rule, detail string) {
@@ -105,6 +108,9 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			from = env.Position + 1
 			rep.Events++
 			principal = ""
+			if detail := chain.check(env); detail != "" {
+				add(env, RuleChain, detail)
+			}
 			ev, err := codec.Events.Decode(env)
 			if err != nil {
 				add(env, "decode", err.Error())

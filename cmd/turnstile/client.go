@@ -78,6 +78,16 @@ Example:
 Example:
   turnstile exec request demo.sleep --input '{"seconds":1}' --wait
 `,
+	"log": `Where the log stands: its head, the live log's first position, the archive's segments,
+and the digest of its hash chain (GET /api/v1/log). Keep the digest somewhere the server
+cannot rewrite: turnstile verify --digest POSITION:HASH proves later that nothing up to its
+position changed.
+
+  turnstile log status
+
+Example:
+  turnstile log status --json
+`,
 	"watch": `Follow a live feed until interrupted (or --count messages); a dropped connection is
 resumed after the last message received, without a gap or a duplicate.
 

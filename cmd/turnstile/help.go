@@ -52,6 +52,7 @@ var clientWhat = map[string]string{
 	"exec wait":         "Wait for an execution's end and print its final state (exit 0 only if it completed).",
 	"exec explain":      "Say why an execution waits: its place in its queue, how many are ahead, and what it waits for.",
 	"exec events":       "Print an execution's events, in order: who did what, when (the audit trail).",
+	"log status":        "Print where the log stands and the digest of its hash chain, for turnstile verify --digest.",
 	"watch queue-stats": "Follow every action's queue statistics, one labelled line per change.",
 	"watch executions":  "Follow executions' states, one labelled line per change.",
 	"watch events":      "Follow the log's events, one line each, in position order.",

@@ -36,6 +36,7 @@ Usage:
   turnstile actions create|get|list|pause|resume|policy …
   turnstile exec request|get|list|cancel|wait|events|explain …
   turnstile watch queue-stats|executions|events …
+  turnstile log status                       (the log's head, start, archive and digest, from GET /api/v1/log)
       a client of the HTTP API (--server URL --token SECRET --json); turnstile exec help has the rest
   turnstile version [--json]                 (also --version: the module version, commit and Go version)
   turnstile help [COMMAND]                   (also COMMAND --help: its flags and an example)
@@ -107,6 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runClient(ctx, "exec", execCommands, args[1:], stdout, stderr)
 	case "watch":
 		return runClient(ctx, "watch", watchCommands, args[1:], stdout, stderr)
+	case "log":
+		return runClient(ctx, "log", logCommands, args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 && args[0] == "help" { // help COMMAND [SUBCOMMAND]: its --help
 			return run(ctx, append(append([]string{}, args[1:]...), "--help"), stdout, stderr)

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/storetest"
@@ -234,4 +235,40 @@ func TestVerifyCatchesEveryDamage(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The digest a running server publishes (turnstile log status, GET
+// /api/v1/log) checks with turnstile verify on a copy of its data
+// directory; the same digest with one hex digit changed does not.
+func TestClientLogStatusDigestVerifies(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	server := startTestServerIn(t, dir)
+	mustCLI(t, server, "actions", "create", "--ref", "log.echo", "--runner", "core.echo")
+	mustCLI(t, server, "exec", "request", "log.echo", "--input", `{"x":1}`, "--wait")
+	code, out, errOut := cliAs(t, server, readerToken, "log", "status", "--json")
+	if code != 0 {
+		t.Fatalf("log status: exit %d: %s%s", code, out, errOut)
+	}
+	st := decode[wire.LogStatus](t, out)
+	if st.Head == 0 || st.Digest == nil || st.Digest.Position >= st.Head {
+		t.Fatalf("log status: %s", out)
+	}
+	digest := fmt.Sprintf("%d:%s", st.Digest.Position, st.Digest.Hash)
+	if text := mustCLI(t, server, "log", "status"); !field("digest", digest).MatchString(text) {
+		t.Fatalf("log status (text) does not show the digest %s:\n%s", digest, text)
+	}
+	cp := copyData(t, dir) // the server owns dir (its lock): verify a copy
+	if code, out := runVerify(t, "--data", cp, "--digest", digest); code != 0 || !strings.Contains(out, "result:   OK") {
+		t.Fatalf("verify of the published digest: exit %d\n%s", code, out)
+	}
+	h := []byte(st.Digest.Hash)
+	h[0] = "01"[(h[0]-'0'+1)%2]
+	bad := fmt.Sprintf("%d:%s", st.Digest.Position, h)
+	if code, out := runVerify(t, "--data", cp, "--digest", bad); code != 1 || !strings.Contains(out, fmt.Sprintf("MISMATCH at position %d: digest mismatch", st.Digest.Position)) {
+		t.Fatalf("verify of a changed digest: exit %d\n%s", code, out)
+	}
+	if code, out := runVerify(t, "--data", dir); code != 3 || !strings.Contains(out, "running server owns the directory") {
+		t.Fatalf("verify of a directory a server owns: exit %d\n%s", code, out)
+	}
 }
