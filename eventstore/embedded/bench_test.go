@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -146,7 +145,7 @@ func BenchmarkReadAll(b *testing.B) {
 func BenchmarkOpen1M(b *testing.B) {
 	const n = 1_000_000
 	dir := benchLog(b, n)
-	index := filepath.Join(dir, sealedName)
+
 	for _, c := range []struct {
 		name    string
 		opts    Options
@@ -160,7 +159,7 @@ func BenchmarkOpen1M(b *testing.B) {
 			for range b.N {
 				b.StopTimer()
 				if c.noIndex {
-					if err := os.Remove(index); err != nil && !os.IsNotExist(err) {
+					if err := removeLevels(b, dir); err != nil && !os.IsNotExist(err) {
 						b.Fatal(err)
 					}
 				}

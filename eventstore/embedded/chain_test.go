@@ -102,7 +102,7 @@ func TestOpenChecksTheChain(t *testing.T) {
 					t.Parallel()
 					dir := copyDir(t, tl.dir)
 					if mode == "scan" {
-						if err := os.Remove(filepath.Join(dir, sealedName)); err != nil {
+						if err := removeLevels(t, dir); err != nil {
 							t.Fatal(err)
 						}
 					}

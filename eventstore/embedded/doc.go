@@ -20,15 +20,15 @@
 //     reads from the file at its own pace, so catch-up and live delivery are
 //     one loop, and a slow subscriber never holds up appends.
 //   - One open Store per directory, in any process (flock on LOCK).
-//   - Memory grows with the log by about 2 bytes per event: the index of
-//     the older, sealed part of the log is on disk (see Memory below); only
-//     a hot part of at most max(Options.HotEvents, 1/32 of the log)
-//     events (four times that during a burst of appends) is indexed in
-//     memory.
-//   - The sealed file covers only committed, synced events, and it is
-//     replaced atomically (write, fsync, rename, fsync of the directory). It
-//     holds nothing the log does not: a missing or damaged one costs Open a
-//     scan of the whole log, never an event.
+//   - Memory grows with the live log by about 2 bytes per event: the index
+//     of the older, sealed part of the log is on disk, in level files (see
+//     Memory below); only a hot part of at most Options.HotEvents events
+//     (four times that during a burst of appends) is indexed in memory.
+//   - The level files cover only committed, synced events, and each one is
+//     written atomically (write, fsync, rename, fsync of the directory). They
+//     hold nothing the log does not: a missing or damaged one costs Open a
+//     scan of the part of the log it covers and all after it, never an
+//     event.
 //   - Tamper evidence: every record carries its event's chain hash
 //     (eventstore.NextHash), computed by the committer as it encodes the
 //     record and handed out as Envelope.Hash; KeepsChain is true.
@@ -43,63 +43,130 @@
 //
 // The data directory holds:
 //
-//	log        the append-only log: a 16-byte header, then records
-//	sealed     the index of the sealed part of the log (optional, rebuilt if bad)
+//	log        the first segment of the append-only log (position 0 on):
+//	           a 16-byte header, then records
+//	log-<p>    the segment whose first record is position p (20 digits)
+//	start      where the live log starts, once it has been trimmed (see Trim)
+//	sealed-<a>-<b>  a level of the index of the sealed part of the log:
+//	           positions [a, b) (20 digits each; optional, rebuilt if bad)
+//	sealed     the sealed file of earlier versions (format 1): not read (Open
+//	           scans the log once instead) and removed
 //	LOCK       flock'ed while a Store has the directory open; holds its pid
-//	*.tmp      a log or sealed file being written (replaced atomically by rename)
+//	*.tmp      a segment, start or sealed file being written (replaced
+//	           atomically by rename; removed or overwritten at the next Open)
 //	index      the index file of earlier versions, if any: ignored, and
 //	           removed by the first seal
 //
-// The log is a single file; it is not segmented. Its size is bounded only by
-// the file system.
+// # Segments
+//
+// The log is a series of segment files. The committer starts a new one
+// when the last one has reached Options.SegmentBytes (default 256 MiB),
+// between two group commits: it cuts the full segment to its last record
+// (giving back the preallocated zeros) and fsyncs it, then creates the next
+// file with its header (temporary file, fsync, rename, fsync of the
+// directory). So every segment but the last is complete and synced, and
+// only the last can end in a torn write. A write is never split across two
+// files.
+//
+// The store addresses records by a logical offset: the records of every
+// segment back to back, headers left out. In the first segment ("log",
+// the single file of earlier versions, which keeps working as it is) a
+// logical offset is the file offset; the next segment's records continue
+// where the last record of the one before ended. The sealed file's record
+// offsets, the hot part's and recovery's scan all use logical offsets; only
+// the file layer (segments.go) maps one to a file and a file offset. Open
+// lays the segments out from the one that holds the live log's start (the
+// start file says where it is and its logical base), checks every header,
+// and checks during its scan that each segment's first record holds the
+// position its name says.
+//
+// # Trim
+//
+// Trim(before, keep) (eventstore.Trimmer) removes positions below before
+// from the live log; see trim.go for the steps. It seals the log up to
+// before, writes a sealed file that indexes positions [before, …) only, has
+// the committer install it between two group commits together with the new
+// start, writes the start file atomically (temporary file, fsync, rename,
+// fsync of the directory: the trim's commit point), and then deletes the
+// segment files that start below the segment holding before. A crash at
+// any point leaves the old start or the new one, every event from there on
+// intact; segments below the start that a crash left are deleted by Open
+// or by a repeated Trim. The segment that holds before stays whole (its
+// trimmed records are unreadable), so the disk holds at most one segment
+// more than the live log needs.
+//
+// A stream continues across the start (its versions go on, ReadStream
+// returns its live events) when it is in keep or has events at or after
+// before; the start file lists each such stream with its number of
+// versions below the start, which Open, appends and reads add to what the
+// sealed file and the hot part count. Every other stream with events below
+// before is forgotten, and so are the ids of the removed events. The start
+// file also keeps the chain hash of the event before the start (Start).
+// ReadAll and Subscribe from below the start fail with an
+// *eventstore.TrimmedError; a reader that was reading a segment when a trim
+// deleted it gets one too.
 //
 // # Memory: the sealed and the hot part
 //
 // The store finds events by position, by id and by stream. For the older
-// part of the log, positions [0, S), that index lives in the sealed file;
-// memory holds only a fence over its sorted ids (8 bytes of every 128th id)
-// and over its sorted stream names (every 32nd name), and a blocked Bloom
-// filter of 10 bits per id and per stream name: about 1.5 to 2 bytes per
-// sealed event (1.25 for the id filter, the rest for streams, at some 6
-// events per stream). A look-up is a binary search of a fence and one read of a block
-// of the file, and only when the filter lets the key through: the new ids
-// and streams of nearly every append are answered from memory.
+// part of the live log, positions [F, S) (F its start), that index lives in
+// level files; memory holds, for each level, only a fence over its sorted
+// ids (8 bytes of every 128th id) and over its sorted stream names (every
+// 32nd name), and a blocked Bloom filter of 10 bits per id and per stream
+// name: about 1.5 to 2 bytes per sealed event in all (1.25 for the id
+// filters, the rest for streams, at some 6 events per stream). A look-up
+// asks the levels' filters, newest first, and reads one block of a level's
+// file (after a binary search of its fence) only where a filter lets the
+// key through: the new ids and streams of nearly every append are answered
+// from memory.
 //
 // The hot part, positions S and up, is indexed in memory as a whole: record
 // offset, stream, id, a slot of the id table and a place in its stream's
 // list, about 50 to 60 bytes per event, plus about 150 bytes per stream with
-// hot events. When it reaches Options.HotEvents events (default 1<<16) or
-// 1/32 of S if more, a background seal writes a new sealed file covering
-// the whole committed log (the old file streamed and merged with the hot
-// part, sorted in memory), and the committer installs it between two group
+// hot events. When it reaches Options.HotEvents events (default 1<<16), a
+// background seal writes a new level file for it (its ids and streams
+// sorted in memory), and the committer installs the level between two group
 // commits: the hot structures then keep only what was committed since. So
-// the store's memory is about 2 bytes per sealed event plus a hot part of
-// at most max(HotEvents, S/32) events (plus what commits while a seal is
-// written): with the default, a fixed 4 to 5 MB up to a log of about two
-// million events; past that the 1/32 grows with the log (about 2 bytes per
-// event). That is the price of rewriting the whole sealed file at each
-// seal: at most about 32 × 45 bytes, some 1.5 KB of sequential writes, per
-// event appended (next to the 200 to 300 bytes of its record). A log of tens
-// of millions of events would want sealed files in levels that are merged
-// less often; that is not built. In a burst of appends a seal waits until
-// 2 s have passed since the last one, or until the hot part has grown to
-// four times its target: seals every 65,536 events cost a tenth of the CPU
-// of a burst of tens of thousands of appends a second, and the hot part's
-// memory is the cheaper price (sealSpacing in seal.go). Readers that started before a
-// seal keep the sealed file they began with; a replaced file is closed when
-// no reader refers to it any more (by the os.File finaliser).
+// the store's memory is about 2 bytes per sealed event plus a fixed hot
+// part of HotEvents events (4 to 5 MB with the default; plus what commits
+// while a seal is written), whatever the size of the log.
+//
+// # Levels
+//
+// A seal never rewrites older levels. Levels are merged like the tiers of
+// a log-structured merge tree: a level's tier is log4 of its size in
+// units of HotEvents, and when the fanIn (4) newest levels are of one tier,
+// a background merge writes one level of all their entries (a k-way merge
+// that reads each input sequentially), the committer installs it, and the
+// inputs are removed. So each sealed event is written once by its seal and
+// once per tier it climbs: about 45 × (1 + log4(S / HotEvents)) bytes over
+// the life of the log (some 270 bytes at 50 million events), where
+// rewriting one sealed file at each seal cost up to 32 × 45, and the
+// levels number at most 3 per tier (about 15 at 50 million events; past 32
+// levels the newest 4 are merged whatever their sizes). A merge runs under
+// the seal lock, so seals wait for it (the hot part grows meanwhile).
+//
+// In a burst of appends a seal waits until 2 s have passed since the last
+// one, or until the hot part has grown to four times its target: seals
+// every 65,536 events cost a share of the CPU of a burst of tens of
+// thousands of appends a second, and the hot part's memory is the cheaper
+// price (sealSpacing in seal.go). Readers that started before a seal, a
+// merge or a trim keep the levels they began with; a replaced level's file
+// is closed when no reader refers to it any more (by the os.File
+// finaliser).
 //
 // What the sealed part costs: an append to a stream that has no hot events
-// but does have sealed ones reads one block of the sealed file (to learn its
-// version; about 4 µs from the page cache, on the committer), and so does
-// the rare id the filter lets through (about 1 to 2 % of new ids and
-// streams). A re-append of a sealed event reads the stream's positions list.
-// ReadStream reads a sealed event's record offset from the file (one small
-// read per event); ReadAll and Subscribe read the offsets of up to 4096
-// sealed positions with one read and take each event's stream name from its
-// record (names repeat through a small shared cache, not one string per
-// event). The sealed file is about 40 bytes per event plus 17 bytes and the
-// name per stream, and each seal rewrites it whole.
+// but does have sealed ones reads one block of each level that holds it
+// (to learn its version; about 4 µs each from the page cache, on the
+// committer), and so does the rare id a filter lets through (about 1 to 2
+// % of new ids and streams, per level). A re-append of a sealed event reads
+// the stream's positions lists. ReadStream reads a sealed event's record
+// offset from its level (one small read per event); ReadAll and Subscribe
+// read the offsets of up to 4096 sealed positions of one level with one
+// read and take each event's stream name from its record (names repeat
+// through a small shared cache, not one string per event). The level
+// files are about 40 bytes per event plus 17 bytes and the name per stream
+// and level.
 //
 // A directory that holds other files but no log, or a log without the header,
 // is refused with eventstore.ErrNotOurs. A missing or empty directory is
@@ -190,37 +257,55 @@
 // so an append that failed this way may or may not be in the log, and
 // re-appending the same event ids is the safe retry.
 //
-// # Sealed file
+// # Sealed file (a level)
 //
-// The sealed file indexes positions [0, N) of the log. It is written to
-// sealed.tmp, synced and renamed over sealed (then the directory is synced),
-// by background seals and by Close, so a clean restart scans nothing. It
-// covers only synced events. All integers are little-endian:
+// A level file indexes positions [F, N) of the log (the oldest level starts
+// at the live log's start). It is written to sealed-<F>-<N>.tmp, synced and
+// renamed to sealed-<F>-<N> (then the directory is synced), by background
+// seals and merges, by trims and by Close, so a clean restart scans
+// nothing. It covers only synced events. Open takes, from the live log's
+// start, each time the level file that starts where the last one ended and
+// reaches furthest (so after a merge cut short it prefers the merged file,
+// and its inputs if the merged file is damaged), checks each one, and
+// removes the level files it does not use. All integers are little-endian:
 //
 //	0   8  magic "TRNSTSLD"
-//	8   4  format version (1)
+//	8   4  format version (2)
 //	12  4  reserved
-//	16  …  N record offsets (8 bytes each), by position
-//	    …  N entries sorted by event id (bytewise): id (16), position (8)
+//	16  …  N-F record offsets (8 bytes each, logical), by position
+//	    …  N-F entries sorted by event id (bytewise): id (16), position (8)
 //	    …  M entries sorted by stream name (bytewise): name length (1), name,
 //	       its number of events (8), the index of its first entry in the
-//	       positions lists (8)
+//	       positions lists (8), the stream's version of its first event in
+//	       the level (8)
 //	    …  the positions lists: each stream's positions by version (8 bytes
-//	       each), the streams in the order above, N entries in all
+//	       each), the streams in the order above, N-F entries in all
 //	    footer:
-//	0   8  N
-//	8   8  bytes of the log covered (the offset just past record N-1)
-//	16  8  M
-//	24  8  file offset of the sorted ids
-//	32  8  file offset of the streams
-//	40  8  file offset of the positions lists
-//	48  8  magic "TRNSTSLD"
+//	0   8  F
+//	8   8  the logical offset of the record of position F
+//	16  8  N
+//	24  8  bytes of the log covered (the logical offset just past record N-1)
+//	32  8  M
+//	40  8  file offset of the sorted ids
+//	48  8  file offset of the streams
+//	56  8  file offset of the positions lists
+//	64  8  magic "TRNSTSLD"
 //	    4  CRC-32C of everything before
 //
+// A stream's count is its events in [F, N) and its entry says the version
+// of the first of them, so the newest level that holds a stream says how
+// many versions it has (a stream with no sealed event left after a trim
+// takes its versions from the start file). A level whose F or first offset
+// is not where the levels before it end (or the live log starts) is not
+// used.
+//
 // The counts and offsets are in a footer, not a header, so that a seal can
-// write the file in one sequential pass. A sealed file that fails its
+// write the file in one sequential pass. A level file that fails its
 // checksum, does not add up, covers more than the log holds, or whose last
 // event is not in the log where it says, is ignored (and logged): Open then
-// scans the whole log into the hot part, which gives the same result, only
-// slower and with the memory of a hot part that size until the first seal.
+// scans the log from there into the hot part, which gives the same result,
+// only slower and with the memory of a hot part that size until the first
+// seal. Open's check of a level (unless TrustIndex) compares the digests of
+// what the records hold (id, position; stream, version, position) and of
+// what the level lists, each level on its own.
 package embedded

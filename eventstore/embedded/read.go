@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -31,10 +32,11 @@ var readBufs = sync.Pool{New: func() any { b := make([]byte, readChunk); return 
 // the headers of the hot index slices, cut at head. Their elements never
 // change.
 type view struct {
+	start     *startState
 	head      uint64
 	end       int64
 	base      uint64
-	sl        *sealed
+	sl        *index
 	offsets   []int64   // hot positions [base, head)
 	posStream []*stream // hot positions [base, head)
 }
@@ -48,7 +50,7 @@ func (s *Store) view() view {
 func (s *Store) viewLocked() view {
 	h := s.head.Load()
 	k := h - s.base
-	return view{head: h, end: s.end, base: s.base, sl: s.sealed, offsets: s.offsets[:k], posStream: s.posStream[:k]}
+	return view{start: s.start, head: h, end: s.end, base: s.base, sl: s.sealed, offsets: s.offsets[:k], posStream: s.posStream[:k]}
 }
 
 // hotSpan returns where the record of hot position p starts and ends.
@@ -67,6 +69,9 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 		return nil, err
 	}
 	v := s.view()
+	if from < v.start.first {
+		return nil, &eventstore.TrimmedError{From: from, First: v.start.first}
+	}
 	if from >= v.head || limit <= 0 {
 		return nil, nil
 	}
@@ -84,7 +89,7 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 		var err error
 		out, from, err = s.readRange(&v, from, to, bp, eventstore.Filter{}, out)
 		if err != nil {
-			return nil, s.readErr(err)
+			return nil, s.readErrAt(err, from)
 		}
 	}
 	return out, nil
@@ -94,7 +99,9 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 // (inclusive), in version order; none (and no error) from past the end or
 // with limit <= 0. A stream without events gives eventstore.ErrStreamNotFound.
 // The positions of its sealed versions come from the sealed file, those of
-// its hot versions from memory.
+// its hot versions from memory. Of a stream that continues across the live
+// log's start (Trim's keep), the versions below it are gone: a read from one
+// of them starts at the first live version.
 func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit int) ([]domain.Envelope, error) {
 	if err := s.readable(ctx); err != nil {
 		return nil, err
@@ -108,18 +115,25 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 	}
 	v := s.viewLocked()
 	s.mu.RUnlock()
-	var ss sealedStream
+	var ss indexStream
+	low := nsealed // its first readable version: those below were trimmed
 	if st == nil || from < nsealed {
+		found := false
 		var err error
-		if ss, _, err = v.sl.findStream(name); err != nil {
+		if ss, found, err = v.sl.findStream(name); err != nil {
 			return nil, s.readErr(err)
 		}
-		nsealed = ss.count
+		if found {
+			nsealed, low = ss.count, ss.first
+		} else {
+			nsealed, low = v.start.kept[name], v.start.kept[name]
+		}
 	}
 	total := nsealed + uint64(len(hot))
 	if total == 0 {
 		return nil, fmt.Errorf("embedded: read stream %q: %w", name, eventstore.ErrStreamNotFound)
 	}
+	from = max(from, low)
 	if from >= total || limit <= 0 {
 		return nil, nil
 	}
@@ -137,7 +151,7 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 	}
 	starts, ends, err := s.spans(&v, positions)
 	if err != nil {
-		return nil, s.readErr(err)
+		return nil, s.readErrAt(err, positions[0])
 	}
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
@@ -154,7 +168,7 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 		}
 		b, err := s.readSpan(bp, first, ends[j-1])
 		if err != nil {
-			return nil, s.readErr(err)
+			return nil, s.readErrAt(err, positions[i])
 		}
 		for k := i; k < j; k++ {
 			out = append(out, domain.Envelope{})
@@ -189,6 +203,9 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 		}
 		wait := *s.notify.Load()
 		v := s.view()
+		if pos < v.start.first {
+			return &eventstore.TrimmedError{From: pos, First: v.start.first}
+		}
 		if pos >= v.head {
 			select {
 			case <-ctx.Done():
@@ -207,7 +224,7 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			batch, next, err = s.readRange(&v, pos, to, bp, filter, nil)
 			readBufs.Put(bp)
 			if err != nil {
-				return s.readErr(err)
+				return s.readErrAt(err, pos)
 			}
 		}
 		pos = next
@@ -268,6 +285,18 @@ func (s *Store) readErr(err error) error {
 	return err
 }
 
+// readErrAt is readErr for a read from position from, which a trim may have
+// removed while it ran: that is a *eventstore.TrimmedError.
+func (s *Store) readErrAt(err error, from uint64) error {
+	if errors.Is(err, errSegmentGone) {
+		s.mu.RLock()
+		first := s.start.first
+		s.mu.RUnlock()
+		return &eventstore.TrimmedError{From: from, First: first}
+	}
+	return s.readErr(err)
+}
+
 // readRange reads the records of positions [from, to) that fit in one read
 // (at least one), appends those passing filter to out and returns out and the
 // first position not read. A range starts in the sealed or the hot part and
@@ -276,7 +305,7 @@ func (s *Store) readErr(err error) error {
 func (s *Store) readRange(v *view, from, to uint64, bp *[]byte, filter eventstore.Filter, out []domain.Envelope) ([]domain.Envelope, uint64, error) {
 	var offs []int64 // offsets of the records of [from, to), and the end of the last
 	if from < v.base {
-		to = min(to, v.base, from+subBatch)
+		to = min(to, v.sl.levelEnd(from), from+subBatch)
 		ob := offsetBufs.Get().(*offsetBuf)
 		defer offsetBufs.Put(ob)
 		offs = ob.offs[:to-from+1]
@@ -339,7 +368,8 @@ func (s *Store) spans(v *view, positions []uint64) ([]int64, []int64, error) {
 			continue
 		}
 		j := i + 1
-		for j < len(positions) && positions[j] < v.base && positions[j]-p < spanWindow {
+		end := v.sl.levelEnd(p)
+		for j < len(positions) && positions[j] < end && positions[j]-p < spanWindow {
 			j++
 		}
 		offs := ob.offs[:positions[j-1]-p+2]

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
@@ -27,20 +29,26 @@ func inspectDir(fsys fileSystem, dir string) (hasLog bool, err error) {
 	}
 	var hasIndex bool
 	var foreign string
+	firsts, tmps := segmentFiles(entries)
 	for _, name := range entries {
-		switch name {
-		case logName:
-			hasLog = true
-		case sealedName, oldIndexName:
+		if _, ok := parseSegName(name); ok || slices.Contains(tmps, name) {
+			continue
+		}
+		if _, _, ok := parseLevelName(strings.TrimSuffix(name, tmpSuffix)); ok {
 			hasIndex = true
-		case lockName, logName + tmpSuffix, sealedName + tmpSuffix, oldIndexName + tmpSuffix:
+			continue
+		}
+		switch name {
+		case sealedName, oldIndexName, startName:
+			hasIndex = true
+		case lockName, logName + tmpSuffix, sealedName + tmpSuffix, oldIndexName + tmpSuffix, startName + tmpSuffix:
 		default:
 			if foreign == "" {
 				foreign = name
 			}
 		}
 	}
-	if !hasLog {
+	if len(firsts) == 0 {
 		if foreign != "" {
 			return false, fmt.Errorf("embedded: %s holds %q and no turnstile log: %w", dir, foreign, eventstore.ErrNotOurs)
 		}
@@ -49,25 +57,41 @@ func inspectDir(fsys fileSystem, dir string) (hasLog bool, err error) {
 		}
 		return false, nil
 	}
-	f, err := fsys.Open(filepath.Join(dir, logName))
+	path := filepath.Join(dir, segName(firsts[0]))
+	f, err := fsys.Open(path)
 	if err != nil {
 		return false, fmt.Errorf("embedded: opening log: %w", err)
 	}
 	defer func() { _ = f.Close() }() // read-only: nothing to lose
-	h := make([]byte, headerSize)
-	if _, err := f.ReadAt(h, 0); err != nil || string(h[:8]) != logMagic || string(h[8:12]) != logKind {
-		return false, fmt.Errorf("embedded: %s: not a turnstile log (bad header): %w", filepath.Join(dir, logName), eventstore.ErrNotOurs)
-	}
-	if v := binary.LittleEndian.Uint32(h[12:]); v != formatVersion && v != formatVersionV1 {
-		return false, fmt.Errorf("embedded: %s: log format version %d, this build reads versions %d and %d: %w", filepath.Join(dir, logName), v, formatVersionV1, formatVersion, eventstore.ErrNotOurs)
-	}
-	return true, nil
+	return true, checkHeader(f, path, true)
 }
 
-// logFormat returns the format version in the header of dir's log, which
-// inspectDir has accepted.
+// checkHeader checks the header of the log file (segment) f at path:
+// format 2, or with v1 also format 1 (a log that Open upgrades).
+func checkHeader(f file, path string, v1 bool) error {
+	h := make([]byte, headerSize)
+	if _, err := f.ReadAt(h, 0); err != nil || string(h[:8]) != logMagic || string(h[8:12]) != logKind {
+		return fmt.Errorf("embedded: %s: not a turnstile log (bad header): %w", path, eventstore.ErrNotOurs)
+	}
+	if v := binary.LittleEndian.Uint32(h[12:]); v != formatVersion && (!v1 || v != formatVersionV1) {
+		return fmt.Errorf("embedded: %s: log format version %d, this build reads versions %d and %d: %w", path, v, formatVersionV1, formatVersion, eventstore.ErrNotOurs)
+	}
+	return nil
+}
+
+// logFormat returns the format version in the header of dir's first
+// segment, which inspectDir has accepted. A format-1 log is the single file
+// "log" (segments came with format 2).
 func logFormat(fsys fileSystem, dir string) (uint32, error) {
-	f, err := fsys.Open(filepath.Join(dir, logName))
+	names, err := fsys.ReadDir(dir)
+	if err != nil {
+		return 0, fmt.Errorf("embedded: reading data directory: %w", err)
+	}
+	firsts, _ := segmentFiles(names)
+	if len(firsts) == 0 {
+		return 0, fmt.Errorf("embedded: %s holds no log: %w", dir, eventstore.ErrCorrupt)
+	}
+	f, err := fsys.Open(filepath.Join(dir, segName(firsts[0])))
 	if err != nil {
 		return 0, fmt.Errorf("embedded: opening log: %w", err)
 	}
@@ -121,30 +145,21 @@ func (s *Store) recover() error {
 		return fmt.Errorf("embedded: opening log: %w", err)
 	}
 	s.resetIndexes()
-	start := int64(headerSize)
-	sl, err := loadSealed(s.fs, filepath.Join(s.dir, sealedName), size)
-	if err == nil && sl != nil {
-		var ok bool
-		if ok, err = s.checkSealed(sl); err != nil {
-			_ = sl.f.Close() // the log is corrupt: that is the error to report
-			return err
-		}
-		if !ok {
-			_ = sl.f.Close()
-			sl = nil
-		}
-	}
+	start := s.start.off
+	x, err := s.loadLevels(size)
 	if err != nil {
-		s.log.Warn("ignoring the sealed index; scanning the whole log", "err", err)
+		return err
 	}
-	if sl != nil {
-		sl.reads = &s.lookups
-		s.sealed, s.base, start = sl, sl.n, sl.end
-		s.loadedSealed = sl.n
+	if x.events() > 0 {
+		s.sealed, s.base, start = x, x.n, x.end
+		s.loadedSealed = x.events()
 	}
 	cut, err := s.scan(start, size)
 	if err != nil {
 		return err
+	}
+	if cut < s.f.last().base {
+		return corruptError(filepath.Base(s.f.last().path), headerSize, fmt.Sprintf("the log before this segment ends early, at logical offset %d", cut))
 	}
 	s.scanNew = nil
 	s.end, s.wend, s.alloc = cut, cut, size
@@ -158,16 +173,16 @@ func (s *Store) recover() error {
 			return err
 		}
 	}
-	s.log.Info("log recovered", "head", s.next, "sealed", s.base, "scanned_from_offset", start, "end", cut)
+	s.log.Info("log recovered", "start", s.start.first, "head", s.next, "sealed", s.base, "segments", len(s.f.list()), "scanned_from_offset", start, "end", cut)
 	return nil
 }
 
-// checkSealed checks a loaded sealed file against the log: its last event
-// must be in the log where it says and, unless TrustIndex, every record it
-// covers must be sound (or the log is corrupt: an error wrapping
-// ErrCorrupt) and be what the file lists (or the file is unusable: false,
-// logged, as when the file cannot be read). Only a failure to read the log
-// is an error otherwise.
+// checkSealed checks a loaded level file against the log, after the
+// levels before it: its last event must be in the log where it says and,
+// unless TrustIndex, every record it covers must be sound (or the log is
+// corrupt: an error wrapping ErrCorrupt) and be what the file lists (or
+// the file is unusable: false, logged, as when the file cannot be read).
+// Only a failure to read the log is an error otherwise.
 func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	unusable := func(format string, args ...any) (bool, error) {
 		s.log.Warn("ignoring the sealed index; scanning the whole log",
@@ -197,7 +212,7 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	if err != nil {
 		return unusable("reading it: %v", err)
 	}
-	if !ok || pos != last || !found || ss.count != r.version+1 {
+	if !ok || pos != last || !found || ss.base+ss.count != r.version+1 {
 		return unusable("the last event it lists does not match the log at offset %d", two[0])
 	}
 	if s.opts.TrustIndex {
@@ -205,11 +220,12 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 		return true, nil
 	}
 	// Every record: its place, its checksum, and the sums of what it holds.
-	offs := bufio.NewReaderSize(io.NewSectionReader(sl.f, sealedHeaderSize, 8*int64(sl.n)), 256<<10)
+	offs := bufio.NewReaderSize(io.NewSectionReader(sl.f, sealedHeaderSize, 8*int64(sl.events())), 256<<10)
 	var got sums
-	var prev domain.Hash
-	off := int64(headerSize)
-	for p := range sl.n {
+	prev := s.last // the chain hash before the level's first event
+	off := sl.firstOff
+	segs := newSegCheck(s.f, off)
+	for p := sl.first; p < sl.n; p++ {
 		if _, err := io.ReadFull(offs, buf[:8]); err != nil {
 			return unusable("reading it: %v", err)
 		}
@@ -225,6 +241,9 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 		}
 		if r.position != p {
 			return unusable("the record at offset %d holds position %d, not %d", off, r.position, p)
+		}
+		if err := segs.at(off, p); err != nil {
+			return false, err
 		}
 		if prev, err = checkChain(&s.chain, prev, &r, off); err != nil {
 			return false, err
@@ -291,8 +310,8 @@ func (s *Store) resetIndexes() {
 	s.offsets, s.posStream, s.posID = nil, nil, nil
 	s.streams = make(map[string]*stream)
 	s.ids = newIDIndex(0)
-	s.sealed, s.base = emptySealed, 0
-	s.last = domain.Hash{}
+	s.sealed, s.base = newIndex(s.start.first, s.start.off, nil), s.start.first
+	s.last = s.start.prev
 }
 
 // window reads a file sequentially in big chunks.
@@ -359,6 +378,7 @@ func (s *Store) scan(start, size int64) (int64, error) {
 	off := start
 	cut := start
 	mark := s.mark()
+	segs := newSegCheck(s.f, start)
 	for off < size {
 		n, st, err := w.record(off, &r)
 		if err != nil {
@@ -373,6 +393,9 @@ func (s *Store) scan(start, size int64) (int64, error) {
 		if err := s.addScanned(&r, off); err != nil {
 			return 0, err
 		}
+		if err := segs.at(off, r.position); err != nil {
+			return 0, err
+		}
 		off += int64(n)
 		if r.flags&flagCommit != 0 {
 			cut = off
@@ -380,6 +403,9 @@ func (s *Store) scan(start, size int64) (int64, error) {
 		}
 	}
 	s.rollback(mark)
+	if err := segs.end(cut, s.base+uint64(len(s.offsets))); err != nil {
+		return 0, err
+	}
 	return cut, nil
 }
 
@@ -401,11 +427,14 @@ func (s *Store) addScanned(r *rec, off int64) error {
 		if err := eventstore.ValidateStream(string(r.stream)); err != nil {
 			return corruptError(logName, off, err.Error())
 		}
-		ss, _, err := s.sealed.findStream(string(r.stream))
+		n, ok, err := s.sealed.count(string(r.stream))
 		if err != nil {
 			return err
 		}
-		st = &stream{name: string(r.stream), sealed: ss.count}
+		if !ok {
+			n = s.start.kept[string(r.stream)]
+		}
+		st = &stream{name: string(r.stream), sealed: n}
 		s.streams[st.name] = st
 		s.scanNew = append(s.scanNew, st)
 	}

@@ -34,7 +34,7 @@ type testLog struct {
 func buildLog(t testing.TB, n int) *testLog {
 	t.Helper()
 	dir := t.TempDir()
-	s := openT(t, dir, Options{NoSync: true})
+	s := openT(t, dir, Options{NoSync: true, SegmentBytes: DefaultSegmentBytes, HotEvents: -1}) // one file: the tests edit its bytes
 	writeMixed(t, s, n)
 	mustAppend(t, s, "execution-1", eventstore.Any, richEvent(100))
 	mustMulti(t, s,
@@ -172,7 +172,7 @@ func TestTornTailGarbage(t *testing.T) {
 				t.Parallel()
 				dir := copyDir(t, tl.dir)
 				if !withIndex {
-					if err := os.Remove(filepath.Join(dir, sealedName)); err != nil {
+					if err := removeLevels(t, dir); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -247,7 +247,7 @@ func TestCorruptMiddle(t *testing.T) {
 				t.Parallel()
 				dir := copyDir(t, tl.dir)
 				if mode == "scan" {
-					if err := os.Remove(filepath.Join(dir, sealedName)); err != nil {
+					if err := removeLevels(t, dir); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -256,11 +256,11 @@ func TestCorruptMiddle(t *testing.T) {
 				if err := os.WriteFile(logPath, damaged, 0o644); err != nil {
 					t.Fatal(err)
 				}
-				index, _ := os.ReadFile(filepath.Join(dir, sealedName))
+				index, _ := levelBytes(t, dir), error(nil)
 				requireFiles := func(when string) {
 					t.Helper()
 					got, _ := os.ReadFile(logPath)
-					gotIndex, _ := os.ReadFile(filepath.Join(dir, sealedName))
+					gotIndex, _ := levelBytes(t, dir), error(nil)
 					if !bytes.Equal(got, damaged) || !bytes.Equal(gotIndex, index) {
 						t.Fatalf("%s changed the files", when)
 					}
@@ -355,17 +355,17 @@ func TestDamagedWrite(t *testing.T) {
 func TestIndexFallback(t *testing.T) {
 	t.Parallel()
 	tl := buildLog(t, 30)
-	index, err := os.ReadFile(filepath.Join(tl.dir, sealedName))
+	index, err := os.ReadFile(onlyLevel(t, tl.dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := buildLog(t, 40)
-	otherIndex, _ := os.ReadFile(filepath.Join(other.dir, sealedName))
+	otherIndex, _ := os.ReadFile(onlyLevel(t, other.dir))
 	// A stale index: of the same log when it was shorter.
 	staleDir := dirWithLog(t, tl.log[:tl.offsets[20]])
-	s := openT(t, staleDir, Options{})
+	s := openT(t, staleDir, Options{HotEvents: -1}) // one level file
 	requireClose(t, s)
-	staleIndex, _ := os.ReadFile(filepath.Join(staleDir, sealedName))
+	staleIndex, _ := os.ReadFile(onlyLevel(t, staleDir))
 	for _, c := range []struct {
 		name   string
 		index  []byte
@@ -415,8 +415,8 @@ func repeatStreamName(t *testing.T, file []byte) []byte {
 	t.Helper()
 	out := slices.Clone(file)
 	footer := out[len(out)-sealedTrailer-sealedFooterSize:]
-	m := int(binary.LittleEndian.Uint64(footer[16:]))
-	off := int(binary.LittleEndian.Uint64(footer[32:]))
+	m := int(binary.LittleEndian.Uint64(footer[32:]))
+	off := int(binary.LittleEndian.Uint64(footer[48:]))
 	firstOfLen := map[int]int{} // name length → offset of its first entry
 	for range m {
 		l := int(out[off])

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"hash/maphash"
 	"io"
 	"slices"
@@ -23,10 +22,11 @@ import (
 const (
 	sealedMagic      = "TRNSTSLD"
 	sealedHeaderSize = 16
-	sealedFooterSize = 56
+	sealedFooterSize = 72 // format 2; format 1's is 56 (no first position)
+	sealedFormat     = 2
 	sealedTrailer    = 4
 	idEntrySize      = 24 // id, position
-	streamFixed      = 17 // name length, count, first list entry (plus the name)
+	streamFixed      = 25 // name length, count, first list entry, base version (plus the name)
 	// fenceEvery is how many sorted ids one fence entry stands for: a
 	// lookup reads one block of that many entries (3 KiB). Ids are looked
 	// up on the disk only when the filter lets a new one through.
@@ -100,13 +100,15 @@ func (s *sums) addVersion(nameHash, version, pos uint64) {
 }
 
 // sealed is the part of the log whose index lives in the sealed file:
-// positions [0, n). Only fences and filters stay in memory; a lookup is a
+// positions [first, n) (first is the live log's start). Only fences and filters stay in memory; a lookup is a
 // binary search of a fence and one read of a block. It never changes once
 // published; a store replaces it whole. Its file is closed by the os.File
 // finaliser once no view refers to it (or by Close for the current one).
 type sealed struct {
-	f          file   // nil when n == 0
-	n          uint64 // positions sealed
+	f          file   // nil when n == first
+	first      uint64 // first position covered (the live log's start)
+	n          uint64 // positions below n are sealed
+	firstOff   int64  // logical offset of the record of position first
 	end        int64  // log bytes covered: the end of the record of position n-1
 	m          uint64 // streams
 	idsOff     int64
@@ -118,9 +120,18 @@ type sealed struct {
 	ids        bloom
 	names      bloom
 	reads      *atomic.Uint64 // counts the look-ups the filters let through (may be nil)
+	name       string         // its file's name in the data directory
+	size       int64          // its file's size
 }
 
-var emptySealed = &sealed{end: headerSize}
+// emptySealed is a sealed part that covers nothing, for a live log that
+// starts at position first, whose record is at logical offset off.
+func emptySealed(first uint64, off int64) *sealed {
+	return &sealed{first: first, n: first, firstOff: off, end: off}
+}
+
+// events is how many positions s covers.
+func (s *sealed) events() uint64 { return s.n - s.first }
 
 // memory is what s keeps in memory, in bytes (roughly).
 func (s *sealed) memory() int {
@@ -161,7 +172,7 @@ func (s *sealed) findID(id uuid.UUID) (uint64, bool, error) {
 		return 0, false, nil
 	}
 	first := max(0, sort.Search(len(s.idFence), func(i int) bool { return s.idFence[i] >= k })-1)
-	from, to := uint64(first)*fenceEvery, min(uint64(last+1)*fenceEvery, s.n)
+	from, to := uint64(first)*fenceEvery, min(uint64(last+1)*fenceEvery, s.events())
 	b := make([]byte, (to-from)*idEntrySize)
 	if err := s.readAt(b, s.idsOff+int64(from)*idEntrySize); err != nil {
 		return 0, false, err
@@ -176,8 +187,9 @@ func (s *sealed) findID(id uuid.UUID) (uint64, bool, error) {
 
 // sealedStream is what the sealed file holds about one stream.
 type sealedStream struct {
-	count uint64 // its versions
+	count uint64 // its events in the level
 	first uint64 // index of its first entry in the positions lists
+	base  uint64 // the version of its first event in the level
 }
 
 // findStream looks a stream up by name.
@@ -249,7 +261,7 @@ func (s *sealed) offsets(from uint64, out []int64, buf []byte) error {
 		read = k
 	}
 	b := buf[:8*read]
-	if err := s.readAt(b, sealedHeaderSize+8*int64(from)); err != nil {
+	if err := s.readAt(b, sealedHeaderSize+8*int64(from-s.first)); err != nil {
 		return err
 	}
 	for i := range read {
@@ -276,15 +288,16 @@ func parseStreamEntry(b []byte) (streamEntry, []byte, bool) {
 		return streamEntry{}, nil, false
 	}
 	le := binary.LittleEndian
-	e := streamEntry{name: b[1 : 1+l], sealedStream: sealedStream{count: le.Uint64(b[1+l:]), first: le.Uint64(b[9+l:])}}
+	e := streamEntry{name: b[1 : 1+l], sealedStream: sealedStream{count: le.Uint64(b[1+l:]), first: le.Uint64(b[9+l:]), base: le.Uint64(b[17+l:])}}
 	return e, b[streamFixed+l:], true
 }
 
-func appendStreamEntry(b []byte, name []byte, count, first uint64) []byte {
+func appendStreamEntry(b []byte, name []byte, count, first, base uint64) []byte {
 	b = append(b, byte(len(name)))
 	b = append(b, name...)
 	b = binary.LittleEndian.AppendUint64(b, count)
-	return binary.LittleEndian.AppendUint64(b, first)
+	b = binary.LittleEndian.AppendUint64(b, first)
+	return binary.LittleEndian.AppendUint64(b, base)
 }
 
 // readStreamEntry reads the next entry of a streams section; name is
@@ -302,6 +315,7 @@ func readStreamEntry(r *bufio.Reader, e *streamEntry, buf []byte) error {
 	e.name = b[:l]
 	e.count = le.Uint64(b[l:])
 	e.first = le.Uint64(b[l+8:])
+	e.base = le.Uint64(b[l+16:])
 	return nil
 }
 
@@ -309,6 +323,8 @@ var errBadSealed = errors.New("sealed index unusable")
 
 // sealedFooter is the footer of a sealed file.
 type sealedFooter struct {
+	first                        uint64
+	firstOff                     int64
 	n                            uint64
 	end                          int64
 	m                            uint64
@@ -317,6 +333,8 @@ type sealedFooter struct {
 
 func (ft *sealedFooter) append(b []byte) []byte {
 	le := binary.LittleEndian
+	b = le.AppendUint64(b, ft.first)
+	b = le.AppendUint64(b, uint64(ft.firstOff))
 	b = le.AppendUint64(b, ft.n)
 	b = le.AppendUint64(b, uint64(ft.end))
 	b = le.AppendUint64(b, ft.m)
@@ -326,167 +344,21 @@ func (ft *sealedFooter) append(b []byte) []byte {
 	return append(b, sealedMagic...)
 }
 
-// loadSealed opens the sealed file in dir and checks it against a log of
-// logSize bytes: its checksum, that its sections add up, and that its ids and
-// names are sorted. It builds the fences and filters from one sequential
-// read. It does not look at the log. (nil, nil) means there is no file.
-func loadSealed(fsys fileSystem, path string, logSize int64) (_ *sealed, err error) {
-	f, err := fsys.Open(path)
-	if err != nil {
-		if isNotExist(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close() // read-only; the load error is the one to report
-		}
-	}()
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{errBadSealed}, args...)...)
-	}
-	size, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	tail := sealedFooterSize + sealedTrailer
-	if size < sealedHeaderSize+int64(tail) {
-		return nil, bad("%d bytes", size)
-	}
-	fb := make([]byte, tail)
-	if _, err := f.ReadAt(fb, size-int64(tail)); err != nil {
-		return nil, err
-	}
-	le := binary.LittleEndian
-	ft := sealedFooter{n: le.Uint64(fb), end: int64(le.Uint64(fb[8:])), m: le.Uint64(fb[16:]),
-		idsOff: int64(le.Uint64(fb[24:])), streamsOff: int64(le.Uint64(fb[32:])), listsOff: int64(le.Uint64(fb[40:]))}
-	if string(fb[48:56]) != sealedMagic {
-		return nil, bad("no footer")
-	}
-	n := ft.n
-	if n == 0 || n > uint64(size)/40 || ft.m == 0 || ft.m > n ||
-		ft.idsOff != sealedHeaderSize+8*int64(n) || ft.streamsOff != ft.idsOff+idEntrySize*int64(n) ||
-		ft.listsOff < ft.streamsOff+int64(ft.m)*(streamFixed+1) || ft.listsOff+8*int64(n)+int64(tail) != size {
-		return nil, bad("sections do not add up (%d events, %d streams, %d bytes)", n, ft.m, size)
-	}
-	if ft.end < headerSize+int64(n)*minRecord || ft.end > logSize {
-		return nil, bad("covers %d bytes of a log of %d", ft.end, logSize)
-	}
-	s := &sealed{f: f, n: n, end: ft.end, m: ft.m, idsOff: ft.idsOff, streamsOff: ft.streamsOff, listsOff: ft.listsOff,
-		ids: newBloom(int(n)), names: newBloom(int(ft.m))}
-	// The checksum is taken of what the buffered reader reads from the file,
-	// in big chunks; everything up to the trailer is read before it is
-	// compared.
-	sum := &crcReader{r: io.NewSectionReader(f, 0, size-sealedTrailer)}
-	cr := bufio.NewReaderSize(sum, 1<<20)
-	hdr := make([]byte, 64)
-	eb := make([]byte, 256+streamFixed)
-	if _, err := io.ReadFull(cr, hdr[:sealedHeaderSize]); err != nil {
-		return nil, err
-	}
-	if string(hdr[:8]) != sealedMagic || le.Uint32(hdr[8:]) != formatVersion {
-		return nil, bad("bad header")
-	}
-	// Record offsets: increasing, each record at least minRecord long.
-	prev := int64(headerSize - minRecord)
-	for p := range n {
-		if _, err := io.ReadFull(cr, hdr[:8]); err != nil {
-			return nil, err
-		}
-		off := int64(le.Uint64(hdr))
-		if off < prev+minRecord || off > ft.end-minRecord || p == 0 && off != headerSize {
-			return nil, bad("record offset %d of position %d", off, p)
-		}
-		prev = off
-	}
-	// Sorted ids.
-	var last uuid.UUID
-	for i := range n {
-		if _, err := io.ReadFull(cr, hdr[:idEntrySize]); err != nil {
-			return nil, err
-		}
-		id := uuid.UUID(hdr[:16])
-		if pos := le.Uint64(hdr[16:]); pos >= n || i > 0 && compareIDs(&last, &id) >= 0 {
-			return nil, bad("id entry %d", i)
-		}
-		if i%fenceEvery == 0 {
-			s.idFence = append(s.idFence, idPrefix(&id))
-		}
-		s.ids.add(hashID(id))
-		last = id
-	}
-	// Streams.
-	var e streamEntry
-	var prevName []byte
-	total := uint64(0)
-	off := ft.streamsOff
-	for i := range ft.m {
-		if err := readStreamEntry(cr, &e, eb); err != nil {
-			return nil, err
-		}
-		if eventstore.ValidateStream(string(e.name)) != nil || i > 0 && bytes.Compare(prevName, e.name) >= 0 ||
-			e.count == 0 || e.first != total || e.count > n-total {
-			return nil, bad("stream entry %d (%q)", i, e.name)
-		}
-		if i%nameFenceEvery == 0 {
-			s.nameFence = append(s.nameFence, string(e.name))
-			s.nameOff = append(s.nameOff, off)
-		}
-		s.names.add(hashNameB(e.name))
-		prevName = append(prevName[:0], e.name...)
-		total += e.count
-		off += int64(streamFixed + len(e.name))
-	}
-	if total != n || off != ft.listsOff {
-		return nil, bad("streams count %d events in %d bytes", total, off-ft.streamsOff)
-	}
-	// Positions lists and the footer: only the checksum.
-	if _, err := io.Copy(io.Discard, cr); err != nil {
-		return nil, err
-	}
-	if sum.n != size-sealedTrailer {
-		return nil, bad("read %d of %d bytes", sum.n, size-sealedTrailer)
-	}
-	crc := sum.crc
-	if _, err := f.ReadAt(fb[:4], size-sealedTrailer); err != nil {
-		return nil, err
-	}
-	if crc != le.Uint32(fb) {
-		return nil, bad("checksum mismatch")
-	}
-	return s, nil
-}
-
-// crcReader reads from r and keeps a count and a CRC-32C of what passed.
-type crcReader struct {
-	r   io.Reader
-	crc uint32
-	n   int64
-}
-
-func (c *crcReader) Read(b []byte) (int, error) {
-	n, err := c.r.Read(b)
-	c.crc = crc32.Update(c.crc, castagnoli, b[:n])
-	c.n += int64(n)
-	return n, err
-}
-
 // fileSums computes the verification sums of what s lists, reading its
 // sections sequentially.
 func (s *sealed) fileSums() (sums, error) {
 	var out sums
 	le := binary.LittleEndian
-	ids := bufio.NewReaderSize(io.NewSectionReader(s.f, s.idsOff, idEntrySize*int64(s.n)), 256<<10)
+	ids := bufio.NewReaderSize(io.NewSectionReader(s.f, s.idsOff, idEntrySize*int64(s.events())), 256<<10)
 	var b [idEntrySize]byte
-	for range s.n {
+	for range s.events() {
 		if _, err := io.ReadFull(ids, b[:]); err != nil {
 			return out, err
 		}
 		out.addID(uuid.UUID(b[:16]), le.Uint64(b[16:]))
 	}
 	streams := bufio.NewReaderSize(io.NewSectionReader(s.f, s.streamsOff, s.listsOff-s.streamsOff), 256<<10)
-	lists := bufio.NewReaderSize(io.NewSectionReader(s.f, s.listsOff, 8*int64(s.n)), 256<<10)
+	lists := bufio.NewReaderSize(io.NewSectionReader(s.f, s.listsOff, 8*int64(s.events())), 256<<10)
 	buf := make([]byte, 256+streamFixed)
 	var e streamEntry
 	for range s.m {
@@ -494,7 +366,7 @@ func (s *sealed) fileSums() (sums, error) {
 			return out, err
 		}
 		h := hashNameB(e.name)
-		for v := range e.count {
+		for v := e.base; v < e.base+e.count; v++ {
 			if _, err := io.ReadFull(lists, b[:8]); err != nil {
 				return out, err
 			}

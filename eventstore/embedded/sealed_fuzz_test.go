@@ -44,7 +44,7 @@ func TestLoadSealedSurvivesMutations(t *testing.T) {
 // streams).
 func sealedFileForTest(t testing.TB) []byte {
 	dir := t.TempDir()
-	s, err := Open(dir, Options{NoSync: true})
+	s, err := Open(dir, Options{NoSync: true, HotEvents: -1}) // one level file
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func sealedFileForTest(t testing.TB) []byte {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, sealedName))
+	b, err := os.ReadFile(onlyLevel(t, dir))
 	if err != nil {
 		t.Fatal(err)
 	}

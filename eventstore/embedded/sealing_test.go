@@ -283,7 +283,7 @@ func (r *modelRun) compare() {
 func TestSealCrash(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := openT(t, dir, Options{HotEvents: -1, NoSync: true})
+	s := openT(t, dir, Options{HotEvents: -1, NoSync: true, SegmentBytes: DefaultSegmentBytes})
 	writeMixed(t, s, 40)
 	sealNow(t, s)
 	before := dirState(t, dir) // log and the sealed file of 40 events
@@ -294,20 +294,26 @@ func TestSealCrash(t *testing.T) {
 	written := readAllT(t, s)
 	crash(s)
 	after := dirState(t, dir)
-	newSealed := []byte(after[sealedName])
+	// The first seal wrote the level of positions [0, 40), the second one
+	// that of [40, 65), leaving the first as it was.
+	oldLevel, newName := []byte(before[levelName(0, 40)]), levelName(40, 65)
+	if len(oldLevel) == 0 || after[levelName(0, 40)] != string(oldLevel) {
+		t.Fatalf("the first level changed or is missing: %v", levelFiles(t, dir))
+	}
+	newSealed := []byte(after[newName])
 	for _, c := range []struct {
 		name   string
-		sealed []byte
-		tmp    []byte
+		sealed []byte // the second level (nil: none)
+		tmp    []byte // its temporary file (nil: none)
 		used   uint64
 	}{
-		{"killed before rename", []byte(before[sealedName]), newSealed, 40},
-		{"killed while writing tmp", []byte(before[sealedName]), newSealed[:len(newSealed)/3], 40},
-		{"torn", newSealed[:len(newSealed)-7], nil, 0},
-		{"half", newSealed[:len(newSealed)/2], nil, 0},
-		{"garbled ids", flip(newSealed, int64(len(newSealed)/2)), nil, 0},
-		{"garbled footer", flip(newSealed, int64(len(newSealed)-20)), nil, 0},
-		{"empty", []byte{}, nil, 0},
+		{"killed before rename", nil, newSealed, 40},
+		{"killed while writing tmp", nil, newSealed[:len(newSealed)/3], 40},
+		{"torn", newSealed[:len(newSealed)-7], nil, 40},
+		{"half", newSealed[:len(newSealed)/2], nil, 40},
+		{"garbled ids", flip(newSealed, int64(len(newSealed)/2)), nil, 40},
+		{"garbled footer", flip(newSealed, int64(len(newSealed)-20)), nil, 40},
+		{"empty", []byte{}, nil, 40},
 		{"intact", newSealed, nil, 65},
 	} {
 		for _, trust := range []bool{false, true} {
@@ -317,11 +323,16 @@ func TestSealCrash(t *testing.T) {
 				if err := os.WriteFile(filepath.Join(d, logName), []byte(after[logName]), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(filepath.Join(d, sealedName), c.sealed, 0o644); err != nil {
+				if err := os.WriteFile(filepath.Join(d, levelName(0, 40)), oldLevel, 0o644); err != nil {
 					t.Fatal(err)
 				}
+				if c.sealed != nil {
+					if err := os.WriteFile(filepath.Join(d, newName), c.sealed, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
 				if c.tmp != nil {
-					if err := os.WriteFile(filepath.Join(d, sealedName+tmpSuffix), c.tmp, 0o644); err != nil {
+					if err := os.WriteFile(filepath.Join(d, newName+tmpSuffix), c.tmp, 0o644); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -412,12 +423,13 @@ func TestSealingTrimsMemory(t *testing.T) {
 func TestSealFailure(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	// A directory where sealed.tmp should go: creating the file fails.
-	if err := os.MkdirAll(filepath.Join(dir, sealedName+tmpSuffix, "x"), 0o755); err != nil {
+	// A file system on which creating a level file fails.
+	fsys := &failCreate{fileSystem: osFS{}, prefix: filepath.Join(dir, levelPrefix)}
+	logs := &logRecorder{}
+	s, err := openFS(fsys, dir, Options{HotEvents: 5, NoSync: true, Logger: slog.New(logs)})
+	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logRecorder{}
-	s := openT(t, dir, Options{HotEvents: 5, NoSync: true, Logger: slog.New(logs)})
 	for i := range 30 {
 		mustAppend(t, s, fmt.Sprintf("execution-%d", i%4), eventstore.Any, richEvent(i))
 	}
@@ -432,11 +444,8 @@ func TestSealFailure(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if err := s.Close(); err == nil || !strings.Contains(err.Error(), sealedName) {
+	if err := s.Close(); err == nil || !strings.Contains(err.Error(), levelPrefix) {
 		t.Fatalf("Close = %v, want the failed seal", err)
-	}
-	if err := os.RemoveAll(filepath.Join(dir, sealedName+tmpSuffix)); err != nil {
-		t.Fatal(err)
 	}
 	s = openT(t, dir, Options{NoSync: true})
 	if s.loadedSealed != 0 {
@@ -599,4 +608,18 @@ func TestSealsSpacedInABurst(t *testing.T) {
 		appendN(u, target)
 		waitSeals(u, uint64(i+1))
 	}
+}
+
+// failCreate is a file system on which creating a file whose path starts
+// with prefix fails.
+type failCreate struct {
+	fileSystem
+	prefix string
+}
+
+func (f *failCreate) Create(path string) (file, error) {
+	if strings.HasPrefix(path, f.prefix) {
+		return nil, errors.New("simulated failure to create " + path)
+	}
+	return f.fileSystem.Create(path)
 }

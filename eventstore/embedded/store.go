@@ -38,7 +38,7 @@ type Store struct {
 	log  *slog.Logger
 	fs   fileSystem // the data directory's files (osFS but in power-loss tests)
 	lock io.Closer
-	f    file
+	f    *segLog // the log's segments, addressed by logical offset (segments.go)
 
 	// mu guards the headers of the slices and maps below (not their
 	// elements) and the fields of the streams. The committer appends to them
@@ -49,7 +49,8 @@ type Store struct {
 	// Positions below base are sealed: their index is in the sealed file
 	// (see sealed). The slices index the hot positions, from base on.
 	mu        sync.RWMutex
-	sealed    *sealed            // positions [0, base)
+	start     *startState        // where the live log starts (a trim replaces it, on the committer)
+	sealed    *index             // positions [start.first, base), in levels
 	base      uint64             // first hot position; written by the committer only, under mu
 	offsets   []int64            // position base+i → file offset of its record
 	posStream []*stream          // position base+i → its stream
@@ -104,16 +105,18 @@ type Store struct {
 	closeErr      error
 	committerDone chan struct{}
 
-	ckptMu       sync.Mutex             // serialises seals
-	lastSeal     atomic.Int64           // when the committer last installed a seal (Unix ns; 0: none yet)
-	sealSpacing  time.Duration          // sealSpacing (tests change it before the first append)
-	sealUrgent   chan struct{}          // the hot part reached sealBurst times its target
-	pending      atomic.Pointer[sealed] // written, for the committer to install
-	sealDone     chan struct{}          // the committer installed a seal
+	ckptMu       sync.Mutex            // serialises seals, merges and trims
+	lastSeal     atomic.Int64          // when the committer last installed a seal (Unix ns; 0: none yet)
+	sealSpacing  time.Duration         // sealSpacing (tests change it before the first append)
+	sealUrgent   chan struct{}         // the hot part reached sealBurst times its target
+	pending      atomic.Pointer[index] // written, for the committer to install
+	sealDone     chan struct{}         // the committer installed a seal
 	ckptWake     chan struct{}
 	ckptStop     chan struct{}
 	ckptDone     chan struct{}
-	loadedSealed uint64 // events the sealed file covered at Open (for tests)
+	loadedSealed uint64      // events the sealed file covered at Open (for tests)
+	startWritten *startState // the start the start file holds (under ckptMu)
+	trimHook     func()      // tests: runs between a trim's look at the streams and its install
 
 	streamNames [1024]atomic.Pointer[string] // interned stream names of sealed records
 
@@ -121,10 +124,13 @@ type Store struct {
 	typesMu sync.Mutex
 
 	// Counters for tests and benchmarks.
-	writes   atomic.Uint64 // group commits written (each one write and one fsync)
-	seals    atomic.Uint64 // seals installed
-	lookups  atomic.Uint64 // id and stream look-ups that read the sealed file
-	syncTime atomic.Int64  // nanoseconds spent in fsync
+	writes    atomic.Uint64 // group commits written (each one write and one fsync)
+	seals     atomic.Uint64 // seals installed
+	merges    atomic.Uint64 // level merges installed
+	sealBytes atomic.Uint64 // bytes written to level files (seals, merges, trims)
+	rolls     atomic.Uint64 // segments started
+	lookups   atomic.Uint64 // id and stream look-ups that read the sealed file
+	syncTime  atomic.Int64  // nanoseconds spent in fsync
 }
 
 // stream is the hot state of a stream with hot events. name never changes;
@@ -189,8 +195,8 @@ func openFS(fsys fileSystem, dir string, opts Options) (*Store, error) {
 		if s.f != nil {
 			_ = s.f.Close()
 		}
-		if s.sealed != nil && s.sealed.f != nil {
-			_ = s.sealed.f.Close()
+		if s.sealed != nil {
+			_ = s.sealed.closeFiles() // read-only
 		}
 		_ = unlockDir(lock)
 		return nil, err
@@ -222,11 +228,20 @@ func (s *Store) open() error {
 			return err
 		}
 	}
-	s.f, err = s.fs.OpenRW(filepath.Join(s.dir, logName))
-	if err != nil {
-		return fmt.Errorf("embedded: opening log: %w", err)
+	if s.start, err = loadStart(s.fs, s.dir); err != nil {
+		return err
 	}
-	return s.recover()
+	s.startWritten = s.start
+	if s.f, err = s.openSegments(s.start); err != nil {
+		return err
+	}
+	if err := s.recover(); err != nil {
+		return err
+	}
+	if err := s.removeStaleLevels(); err != nil {
+		s.log.Warn("removing level files the sealed part does not use", "err", err)
+	}
+	return nil
 }
 
 // Close stops accepting appends, finishes the ones already queued, ends every
@@ -246,6 +261,8 @@ func (s *Store) close() error {
 	<-s.committerDone
 	close(s.ckptStop)
 	<-s.ckptDone
+	s.ckptMu.Lock() // a Trim under way finishes first
+	defer s.ckptMu.Unlock()
 
 	s.installSeal() // one the committer did not get to
 	var errs []error
@@ -254,10 +271,8 @@ func (s *Store) close() error {
 			errs = append(errs, err)
 		}
 	}
-	if s.sealed.f != nil {
-		if err := s.sealed.f.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("embedded: close: %w", err))
-		}
+	if err := s.sealed.closeFiles(); err != nil {
+		errs = append(errs, fmt.Errorf("embedded: close: %w", err))
 	}
 	// Give back the preallocated zeros (and any failed write past the end).
 	if size, err := s.f.Size(); err == nil && size > s.end {
