@@ -371,13 +371,17 @@ func (s *Store) stage(ctx context.Context, conn *pgx.Conn, group []*request, own
 	br = conn.SendBatch(ctx, b)
 	for i := range b.Len() {
 		var tag pgconn.CommandTag
-		if i == 0 && len(p.rows) > 0 { // the insert: the commit time it wrote
+		if i == 0 && len(p.rows) > 0 { // the insert: the commit time and the hashes it wrote
 			var ts time.Time
-			if err = br.QueryRow().Scan(&ts); err != nil {
+			var hashes [][]byte
+			if err = br.QueryRow().Scan(&ts, &hashes); err != nil {
 				break
 			}
 			for j := range p.rows {
 				p.rows[j].Time = ts.UTC()
+			}
+			if err = setHashes(p.rows, hashes); err != nil {
+				break
 			}
 			continue
 		}

@@ -251,8 +251,9 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 	var base uint64
 	var stale int64
 	var ts time.Time
+	var hashes [][]byte
 	if err == nil {
-		base, stale, ts, err = readFast(c.conn.TypeMap(), pl, func(first uint64) { locked(first, len(p.rows)) })
+		base, stale, ts, hashes, err = readFast(c.conn.TypeMap(), pl, func(first uint64) { locked(first, len(p.rows)) })
 	}
 	locked(0, 0) // if it failed before
 	if cerr := pl.Close(); err == nil {
@@ -274,6 +275,9 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 	for i := range p.rows {
 		p.rows[i].Position += base
 		p.rows[i].Time = ts
+	}
+	if err := setHashes(p.rows, hashes); err != nil {
+		return plan{}, true, err
 	}
 	for i := range p.outcomes {
 		if p.outcomes[i].err == nil {
@@ -311,18 +315,18 @@ func headsToCheck(streams []string, lasts []int64, known []bool, rows []domain.E
 
 // readFast reads the answers of fastCommit's pipeline: the lock statement's
 // (then it calls locked), the append statement's, and the Sync's.
-func readFast(m *pgtype.Map, pl *pgconn.Pipeline, locked func(first uint64)) (base uint64, stale int64, ts time.Time, err error) {
+func readFast(m *pgtype.Map, pl *pgconn.Pipeline, locked func(first uint64)) (base uint64, stale int64, ts time.Time, hashes [][]byte, err error) {
 	var next int64
 	if err := readRow(m, pl, &next); err != nil {
-		return 0, 0, time.Time{}, fmt.Errorf("locking log_head: %w", err)
+		return 0, 0, time.Time{}, nil, fmt.Errorf("locking log_head: %w", err)
 	}
 	locked(uint64(next))
 	var notified int64
-	err = readRow(m, pl, &stale, &next, &ts, &notified)
+	err = readRow(m, pl, &stale, &next, &ts, &notified, &hashes)
 	if _, serr := pl.GetResults(); err == nil { // the Sync: the commit
 		err = serr
 	}
-	return uint64(next), stale, ts.UTC(), err
+	return uint64(next), stale, ts.UTC(), hashes, err
 }
 
 // readRow reads the next result of pl, which must be one row, into dst.
@@ -440,29 +444,39 @@ func binaryArray(oid uint32, n int, elem func(b []byte, i int) ([]byte, bool)) [
 
 // fastAppendSQL is the append statement of the one-round-trip commit. $1,
 // $2: the streams and the last versions assumed for them; $3–$13: the rows'
-// columns but position and time; $14: the number of rows; $15: the NOTIFY
-// channel. It answers one row: how many assumed heads were wrong (0: the
-// rows were written), log_head.next before the rows (their first position),
-// the commit time written, and how many notifications it sent.
-func fastAppendSQL(events, head string) string {
+// columns but position, time and hash; $14: the number of rows; $15: the
+// NOTIFY channel. It answers one row: how many assumed heads were wrong (0:
+// the rows were written), log_head.next before the rows (their first
+// position), the commit time written, how many notifications it sent, and
+// the rows' hashes in position order (chained after log_head.hash, which it
+// advances with next).
+func fastAppendSQL(events, head string, fn chainFuncs) string {
 	return `WITH stale AS (
 		SELECT count(*) AS n FROM unnest($1::text[], $2::bigint[]) AS g(stream, last)
 		WHERE coalesce((SELECT max(e.version) FROM ` + events + ` e WHERE e.stream = g.stream), -1) <> g.last
 	), head AS (
-		SELECT next FROM ` + head + `
-	), ins AS (
-		INSERT INTO ` + events + ` (` + columns + `)
-		SELECT head.next + r.ord - 1, r.stream, r.version, r.id, r.type, r.schema_version, statement_timestamp(),
-			r.owner, r.correlation_id, r.causation_id, r.writer, r.data, r.metadata
+		SELECT next, hash FROM ` + head + `
+	), rows AS (
+		SELECT head.next + r.ord - 1 AS position, r.*
 		FROM head, stale, unnest($3::text[], $4::bigint[], $5::uuid[], $6::text[], $7::bigint[],
 			$8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[], $13::bytea[])
 			WITH ORDINALITY AS r(stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata, ord)
 		WHERE stale.n = 0
+	), chained AS (
+		SELECT r.*, ` + fn.over("head.hash", "r.ord", "r") + ` AS hash FROM head, rows r
+	), ins AS (
+		INSERT INTO ` + events + ` (` + columns + `)
+		SELECT c.position, c.stream, c.version, c.id, c.type, c.schema_version, statement_timestamp(),
+			c.owner, c.correlation_id, c.causation_id, c.writer, c.data, c.metadata, c.hash
+		FROM chained c
 	), moved AS (
-		UPDATE ` + head + ` SET next = ` + head + `.next + $14::bigint FROM stale WHERE stale.n = 0 AND $14::bigint > 0
+		UPDATE ` + head + ` SET next = ` + head + `.next + $14::bigint,
+			hash = (SELECT c.hash FROM chained c ORDER BY c.ord DESC LIMIT 1)
+		FROM stale WHERE stale.n = 0 AND $14::bigint > 0
 		RETURNING ` + head + `.next
 	)
 	SELECT stale.n, head.next, statement_timestamp(),
-		(SELECT count(*) FROM (SELECT pg_notify($15::text, moved.next::text) FROM moved) AS x)
+		(SELECT count(*) FROM (SELECT pg_notify($15::text, moved.next::text) FROM moved) AS x),
+		coalesce((SELECT array_agg(c.hash ORDER BY c.ord) FROM chained c), '{}')
 	FROM stale, head`
 }

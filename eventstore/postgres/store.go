@@ -187,18 +187,20 @@ const (
 )
 
 // columns are the events columns, in the order scanEvent reads them.
-const columns = `position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer, data, metadata`
+const columns = `position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer, data, metadata, hash`
 
 func newStatements(schema string) statements {
 	events := pgx.Identifier{schema, "events"}.Sanitize()
 	head := pgx.Identifier{schema, "log_head"}.Sanitize()
+	fn := chainFuncs{chain: pgx.Identifier{schema, "chain"}.Sanitize(), event: pgx.Identifier{schema, "chain_event"}.Sanitize()}
 	channel := schema + ".log"
 	return statements{
 		channel:  channel,
 		listen:   "LISTEN " + pgx.Identifier{channel}.Sanitize(),
 		head:     `SELECT next FROM ` + head,
 		lockHead: `SELECT next FROM ` + head + ` FOR UPDATE`,
-		setHead:  `UPDATE ` + head + ` SET next = $1`,
+		// The hash of the event at next - 1, which the insert before it wrote.
+		setHead: `UPDATE ` + head + ` SET next = $1::bigint, hash = (SELECT hash FROM ` + events + ` WHERE position = $1::bigint - 1)`,
 		notify:   `SELECT pg_notify($1, $2)`,
 		streamHeads: `SELECT q.stream, (SELECT max(e.version) FROM ` + events + ` e WHERE e.stream = q.stream)
 			FROM unnest($1::text[]) AS q(stream)`,
@@ -206,14 +208,18 @@ func newStatements(schema string) statements {
 		// statement_timestamp(): one commit time for the whole group, taken
 		// after the log_head lock, so it never goes back along positions
 		// (unless the server's clock does).
-		insert: `WITH ins AS (INSERT INTO ` + events + ` (` + columns + `)
-			SELECT e.position, e.stream, e.version, e.id, e.type, e.schema_version, statement_timestamp(),
-				e.owner, e.correlation_id, e.causation_id, e.writer, e.data, e.metadata
-			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
-				$7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[])
-				AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata))
-			SELECT statement_timestamp()`,
-		fastAppend:   fastAppendSQL(events, head),
+		// The rows are chained after log_head.hash, in position order.
+		insert: `WITH h AS (SELECT hash FROM ` + head + `), rows AS (
+				SELECT e.*, ` + fn.over("h.hash", "e.position", "e") + ` AS hash
+				FROM h, unnest($1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
+					$7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[])
+					AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata)
+			), ins AS (INSERT INTO ` + events + ` (` + columns + `)
+				SELECT r.position, r.stream, r.version, r.id, r.type, r.schema_version, statement_timestamp(),
+					r.owner, r.correlation_id, r.causation_id, r.writer, r.data, r.metadata, r.hash
+				FROM rows r)
+			SELECT statement_timestamp(), (SELECT array_agg(hash ORDER BY position) FROM rows)`,
+		fastAppend:   fastAppendSQL(events, head, fn),
 		readAll:      `SELECT ` + columns + ` FROM ` + events + ` WHERE position >= $1 ORDER BY position LIMIT $2`,
 		readStream:   `SELECT ` + columns + ` FROM ` + events + ` WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
 		streamExists: `SELECT EXISTS (SELECT 1 FROM ` + events + ` WHERE stream = $1)`,
@@ -225,7 +231,7 @@ func newStatements(schema string) statements {
 		readPage: `SELECT (SELECT next FROM ` + head + `), coalesce(e.position, -1), coalesce(e.stream, ''), coalesce(e.version, 0),
 				coalesce(e.id, '00000000-0000-0000-0000-000000000000'), coalesce(e.type, ''), coalesce(e.schema_version, 0),
 				coalesce(e.committed_at, 'epoch'), coalesce(e.owner, ''), coalesce(e.correlation_id, ''),
-				coalesce(e.causation_id, ''), coalesce(e.writer, ''), e.data, e.metadata
+				coalesce(e.causation_id, ''), coalesce(e.writer, ''), e.data, e.metadata, e.hash
 			FROM (SELECT) AS one LEFT JOIN LATERAL (
 				SELECT ` + columns + ` FROM ` + events + `
 				WHERE position >= $1 AND position < $2
@@ -239,9 +245,11 @@ func newStatements(schema string) statements {
 func scanEvent(row pgx.Row) (domain.Envelope, error) {
 	var e domain.Envelope
 	var pos, version int64
+	var h []byte
 	err := row.Scan(&pos, &e.Stream, &version, (*[16]byte)(&e.ID), &e.Type, &e.SchemaVersion, &e.Time,
-		(*string)(&e.Owner), &e.CorrelationID, &e.CausationID, &e.Writer, (*[]byte)(&e.Data), (*[]byte)(&e.Metadata))
+		(*string)(&e.Owner), &e.CorrelationID, &e.CausationID, &e.Writer, (*[]byte)(&e.Data), (*[]byte)(&e.Metadata), &h)
 	e.Position, e.Version, e.Time = uint64(pos), uint64(version), e.Time.UTC()
+	copy(e.Hash[:], h)
 	return e, err
 }
 

@@ -257,8 +257,8 @@ func TestOutsideWriterUniqueViolation(t *testing.T) {
 			if err := x.conn.QueryRow(ctx, "SELECT xid(pg_current_xact_id())::text").Scan(&xid); err != nil {
 				t.Fatal(err)
 			}
-			_, err := x.conn.Exec(ctx, `INSERT INTO `+s.opts.Schema+`.events (position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer)
-				VALUES ($1, $2, $3, $4, 'test.outsider', 1, now(), 'api', '', '', '')`, int64(1)<<40+int64(len(outs)+10*len(c.name)+i), r.stream, r.version, r.id)
+			_, err := x.conn.Exec(ctx, `INSERT INTO `+s.opts.Schema+`.events (position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer, hash)
+				VALUES ($1, $2, $3, $4, 'test.outsider', 1, now(), 'api', '', '', '', decode(repeat('00', 32), 'hex'))`, int64(1)<<40+int64(len(outs)+10*len(c.name)+i), r.stream, r.version, r.id)
 			if err != nil {
 				t.Fatal(err)
 			}

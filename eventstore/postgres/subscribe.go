@@ -160,11 +160,13 @@ func (s *Store) page(ctx context.Context, from uint64, prefixes, types []string)
 	for rows.Next() {
 		var e domain.Envelope
 		var pos, version int64
+		var h []byte
 		err := rows.Scan(&head, &pos, &e.Stream, &version, (*[16]byte)(&e.ID), &e.Type, &e.SchemaVersion, &e.Time,
-			(*string)(&e.Owner), &e.CorrelationID, &e.CausationID, &e.Writer, (*[]byte)(&e.Data), (*[]byte)(&e.Metadata))
+			(*string)(&e.Owner), &e.CorrelationID, &e.CausationID, &e.Writer, (*[]byte)(&e.Data), (*[]byte)(&e.Metadata), &h)
 		if err != nil {
 			return nil, 0, err
 		}
+		copy(e.Hash[:], h)
 		if pos < 0 { // the row that only carries the head: no event matched
 			continue
 		}
