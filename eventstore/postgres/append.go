@@ -198,19 +198,29 @@ func (s *Store) commit(c *committer, group []*request) {
 	}
 	defer release()
 	a := &attempt{s: s, release: release}
+	n := 0
+	for _, r := range group {
+		n += r.events
+	}
+	if s.needPartitions(n) {
+		_ = s.addPartitions(ctx, n) // should it fail, so does the insert, with the reason
+	}
 	p, tried, err := s.fastCommit(ctx, c, group, a.locked)
 	if tried {
 		s.groups.Add(1)
 		a.end(p, err)
 	}
 	retry := true
-	if pgErr, ok := uniqueViolation(err); ok && pgErr.ConstraintName != "events_id_key" {
+	if pgErr, ok := uniqueViolation(err); ok && !idKey(pgErr.ConstraintName) {
 		// The assumed heads were checked under the lock: the (stream,
 		// version) taken is an outside writer's, as in a refused careful
 		// attempt.
 		retry = false
 	}
-	if !tried || errors.Is(err, errStale) || isUniqueViolation(err) {
+	if isNoPartition(err) { // another Store went far ahead
+		_ = s.addPartitions(ctx, n)
+	}
+	if !tried || errors.Is(err, errStale) || isUniqueViolation(err) || isNoPartition(err) {
 		s.commitCareful(ctx, c, group, retry, a)
 		return
 	}
@@ -240,6 +250,7 @@ func (a *attempt) end(p plan, err error) {
 	switch {
 	case err == nil && len(p.rows) > 0:
 		a.s.feed.publish(a.claim, p.rows[0].Position, p.rows)
+		a.s.parts.sawHead(p.next)
 	case a.claim != 0:
 		a.s.feed.unclaim(a.claim)
 		a.s.wake.wake()
@@ -294,7 +305,7 @@ func (s *Store) commitGroup(ctx context.Context, c *committer, group []*request,
 		return plan{}, fmt.Errorf("postgres: append: %w", err)
 	}
 	seq := s.heads.begin()
-	defer func() { s.heads.done(seq, p.heads, err == nil) }()
+	defer func() { s.heads.done(seq, p.heads, p.rows, err == nil) }()
 	p, err = s.stage(ctx, c.conn, group, true, locked)
 	if err != nil {
 		if c.conn.PgConn().IsClosed() || c.conn.PgConn().TxStatus() != 'I' {
@@ -481,7 +492,7 @@ func insertArgs(rows []domain.Envelope) []any {
 // of the first stream whose expected version no longer holds, or, if they
 // all still hold (the other writer raced again), of the first stream.
 func (s *Store) conflict(ctx context.Context, r *request, pgErr *pgconn.PgError) error {
-	if pgErr.ConstraintName == "events_id_key" {
+	if idKey(pgErr.ConstraintName) {
 		return fmt.Errorf("%w: an event id was stored at the same time by a writer outside the store: %w", eventstore.ErrIdempotencyConflict, pgErr)
 	}
 	streams := make([]string, len(r.appends))

@@ -258,7 +258,7 @@ func TestOutsideWriterUniqueViolation(t *testing.T) {
 				t.Fatal(err)
 			}
 			_, err := x.conn.Exec(ctx, `INSERT INTO `+s.opts.Schema+`.events (position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer, hash)
-				VALUES ($1, $2, $3, $4, 'test.outsider', 1, now(), 'api', '', '', '', decode(repeat('00', 32), 'hex'))`, int64(1)<<40+int64(len(outs)+10*len(c.name)+i), r.stream, r.version, r.id)
+				VALUES ($1, $2, $3, $4, 'test.outsider', 1, now(), 'api', '', '', '', decode(repeat('00', 32), 'hex'))`, int64(900_000)+int64(len(outs)+10*len(c.name)+i) /* in the first partition, far from the store's positions */, r.stream, r.version, r.id)
 			if err != nil {
 				t.Fatal(err)
 			}
