@@ -266,10 +266,26 @@ func (s *Store) commitCareful(ctx context.Context, c *committer, group []*reques
 		}
 		return
 	}
-	p, err := s.commitGroup(ctx, c, group, a.locked)
-	a.end(p, err)
-	s.groups.Add(1)
-	s.slow.Add(1)
+	var p plan
+	var err error
+	for try := 0; ; try++ {
+		p, err = s.commitGroup(ctx, c, group, a.locked)
+		a.end(p, err)
+		s.groups.Add(1)
+		s.slow.Add(1)
+		if !isNoPartition(err) || try == 2 {
+			break
+		}
+		// Other writers went past the partitions made for this group.
+		n := 0
+		for _, r := range group {
+			n += r.events
+		}
+		if aerr := s.addPartitions(ctx, n); aerr != nil {
+			err = aerr
+			break
+		}
+	}
 	if pgErr, ok := uniqueViolation(err); ok {
 		if retry {
 			for _, r := range group {

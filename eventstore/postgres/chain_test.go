@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -180,10 +181,11 @@ func TestChainTwoStoresEveryReadPath(t *testing.T) {
 	requireChained(t, "live Subscribe", domain.Hash{}, 0, live[:head])
 }
 
-// TestMigrateChainsAnOldLog: a log written by a build before the chain
-// (schema version 1, rows with and without payloads and metadata) gets every
-// event's hash, in position order, from the migration, and appends after it
-// continue the chain.
+// TestMigrateChainsAnOldLog: a log written by a build before the chain and
+// the partitions (schema version 1, rows with and without payloads and
+// metadata) gets every event's hash, in position order, from the migration,
+// becomes the first partition as it is, and appends after it continue the
+// chain and the streams.
 func TestMigrateChainsAnOldLog(t *testing.T) {
 	t.Parallel()
 	pool := sharedPool.Get(t)
@@ -229,6 +231,16 @@ func TestMigrateChainsAnOldLog(t *testing.T) {
 		if all[i].Hash != old[i].Hash {
 			t.Fatalf("position %d: migrated hash %s, want %s (the event as written: %+v)", i, all[i].Hash, old[i].Hash, old[i])
 		}
+	}
+	// The old table is the first partition, whole, and its streams are known.
+	var lo, hi int64
+	var name string
+	if err := pool.QueryRow(ctx, "SELECT lo, hi, name FROM "+schema+".log_partitions ORDER BY lo LIMIT 1").Scan(&lo, &hi, &name); err != nil ||
+		lo != 0 || hi != DefaultPartitionSize || name != "events_0" {
+		t.Fatalf("the first partition after the migration: [%d, %d) %s, %v", lo, hi, name, err)
+	}
+	if _, err := s.Append(ctx, "execution-1", eventstore.NoStream, oddEvents("new")...); !errors.Is(err, eventstore.ErrWrongExpectedVersion) {
+		t.Fatalf("NoStream on a stream of the old log: %v", err)
 	}
 	if _, err := s.Append(ctx, "execution-0", eventstore.Any, oddEvents("new")...); err != nil {
 		t.Fatal(err)

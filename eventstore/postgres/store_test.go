@@ -27,6 +27,22 @@ func TestConformance(t *testing.T) {
 	}, storetest.Capabilities{DensePositions: true, AtomicMultiStream: true})
 }
 
+// TestConformanceSmallPartitions runs the suite again on logs of partitions
+// of 256 positions: the checks that write more (concurrency, subscriptions,
+// large appends) then span many partitions (the unique constraints hold per
+// partition only), and partitions are created as the head moves.
+// TestTrimDropsPartitions trims across partitions of a few positions.
+func TestConformanceSmallPartitions(t *testing.T) {
+	pgtest.URL(t)
+	storetest.Run(t, func(t *testing.T) eventstore.Store {
+		schema := freshSchema(t)
+		if err := SetPartitionSize(pgtest.Context(t), sharedPool.Get(t), schema, 256); err != nil {
+			t.Fatal(err)
+		}
+		return newStore(t, Options{Schema: schema})
+	}, storetest.Capabilities{DensePositions: true, AtomicMultiStream: true})
+}
+
 func TestOptionsValidate(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

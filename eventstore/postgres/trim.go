@@ -47,10 +47,19 @@ func (s *Store) Trim(ctx context.Context, before uint64, keep []string) (err err
 			return fmt.Errorf("postgres: trim: kept stream: %w", err)
 		}
 	}
+	if err := s.recordTrim(ctx, before, keep); err != nil {
+		return fmt.Errorf("postgres: trim: %w", err)
+	}
+	s.heads.forget() // cached heads may lie below the start now
+	return s.finishTrim(ctx)
+}
+
+// recordTrim is step 1 of a trim.
+func (s *Store) recordTrim(ctx context.Context, before uint64, keep []string) error {
 	if keep == nil {
 		keep = []string{}
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var next, start int64
 		if err := tx.QueryRow(ctx, `SELECT next, start FROM `+s.sql.headTable+` FOR UPDATE`).Scan(&next, &start); err != nil {
 			return err
@@ -79,11 +88,6 @@ func (s *Store) Trim(ctx context.Context, before uint64, keep []string) (err err
 		_, err := tx.Exec(ctx, `UPDATE `+s.sql.headTable+` SET start = $1, start_hash = $2`, int64(before), prev)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("postgres: trim: %w", err)
-	}
-	s.heads.forget() // cached heads may lie below the start now
-	return s.finishTrim(ctx)
 }
 
 // Start implements eventstore.Trimmer.
@@ -152,8 +156,16 @@ func (s *Store) dropBelow(ctx context.Context, conn *pgx.Conn, start int64) erro
 		lo, hi int64
 		name   string
 	}
-	parts, err := pgx.CollectRows(rows, pgx.RowToStructByPos[part])
-	if err != nil {
+	var parts []part
+	for rows.Next() {
+		var p part
+		if err := rows.Scan(&p.lo, &p.hi, &p.name); err != nil {
+			rows.Close()
+			return err
+		}
+		parts = append(parts, p)
+	}
+	if err := rows.Err(); err != nil {
 		return err
 	}
 	for _, p := range parts {
