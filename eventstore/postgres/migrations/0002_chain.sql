@@ -27,10 +27,12 @@ CREATE FUNCTION chain_event(pos bigint, ver bigint, eid uuid, at timestamptz, sv
         || int4send(coalesce(octet_length(metadata), 0)) || coalesce(metadata, '\x'::bytea) $$;
 
 -- chain_step is one link: the hash of an event (enc, from chain_event) after
--- the hash state, or after prev for the first event of a run.
+-- the hash state, or after prev for the first event of a run. In PL/pgSQL,
+-- whose compiled expression a session keeps: a SQL function here would be
+-- planned again by every statement that chains.
 CREATE FUNCTION chain_step(state bytea, prev bytea, enc bytea) RETURNS bytea
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    AS $$ SELECT sha256('\x7475726e7374696c652d636861696e2d31'::bytea || coalesce(state, prev) || enc) $$;
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$ BEGIN RETURN sha256('\x7475726e7374696c652d636861696e2d31'::bytea || coalesce(state, prev) || enc); END $$;
 
 -- chain(prev, enc) OVER (ORDER BY position) is the hash of each event of a
 -- run of consecutive events after prev, the hash of the event before them.
