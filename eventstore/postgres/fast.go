@@ -62,6 +62,7 @@ func (s *Store) connect(ctx context.Context, c *committer) error {
 	}
 	cfg.RuntimeParams["enable_seqscan"] = "off"
 	cfg.RuntimeParams["jit"] = "off"
+	cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
