@@ -490,14 +490,14 @@ func insertArgs(rows []domain.Envelope) []any {
 		streams, types, owners              = make([]string, n), make([]string, n), make([]string, n)
 		correlations, causations, writers   = make([]string, n), make([]string, n), make([]string, n)
 		ids                                 = make([][16]byte, n)
-		data, metadata                      = make([][]byte, n), make([][]byte, n)
+		data, metadata, tails               = make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	)
 	for i := range rows {
 		e := &rows[i]
 		positions[i], streams[i], versions[i], ids[i] = int64(e.Position), e.Stream, int64(e.Version), e.ID
 		types[i], schemaVersions[i], owners[i] = e.Type, int64(e.SchemaVersion), string(e.Owner)
 		correlations[i], causations[i], writers[i] = e.CorrelationID, e.CausationID, e.Writer
-		data[i], metadata[i] = e.Data, e.Metadata
+		data[i], metadata[i], tails[i] = e.Data, e.Metadata, chainTail(e)
 	}
-	return []any{positions, streams, versions, ids, types, schemaVersions, owners, correlations, causations, writers, data, metadata}
+	return []any{positions, streams, versions, ids, types, schemaVersions, owners, correlations, causations, writers, data, metadata, tails}
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/turnstile/turnstile/domain"
@@ -14,9 +15,12 @@ import (
 // table, and advances it with next. Computing it in the statement keeps the
 // one-round-trip commit: the positions and the commit time are only known
 // there. Any number of Stores on one schema chain correctly, because every
-// appending transaction holds the lock. The SQL functions (migration 2)
-// encode an event exactly as eventstore.Chainer does; the conformance suite
-// checks every hash a read returns against eventstore.NextHash.
+// appending transaction holds the lock. The committer encodes what it knows
+// of each event (chainTail), the statement adds the position, version, id
+// and time; migration 2's chain_event encodes a stored row whole, for the
+// rows of an older log. Both encode an event exactly as eventstore.Chainer
+// does; the conformance suite checks every hash a read returns against
+// eventstore.NextHash.
 
 var _ eventstore.ChainReporter = (*Store)(nil)
 
@@ -27,16 +31,38 @@ func (s *Store) KeepsChain() bool { return true }
 // chainFuncs are the schema's chain functions, spelled out with the schema.
 type chainFuncs struct {
 	chain string // the aggregate chain(prev, enc)
-	event string // chain_event(…): an event's canonical encoding
 }
 
+// microsNow is the SQL for the statement's time as the chain encodes it:
+// microseconds since the Unix epoch, 8 bytes big-endian.
+const microsNow = `int8send((extract(epoch FROM statement_timestamp()) * 1000000)::bigint)`
+
 // over returns the window expression that chains the rows of alias (with
-// the events' column names, position included) after prev, in the order of
-// orderBy; the rows' time is the statement's (statement_timestamp()).
-func (f chainFuncs) over(prev, orderBy, alias string) string {
-	return fmt.Sprintf(`%s(%s, %s(%s.position, %s.version, %s.id, statement_timestamp(), %s.schema_version, %s.stream, %s.type,
-		%s.owner, %s.correlation_id, %s.causation_id, %s.writer, %s.data, %s.metadata)) OVER (ORDER BY %s)`,
-		f.chain, prev, f.event, alias, alias, alias, alias, alias, alias, alias, alias, alias, alias, alias, alias, orderBy)
+// the columns position, version, id and tail, see chainTail) after prev, in
+// the order of orderBy, at the time at (microsNow, evaluated once).
+func (f chainFuncs) over(prev, at, orderBy, alias string) string {
+	return fmt.Sprintf(`%s(%s, int8send(%s.position) || int8send(%s.version) || uuid_send(%s.id) || %s || %s.tail) OVER (ORDER BY %s)`,
+		f.chain, prev, alias, alias, alias, at, alias, orderBy)
+}
+
+// chainTail is the part of e's canonical encoding (eventstore.Chainer) that
+// follows its time: the schema version, the strings and the payload. The
+// committer computes it, so that the appending statement, which holds the
+// log_head lock, only adds the position, version, id and time and hashes.
+func chainTail(e *domain.Envelope) []byte {
+	n := 8 + 6*4 + len(e.Stream) + len(e.Type) + len(e.Owner) + len(e.CorrelationID) + len(e.CausationID) + len(e.Writer) +
+		2*4 + len(e.Data) + len(e.Metadata)
+	b := make([]byte, 0, n)
+	b = binary.BigEndian.AppendUint64(b, uint64(int64(e.SchemaVersion)))
+	for _, s := range []string{e.Stream, e.Type, string(e.Owner), e.CorrelationID, e.CausationID, e.Writer} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+		b = append(b, s...)
+	}
+	for _, p := range [][]byte{e.Data, e.Metadata} {
+		b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+		b = append(b, p...)
+	}
+	return b
 }
 
 // setHashes gives rows the hashes the appending statement computed, one per

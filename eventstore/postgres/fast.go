@@ -316,6 +316,7 @@ func fastParams(streams []string, lasts, skip []int64, ids [][16]byte, rows []do
 		bytea(func(e *domain.Envelope) []byte { return e.Metadata }),
 		binary.BigEndian.AppendUint64(nil, uint64(n)),
 		[]byte(channel),
+		binaryArray(oidBytea, n, func(b []byte, i int) ([]byte, bool) { return append(b, chainTail(&rows[i])...), true }),
 	}
 }
 
@@ -356,7 +357,8 @@ func binaryArray(oid uint32, n int, elem func(b []byte, i int) ([]byte, bool)) [
 // position their check may be left to the unique constraints (see
 // headsToCheck); $4: ids to look for in the live log's older partitions
 // (idsToCheck); $5–$15: the rows' columns but position, time and hash; $16:
-// the number of rows; $17: the NOTIFY channel. It answers one row: how many
+// the number of rows; $17: the NOTIFY channel; $18: the rows' chainTail.
+// It answers one row: how many
 // assumed heads were wrong or ids found (0: the rows were written),
 // log_head.next before the rows (their first position), the commit time
 // written, how many notifications it sent, and the rows' hashes in position
@@ -374,15 +376,15 @@ func fastAppendSQL(events, head, streams, partitions string, fn chainFuncs) stri
 		+ (SELECT count(*) FROM ` + events + ` e WHERE cardinality($4::uuid[]) > 0
 			AND e.id = ANY($4::uuid[]) AND e.position >= ` + start + ` AND e.position < ` + lo + `) AS n
 	), head AS (
-		SELECT next, hash FROM ` + head + `
+		SELECT next, hash, ` + microsNow + ` AS at FROM ` + head + `
 	), rows AS (
 		SELECT head.next + r.ord - 1 AS position, r.*
 		FROM head, stale, unnest($5::text[], $6::bigint[], $7::uuid[], $8::text[], $9::bigint[],
-			$10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[], $15::bytea[])
-			WITH ORDINALITY AS r(stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata, ord)
+			$10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[], $15::bytea[], $18::bytea[])
+			WITH ORDINALITY AS r(stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata, tail, ord)
 		WHERE stale.n = 0
 	), chained AS (
-		SELECT r.*, ` + fn.over("head.hash", "r.ord", "r") + ` AS hash FROM head, rows r
+		SELECT r.*, ` + fn.over("head.hash", "head.at", "r.ord", "r") + ` AS hash FROM head, rows r
 	), ins AS (
 		INSERT INTO ` + events + ` (` + columns + `)
 		SELECT c.position, c.stream, c.version, c.id, c.type, c.schema_version, statement_timestamp(),

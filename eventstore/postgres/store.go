@@ -207,7 +207,7 @@ func newStatements(schema string) statements {
 	head := pgx.Identifier{schema, "log_head"}.Sanitize()
 	streams := pgx.Identifier{schema, "streams"}.Sanitize()
 	partitions := pgx.Identifier{schema, "log_partitions"}.Sanitize()
-	fn := chainFuncs{chain: pgx.Identifier{schema, "chain"}.Sanitize(), event: pgx.Identifier{schema, "chain_event"}.Sanitize()}
+	fn := chainFuncs{chain: pgx.Identifier{schema, "chain"}.Sanitize()}
 	channel := schema + ".log"
 	// start is the live log's first position: every read and every look-up
 	// leaves out what lies below it (rows a trim has not dropped yet).
@@ -233,11 +233,11 @@ func newStatements(schema string) statements {
 		// (unless the server's clock does).
 		// The rows are chained after log_head.hash, in position order; a
 		// stream's first event enters streams (see migration 3).
-		insert: `WITH h AS (SELECT hash FROM ` + head + `), rows AS (
-				SELECT e.*, ` + fn.over("h.hash", "e.position", "e") + ` AS hash
+		insert: `WITH h AS (SELECT hash, ` + microsNow + ` AS at FROM ` + head + `), rows AS (
+				SELECT e.*, ` + fn.over("h.hash", "h.at", "e.position", "e") + ` AS hash
 				FROM h, unnest($1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
-					$7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[])
-					AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata)
+					$7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[], $13::bytea[])
+					AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata, tail)
 			), ins AS (INSERT INTO ` + events + ` (` + columns + `)
 				SELECT r.position, r.stream, r.version, r.id, r.type, r.schema_version, statement_timestamp(),
 					r.owner, r.correlation_id, r.causation_id, r.writer, r.data, r.metadata, r.hash
