@@ -374,7 +374,7 @@ func fastAppendSQL(events, head, streams, partitions string, fn chainFuncs) stri
 			WHERE (g.skip < ` + lo + ` OR g.skip < ` + start + `)
 			AND coalesce(` + streamHead(events, streams, start, "g.stream") + `, -1) <> g.last)
 		+ (SELECT count(*) FROM ` + events + ` e WHERE cardinality($4::uuid[]) > 0
-			AND e.id = ANY($4::uuid[]) AND e.position >= ` + start + ` AND e.position < ` + lo + `) AS n
+			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= ` + start + ` AND e.position < ` + lo + `) AS n
 	), head AS (
 		SELECT next, hash, ` + microsNow + ` AS at FROM ` + head + `
 	), rows AS (

@@ -210,7 +210,10 @@ func newStatements(schema string) statements {
 	fn := chainFuncs{chain: pgx.Identifier{schema, "chain"}.Sanitize()}
 	channel := schema + ".log"
 	// start is the live log's first position: every read and every look-up
-	// leaves out what lies below it (rows a trim has not dropped yet).
+	// leaves out what lies below it (rows a trim has not dropped yet). The
+	// look-ups by stream or id compare position + 0 with it, so that the
+	// planner, which cannot know how far the start is, keeps to their
+	// indexes instead of scanning positions from the start.
 	start := `(SELECT start FROM ` + head + ` WHERE only_row)`
 	return statements{
 		channel:       channel,
@@ -227,7 +230,7 @@ func newStatements(schema string) statements {
 		setHead:     `UPDATE ` + head + ` SET next = $1::bigint, hash = (SELECT hash FROM ` + events + ` WHERE position = $1::bigint - 1)`,
 		notify:      `SELECT pg_notify($1, $2)`,
 		streamHeads: `SELECT q.stream, ` + streamHead(events, streams, start, "q.stream") + ` FROM unnest($1::text[]) AS q(stream)`,
-		storedByID:  `SELECT ` + columns + ` FROM ` + events + ` WHERE id = ANY($1::uuid[]) AND position >= ` + start,
+		storedByID:  `SELECT ` + columns + ` FROM ` + events + ` WHERE id = ANY($1::uuid[]) AND position + 0 >= ` + start,
 		// statement_timestamp(): one commit time for the whole group, taken
 		// after the log_head lock, so it never goes back along positions
 		// (unless the server's clock does).
@@ -249,8 +252,8 @@ func newStatements(schema string) statements {
 		// Nothing if from is below the live log's start (ReadAll then asks
 		// for the start).
 		readAll:    `SELECT ` + columns + ` FROM ` + events + ` WHERE position >= $1 AND $1 >= ` + start + ` ORDER BY position LIMIT $2`,
-		readStream: `SELECT ` + columns + ` FROM ` + events + ` WHERE stream = $1 AND version >= $2 AND position >= ` + start + ` ORDER BY version LIMIT $3`,
-		streamExists: `SELECT EXISTS (SELECT 1 FROM ` + events + ` WHERE stream = $1 AND position >= ` + start + `)
+		readStream: `SELECT ` + columns + ` FROM ` + events + ` WHERE stream = $1 AND version >= $2 AND position + 0 >= ` + start + ` ORDER BY version LIMIT $3`,
+		streamExists: `SELECT EXISTS (SELECT 1 FROM ` + events + ` WHERE stream = $1 AND position + 0 >= ` + start + `)
 			OR EXISTS (SELECT 1 FROM ` + streams + ` WHERE stream = $1 AND trimmed_last IS NOT NULL)`,
 		// One row per event, each also carrying the head, or, if no event
 		// matches, one row with the head and position -1. The head is a
@@ -274,7 +277,7 @@ func newStatements(schema string) statements {
 // expression stream (NULL if it has none): of its events in the live log,
 // or else the one a trim kept.
 func streamHead(events, streams, start, stream string) string {
-	return `coalesce((SELECT max(e.version) FROM ` + events + ` e WHERE e.stream = ` + stream + ` AND e.position >= ` + start + `),
+	return `coalesce((SELECT max(e.version) FROM ` + events + ` e WHERE e.stream = ` + stream + ` AND e.position + 0 >= ` + start + `),
 		(SELECT s.trimmed_last FROM ` + streams + ` s WHERE s.stream = ` + stream + `))`
 }
 
