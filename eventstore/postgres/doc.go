@@ -112,10 +112,13 @@
 // computes it, in SQL, while it holds the log_head lock: log_head.hash is
 // the hash of the event at next - 1, so a group chains from it without
 // reading the events table and advances it with next, and any number of
-// Stores on one schema chain correctly. The SQL (chain_event, the chain
-// aggregate; migration 2) encodes an event exactly as eventstore.Chainer
-// does, which the conformance suite checks on every read. Migration 2 gives
-// an existing log its hashes once, in position order, in its transaction.
+// Stores on one schema chain correctly. The committer encodes the part of
+// each event it knows (schema version, strings, payload); the statement
+// adds position, version, id and time and hashes the run with the chain
+// aggregate (migration 2). The result is eventstore.Chainer's, which the
+// conformance suite checks on every read. Migration 2 gives an existing log
+// its hashes once, in position order (chain_event encodes a stored row), in
+// its transaction.
 //
 // # Partitions and trimming
 //
