@@ -36,6 +36,7 @@ const (
 	typeUnauthorized = "https://turnstile.dev/problems/unauthorized"
 	typeForbidden    = "https://turnstile.dev/problems/forbidden"
 	typeUnavailable  = "https://turnstile.dev/problems/unavailable"
+	typeArchived     = "https://turnstile.dev/problems/archived"
 	typeInternal     = "https://turnstile.dev/problems/internal"
 	typeQueueFull    = "https://turnstile.dev/problems/queue-full"
 	typeNoSlot       = "https://turnstile.dev/problems/no-free-slot"
@@ -76,6 +77,8 @@ func asProblem(err error) *Problem {
 		return typed(typeConflict, http.StatusConflict, "%v", err)
 	case errors.Is(err, domain.ErrConflict):
 		return typed(typeConflict, http.StatusConflict, "%v", err)
+	case errors.Is(err, projections.ErrArchived):
+		return typed(typeArchived, http.StatusGone, "%v (a server started with --archive DIR reads the archive)", err)
 	case errors.Is(err, domain.ErrNotFound), errors.Is(err, projections.ErrUnknownStream):
 		return typed(typeNotFound, http.StatusNotFound, "%v", err)
 	case errors.Is(err, domain.ErrInvalidPolicy), errors.Is(err, domain.ErrInvalidRequest),

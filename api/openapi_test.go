@@ -266,6 +266,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		"Waiter":        projections.WaiterView{},
 		"WorkerInfo":    projections.WorkerView{},
 		"Event":         domain.Envelope{},
+		"LogStatus":     wire.LogStatus{},
 		// The worker protocol's documents.
 		"WorkerRegister":     wire.WorkerRegister{},
 		"WorkerSession":      wire.WorkerSession{},

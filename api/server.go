@@ -31,6 +31,7 @@ type Config struct {
 	Queries  *projections.Queries // the read side, over the views their owner folds (see Views.Run)
 	Tokens   *Tokens              // nil or empty: anonymous
 	Remote   *remote.Service      // the worker protocol's server side; nil: the worker routes answer 503
+	Archive  ArchiveStatus        // the archive's segments, for GET /api/v1/log; nil: none
 	Logger   *slog.Logger         // nil: slog.Default()
 	Registry *prometheus.Registry // nil: a new one
 	// Ready, if set, must also hold for /readyz (e.g. the executor caught up).
@@ -164,7 +165,7 @@ func (s *Server) routeTable() []Route {
 		{"healthz", "GET", "/healthz", publicRoute, s.healthz},
 		{"readyz", "GET", "/readyz", publicRoute, s.readyz},
 		{"metrics", "GET", "/metrics", readers, s.metricsHandler},
-	}, append(s.remoteRoutes(), s.scheduleRoutes()...)...)
+	}, append(append(s.remoteRoutes(), s.scheduleRoutes()...), s.logRoutes()...)...)
 }
 
 // wrap adds auth, metrics, panic recovery and security headers to a route.

@@ -46,7 +46,7 @@ func executionOut(v projections.ExecutionView) wire.Execution {
 		Items: x.Items, Concurrency: x.Concurrency, Children: x.Children, ChildrenAsked: x.ChildrenAsked, Status: string(x.Status),
 		Worker: x.Worker, Attempt: x.Attempt, CancelAsked: x.CancelAsked, Input: x.Input, Result: x.Result, Error: x.Error, Code: x.Code,
 		RequestedAt: x.RequestedAt, SchedulingAt: x.SchedulingAt, ScheduledAt: x.ScheduledAt, RunningAt: x.RunningAt, EndedAt: x.EndedAt,
-		Version: x.Version, Position: v.Position}
+		Version: x.Version, Position: v.Position, Archived: v.Archived}
 }
 
 func statsOut(s projections.QueueStats) wire.QueueStats {

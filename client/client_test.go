@@ -468,3 +468,30 @@ func TestProblemFromAnythingElse(t *testing.T) {
 		t.Errorf("Problem.Error: %q", got)
 	}
 }
+
+// Log answers where the log stands, with the digest of its last event (the
+// memory store keeps the chain); a token is needed.
+func TestLog(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := newServer(t)
+	admin := newClient(t, srv, adminToken)
+	if _, _, err := admin.DefineAction(ctx, wire.Policy{Ref: "log.demo", Runner: "core.noop"}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := newClient(t, srv, readerToken).Log(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Head == 0 || st.FirstLivePosition != 0 || st.ArchivedSegments != 0 || st.Digest == nil ||
+		st.Digest.Position != st.Head-1 || len(st.Digest.Hash) != 64 {
+		t.Fatalf("Log = %+v", st)
+	}
+	anonymous, err := client.New(srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anonymous.Log(ctx); !client.IsUnauthorized(err) {
+		t.Fatalf("no token: %v", err)
+	}
+}

@@ -286,7 +286,11 @@ type WorkerRegistered struct {
 	Incarnation string   `json:"incarnation"` // new for every start of the worker
 }
 
-// WorkerHeartbeat renews a worker's lease; the log's time of the event counts.
+// WorkerHeartbeat is a worker's sign of life in the log: it pays what the
+// incarnation owes (Worker.Owe); the log's time of the event counts. A worker
+// writes one only while it owes one (it holds executions, or was handed one
+// since it last wrote), at most a few times per lease: an idle worker writes
+// none.
 type WorkerHeartbeat struct {
 	Incarnation string `json:"incarnation"`
 	InFlight    int    `json:"in_flight"`
@@ -307,6 +311,12 @@ type WorkerLost struct {
 	Incarnation string    `json:"incarnation"`
 	Reason      string    `json:"reason"`
 	LastSeen    time.Time `json:"last_seen"`
+	// OwedSince and LeaseMillis, for a verdict judged by the lease: the
+	// log time from which the incarnation owed a sign of life, and the
+	// lease it was judged by. A forced verdict (the previous run's
+	// in-process workers) records neither.
+	OwedSince   time.Time `json:"owed_since,omitzero"`
+	LeaseMillis int64     `json:"lease_ms,omitempty"`
 }
 
 func (WorkerRegistered) EventType() string { return TypeWorkerRegistered }

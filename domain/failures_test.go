@@ -102,6 +102,7 @@ func TestRegisterRefusesAPastIncarnation(t *testing.T) {
 	if _, err := w.Register("i1", 1, nil, "", 0); !errors.Is(err, domain.ErrIncarnationReused) {
 		t.Fatalf("Register of the current incarnation = %v, want ErrIncarnationReused", err)
 	}
+	w.Owe("i1", t0) // handed work at once
 	l.at(t0.Add(time.Minute)).must(w.DeclareLost(t0.Add(time.Minute), time.Second, false, "lease"))
 	if _, err := w.Register("i1", 1, nil, "", 0); !errors.Is(err, domain.ErrIncarnationReused) {
 		t.Fatalf("Register of the lost incarnation = %v, want ErrIncarnationReused", err)

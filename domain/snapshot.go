@@ -78,6 +78,7 @@ type WorkerSnapshot struct {
 	Slots        int
 	Runners      []string
 	LastSeen     time.Time
+	OwedSince    time.Time // zero: the incarnation owes no sign of life (Worker.Owe)
 	Version      int64
 	Incarnations []string // every incarnation ever registered, sorted
 }
@@ -85,13 +86,13 @@ type WorkerSnapshot struct {
 // Snapshot returns w's state.
 func (w *Worker) Snapshot() WorkerSnapshot {
 	return WorkerSnapshot{ID: w.id, Status: w.status, Incarnation: w.incarnation, Slots: w.slots,
-		Runners: w.runners, LastSeen: w.lastSeen, Version: w.version, Incarnations: slices.Sorted(maps.Keys(w.past))}
+		Runners: w.runners, LastSeen: w.lastSeen, OwedSince: w.owedSince, Version: w.version, Incarnations: slices.Sorted(maps.Keys(w.past))}
 }
 
 // RestoreWorker returns the worker s describes.
 func RestoreWorker(s WorkerSnapshot) *Worker {
 	w := &Worker{id: s.ID, status: s.Status, incarnation: s.Incarnation, slots: s.Slots,
-		runners: s.Runners, lastSeen: s.LastSeen, version: s.Version}
+		runners: s.Runners, lastSeen: s.LastSeen, owedSince: s.OwedSince, version: s.Version}
 	if s.Incarnations != nil {
 		w.past = setOf(s.Incarnations)
 	}

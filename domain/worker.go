@@ -35,6 +35,7 @@ type Worker struct {
 	slots       int
 	runners     []string
 	lastSeen    time.Time // log time of the incarnation's last event
+	owedSince   time.Time // log time from which the incarnation owes the log a sign of life (zero: it owes none); see Owe
 	version     int64
 	past        map[string]struct{} // every incarnation ever registered, the current one included
 }
@@ -92,7 +93,8 @@ func (w *Worker) current(incarnation string) error {
 	return nil
 }
 
-// Heartbeat decides a lease renewal by the given incarnation.
+// Heartbeat decides a sign of life of the given incarnation (a lease
+// renewal in the log; see Owe for when one is owed).
 func (w *Worker) Heartbeat(incarnation string, inFlight int) (WorkerHeartbeat, error) {
 	return WorkerHeartbeat{Incarnation: incarnation, InFlight: inFlight}, w.current(incarnation)
 }
@@ -107,17 +109,72 @@ func (w *Worker) Stop(incarnation string) (WorkerStopped, error) {
 	return WorkerStopped{Incarnation: incarnation}, w.current(incarnation)
 }
 
-// DeclareLost decides that the current incarnation is gone: its lease (last
-// log time + lease) has passed at now, or force says the executor knows it is
-// gone (the previous run of an in-process worker).
+// OwedSince returns the log time from which the current incarnation owes
+// the log a sign of life (see Owe), and whether it owes one at all.
+func (w *Worker) OwedSince() (time.Time, bool) { return w.owedSince, !w.owedSince.IsZero() }
+
+// Owe records that from log time at the current incarnation owes the log a
+// sign of life: an event of its own on its stream (a heartbeat at the
+// least) within one lease of at. The fold calls it for each handoff to the
+// incarnation, and after each event of the incarnation on its stream while
+// it holds executions. A debt already running keeps its start; the
+// incarnation's next event on its stream clears it. So an incarnation that
+// holds nothing and was handed nothing since it last wrote owes nothing,
+// whatever the time: an idle worker writes nothing, and its lease never
+// lapses. An incarnation that was handed an execution, even one that has
+// ended or was taken back since, owes until it writes: a worker that died
+// while idle is declared lost one lease after the first handoff to it, and
+// handoffs that keep expiring on it do not keep it alive.
+func (w *Worker) Owe(incarnation string, at time.Time) {
+	if incarnation != w.incarnation || (w.status != WorkerActive && w.status != WorkerDrainingStatus) || !w.owedSince.IsZero() {
+		return
+	}
+	w.owedSince = at
+}
+
+// DeclareLost decides that the current incarnation is gone: it owes the log a
+// sign of life (Owe) since at least lease before now, or force says the
+// executor knows it is gone (the previous run of an in-process worker). The
+// verdict records the lease it was judged by (none when forced), so the
+// audit can check it by log time.
 func (w *Worker) DeclareLost(now time.Time, lease time.Duration, force bool, reason string) (WorkerLost, error) {
 	if err := w.current(w.incarnation); err != nil {
 		return WorkerLost{}, err
 	}
-	if !force && now.Sub(w.lastSeen) < lease {
-		return WorkerLost{}, fmt.Errorf("worker %s last seen %s: %w", w.id, w.lastSeen.Format(time.RFC3339Nano), ErrLeaseNotExpired)
+	ev := WorkerLost{Incarnation: w.incarnation, Reason: clipReason(reason), LastSeen: w.lastSeen}
+	if force {
+		return ev, nil
 	}
-	return WorkerLost{Incarnation: w.incarnation, Reason: clipReason(reason), LastSeen: w.lastSeen}, nil
+	since, owes := w.OwedSince()
+	if !owes {
+		return WorkerLost{}, fmt.Errorf("worker %s holds nothing and was handed nothing since %s: %w", w.id, w.lastSeen.Format(time.RFC3339Nano), ErrLeaseNotExpired)
+	}
+	if now.Sub(since) < lease {
+		return WorkerLost{}, fmt.Errorf("worker %s owes a sign of life since %s: %w", w.id, since.Format(time.RFC3339Nano), ErrLeaseNotExpired)
+	}
+	ev.OwedSince, ev.LeaseMillis = since, lease.Milliseconds()
+	return ev, nil
+}
+
+// CheckLost says why verdict, at log time at, was declared before the
+// incarnation's lease had passed by log time ("" if it had, or if the
+// verdict records no lease: a forced one, or one of a log before leases
+// were recorded). The audit calls it on the state before the verdict.
+func (w *Worker) CheckLost(verdict WorkerLost, at time.Time) string {
+	if verdict.LeaseMillis <= 0 || verdict.Incarnation != w.incarnation {
+		return ""
+	}
+	lease := time.Duration(verdict.LeaseMillis) * time.Millisecond
+	since, owes := w.OwedSince()
+	switch {
+	case !owes:
+		return fmt.Sprintf("worker %s incarnation %s declared lost while it held nothing and was handed nothing since its last event at %s",
+			w.id, w.incarnation, w.lastSeen.Format(time.RFC3339Nano))
+	case at.Sub(since) < lease:
+		return fmt.Sprintf("worker %s incarnation %s declared lost %s after it owed a sign of life (since %s), before its lease of %s",
+			w.id, w.incarnation, at.Sub(since), since.Format(time.RFC3339Nano), lease)
+	}
+	return ""
 }
 
 // Apply folds one event of the worker stream at the given log time.
@@ -126,25 +183,26 @@ func (w *Worker) Apply(ev Event, version uint64, at time.Time) {
 	switch e := ev.(type) {
 	case WorkerRegistered:
 		w.status, w.incarnation, w.slots, w.runners, w.lastSeen = WorkerActive, e.Incarnation, e.Slots, e.Runners, at
+		w.owedSince = time.Time{}
 		if w.past == nil {
 			w.past = map[string]struct{}{}
 		}
 		w.past[e.Incarnation] = struct{}{}
 	case WorkerHeartbeat:
 		if e.Incarnation == w.incarnation {
-			w.lastSeen = at
+			w.lastSeen, w.owedSince = at, time.Time{}
 		}
 	case WorkerDraining:
 		if e.Incarnation == w.incarnation {
-			w.status, w.lastSeen = WorkerDrainingStatus, at
+			w.status, w.lastSeen, w.owedSince = WorkerDrainingStatus, at, time.Time{}
 		}
 	case WorkerStopped:
 		if e.Incarnation == w.incarnation {
-			w.status, w.lastSeen = WorkerStoppedStatus, at
+			w.status, w.lastSeen, w.owedSince = WorkerStoppedStatus, at, time.Time{}
 		}
 	case WorkerLost:
 		if e.Incarnation == w.incarnation {
-			w.status = WorkerLostStatus
+			w.status, w.owedSince = WorkerLostStatus, time.Time{}
 		}
 	}
 }

@@ -131,19 +131,57 @@ func TestWorkerDeclareLost(t *testing.T) {
 		t.Fatalf("LastSeen %v after a heartbeat at %v", w.LastSeen(), hb)
 	}
 	lease := 30 * time.Second
-	// The lease counts from the log time of the last event, not from the
-	// registration.
-	for _, now := range []time.Time{t0.Add(35 * time.Second), hb, hb.Add(lease - time.Nanosecond)} {
+	// An idle incarnation owes nothing: its lease never lapses, however
+	// quiet the log.
+	for _, now := range []time.Time{hb.Add(lease), hb.Add(24 * time.Hour)} {
+		if _, err := w.DeclareLost(now, lease, false, "silent"); !errors.Is(err, domain.ErrLeaseNotExpired) {
+			t.Errorf("DeclareLost of an idle worker at %v = %v, want ErrLeaseNotExpired", now, err)
+		}
+	}
+	// Handed work an hour later: the lease counts from the handoff, not
+	// from its last event. A later handoff, or one to another incarnation,
+	// does not move the start of the debt.
+	handed := hb.Add(time.Hour)
+	w.Owe("i1", handed)
+	w.Owe("i1", handed.Add(10*time.Second))
+	w.Owe("i0", handed.Add(-time.Minute))
+	if since, owes := w.OwedSince(); !owes || !since.Equal(handed) {
+		t.Fatalf("OwedSince = %v %v, want %v", since, owes, handed)
+	}
+	for _, now := range []time.Time{hb.Add(lease), handed, handed.Add(lease - time.Nanosecond)} {
 		if _, err := w.DeclareLost(now, lease, false, "silent"); !errors.Is(err, domain.ErrLeaseNotExpired) {
 			t.Errorf("DeclareLost at %v = %v, want ErrLeaseNotExpired", now, err)
 		}
 	}
-	ev, err := w.DeclareLost(hb.Add(lease), lease, false, strings.Repeat("r", domain.MaxReasonLen+5))
+	// A sign of life pays the debt.
+	paid := w.Clone()
+	(&workerLog{t: t, w: paid, v: 2}).at(handed.Add(5 * time.Second)).must(paid.Heartbeat("i1", 0))
+	if _, owes := paid.OwedSince(); owes {
+		t.Fatal("a heartbeat did not pay the debt")
+	}
+	if _, err := paid.DeclareLost(handed.Add(lease), lease, false, "silent"); !errors.Is(err, domain.ErrLeaseNotExpired) {
+		t.Errorf("DeclareLost after the debt was paid = %v, want ErrLeaseNotExpired", err)
+	}
+	ev, err := w.DeclareLost(handed.Add(lease), lease, false, strings.Repeat("r", domain.MaxReasonLen+5))
 	if err != nil {
 		t.Fatalf("DeclareLost when the lease has passed: %v", err)
 	}
-	if ev.Incarnation != "i1" || !ev.LastSeen.Equal(hb) || len(ev.Reason) > domain.MaxReasonLen+len("…") {
+	if ev.Incarnation != "i1" || !ev.LastSeen.Equal(hb) || !ev.OwedSince.Equal(handed) || ev.LeaseMillis != lease.Milliseconds() ||
+		len(ev.Reason) > domain.MaxReasonLen+len("…") {
 		t.Fatalf("DeclareLost = %+v", ev)
+	}
+	// The audit's check of the verdict, by log time.
+	if d := w.CheckLost(ev, handed.Add(lease)); d != "" {
+		t.Errorf("CheckLost of a lawful verdict: %s", d)
+	}
+	if d := w.CheckLost(ev, handed.Add(lease-time.Millisecond)); d == "" {
+		t.Error("CheckLost of a verdict before the lease passed found nothing")
+	}
+	if d := paid.CheckLost(ev, handed.Add(time.Hour)); d == "" {
+		t.Error("CheckLost of a verdict on a worker that owed nothing found nothing")
+	}
+	if d := paid.CheckLost(domain.WorkerLost{Incarnation: "i1"}, handed); d != "" {
+		t.Errorf("CheckLost of a forced verdict: %s", d)
 	}
 	// force decides without the lease.
 	if _, err := w.DeclareLost(hb, lease, true, "previous run"); err != nil {

@@ -3,7 +3,6 @@ package eventstore
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"hash"
 
 	"github.com/turnstile/turnstile/domain"
 )
@@ -28,58 +27,48 @@ import (
 
 const chainDomain = "turnstile-chain-1"
 
-// Chainer computes chain hashes with one reused SHA-256 state. The zero
-// Chainer is ready; one Chainer is not safe for concurrent use.
+// Chainer computes chain hashes with one reused buffer: the event's whole
+// encoding is laid out in it and hashed in one call, so Next allocates
+// nothing once the buffer has grown to the events' size (a buffer grown
+// past chainKeep by a large event is given back). The zero Chainer is
+// ready; one Chainer is not safe for concurrent use.
 type Chainer struct {
-	h   hash.Hash
-	buf [8]byte
-	sum [sha256.Size]byte
+	buf []byte
 }
+
+// chainKeep bounds the buffer a Chainer keeps between events.
+const chainKeep = 64 << 10
 
 // Next returns the hash of e chained after prev.
 func (c *Chainer) Next(prev domain.Hash, e *domain.Envelope) domain.Hash {
-	if c.h == nil {
-		c.h = sha256.New()
+	b := append(c.buf[:0], chainDomain...)
+	b = append(b, prev[:]...)
+	b = binary.BigEndian.AppendUint64(b, e.Position)
+	b = binary.BigEndian.AppendUint64(b, e.Version)
+	b = append(b, e.ID[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(e.Time.UnixMicro()))
+	b = binary.BigEndian.AppendUint64(b, uint64(int64(e.SchemaVersion)))
+	b = appendStr(b, e.Stream)
+	b = appendStr(b, e.Type)
+	b = appendStr(b, string(e.Owner))
+	b = appendStr(b, e.CorrelationID)
+	b = appendStr(b, e.CausationID)
+	b = appendStr(b, e.Writer)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Data)))
+	b = append(b, e.Data...)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Metadata)))
+	b = append(b, e.Metadata...)
+	out := domain.Hash(sha256.Sum256(b))
+	if cap(b) > chainKeep {
+		b = nil
 	}
-	h := c.h
-	h.Reset()
-	h.Write([]byte(chainDomain))
-	h.Write(prev[:])
-	c.u64(e.Position)
-	c.u64(e.Version)
-	h.Write(e.ID[:])
-	c.u64(uint64(e.Time.UnixMicro()))
-	c.u64(uint64(int64(e.SchemaVersion)))
-	c.str(e.Stream)
-	c.str(e.Type)
-	c.str(string(e.Owner))
-	c.str(e.CorrelationID)
-	c.str(e.CausationID)
-	c.str(e.Writer)
-	c.bytes(e.Data)
-	c.bytes(e.Metadata)
-	var out domain.Hash
-	copy(out[:], h.Sum(c.sum[:0]))
+	c.buf = b
 	return out
 }
 
-func (c *Chainer) u64(v uint64) {
-	binary.BigEndian.PutUint64(c.buf[:], v)
-	c.h.Write(c.buf[:8])
-}
-
-func (c *Chainer) str(s string) {
-	binary.BigEndian.PutUint32(c.buf[:4], uint32(len(s)))
-	c.h.Write(c.buf[:4])
-	if s != "" {
-		c.h.Write([]byte(s))
-	}
-}
-
-func (c *Chainer) bytes(b []byte) {
-	binary.BigEndian.PutUint32(c.buf[:4], uint32(len(b)))
-	c.h.Write(c.buf[:4])
-	c.h.Write(b)
+func appendStr(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s)))
+	return append(b, s...)
 }
 
 // NextHash returns the hash of e chained after prev (see Chainer).

@@ -17,7 +17,7 @@ type Violation struct {
 	Position uint64 `json:"position"`
 	Stream   string `json:"stream"`
 	Type     string `json:"type"`
-	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress
+	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress, chain
 	Detail   string `json:"detail"`
 	// Principal is who asked for the event through the API, as its
 	// metadata records ("" for none).
@@ -61,14 +61,18 @@ const MaxViolations = 10_000
 // parent was asked to cancel), never more in flight than the parent's window
 // at any position; a parent ends only after every child it requested has
 // ended (and, unless cancelled, after all its items were requested). No
-// worker writes for a handoff to an incarnation that was declared lost before. No
+// worker writes for a handoff to an incarnation that was declared lost before,
+// and no incarnation is declared lost by its lease before that lease had
+// passed by log time since it owed a sign of life (auditlease.go). No
 // execution is handed to an incarnation that did not register its runner.
 // Who acted (RulePrincipal): a principal recorded in an event's metadata is
 // valid, and a client asks to cancel only executions it requested; the
 // report counts each principal's events. The action policies' own rules
 // (retries and their backoffs, attempts) are checkPolicies'; the executor's
 // cancellations are justified by on_limit cancel_in_progress
-// (RuleCancelInProgress, auditCancels). progress, if
+// (RuleCancelInProgress, auditCancels). On a store that keeps the hash
+// chain, every event carries the hash the chain gives it (RuleChain,
+// auditChain). progress, if
 // not nil, is called with the position
 // reached now and then.
 func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64)) (*AuditReport, error) {
@@ -82,6 +86,8 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 	who := newAuditPrincipals()
 	ticks := auditTicks{}
 	cancels := newAuditCancels()
+	chain := newAuditChain(store)
+	leases := newAuditLeases()
 	principal := ""
 	add := func(env *domain.Envelope, rule, detail string) {
 		if len(rep.Violations) < MaxViolations {
@@ -102,6 +108,9 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			from = env.Position + 1
 			rep.Events++
 			principal = ""
+			if detail := chain.check(env); detail != "" {
+				add(env, RuleChain, detail)
+			}
 			ev, err := codec.Events.Decode(env)
 			if err != nil {
 				add(env, "decode", err.Error())
@@ -156,6 +165,11 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				}
 				lost[id][e.Incarnation] = true
 			}
+			if cat == domain.StreamWorker {
+				if detail := leases.checkWorker(id, ev, env.Version, env.Time); detail != "" {
+					add(env, "lease", detail)
+				}
+			}
 			if cat == domain.StreamExecution {
 				x := execs[id]
 				if x == nil {
@@ -186,7 +200,9 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				if detail := cancels.check(queues, env, id, x, ev); detail != "" {
 					add(env, RuleCancelInProgress, detail)
 				}
+				prevWorker, prevStatus := x.Worker(), x.Status()
 				x.Apply(ev, env.Version, env.Time)
+				leases.execution(id, x, prevWorker, prevStatus, ev, env.Time)
 				trackFanout(fans, id, x, ev)
 			}
 			queues.Apply(env, ev)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -234,6 +235,29 @@ func TestAuditFindsEachKindOfViolation(t *testing.T) {
 			w.put(domain.WorkerStream("w1"), domain.OwnerExecutor, "x", domain.WorkerLost{Incarnation: "i1"})
 			w.put(domain.ExecutionStream("e1"), domain.OwnerWorker, "w1", domain.ExecutionRunning{Worker: "w1", Attempt: 1})
 		}, "lease"},
+		{"lost by the lease on a worker that owed nothing", func(w logWriter) {
+			w.put(domain.WorkerStream("w1"), domain.OwnerWorker, "w1", domain.WorkerRegistered{Incarnation: "i1", Slots: 1})
+			w.put(domain.WorkerStream("w1"), domain.OwnerExecutor, "x", domain.WorkerLost{Incarnation: "i1", LeaseMillis: 1})
+		}, "lease"},
+		{"lost by the lease before the lease passed since the handoff", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.put(domain.WorkerStream("w1"), domain.OwnerWorker, "w1", domain.WorkerRegistered{Incarnation: "i1", Slots: 1})
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduled{Worker: "w1", Incarnation: "i1", Attempt: 1, Action: "a", Runner: "core.noop"})
+			w.put(domain.WorkerStream("w1"), domain.OwnerExecutor, "x", domain.WorkerLost{Incarnation: "i1", LeaseMillis: 60_000})
+		}, "lease"},
+		{"lost by the lease once it passed since the handoff", func(w logWriter) {
+			w.action("a", 1)
+			w.request("e1", "a")
+			w.put(domain.WorkerStream("w1"), domain.OwnerWorker, "w1", domain.WorkerRegistered{Incarnation: "i1", Slots: 1})
+			w.put(domain.QueueStream("a"), domain.OwnerExecutor, "x", domain.QueueGranted{Execution: "e1"})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduling{})
+			w.put(domain.ExecutionStream("e1"), domain.OwnerExecutor, "x", domain.ExecutionScheduled{Worker: "w1", Incarnation: "i1", Attempt: 1, Action: "a", Runner: "core.noop"})
+			time.Sleep(5 * time.Millisecond) // the log's clock passes the 1 ms lease
+			w.put(domain.WorkerStream("w1"), domain.OwnerExecutor, "x", domain.WorkerLost{Incarnation: "i1", LeaseMillis: 1})
+		}, ""},
 		{"handed to an incarnation that does not serve its runner", func(w logWriter) {
 			w.action("a", 1)
 			w.request("e1", "a")

@@ -23,6 +23,11 @@ var (
 	// ErrUnavailable: the log cannot be read now (503). It wraps
 	// eventstore.ErrClosed.
 	ErrUnavailable = fmt.Errorf("log unavailable: %w", eventstore.ErrClosed)
+	// ErrArchived: the query reaches before the live log's start, which
+	// only the archive holds now (410, unless the Queries have an archive:
+	// WithArchive). It wraps eventstore.ErrTrimmed, whose message names
+	// the live log's first position.
+	ErrArchived = fmt.Errorf("archived: %w", eventstore.ErrTrimmed)
 )
 
 // classified is a store error that also matches one of the sentinels above;
@@ -44,6 +49,8 @@ func storeError(err error) error {
 		kind = ErrInvalidQuery
 	case errors.Is(err, eventstore.ErrClosed), errors.Is(err, eventstore.ErrUnavailable):
 		kind = ErrUnavailable
+	case errors.Is(err, eventstore.ErrTrimmed):
+		kind = ErrArchived
 	default:
 		return err
 	}

@@ -18,13 +18,32 @@ import (
 // the log, an action as its stream holds it), from the log. Errors match
 // the sentinels of errors.go.
 type Queries struct {
-	views *Views
-	store eventstore.Store
+	views   *Views
+	store   eventstore.Store
+	history eventstore.Store // archive + live log (archive.History); nil without an archive
 }
 
 // NewQueries returns the façade over views, which follow store.
 func NewQueries(views *Views, store eventstore.Store) *Queries {
 	return &Queries{views: views, store: store}
+}
+
+// WithArchive makes q answer what the live log no longer holds from
+// history, which reads the archive and the live log as one log
+// (archive.History): an execution the read model does not know is folded
+// from it and shown with Archived set, and as_of folds read it. It returns q.
+func (q *Queries) WithArchive(history eventstore.Store) *Queries {
+	q.history = history
+	return q
+}
+
+// past returns the log to fold history from: archive + live log when q has
+// an archive, else the live log.
+func (q *Queries) past() eventstore.Store {
+	if q.history != nil {
+		return q.history
+	}
+	return q.store
 }
 
 // Views returns the live read model as folded now.
@@ -75,7 +94,7 @@ func (q *Queries) At(ctx context.Context, asOf string) (*Views, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := ViewsAsOf(ctx, q.store, cut)
+	v, err := ViewsAsOf(ctx, q.past(), cut)
 	return v, storeError(err)
 }
 
@@ -103,6 +122,13 @@ func (q *Queries) Execution(ctx context.Context, id string) (view ExecutionView,
 			return ExecutionView{}, false, storeError(err)
 		}
 	}
+	if !ok && q.history != nil {
+		v, ok, err = ExecutionAsOf(ctx, q.history, id, Cut{Position: math.MaxUint64})
+		if err != nil && !eventstoreNotFound(err) {
+			return ExecutionView{}, false, storeError(err)
+		}
+		v.Archived = ok
+	}
 	return v, ok, nil
 }
 
@@ -113,7 +139,7 @@ func (q *Queries) ExecutionAt(ctx context.Context, id, asOf string) (view Execut
 	if err != nil {
 		return ExecutionView{}, false, err
 	}
-	v, found, err := ExecutionAsOf(ctx, q.store, id, cut)
+	v, found, err := ExecutionAsOf(ctx, q.past(), id, cut)
 	if eventstoreNotFound(err) {
 		return ExecutionView{}, false, nil
 	}

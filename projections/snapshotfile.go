@@ -56,7 +56,7 @@ const maxPiece = 64 << 20
 // number whenever a fold would give another result for the same events (a
 // fixed bug, a new rule): snapshots written before then are then ignored,
 // and the first start after the upgrade folds the log from the beginning.
-const snapshotMagic = "turnstile snapshot 3"
+const snapshotMagic = "turnstile snapshot 4"
 
 // ErrSnapshotMismatch says a snapshot file exists but cannot be used for this log.
 var ErrSnapshotMismatch = errors.New("snapshot does not match the log")

@@ -216,6 +216,9 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 			s.Workers[id] = w
 		}
 		w.Apply(ev, env.Version, env.Time)
+		if s.holdsCurrent(w) {
+			w.Owe(w.Incarnation(), env.Time) // it still holds executions: its next sign of life is due within a lease
+		}
 	case domain.StreamSchedule:
 		s.schedule(id).Apply(ev, env.Version, env.Time)
 	case domain.StreamExecution:
@@ -240,6 +243,11 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 			x.SetTraceparent(domain.TraceparentOf(env.Metadata))
 		}
 		s.trackWorker(id, prevWorker, prevStatus, x)
+		if sc, ok := ev.(domain.ExecutionScheduled); ok {
+			if w := s.Workers[sc.Worker]; w != nil {
+				w.Owe(sc.Incarnation, env.Time) // handed work: the incarnation owes a sign of life within a lease
+			}
+		}
 		s.trackFanout(id, x, ev, env.ID)
 		if x.Status() != domain.StatusRequested {
 			delete(s.Unscheduled, id)
@@ -376,6 +384,16 @@ func (s *State) WorkerIDs() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// holdsCurrent reports whether w's current incarnation holds an execution.
+func (s *State) holdsCurrent(w *WorkerState) bool {
+	for xid := range w.InFlight {
+		if x := s.live[xid]; x != nil && x.Incarnation() == w.Incarnation() {
+			return true
+		}
+	}
+	return false
 }
 
 // HeldBy returns the live executions handed to worker id, sorted.

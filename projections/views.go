@@ -458,6 +458,9 @@ func percentile(sorted []float64, q float64) float64 {
 type ExecutionView struct {
 	domain.ExecutionState
 	Position uint64 `json:"position"`
+	// Archived is set on an execution the live log no longer holds,
+	// folded from the archive (Queries.WithArchive).
+	Archived bool `json:"archived,omitempty"`
 }
 
 // View returns an execution as the API shows it.

@@ -55,6 +55,9 @@ type Execution struct {
 	EndedAt        *time.Time      `json:"ended_at,omitempty"`
 	Version        int64           `json:"version"`  // of the execution's stream
 	Position       uint64          `json:"position"` // the log position this state is current as of
+	// Archived: the live log no longer holds this execution; its state is
+	// folded from the archive (a server started with --archive).
+	Archived bool `json:"archived,omitempty"`
 }
 
 // ExecutionList is a page of GET /api/v1/executions, newest first; Next is

@@ -61,7 +61,7 @@ func TestHelpEveryCommand(t *testing.T) {
 			}
 		}
 	}
-	for name, sc := range map[string]map[string]subcommand{"actions": actionsCommands, "exec": execCommands, "watch": watchCommands} {
+	for name, sc := range map[string]map[string]subcommand{"actions": actionsCommands, "exec": execCommands, "watch": watchCommands, "log": logCommands} {
 		for sub := range sc {
 			if clientWhat[name+" "+sub] == "" {
 				t.Errorf("turnstile %s %s --help does not say what it does (clientWhat)", name, sub)

@@ -34,7 +34,8 @@ const (
 // --help, docs/cli.md).
 const exitCodesHelp = `Exit codes:
   0  success
-  1  a negative finding: audit or rebuild found a violation or a difference; an execution
+  1  a negative finding: audit or rebuild found a violation or a difference, verify a log
+     that does not match its chain; an execution
      failed, timed out, was cancelled or rejected (exec wait, exec request --wait); a
      conflict (409: an action defined differently, an execution already ended, an
      idempotency key reused with another body)
@@ -76,6 +77,16 @@ Example:
 
 Example:
   turnstile exec request demo.sleep --input '{"seconds":1}' --wait
+`,
+	"log": `Where the log stands: its head, the live log's first position, the archive's segments,
+and the digest of its hash chain (GET /api/v1/log). Keep the digest somewhere the server
+cannot rewrite: turnstile verify --digest POSITION:HASH proves later that nothing up to its
+position changed.
+
+  turnstile log status
+
+Example:
+  turnstile log status --json
 `,
 	"watch": `Follow a live feed until interrupted (or --count messages); a dropped connection is
 resumed after the last message received, without a gap or a duplicate.

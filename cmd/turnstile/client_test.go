@@ -31,10 +31,15 @@ const (
 // and returns its URL once it listens; it stops at the end of the test.
 func startTestServer(t *testing.T) string {
 	t.Helper()
+	return startTestServerIn(t, t.TempDir()) // here, not in the goroutine: removed after serve has stopped (cleanups run last in, first out)
+}
+
+// startTestServerIn is startTestServer with its data in dir.
+func startTestServerIn(t *testing.T, dir string) string {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &serveLog{}
 	done := make(chan int, 1)
-	dir := t.TempDir() // here, not in the goroutine: removed after serve has stopped (cleanups run last in, first out)
 	go func() {
 		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--workers", "2", "--slots", "4",
 			"--token", "admin:" + adminToken, "--token", "reader:" + readerToken}, io.Discard, logs)

@@ -28,6 +28,7 @@ Usage:
   turnstile migrate --store postgres://...   (apply the PostgreSQL store's and read model tables' migrations)
   turnstile healthcheck URL                  (GET URL, exit 0 on 2xx: for container health checks)
   turnstile audit   (--data DIR | --store URL) [--json]
+  turnstile verify  (--data DIR | --store URL) [--digest POSITION:HASH]... [--json]   (check the log's hash chain)
   turnstile replay  (--data DIR | --store URL) [--stream S] [--type T] [--from P] [--to P] [--as-of P|TIME] [--state] [--json]
   turnstile rebuild (--data DIR | --store URL | --server URL [--token T])
   turnstile rebuild --store postgres://... (--sql-views | --sql-views-reset)   (check or refold the SQL read model tables)
@@ -35,6 +36,7 @@ Usage:
   turnstile actions create|get|list|pause|resume|policy …
   turnstile exec request|get|list|cancel|wait|events|explain …
   turnstile watch queue-stats|executions|events …
+  turnstile log status                       (the log's head, start, archive and digest, from GET /api/v1/log)
       a client of the HTTP API (--server URL --token SECRET --json); turnstile exec help has the rest
   turnstile version [--json]                 (also --version: the module version, commit and Go version)
   turnstile help [COMMAND]                   (also COMMAND --help: its flags and an example)
@@ -72,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		err = cmdServe(ctx, args[1:], stderr)
 	case "audit":
 		return cmdAudit(ctx, args[1:], stdout, stderr)
+	case "verify":
+		return cmdVerify(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		err = cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "executor":
@@ -104,6 +108,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runClient(ctx, "exec", execCommands, args[1:], stdout, stderr)
 	case "watch":
 		return runClient(ctx, "watch", watchCommands, args[1:], stdout, stderr)
+	case "log":
+		return runClient(ctx, "log", logCommands, args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 && args[0] == "help" { // help COMMAND [SUBCOMMAND]: its --help
 			return run(ctx, append(append([]string{}, args[1:]...), "--help"), stdout, stderr)

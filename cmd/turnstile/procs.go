@@ -22,7 +22,7 @@ func cmdExecutor(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlags("executor", stderr)
 	storeURL := fs.String("store", os.Getenv("TURNSTILE_STORE"), "postgres:// store URL (also TURNSTILE_STORE)")
 	name := fs.String("name", defaultName("executor"), "this executor's writer name in the log (distinct per process)")
-	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker may go without an event in the log before it is declared lost")
+	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker that holds or was handed work may go without a sign of life in the log before it is declared lost (an idle worker writes nothing and is never lost)")
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on this address (e.g. 0.0.0.0:8081; empty: none)")
 	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
 	if err := parse(fs, args); err != nil {
@@ -55,7 +55,7 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	host, _ := os.Hostname()
 	id := fs.String("id", host, "worker id, unique among running workers (a second process with the same id takes it over and the first stops)")
 	slots := fs.Int("slots", 16, "executions this worker runs at once")
-	heartbeat := fs.Duration("heartbeat", 2*time.Second, "lease renewal interval (keep it well below the executors' --worker-lease)")
+	heartbeat := fs.Duration("heartbeat", 2*time.Second, "how often the worker looks at its lease: it writes a heartbeat once it has owed one for two intervals, else it only reads its stream (keep three intervals well below the executors' --worker-lease)")
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are handed back (run again after the restart, within max_attempts); a second SIGTERM stops at once")
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on this address (empty: none)")
 	server := fs.String("server", "", "serve over HTTP: the turnstile server's URL (then no --store: the worker needs a token of role worker, no database credentials)")

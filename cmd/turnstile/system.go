@@ -91,7 +91,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	workerPrefix := fs.String("worker-prefix", "local", "the in-process workers are PREFIX-1 … PREFIX-N; on a shared log each serve needs its own prefix, the same at every restart")
 	runExecutor := fs.Bool("executor", true, "run an executor in this process (on PostgreSQL it contends for the lease with every other executor; false: API and workers only)")
 	executorName := fs.String("executor-name", "", "the in-process executor's writer name in the log (default \"executor\"; on PostgreSQL executor@host:pid)")
-	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker may go without an event in the log before the executor declares it lost")
+	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker that holds or was handed work may go without a sign of life in the log before the executor declares it lost (an idle worker writes nothing and is never lost)")
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
 	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
 	snapDir := fs.String("snapshots", "", "directory for snapshots of the executor's fold and the read model (default: checkpoints/ in --data for the embedded store, none for others)")
@@ -105,6 +105,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	tokenFile := fs.String("token-file", "", "read bearer tokens from FILE, one ROLE:SECRET (or ROLE:NAME:SECRET) a line; mode 0600 (see docs/security.md)")
 	var corsOrigins stringsFlag
 	fs.Var(&corsOrigins, "cors-origin", "let browser pages of this origin (scheme://host[:port], or *) call the API and open its feeds (repeatable; see docs/security.md)")
+	archiveDir := fs.String("archive", "", "archive directory (docs/log-over-months.md): an execution the live log no longer holds answers from it, with \"archived\": true")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "export traces over OTLP/HTTP to this collector (http://host:4318; also OTEL_EXPORTER_OTLP_ENDPOINT); off by default")
 	feeds := feedFlags(fs)
 	runnerCfg := runnerFlags(fs)
@@ -197,9 +198,9 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	return node.Serve(ctx, node.ServeConfig{StoreURL: *storeURL, DataDir: *data, Addr: *addr, WorkerIDs: workerIDs, Slots: *slots, Grace: *grace,
 		NoExecutor: !*runExecutor, Lease: execLease, ExecutorName: *executorName, WorkerLease: *workerLease,
-		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners,
+		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners, ArchiveDir: *archiveDir,
 		API: func(p node.APIParts) http.Handler {
-			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger, CORSOrigins: corsOrigins, Remote: p.Remote,
+			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger, CORSOrigins: corsOrigins, Remote: p.Remote, Archive: p.Archive,
 				MaxFeeds: feeds.max, MaxFeedsPerToken: feeds.perToken, FeedStallTimeout: feeds.stall,
 				Ready: p.Ready, Version: buildVersion().Version, Registry: p.Registry}).Handler()
 		},

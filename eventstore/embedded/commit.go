@@ -447,8 +447,11 @@ func (s *Store) stage(r *request, buf []byte, micros int64, startPos uint64) []b
 			pos, version := s.next, st.sealed+uint64(len(st.positions))
 			commit := i == last && j == len(a.Events)-1
 			n := len(buf)
-			buf = appendRecord(buf, st.name, e, pos, version, micros, uint32(pos-startPos), commit)
 			s.fresh = append(s.fresh, committed(st.name, e, pos, version, micros))
+			f := &s.fresh[len(s.fresh)-1]
+			f.Hash = s.chain.Next(s.last, f)
+			s.last = f.Hash
+			buf = appendRecord(buf, st.name, e, pos, version, micros, uint32(pos-startPos), commit, &f.Hash)
 			s.offsets = append(s.offsets, s.wend)
 			s.posStream = append(s.posStream, st)
 			s.posID = append(s.posID, e.ID)

@@ -29,6 +29,9 @@
 //     replaced atomically (write, fsync, rename, fsync of the directory). It
 //     holds nothing the log does not: a missing or damaged one costs Open a
 //     scan of the whole log, never an event.
+//   - Tamper evidence: every record carries its event's chain hash
+//     (eventstore.NextHash), computed by the committer as it encodes the
+//     record and handed out as Envelope.Hash; KeepsChain is true.
 //   - Crash safety: every record carries a CRC-32C. On Open, a torn last write
 //     is cut off; damage that a later write proves was not a torn write (and,
 //     unless Options.TrustIndex, any damage to the part of the log the sealed
@@ -108,7 +111,7 @@
 //
 //	0   8  magic "TRNSTILE"
 //	8   4  kind "LOG\x00"
-//	12  4  format version (1)
+//	12  4  format version (2)
 //
 // Each record is one event:
 //
@@ -132,9 +135,19 @@
 //	65  1  causation id length (0..200)
 //	66  1  writer length (0..200)
 //	67  1  reserved, 0
-//	68  …  stream, type, correlation id, causation id, writer, data, metadata
+//	68 32  chain hash: eventstore.NextHash over the hash of the record
+//	       before (the zero hash before position 0) and this event
+//	100 …  stream, type, correlation id, causation id, writer, data, metadata
 //
-// A record is at most 8+68+200+100+600+1 MiB bytes (eventstore's limits). Past
+// A record is at most 8+100+200+100+600+1 MiB bytes (eventstore's limits).
+//
+// Format 1 is format 2 without the chain hash (the variable fields start at
+// 68). Open upgrades a format-1 log once: it rewrites it with the hashes to
+// log.tmp, syncs it, removes the sealed file (whose offsets change), renames
+// log.tmp over log and syncs the directory, so a crash at any point leaves
+// either log, and both open (upgrade.go). The rewrite keeps format 1's
+// recovery rules: it copies the complete commits and fails, changing
+// nothing, on damage that a later write proves. Past
 // the last record the file may hold zeros: the committer keeps up to
 // Options.Preallocate bytes written ahead (a record length of 0 is never
 // valid), so that its writes overwrite allocated blocks and fsync has no file
@@ -151,8 +164,12 @@
 // the file). Then it scans the rest of the log record by record into the hot
 // part. A record continues the log if its checksum matches, its fields add
 // up, its position is the next one, its version the next of its stream and
-// its id new (neither hot nor sealed); a sound record that breaks one of these
-// rules is corruption. An Append or AppendMulti counts only if its last
+// its id new (neither hot nor sealed), and its chain hash is the one that
+// follows the record before it; a sound record that breaks one of these
+// rules is corruption, named by its position and offset (a record whose
+// checksum matches is no torn write, so even the last one is never cut for
+// a hash that does not chain). The records the sealed file covers are
+// checked against the chain too, unless Options.TrustIndex. An Append or AppendMulti counts only if its last
 // record (the one with the commit flag) is present: records after the last
 // commit are dropped whole, which keeps AppendMulti atomic across a crash.
 //

@@ -412,6 +412,7 @@ func (s *Store) decode(v *view, p uint64, off int64, b []byte, filter *eventstor
 	e.SchemaVersion = int(r.schema)
 	e.Time = timeOf(r.micros)
 	e.Owner = r.owner
+	e.Hash = r.hash
 	if len(r.text) > 0 {
 		t := string(r.text)
 		e.CorrelationID = t[:r.corrLen]

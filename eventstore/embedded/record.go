@@ -14,10 +14,11 @@ import (
 
 // Log file header: magic, kind, format version. See doc.go.
 const (
-	logMagic      = "TRNSTILE"
-	logKind       = "LOG\x00"
-	formatVersion = 1
-	headerSize    = 16
+	logMagic        = "TRNSTILE"
+	logKind         = "LOG\x00"
+	formatVersion   = 2 // every record carries its chain hash
+	formatVersionV1 = 1 // no hashes: upgraded to format 2 at Open (upgrade.go)
+	headerSize      = 16
 )
 
 // Record layout. All integers are little-endian. See doc.go.
@@ -40,7 +41,11 @@ const (
 	offCausLen   = 65
 	offWriterLen = 66
 	offReserved  = 67
-	fixedBody    = 68
+	offHash      = 68 // format 2: the event's chain hash (eventstore.NextHash), 32 bytes
+	fixedBody    = 100
+
+	// fixedBodyV1 is the fixed part of a format-1 body: format 2 without the hash.
+	fixedBodyV1 = offHash
 
 	// minBody is the smallest valid body: one-byte stream and type.
 	minBody = fixedBody + 2
@@ -49,6 +54,10 @@ const (
 		3*eventstore.MaxCorrelationLen + eventstore.MaxEventSize
 	// minRecord is the smallest record on disk.
 	minRecord = prefixSize + minBody
+
+	// The same for format 1.
+	minBodyV1 = minBody - (fixedBody - fixedBodyV1)
+	maxBodyV1 = maxBody - (fixedBody - fixedBodyV1)
 )
 
 // Record flags.
@@ -109,7 +118,9 @@ func recordSize(stream string, e *domain.Envelope) int {
 //
 // inWrite counts the records before this one in the same write: recovery uses
 // it to tell a torn last write from damage to an earlier one.
-func appendRecord(buf []byte, stream string, e *domain.Envelope, pos, version uint64, micros int64, inWrite uint32, commit bool) []byte {
+//
+// hash is the event's chain hash.
+func appendRecord(buf []byte, stream string, e *domain.Envelope, pos, version uint64, micros int64, inWrite uint32, commit bool, hash *domain.Hash) []byte {
 	n := recordSize(stream, e)
 	start := len(buf)
 	if cap(buf)-start < n {
@@ -146,6 +157,7 @@ func appendRecord(buf []byte, stream string, e *domain.Envelope, pos, version ui
 	b[offCausLen] = byte(len(e.CausationID))
 	b[offWriterLen] = byte(len(e.Writer))
 	b[offReserved] = 0
+	copy(b[offHash:fixedBody], hash[:])
 	le.PutUint32(b[offDataLen:], uint32(len(e.Data)))
 	le.PutUint32(b[offMetaLen:], uint32(len(e.Metadata)))
 	i := fixedBody
@@ -179,6 +191,7 @@ type rec struct {
 	corrLen, causLen  int
 	payload           []byte // data then metadata
 	dataLen           int
+	hash              domain.Hash // the chain hash the record carries
 }
 
 // recordStatus says why bytes at some offset are not a record.
@@ -223,6 +236,40 @@ func recordLen(b []byte) (int, recordStatus) {
 	return n, recOK
 }
 
+// recordLenV1 is recordLen for a format-1 log.
+func recordLenV1(b []byte) (int, recordStatus) {
+	if len(b) < 4 {
+		return 0, recShort
+	}
+	l := binary.LittleEndian.Uint32(b)
+	if l < minBodyV1 || l > maxBodyV1 {
+		return 0, recBadLen
+	}
+	n := prefixSize + int(l)
+	if len(b) < n {
+		return n, recShort
+	}
+	return n, recOK
+}
+
+// parseRecordV1 checks and decodes the format-1 record at the start of b
+// (a zero hash in r). r's slices alias *scratch, where the format-1 body is
+// copied with room for the hash: valid until the next call with it.
+func parseRecordV1(b []byte, r *rec, scratch *[]byte) (int, recordStatus) {
+	n, st := recordLenV1(b)
+	if st != recOK {
+		return n, st
+	}
+	body := b[prefixSize:n]
+	if recordCRC(b[0:4], body) != binary.LittleEndian.Uint32(b[4:]) {
+		return n, recBadCRC
+	}
+	var zero domain.Hash
+	v2 := append(append(append((*scratch)[:0], body[:fixedBodyV1]...), zero[:]...), body[fixedBodyV1:]...)
+	*scratch = v2
+	return n, decodeBody(v2, r)
+}
+
 // parseRecord checks and decodes the record at the start of b. It returns the
 // record's total size on disk.
 func parseRecord(b []byte, r *rec) (int, recordStatus) {
@@ -250,6 +297,7 @@ func decodeBody(body []byte, r *rec) recordStatus {
 	r.schema = int64(le.Uint64(body[offSchema:]))
 	r.inWrite = le.Uint32(body[offInWrite:])
 	r.flags = body[offFlags]
+	copy(r.hash[:], body[offHash:fixedBody])
 	var ok bool
 	if r.owner, ok = ownerOf(body[offOwner]); !ok || r.flags&^knownFlags != 0 || body[offReserved] != 0 ||
 		uint64(r.inWrite) > r.position {

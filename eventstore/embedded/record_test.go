@@ -36,9 +36,9 @@ func envelopeOf(r *rec) domain.Envelope {
 // encodes back to exactly the same bytes; nothing panics.
 func FuzzParseRecord(f *testing.F) {
 	e := richEvent(10)
-	f.Add(appendRecord(nil, "execution-1", &e, 7, 3, 1234567, 2, true))
+	f.Add(appendRecord(nil, "execution-1", &e, 7, 3, 1234567, 2, true, &domain.Hash{1, 2, 3}))
 	e2 := richEvent(7)
-	f.Add(appendRecord(nil, "q", &e2, 0, 0, -5, 0, false))
+	f.Add(appendRecord(nil, "q", &e2, 0, 0, -5, 0, false, &domain.Hash{}))
 	f.Add([]byte{})
 	f.Add(make([]byte, 100))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -48,7 +48,7 @@ func FuzzParseRecord(f *testing.F) {
 			return
 		}
 		e := envelopeOf(&r)
-		again := appendRecord(nil, string(r.stream), &e, r.position, r.version, r.micros, r.inWrite, r.flags&flagCommit != 0)
+		again := appendRecord(nil, string(r.stream), &e, r.position, r.version, r.micros, r.inWrite, r.flags&flagCommit != 0, &r.hash)
 		if !bytes.Equal(again, b[:n]) {
 			t.Fatalf("record does not re-encode to the same bytes:\n in %x\nout %x", b[:n], again)
 		}
@@ -78,14 +78,15 @@ func FuzzRecordRoundTrip(f *testing.F) {
 		if eventstore.ValidateStream(stream) != nil || eventstore.ValidateEvent(&e) != nil {
 			return
 		}
-		b := appendRecord([]byte("prefix"), stream, &e, 42, 5, -99, 3, commit)[6:]
+		hash := domain.Hash{byte(len(data)), 7, 31: 9}
+		b := appendRecord([]byte("prefix"), stream, &e, 42, 5, -99, 3, commit, &hash)[6:]
 		var r rec
 		n, st := parseRecord(append(b, "trailing"...), &r)
 		if st != recOK || n != len(b) {
 			t.Fatalf("parse: %v, %d of %d bytes", st, n, len(b))
 		}
 		got := envelopeOf(&r)
-		if string(r.stream) != stream || r.position != 42 || r.version != 5 || r.micros != -99 || r.inWrite != 3 || (r.flags&flagCommit != 0) != commit {
+		if string(r.stream) != stream || r.hash != hash || r.position != 42 || r.version != 5 || r.micros != -99 || r.inWrite != 3 || (r.flags&flagCommit != 0) != commit {
 			t.Fatalf("store fields differ: %+v", r)
 		}
 		if got.ID != e.ID || got.Type != e.Type || got.SchemaVersion != e.SchemaVersion || got.Owner != e.Owner ||

@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 )
 
@@ -57,10 +58,25 @@ func inspectDir(fsys fileSystem, dir string) (hasLog bool, err error) {
 	if _, err := f.ReadAt(h, 0); err != nil || string(h[:8]) != logMagic || string(h[8:12]) != logKind {
 		return false, fmt.Errorf("embedded: %s: not a turnstile log (bad header): %w", filepath.Join(dir, logName), eventstore.ErrNotOurs)
 	}
-	if v := binary.LittleEndian.Uint32(h[12:]); v != formatVersion {
-		return false, fmt.Errorf("embedded: %s: log format version %d, this build reads version %d: %w", filepath.Join(dir, logName), v, formatVersion, eventstore.ErrNotOurs)
+	if v := binary.LittleEndian.Uint32(h[12:]); v != formatVersion && v != formatVersionV1 {
+		return false, fmt.Errorf("embedded: %s: log format version %d, this build reads versions %d and %d: %w", filepath.Join(dir, logName), v, formatVersionV1, formatVersion, eventstore.ErrNotOurs)
 	}
 	return true, nil
+}
+
+// logFormat returns the format version in the header of dir's log, which
+// inspectDir has accepted.
+func logFormat(fsys fileSystem, dir string) (uint32, error) {
+	f, err := fsys.Open(filepath.Join(dir, logName))
+	if err != nil {
+		return 0, fmt.Errorf("embedded: opening log: %w", err)
+	}
+	defer func() { _ = f.Close() }() // read-only: nothing to lose
+	h := make([]byte, headerSize)
+	if _, err := f.ReadAt(h, 0); err != nil {
+		return 0, fmt.Errorf("embedded: reading the log's header: %w", err)
+	}
+	return binary.LittleEndian.Uint32(h[12:]), nil
 }
 
 // initLog creates an empty log atomically: header to a temporary file, fsync,
@@ -185,11 +201,13 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 		return unusable("the last event it lists does not match the log at offset %d", two[0])
 	}
 	if s.opts.TrustIndex {
+		s.last = r.hash // the chain before the hot part, trusted like the rest
 		return true, nil
 	}
 	// Every record: its place, its checksum, and the sums of what it holds.
 	offs := bufio.NewReaderSize(io.NewSectionReader(sl.f, sealedHeaderSize, 8*int64(sl.n)), 256<<10)
 	var got sums
+	var prev domain.Hash
 	off := int64(headerSize)
 	for p := range sl.n {
 		if _, err := io.ReadFull(offs, buf[:8]); err != nil {
@@ -208,6 +226,9 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 		if r.position != p {
 			return unusable("the record at offset %d holds position %d, not %d", off, r.position, p)
 		}
+		if prev, err = checkChain(&s.chain, prev, &r, off); err != nil {
+			return false, err
+		}
 		got.addID(r.id, p)
 		got.addVersion(hashNameB(r.stream), r.version, p)
 		off += int64(l)
@@ -222,6 +243,7 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	if got != want {
 		return unusable("the ids, streams or versions it lists are not those of the log")
 	}
+	s.last = prev
 	return true, nil
 }
 
@@ -270,15 +292,18 @@ func (s *Store) resetIndexes() {
 	s.streams = make(map[string]*stream)
 	s.ids = newIDIndex(0)
 	s.sealed, s.base = emptySealed, 0
+	s.last = domain.Hash{}
 }
 
 // window reads a file sequentially in big chunks.
 type window struct {
-	f    io.ReaderAt
-	size int64 // bytes of the file to consider
-	buf  []byte
-	base int64
-	n    int
+	v1      bool   // the file is a format-1 log (records without a hash)
+	scratch []byte // format 1: the last record's body, widened to format 2
+	f       io.ReaderAt
+	size    int64 // bytes of the file to consider
+	buf     []byte
+	base    int64
+	n       int
 }
 
 // at returns the file's bytes from off on: at least want of them unless the
@@ -308,13 +333,18 @@ func (w *window) record(off int64, r *rec) (int, recordStatus, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	n, st := recordLen(b)
+	lenOf, parse := recordLen, parseRecord
+	if w.v1 {
+		lenOf = recordLenV1
+		parse = func(b []byte, r *rec) (int, recordStatus) { return parseRecordV1(b, r, &w.scratch) }
+	}
+	n, st := lenOf(b)
 	if st == recShort && n > len(b) && off+int64(n) <= w.size {
 		if b, err = w.at(off, n); err != nil {
 			return 0, 0, err
 		}
 	}
-	n, st = parseRecord(b, r)
+	n, st = parse(b, r)
 	return n, st, nil
 }
 
@@ -354,12 +384,17 @@ func (s *Store) scan(start, size int64) (int64, error) {
 }
 
 // addScanned adds a checked record to the hot indexes, after checking that
-// it continues the log: the next position, the next version of its stream,
+// it continues the log: the next position, the chain hash that follows the
+// record before it, the next version of its stream,
 // an id not seen before (in the hot or the sealed part).
 func (s *Store) addScanned(r *rec, off int64) error {
 	pos := s.base + uint64(len(s.offsets))
 	if r.position != pos {
-		return corruptError(logName, off, fmt.Sprintf("record holds position %d where %d was expected", r.position, pos))
+		return corruptError(logName, off, fmt.Sprintf("position %d: the record there holds position %d (an event is missing or out of order)", pos, r.position))
+	}
+	var err error
+	if s.last, err = checkChain(&s.chain, s.last, r, off); err != nil {
+		return err
 	}
 	st := s.streams[string(r.stream)]
 	if st == nil {
@@ -375,7 +410,7 @@ func (s *Store) addScanned(r *rec, off int64) error {
 		s.scanNew = append(s.scanNew, st)
 	}
 	if want := st.sealed + uint64(len(st.positions)); r.version != want {
-		return corruptError(logName, off, fmt.Sprintf("record holds version %d of %q where %d was expected", r.version, st.name, want))
+		return corruptError(logName, off, fmt.Sprintf("position %d: the record holds version %d of %q where %d was expected", pos, r.version, st.name, want))
 	}
 	_, dup, err := s.findID(r.id)
 	if err != nil {
@@ -392,10 +427,14 @@ func (s *Store) addScanned(r *rec, off int64) error {
 	return nil
 }
 
-// scanMark is the size of the indexes at the end of a complete commit.
-type scanMark struct{ events, streams int }
+// scanMark is the size of the indexes (and the chain's last hash) at the
+// end of a complete commit.
+type scanMark struct {
+	events, streams int
+	last            domain.Hash
+}
 
-func (s *Store) mark() scanMark { return scanMark{len(s.offsets), len(s.scanNew)} }
+func (s *Store) mark() scanMark { return scanMark{len(s.offsets), len(s.scanNew), s.last} }
 
 // rollback takes the records added since m back out of the indexes.
 func (s *Store) rollback(m scanMark) {
@@ -412,6 +451,7 @@ func (s *Store) rollback(m scanMark) {
 	clear(s.posStream[m.events:])
 	s.offsets, s.posStream, s.posID = s.offsets[:m.events], s.posStream[:m.events], s.posID[:m.events]
 	s.scanNew = s.scanNew[:m.streams]
+	s.last = m.last
 }
 
 // checkTorn decides what the bad record at off means. The committer writes
@@ -421,26 +461,36 @@ func (s *Store) rollback(m scanMark) {
 // off may survive a tear (the disk need not persist a write's pages in
 // order), so they do not count.
 func (s *Store) checkTorn(w *window, off int64, st recordStatus) error {
-	pos := s.base + uint64(len(s.offsets)) // the position the bad record should hold
+	return checkTornAt(w, off, st, s.base+uint64(len(s.offsets)))
+}
+
+// checkTornAt is checkTorn for the bad record at off that should hold
+// position pos.
+func checkTornAt(w *window, off int64, st recordStatus, pos uint64) error {
+	lo, hi := uint32(minBody), uint32(maxBody)
+	if w.v1 {
+		lo, hi = minBodyV1, maxBodyV1
+	}
 	maxPos := pos + uint64((w.size-off)/minRecord) + 1
 	var r rec
-	for o := off + 1; o+minRecord <= w.size; {
-		b, err := w.at(o, minRecord)
+	minRec := prefixSize + int(lo)
+	for o := off + 1; o+int64(minRec) <= w.size; {
+		b, err := w.at(o, minRec)
 		if err != nil {
 			return err
 		}
 		// Look for a plausible record start in what the window holds.
 		i := 0
-		for ; i+minRecord <= len(b); i++ {
+		for ; i+minRec <= len(b); i++ {
 			l := binary.LittleEndian.Uint32(b[i:])
-			if l < minBody || l > maxBody || o+int64(i)+prefixSize+int64(l) > w.size {
+			if l < lo || l > hi || o+int64(i)+prefixSize+int64(l) > w.size {
 				continue
 			}
 			if p := binary.LittleEndian.Uint64(b[i+prefixSize:]); p >= pos && p <= maxPos {
 				break
 			}
 		}
-		if i+minRecord > len(b) {
+		if i+minRec > len(b) {
 			o += int64(max(i, 1))
 			continue
 		}

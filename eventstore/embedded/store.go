@@ -71,8 +71,10 @@ type Store struct {
 	fresh    []domain.Envelope // committer only: the chunk being staged, for tail
 
 	// Owned by the committer goroutine (and by Open before it starts).
-	ids        *idIndex       // hot event id → position - base, committed and staged (writes under mu)
-	next       uint64         // position of the next staged event
+	ids        *idIndex    // hot event id → position - base, committed and staged (writes under mu)
+	next       uint64      // position of the next staged event
+	last       domain.Hash // chain hash of the last staged event (zero before position 0)
+	chain      eventstore.Chainer
 	wend       int64          // file offset past the last staged record
 	alloc      int64          // file offset up to which the file is written (zeros past wend)
 	buf        []byte         // write buffer of the chunk being staged
@@ -211,6 +213,12 @@ func (s *Store) open() error {
 	}
 	if !hasLog {
 		if err := s.initLog(); err != nil {
+			return err
+		}
+	} else if v, err := logFormat(s.fs, s.dir); err != nil {
+		return err
+	} else if v == formatVersionV1 {
+		if err := s.upgradeV1(); err != nil {
 			return err
 		}
 	}

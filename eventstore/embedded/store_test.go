@@ -95,7 +95,7 @@ func TestOpenRefusesForeignDirectory(t *testing.T) {
 		{"foreign log", map[string]string{logName: "SQLite format 3\x00 and more bytes"}, eventstore.ErrNotOurs},
 		{"short log", map[string]string{logName: "TRNST"}, eventstore.ErrNotOurs},
 		{"empty log", map[string]string{logName: ""}, eventstore.ErrNotOurs},
-		{"newer format", map[string]string{logName: logMagic + logKind + "\x02\x00\x00\x00"}, eventstore.ErrNotOurs},
+		{"newer format", map[string]string{logName: logMagic + logKind + "\x03\x00\x00\x00"}, eventstore.ErrNotOurs},
 		{"index without log", map[string]string{sealedName: "x"}, eventstore.ErrCorrupt},
 	} {
 		t.Run(c.name, func(t *testing.T) {

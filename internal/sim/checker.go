@@ -35,6 +35,7 @@ type checker struct {
 	open    int                   // executions requested and not ended
 	void    int                   // void grants: of executions that had ended (single-stream path)
 	ticks   map[string]string     // schedule + "\x00" + tick → the execution it produced (ticks.go)
+	leases  *leaseModel           // the lease rule (leases.go)
 }
 
 type actionModel struct {
@@ -64,7 +65,8 @@ type placement struct {
 
 func newChecker() *checker {
 	return &checker{execs: map[string]*domain.Execution{}, queues: domain.NewQueues(), granted: map[string]bool{},
-		lost: map[string]map[string]bool{}, oracle: map[string]*oracleExec{}, actions: map[string]*actionModel{}, place: map[string]*placement{}}
+		lost: map[string]map[string]bool{}, oracle: map[string]*oracleExec{}, actions: map[string]*actionModel{}, place: map[string]*placement{},
+		leases: newLeaseModel()}
 }
 
 // violation is a broken invariant, found at a log position.
@@ -119,6 +121,11 @@ func (c *checker) check(env *domain.Envelope) *violation {
 	cat, id := domain.SplitStream(env.Stream)
 	if cat != spec.Stream {
 		return bad("stream", "%s belongs in a %s stream", env.Type, spec.Stream)
+	}
+	if cat == domain.StreamWorker {
+		if detail := c.leases.worker(id, ev, env.Time); detail != "" {
+			return bad("lease", "%s", detail)
+		}
 	}
 	switch e := ev.(type) {
 	case domain.ExecutionRequested:
@@ -195,6 +202,7 @@ func (c *checker) check(env *domain.Envelope) *violation {
 		}
 		wasTerminal := x.Status().Terminal()
 		x.Apply(ev, env.Version, env.Time)
+		c.leases.execution(id, x, ev, env.Time)
 		if v := c.model(env, id, x, ev, bad); v != nil {
 			return v
 		}

@@ -19,7 +19,9 @@
 // own, written from DESIGN.md, states it (oracle.go: one wrong row of
 // domain/rule.go cannot hide itself), FIFO grants, the concurrency limit
 // and the pause at every position (by a queue model of the checker's own),
-// no write for a lost incarnation, and the read model's queue_stats equal
+// no write for a lost incarnation, no lost verdict before the incarnation's
+// debt of a sign of life is a lease old by log time (leases.go: an idle
+// worker writes nothing and is never lost), and the read model's queue_stats equal
 // to the checker's own fold. TestSeedCorpus replays the seeds that have
 // ever failed (testdata/seeds) on every run. At the end the faults stop
 // and the simulation runs on until every execution has ended (liveness);

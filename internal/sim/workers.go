@@ -18,6 +18,14 @@ import (
 // local is worker sw's own clock.
 func (w *world) local(sw *simWorker) time.Time { return w.now.Add(sw.skew) }
 
+// localClock is worker sw's own clock as a clock.Clock.
+type localClock struct {
+	w  *world
+	sw *simWorker
+}
+
+func (c localClock) Now() time.Time { return c.w.local(c.sw) }
+
 func (w *world) pickWorker(ok func(*simWorker) bool) *simWorker {
 	var c []*simWorker
 	for _, sw := range w.workers {
@@ -43,7 +51,7 @@ func (w *world) workerRestart() {
 	}
 	sw := c[w.rng.IntN(len(c))]
 	ww, err := worker.New(worker.Config{ID: sw.id, Slots: sw.slots, Store: w.writeTo, Runners: sw.runrs, Logger: w.log,
-		Host: "sim", PID: 1, NewIncarnation: func() string { w.incSeq++; return fmt.Sprintf("inc-%d", w.incSeq) }})
+		Host: "sim", PID: 1, Clock: localClock{w, sw}, NewIncarnation: func() string { w.incSeq++; return fmt.Sprintf("inc-%d", w.incSeq) }})
 	if err != nil {
 		panic(err)
 	}
@@ -151,6 +159,8 @@ func (w *world) runStep() error {
 	return nil
 }
 
+// heartbeat lets a worker look at its lease: it writes a heartbeat if it
+// owes one (worker.Config.MarkEvery), else it reads its stream.
 func (w *world) heartbeat() {
 	sw := w.pickWorker(func(sw *simWorker) bool { return !w.local(sw).Before(sw.nextBeat) })
 	if sw == nil {

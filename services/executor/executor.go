@@ -53,8 +53,10 @@ type Config struct {
 	// Tick is how often time-based rules (handoff expiry, worker leases,
 	// queue timeouts) are checked. Default 250ms.
 	Tick time.Duration
-	// WorkerLease is how long a worker may go without an event in the log
-	// before it is declared lost. Default 15s.
+	// WorkerLease is how long a worker that owes the log a sign of life
+	// (it holds executions, or was handed one since its last event:
+	// domain.Worker.Owe) may go without writing one before it is declared
+	// lost. An idle worker owes none. Default 15s.
 	WorkerLease time.Duration
 	// LoseWorkersAtStart declares every active worker lost once the fold has
 	// caught up: right for `serve` on the embedded store, whose workers all

@@ -515,6 +515,29 @@ func (h *harness) stream(stream string) []rec {
 	return decodeAll(h.t, envs)
 }
 
+// waitPaid waits until the executor's fold shows that worker id owes the
+// log no sign of life older than the clock's now: it holds nothing and was
+// handed nothing since it last wrote, or it wrote at now or later. (An idle
+// worker writes nothing: a test that moves log time on waits for this, not
+// for a heartbeat.)
+func (h *harness) waitPaid(id string) {
+	h.t.Helper()
+	now := h.clock.Now()
+	h.waitFor("worker "+id+" to owe no sign of life from before "+now.Format(time.RFC3339Nano), func() bool {
+		paid := false
+		h.exec.Inspect(func(st *projections.State) {
+			w := st.Workers[id]
+			if w == nil {
+				paid = true
+				return
+			}
+			since, owes := w.OwedSince()
+			paid = !owes || !since.Before(now)
+		})
+		return paid
+	})
+}
+
 // all reads and decodes the whole log.
 func (h *harness) all() []rec {
 	h.t.Helper()

@@ -1,6 +1,9 @@
-// Lost workers: a worker with no event in the log for Config.WorkerLease,
-// or, with Config.LoseWorkersAtStart, every active worker of the previous
-// run, is declared lost together with the abandonment of every execution
+// Lost workers: a worker that owes the log a sign of life (it holds
+// executions, or was handed one since its last event on its stream:
+// domain.Worker.Owe) and has written none for Config.WorkerLease, judged by
+// this executor's clock against the log time the debt began, or, with
+// Config.LoseWorkersAtStart, every active worker of the previous run, is
+// declared lost together with the abandonment of every execution
 // it holds, so that after the verdict no write of the lost incarnation
 // passes the handoff rule.
 //
@@ -84,14 +87,15 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 	return append(ops, o)
 }
 
-// decideLeases declares lost the workers whose last event in the log is
-// older than the lease at now.
+// decideLeases declares lost the workers that owe the log a sign of life
+// since a lease or more before now. An idle worker owes none: its lease
+// does not run, however quiet the log.
 func (e *Executor) decideLeases(ops []op, now time.Time) []op {
 	for _, id := range e.state.WorkerIDs() {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
-		ops = e.loseWorker(ops, id, now, e.cfg.WorkerLease, false, fmt.Sprintf("no event in the log for %s (its lease)", e.cfg.WorkerLease))
+		ops = e.loseWorker(ops, id, now, e.cfg.WorkerLease, false, fmt.Sprintf("no sign of life in the log for %s while it held or was handed work (its lease)", e.cfg.WorkerLease))
 	}
 	return ops
 }

@@ -19,12 +19,13 @@ import (
 
 // TestHandoffRacesLostVerdict: the split-brain race of a handoff and a lost
 // verdict, made deterministic with two step-driven executors that each see
-// the log through their own fold. Executor A hands x to worker w1 and w1
-// starts it; executor B sees the log late (its fold stops before the
-// grant) and, once w1's lease has lapsed by log time, declares w1 lost
-// with no abandonment (it does not know w1 holds x). A, deciding at the
-// same moment on the whole log, declares w1 lost too, abandoning x in the
-// same append. B's verdict lands first; A's loses the race on w1's stream.
+// the log through their own fold. Both see w1 handed y (so w1 owes the
+// log a sign of life from then on: an idle worker's lease would not run).
+// Executor A hands x to worker w1 and w1 starts it; executor B sees the
+// log late (its fold stops before that grant) and, once w1's lease has
+// lapsed by log time, declares w1 lost abandoning y alone (it does not know
+// w1 holds x). A, deciding at the same moment on the whole log, declares w1
+// lost too, abandoning y and x in the same append. B's verdict lands first; A's loses the race on w1's stream.
 // Then w1, which never heard of either, reports x completed: its write
 // carries the condition that its worker stream is where its incarnation
 // last saw it, so the verdict refuses it atomically, and w1 learns it was
@@ -72,6 +73,14 @@ func TestHandoffRacesLostVerdict(t *testing.T) {
 	everything := ^uint64(0)
 	a, foldA := newExec("exec-a")
 	b, foldB := newExec("exec-b")
+	requestOne(t, cmds, "q") // y: handed to w1, which never starts it
+	foldA(everything)
+	if ds := a.Decide(false); len(ds) != 1 || ds[0].What() != "grant q" {
+		t.Fatalf("A's decisions %v, want the grant of y", whats(ds))
+	} else if err := a.Commit(ctx, ds[0]); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Second)
 	id := requestOne(t, cmds, "q")
 	beforeGrant, err := store.Head(ctx)
 	if err != nil {

@@ -18,6 +18,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -150,7 +151,8 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 	}
 	runners := runner.Builtins(cfg.Runners) // one registry, shared by the workers
 	for _, id := range ids {
-		w, err := worker.New(worker.Config{ID: id, Slots: cfg.Slots, Store: store, Bus: n.Bus, Logger: cfg.Logger, Heartbeat: cfg.Heartbeat, Runners: runners})
+		w, err := worker.New(worker.Config{ID: id, Slots: cfg.Slots, Store: store, Bus: n.Bus, Logger: cfg.Logger, Heartbeat: cfg.Heartbeat, Runners: runners,
+			MarkEvery: markEvery(cfg)})
 		if err != nil {
 			return fail(err)
 		}
@@ -220,4 +222,14 @@ func (n *Node) drain(ctx context.Context, grace time.Duration) {
 	if n.Bus != nil {
 		_ = n.Bus.Close()
 	}
+}
+
+// markEvery is how long the in-process workers let a debt of a sign of
+// life run (worker.Config.MarkEvery): a quarter of the executor's worker
+// lease when this node runs the executor, else the workers' default.
+func markEvery(cfg Config) time.Duration {
+	if cfg.NoExecutor {
+		return 0
+	}
+	return cmp.Or(cfg.WorkerLease, 15*time.Second) / 4
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
@@ -50,6 +51,9 @@ type ServeConfig struct {
 	RetainEnded   int           // ended executions the read model keeps (0: all)
 	SQLViews      bool          // with a PostgreSQL store, keep the SQL read model tables
 	Runners       runner.Config // the built-in runners the in-process workers offer
+	// ArchiveDir, when set, is the archive (eventstore/archive): what the
+	// live log no longer holds answers from it (Queries.WithArchive).
+	ArchiveDir string
 
 	// API builds the HTTP API on the process's parts.
 	API  func(APIParts) http.Handler
@@ -73,6 +77,11 @@ type APIParts struct {
 	Logger   *slog.Logger
 	// Remote serves workers over HTTP (the worker routes).
 	Remote *remote.Service
+	// Archive counts the archive's segments for GET /api/v1/log; nil
+	// until this process runs an archive (serve --archive).
+	Archive interface {
+		ArchivedSegments(ctx context.Context) (int, error)
+	}
 }
 
 // Serve runs a serve process until ctx ends, then stops it: the API stops
@@ -198,7 +207,18 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	defer workers.Stop()
-	api.Handler = cfg.API(APIParts{Commands: n.Commands, Queries: projections.NewQueries(views, store), Ready: ready, Registry: reg, Logger: log, Remote: workers})
+	parts := APIParts{Commands: n.Commands, Queries: projections.NewQueries(views, store), Ready: ready, Registry: reg, Logger: log, Remote: workers}
+	if cfg.ArchiveDir != "" {
+		arch, err := archive.Open(cfg.ArchiveDir)
+		if err != nil {
+			return fmt.Errorf("archive: %w", err)
+		}
+		defer arch.Close()
+		history := archive.History{Archive: arch, Live: store}
+		parts.Queries.WithArchive(history)
+		parts.Archive = archiveStatus{history}
+	}
+	api.Handler = cfg.API(parts)
 	if err := api.Start(ctx); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ package remote
 
 import (
 	"context"
+	"time"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
@@ -106,6 +107,7 @@ func (s *Service) apply(env *domain.Envelope) *session {
 			Input: sched.Input, RunnerConfig: sched.RunnerConfig, KeyField: sched.KeyField, Attempt: sched.Attempt, TimeoutSeconds: float64(sched.TimeoutMillis) / 1000,
 			Traceparent: sched.Traceparent}}
 		s.byExec[id] = ss
+		ss.oweLocked(time.Now()) // handed work: the incarnation owes the log a sign of life (domain.Worker.Owe)
 		s.wakeLocked(ss)
 	case domain.TypeExecutionCancelRequested:
 		if ss := s.byExec[id]; ss != nil {

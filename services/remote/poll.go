@@ -17,11 +17,12 @@ const MaxWait = 60 * time.Second
 // is, or after wait. Assignments it returned before that were not reported
 // on come again (a worker deduplicates by execution and attempt).
 //
-// Only the poll's arrival renews the lease, and its wait is cut to half the
-// lease: an open poll is no sign of life (a worker frozen by SIGSTOP, or cut
-// off with no reset, keeps its poll open), so such a worker is declared lost
-// one lease after its last poll came in, whatever wait it asked for. A live
-// worker polls again when the answer comes, which renews the lease.
+// Only the poll's arrival renews the lease (it pays the incarnation's debt
+// of a sign of life, if it owes one: see Config.Lease), and its wait is cut
+// to half the lease: an open poll is no sign of life (a worker frozen by
+// SIGSTOP, or cut off with no reset, keeps its poll open), so such a worker
+// that owes one is declared lost one lease after its debt began, whatever
+// wait it asked for. A live worker polls again when the answer comes.
 func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Duration) (PollResult, error) {
 	ss := x.s
 	if err := s.renew(ctx, ss); err != nil {

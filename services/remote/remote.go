@@ -55,9 +55,12 @@ var (
 // Config configures a Service.
 type Config struct {
 	Store eventstore.Store
-	// Lease is the executor's worker lease: an incarnation with no event in
-	// the log for that long is declared lost. Polls and heartbeats renew it
-	// (a worker.heartbeat at most every Lease/10). Default 15s.
+	// Lease is the executor's worker lease: an incarnation that owes the log
+	// a sign of life (it holds executions, or was handed one since its last
+	// event: domain.Worker.Owe) and writes none for that long is declared
+	// lost. Polls and heartbeats pay the debt: the one that arrives once it
+	// is Lease/5 old writes a worker.heartbeat. An idle session writes
+	// nothing. Default 15s.
 	Lease  time.Duration
 	Logger *slog.Logger
 }
@@ -85,10 +88,11 @@ type session struct {
 	slots   int
 	runners []string
 
-	ended    bool
-	draining bool
-	state    *domain.Worker // the worker stream as this session last saw it
-	lastBeat time.Time      // when it last renewed the lease (this clock)
+	ended     bool
+	draining  bool
+	state     *domain.Worker // the worker stream as this session last saw it
+	owedSince time.Time      // when (this clock) the incarnation began to owe the log a sign of life; zero: it owes none
+	handedAt  time.Time      // when (this clock) the follower last saw a handoff to it
 
 	assigned map[string]*assignment // by execution id
 	cancels  map[string]struct{}    // executions whose runs must stop, not yet told
@@ -188,7 +192,7 @@ func (s *Service) Register(ctx context.Context, req Registration, peer string) (
 	}
 	secret := "tsw_" + base64.RawURLEncoding.EncodeToString(raw[:])
 	ss := &session{hash: sha256.Sum256([]byte(secret)), name: req.Name, inc: uuid.NewString(), slots: req.Slots, runners: runners,
-		assigned: map[string]*assignment{}, cancels: map[string]struct{}{}, wake: make(chan struct{}), lastBeat: time.Now()}
+		assigned: map[string]*assignment{}, cancels: map[string]struct{}{}, wake: make(chan struct{})}
 	// Known before worker.registered is in the log, so that no handoff to
 	// the new incarnation can pass the follower unseen.
 	s.mu.Lock()
@@ -304,17 +308,25 @@ func (s *Service) wakeLocked(ss *session) {
 	ss.wake = make(chan struct{})
 }
 
-// Heartbeat renews the session's lease (one worker.heartbeat, unless one was
-// written less than Lease/10 ago).
+// Heartbeat renews the session's lease: one worker.heartbeat if the
+// incarnation owes the log a sign of life since Lease/5 or longer, else
+// nothing (the lease of a session that holds nothing and was handed
+// nothing since its last event does not run).
 func (s *Service) Heartbeat(ctx context.Context, x Session) error { return s.renew(ctx, x.s) }
 
+// markAfter is how old a debt of a sign of life is when a poll or a
+// heartbeat pays it: polls come at most Lease/2 apart, so a live worker
+// pays within 0.7 of a lease of the handoff that started its debt.
+func (s *Service) markAfter() time.Duration { return s.cfg.Lease / 5 }
+
 func (s *Service) renew(ctx context.Context, ss *session) error {
+	now := time.Now()
 	s.mu.Lock()
 	if ss.ended {
 		s.mu.Unlock()
 		return ErrEnded
 	}
-	due := time.Since(ss.lastBeat) >= s.cfg.Lease/10
+	due := !ss.owedSince.IsZero() && now.Sub(ss.owedSince) >= s.markAfter()
 	s.mu.Unlock()
 	if !due {
 		return nil
@@ -337,8 +349,19 @@ func (s *Service) renew(ctx context.Context, ss *session) error {
 		ss.state = nil
 		return err
 	}
-	ss.state, ss.lastBeat = st, time.Now()
+	ss.state, ss.owedSince = st, time.Time{}
+	if len(ss.assigned) > 0 || !ss.handedAt.Before(now) {
+		ss.owedSince = now // it still holds work (or was handed some during the write): the debt runs on
+	}
 	return nil
+}
+
+// oweLocked records that the follower saw a handoff to ss at now.
+func (ss *session) oweLocked(now time.Time) {
+	ss.handedAt = now
+	if ss.owedSince.IsZero() {
+		ss.owedSince = now
+	}
 }
 
 // Drain records that the incarnation takes nothing new (worker.draining);

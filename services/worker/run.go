@@ -56,6 +56,9 @@ func (w *Worker) AcceptHandoff(env domain.Envelope) (*Run, error) {
 	w.mu.Lock()
 	mine := sched.Worker == w.cfg.ID && (sched.Incarnation == "" || sched.Incarnation == w.incarnation)
 	_, dup := w.running[key]
+	if mine {
+		w.oweLocked(w.incarnation, w.cfg.Clock.Now()) // even one it leaves: the log counts every handoff
+	}
 	if !mine || dup {
 		w.mu.Unlock()
 		return nil, nil // another incarnation's handoff, or one already taken: idempotent

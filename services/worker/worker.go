@@ -1,5 +1,7 @@
 // Package worker runs a worker: it registers an incarnation in the log,
-// renews its lease with heartbeats, takes the handoffs addressed to it from
+// keeps its lease (domain.Worker.Owe: a worker.heartbeat only while it holds
+// runs or was handed one since it last wrote, and an idle worker writes
+// nothing, it only reads its stream), takes the handoffs addressed to it from
 // the bus, runs them with the built-in runners, and writes only the events the
 // handoff rule gives it (running, then completed, failed, timed_out or
 // cancelled), each at the execution's expected version and only while the
@@ -35,6 +37,7 @@ import (
 	"github.com/turnstile/turnstile/internal/gopool"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/services/bus"
+	"github.com/turnstile/turnstile/services/clock"
 	"github.com/turnstile/turnstile/services/repository"
 	"github.com/turnstile/turnstile/services/runner"
 )
@@ -47,8 +50,20 @@ type Config struct {
 	Bus     *bus.Bus
 	Runners *runner.Registry // default runner.Builtins(runner.Config{}): neither core.shell nor core.http
 	Logger  *slog.Logger
-	// Heartbeat is the lease renewal interval. Default 2s.
+	// Heartbeat is how often the worker looks at its lease: it writes a
+	// worker.heartbeat if it owes one (see MarkEvery), else it reads its
+	// stream to learn whether it was declared lost or replaced. Default 2s.
 	Heartbeat time.Duration
+	// MarkEvery is how long a debt of a sign of life may run before the
+	// worker pays it with a worker.heartbeat: a debt starts when the worker
+	// is handed a run while it owed nothing, and runs on from each heartbeat
+	// while it holds runs. MarkEvery plus Heartbeat must stay well under the
+	// executor's worker lease (the node uses a quarter of the lease).
+	// Default twice Heartbeat (4s; the default lease is 15s).
+	MarkEvery time.Duration
+	// Clock tells the worker's time (its debts, MarkEvery). Default the
+	// system clock.
+	Clock clock.Clock
 	// StopGrace is the grace period Stop drains with. Default 10s.
 	StopGrace time.Duration
 	// NewIncarnation names each incarnation the worker registers. Default:
@@ -73,6 +88,8 @@ func (c *Config) Validate() error {
 		return errors.New("worker: Store is required")
 	case c.Heartbeat < time.Millisecond:
 		return fmt.Errorf("worker: Heartbeat %s below 1ms", c.Heartbeat)
+	case c.MarkEvery < 0:
+		return fmt.Errorf("worker: MarkEvery %s is negative", c.MarkEvery)
 	}
 	return nil
 }
@@ -88,6 +105,8 @@ type Worker struct {
 	incarnation string
 	mine        map[string]bool // every incarnation this worker made
 	state       *domain.Worker  // the worker stream as last written, or nil
+	owedSince   time.Time       // when (Clock) the incarnation began to owe the log a sign of life; zero: it owes none
+	handedAt    time.Time       // when (Clock) the last handoff to the incarnation was accepted
 	fenced      bool            // the store appends atomically to several streams: runs' writes carry a condition on the worker stream (see Run.guard)
 	running     map[runKey]*runEntry
 	draining    bool // set by Drain: no new handoff is taken
@@ -139,6 +158,12 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Heartbeat == 0 {
 		cfg.Heartbeat = 2 * time.Second
+	}
+	if cfg.MarkEvery == 0 {
+		cfg.MarkEvery = 2 * cfg.Heartbeat
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.System{}
 	}
 	if cfg.StopGrace == 0 {
 		cfg.StopGrace = 10 * time.Second
@@ -281,56 +306,11 @@ func (w *Worker) register(ctx context.Context) error {
 	}
 	w.mu.Lock()
 	if w.incarnation == inc {
-		w.state = st
+		w.state, w.owedSince = st, time.Time{}
 	}
 	w.mu.Unlock()
 	w.log.Info("registered", "incarnation", inc, "slots", w.cfg.Slots)
 	return nil
-}
-
-func (w *Worker) heartbeats(ctx context.Context) {
-	defer close(w.done)
-	t := time.NewTicker(w.cfg.Heartbeat)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		_ = w.Heartbeat(ctx)
-		if w.isSuperseded() {
-			return
-		}
-	}
-}
-
-// Heartbeat renews the lease of the current incarnation (one
-// worker.heartbeat). When the log says the incarnation was replaced, it
-// stops that incarnation's runs and registers a new one. Start's loop calls
-// it every Config.Heartbeat; a simulation calls it itself. The error is the
-// store's, if the write failed.
-func (w *Worker) Heartbeat(ctx context.Context) error {
-	w.mu.Lock()
-	known, inFlight, inc := w.state.Clone(), len(w.running), w.incarnation
-	w.mu.Unlock()
-	st, err := repository.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
-		return s.Heartbeat(inc, inFlight)
-	})
-	switch {
-	case errors.Is(err, domain.ErrWorkerReplaced), errors.Is(err, domain.ErrWorkerNotRegistered):
-		w.replaced(ctx, inc)
-		return nil
-	case err != nil:
-		if ctx.Err() == nil {
-			w.log.Warn("heartbeat failed", "err", err)
-		}
-		w.setState(inc, nil)
-		return err
-	default:
-		w.setState(inc, st)
-		return nil
-	}
 }
 
 // setState records the worker stream's state as inc last wrote it.
@@ -366,7 +346,7 @@ func (w *Worker) replaced(ctx context.Context, old string) {
 		w.mu.Unlock()
 		return
 	}
-	w.incarnation, w.state = w.cfg.NewIncarnation(), nil
+	w.incarnation, w.state, w.owedSince = w.cfg.NewIncarnation(), nil, time.Time{}
 	w.mine[w.incarnation] = true
 	stopped := 0
 	for _, r := range w.running {

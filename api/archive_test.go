@@ -1,0 +1,131 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/turnstile/turnstile/api"
+	"github.com/turnstile/turnstile/client/wire"
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/archive"
+	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/node"
+)
+
+// TestArchivedExecutionsAnswer: once an ended execution has left the live
+// log for the archive (archived, then trimmed), GET answers it from the
+// archive with "archived": true; one the read model holds is not marked; an
+// unknown id is still 404; as_of reads cross into the archive.
+func TestArchivedExecutionsAnswer(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	store := memstore.New(memstore.Options{})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	n, err := node.Start(ctx, store, node.Config{Workers: 2, Slots: 8, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := projections.NewViews()
+	views.Retain(1)
+	done := make(chan error, 1)
+	go func() { done <- views.Run(ctx, store) }()
+	arch, err := archive.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries := projections.NewQueries(views, store).WithArchive(archive.History{Archive: arch, Live: store})
+	srv := api.New(api.Config{Commands: n.Commands, Queries: queries, Logger: log, FeedHeartbeat: 50 * time.Millisecond})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		cancel()
+		<-done
+		n.Stop()
+		arch.Close()
+		_ = store.Close()
+	})
+	e := &e2e{t: t, store: store, url: hs.URL}
+
+	e.define("arch.echo", "core.echo", 1)
+	var ids []string
+	for i := range 4 {
+		id := e.request("arch.echo", map[string]any{"i": i, "html": "<&>"})
+		e.waitStatus(id, domain.StatusCompleted)
+		ids = append(ids, id)
+	}
+	var before wire.Execution
+	e.mustJSON("GET", "/api/v1/executions/"+ids[0], nil, http.StatusOK, &before)
+	head, _ := store.Head(ctx)
+	if err := arch.Write(ctx, store, 0, head); err != nil {
+		t.Fatal(err)
+	}
+	var keep []string // every stream but the executions' (all ended)
+	for _, s := range []string{"action-arch.echo", "queue-arch.echo", "worker-local-1", "worker-local-2"} {
+		if _, err := store.ReadStream(ctx, s, 0, 1); err == nil {
+			keep = append(keep, s)
+		}
+	}
+	if err := store.Trim(ctx, head, keep); err != nil {
+		t.Fatal(err)
+	}
+
+	var got wire.Execution
+	e.mustJSON("GET", "/api/v1/executions/"+ids[0], nil, http.StatusOK, &got)
+	if !got.Archived || got.Status != "completed" || string(got.Result) != string(before.Result) || got.Position != before.Position || got.Version != before.Version {
+		t.Fatalf("an archived execution: %+v\nbefore the archive: %+v", got, before)
+	}
+	var held wire.Execution
+	e.mustJSON("GET", "/api/v1/executions/"+ids[3], nil, http.StatusOK, &held)
+	if held.Archived || held.Status != "completed" {
+		t.Fatalf("an execution the read model holds: %+v", held)
+	}
+	if code, _, _ := e.do("GET", "/api/v1/executions/no-such-execution", nil); code != http.StatusNotFound {
+		t.Fatalf("an unknown execution: %d, want 404", code)
+	}
+	var then wire.Execution
+	e.mustJSON("GET", "/api/v1/executions/"+ids[0]+"?as_of="+strconv.FormatUint(before.Position-1, 10), nil, http.StatusOK, &then)
+	if then.ID != ids[0] || then.Status != "running" || then.Version != before.Version-1 {
+		t.Fatalf("as_of across the archive: %+v", then)
+	}
+	// The live log goes on after the trim.
+	id := e.request("arch.echo", map[string]any{"i": 4})
+	e.waitStatus(id, domain.StatusCompleted)
+	var fresh wire.Execution
+	e.mustJSON("GET", "/api/v1/executions/"+id, nil, http.StatusOK, &fresh)
+	if fresh.Archived {
+		t.Fatalf("a live execution marked archived: %+v", fresh)
+	}
+}
+
+// TestAsOfBeforeTheLiveLogIsGone: without an archive, a read as of a
+// position the live log no longer holds is 410 naming where it starts.
+func TestAsOfBeforeTheLiveLogIsGone(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t)
+	e.define("gone.echo", "core.echo", 1)
+	id := e.request("gone.echo", map[string]any{"i": 1})
+	e.waitStatus(id, domain.StatusCompleted)
+	ctx := context.Background()
+	store := e.store.(*memstore.Store)
+	head, _ := store.Head(ctx)
+	if err := store.Trim(ctx, head, []string{"action-gone.echo", "queue-gone.echo", "worker-local-1", "worker-local-2"}); err != nil {
+		t.Fatal(err)
+	}
+	code, _, body := e.do("GET", "/api/v1/queue-stats?as_of=3", nil)
+	var p wire.Problem
+	if err := json.Unmarshal(body, &p); err != nil || code != http.StatusGone || p.Type != "https://turnstile.dev/problems/archived" ||
+		!strings.Contains(p.Detail, fmt.Sprintf("the live log starts at %d", head)) {
+		t.Fatalf("as_of before the live log: %d %s", code, body)
+	}
+}
