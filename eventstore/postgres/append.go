@@ -198,19 +198,29 @@ func (s *Store) commit(c *committer, group []*request) {
 	}
 	defer release()
 	a := &attempt{s: s, release: release}
+	n := 0
+	for _, r := range group {
+		n += r.events
+	}
+	if s.needPartitions(n) {
+		_ = s.addPartitions(ctx, n) // should it fail, so does the insert, with the reason
+	}
 	p, tried, err := s.fastCommit(ctx, c, group, a.locked)
 	if tried {
 		s.groups.Add(1)
 		a.end(p, err)
 	}
 	retry := true
-	if pgErr, ok := uniqueViolation(err); ok && pgErr.ConstraintName != "events_id_key" {
+	if pgErr, ok := uniqueViolation(err); ok && !idKey(pgErr.ConstraintName) {
 		// The assumed heads were checked under the lock: the (stream,
 		// version) taken is an outside writer's, as in a refused careful
 		// attempt.
 		retry = false
 	}
-	if !tried || errors.Is(err, errStale) || isUniqueViolation(err) {
+	if isNoPartition(err) { // another Store went far ahead
+		_ = s.addPartitions(ctx, n)
+	}
+	if !tried || errors.Is(err, errStale) || isUniqueViolation(err) || isNoPartition(err) {
 		s.commitCareful(ctx, c, group, retry, a)
 		return
 	}
@@ -240,6 +250,7 @@ func (a *attempt) end(p plan, err error) {
 	switch {
 	case err == nil && len(p.rows) > 0:
 		a.s.feed.publish(a.claim, p.rows[0].Position, p.rows)
+		a.s.parts.sawHead(p.next)
 	case a.claim != 0:
 		a.s.feed.unclaim(a.claim)
 		a.s.wake.wake()
@@ -255,10 +266,26 @@ func (s *Store) commitCareful(ctx context.Context, c *committer, group []*reques
 		}
 		return
 	}
-	p, err := s.commitGroup(ctx, c, group, a.locked)
-	a.end(p, err)
-	s.groups.Add(1)
-	s.slow.Add(1)
+	var p plan
+	var err error
+	for try := 0; ; try++ {
+		p, err = s.commitGroup(ctx, c, group, a.locked)
+		a.end(p, err)
+		s.groups.Add(1)
+		s.slow.Add(1)
+		if !isNoPartition(err) || try == 2 {
+			break
+		}
+		// Other writers went past the partitions made for this group.
+		n := 0
+		for _, r := range group {
+			n += r.events
+		}
+		if aerr := s.addPartitions(ctx, n); aerr != nil {
+			err = aerr
+			break
+		}
+	}
 	if pgErr, ok := uniqueViolation(err); ok {
 		if retry {
 			for _, r := range group {
@@ -294,7 +321,7 @@ func (s *Store) commitGroup(ctx context.Context, c *committer, group []*request,
 		return plan{}, fmt.Errorf("postgres: append: %w", err)
 	}
 	seq := s.heads.begin()
-	defer func() { s.heads.done(seq, p.heads, err == nil) }()
+	defer func() { s.heads.done(seq, p.heads, p.rows, err == nil) }()
 	p, err = s.stage(ctx, c.conn, group, true, locked)
 	if err != nil {
 		if c.conn.PgConn().IsClosed() || c.conn.PgConn().TxStatus() != 'I' {
@@ -371,13 +398,17 @@ func (s *Store) stage(ctx context.Context, conn *pgx.Conn, group []*request, own
 	br = conn.SendBatch(ctx, b)
 	for i := range b.Len() {
 		var tag pgconn.CommandTag
-		if i == 0 && len(p.rows) > 0 { // the insert: the commit time it wrote
+		if i == 0 && len(p.rows) > 0 { // the insert: the commit time and the hashes it wrote
 			var ts time.Time
-			if err = br.QueryRow().Scan(&ts); err != nil {
+			var hashes [][]byte
+			if err = br.QueryRow().Scan(&ts, &hashes); err != nil {
 				break
 			}
 			for j := range p.rows {
 				p.rows[j].Time = ts.UTC()
+			}
+			if err = setHashes(p.rows, hashes); err != nil {
+				break
 			}
 			continue
 		}
@@ -459,39 +490,14 @@ func insertArgs(rows []domain.Envelope) []any {
 		streams, types, owners              = make([]string, n), make([]string, n), make([]string, n)
 		correlations, causations, writers   = make([]string, n), make([]string, n), make([]string, n)
 		ids                                 = make([][16]byte, n)
-		data, metadata                      = make([][]byte, n), make([][]byte, n)
+		data, metadata, tails               = make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	)
 	for i := range rows {
 		e := &rows[i]
 		positions[i], streams[i], versions[i], ids[i] = int64(e.Position), e.Stream, int64(e.Version), e.ID
 		types[i], schemaVersions[i], owners[i] = e.Type, int64(e.SchemaVersion), string(e.Owner)
 		correlations[i], causations[i], writers[i] = e.CorrelationID, e.CausationID, e.Writer
-		data[i], metadata[i] = e.Data, e.Metadata
+		data[i], metadata[i], tails[i] = e.Data, e.Metadata, chainTail(e)
 	}
-	return []any{positions, streams, versions, ids, types, schemaVersions, owners, correlations, causations, writers, data, metadata}
-}
-
-// conflict turns a unique violation that a request hit even when appended
-// alone into the error its caller branches on: a stored id is
-// ErrIdempotencyConflict; a taken (stream, version) is the WrongVersionError
-// of the first stream whose expected version no longer holds, or, if they
-// all still hold (the other writer raced again), of the first stream.
-func (s *Store) conflict(ctx context.Context, r *request, pgErr *pgconn.PgError) error {
-	if pgErr.ConstraintName == "events_id_key" {
-		return fmt.Errorf("%w: an event id was stored at the same time by a writer outside the store: %w", eventstore.ErrIdempotencyConflict, pgErr)
-	}
-	streams := make([]string, len(r.appends))
-	for i, a := range r.appends {
-		streams[i] = a.Stream
-	}
-	heads, err := scanHeads(s.pool.Query(ctx, s.sql.streamHeads, streams))
-	if err != nil {
-		return fmt.Errorf("postgres: append: %w (and reading the streams after it: %w)", pgErr, err)
-	}
-	if err := checkExpected(heads, r.appends); err != nil {
-		return err
-	}
-	a := r.appends[0]
-	last := headOf(heads, a.Stream)
-	return &eventstore.WrongVersionError{Stream: a.Stream, Expected: a.Expected, Exists: last >= 0, Actual: uint64(max(last, 0))}
+	return []any{positions, streams, versions, ids, types, schemaVersions, owners, correlations, causations, writers, data, metadata, tails}
 }

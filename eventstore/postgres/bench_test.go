@@ -148,3 +148,53 @@ func BenchmarkSubscribe(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*benchLogEvents)/time.Since(start).Seconds(), "events/s")
 }
+
+// BenchmarkTrim: a log of 200,000 ~200-byte events in 200 streams, in
+// partitions of 20,000 positions, trimmed to position 150,000 keeping 100
+// streams; one op is one such log and trim (only the trim is timed).
+// Reports the events table's bytes on disk (every partition, with indexes
+// and TOAST) before and after.
+func BenchmarkTrim(b *testing.B) {
+	ctx := context.Background()
+	const events, size, cut = 200_000, 20_000, 150_000
+	var before, after int64
+	size64 := func(schema string) int64 {
+		var n int64
+		if err := sharedPool.Get(b).QueryRow(ctx, `SELECT coalesce(sum(pg_total_relation_size(inhrelid)), 0)::bigint
+			FROM pg_inherits WHERE inhparent = $1::regclass`, schema+".events").Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		return n
+	}
+	for range b.N {
+		b.StopTimer()
+		schema := freshSchema(b)
+		if err := SetPartitionSize(ctx, sharedPool.Get(b), schema, size); err != nil {
+			b.Fatal(err)
+		}
+		s := newStore(b, Options{Schema: schema})
+		run := benchRun.Add(1)
+		evs := make([]domain.Envelope, 1000)
+		for i := 0; i < events; i += len(evs) {
+			for j := range evs {
+				evs[j] = storetest.BenchEvent(run, 0, uint64(i+j))
+			}
+			if _, err := s.Append(ctx, fmt.Sprintf("execution-%d", i/len(evs)%1000), eventstore.Any, evs...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		keep := make([]string, 100)
+		for i := range keep {
+			keep[i] = fmt.Sprintf("execution-%d", 2*i)
+		}
+		before = size64(schema)
+		b.StartTimer()
+		if err := s.Trim(ctx, cut, keep); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		after = size64(schema)
+	}
+	b.ReportMetric(float64(before), "bytes-before")
+	b.ReportMetric(float64(after), "bytes-after")
+}

@@ -1,7 +1,11 @@
 package postgres
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
@@ -89,4 +93,29 @@ func checkExpected(heads map[string]int64, appends []eventstore.StreamAppend) er
 		}
 	}
 	return nil
+}
+
+// conflict turns a unique violation that a request hit even when appended
+// alone into the error its caller branches on: a stored id is
+// ErrIdempotencyConflict; a taken (stream, version) is the WrongVersionError
+// of the first stream whose expected version no longer holds, or, if they
+// all still hold (the other writer raced again), of the first stream.
+func (s *Store) conflict(ctx context.Context, r *request, pgErr *pgconn.PgError) error {
+	if idKey(pgErr.ConstraintName) {
+		return fmt.Errorf("%w: an event id was stored at the same time by a writer outside the store: %w", eventstore.ErrIdempotencyConflict, pgErr)
+	}
+	streams := make([]string, len(r.appends))
+	for i, a := range r.appends {
+		streams[i] = a.Stream
+	}
+	heads, err := scanHeads(s.pool.Query(ctx, s.sql.streamHeads, streams))
+	if err != nil {
+		return fmt.Errorf("postgres: append: %w (and reading the streams after it: %w)", pgErr, err)
+	}
+	if err := checkExpected(heads, r.appends); err != nil {
+		return err
+	}
+	a := r.appends[0]
+	last := headOf(heads, a.Stream)
+	return &eventstore.WrongVersionError{Stream: a.Stream, Expected: a.Expected, Exists: last >= 0, Actual: uint64(max(last, 0))}
 }

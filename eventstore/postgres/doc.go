@@ -33,7 +33,8 @@
 //     (SQLSTATE 23505) becomes eventstore.WrongVersionError (or
 //     ErrIdempotencyConflict for an id) after the store has decided the
 //     append again under the lock (twice if its first attempt left the
-//     head it assumed to the constraint; see below).
+//     head it assumed to the constraint; see below). The constraints hold
+//     per partition; see "Partitions and trimming" for the rest.
 //   - Group commit: concurrent appends of one Store are queued and written
 //     together, in queue order, in one transaction of at most
 //     Options.MaxBatch events, by one of two committer goroutines, each
@@ -88,10 +89,12 @@
 // group may be sent), and one statement that checks the assumed heads
 // against the table, inserts the rows at positions counted from
 // log_head.next, advances log_head and notifies, then Sync, which commits.
-// Heads known to be in the log (a stream's first event, or a version this
-// Store's own commits reached) are left to UNIQUE (stream, version) instead
-// of a look-up: if such a stream moved on, the version the group writes is
-// taken. If a checked head is wrong the statement writes nothing, and if a
+// Heads known to be in the log are left to the unique constraints instead
+// of a look-up: a stream's first event (the primary key of streams refuses
+// it if the stream has events), and the head this Store's own last commit
+// to the stream left, if that commit's event lies in the live log and in
+// the partition the group writes to (if such a stream moved on, the
+// version the group writes is taken there). If a checked head is wrong the statement writes nothing, and if a
 // row breaks a UNIQUE constraint the insert fails; either way the group
 // is decided again the careful way, in two round trips: BEGIN and the lock
 // request, with the reads its decisions need (the streams' last versions,
@@ -101,15 +104,73 @@
 // transaction that held the lock before. The committers' connections plan
 // with seq scans and JIT off (see Plans in store.go).
 //
+// # The hash chain
+//
+// Every event's Hash (eventstore.NextHash of the hash before it and the
+// event) is stored in events.hash and filled by every read path, the
+// in-memory feed included; KeepsChain is true. The appending statement
+// computes it, in SQL, while it holds the log_head lock: log_head.hash is
+// the hash of the event at next - 1, so a group chains from it without
+// reading the events table and advances it with next, and any number of
+// Stores on one schema chain correctly. The committer encodes the part of
+// each event it knows (schema version, strings, payload); the statement
+// adds position, version, id and time and hashes the run with the chain
+// aggregate (migration 2). The result is eventstore.Chainer's, which the
+// conformance suite checks on every read. Migration 2 gives an existing log
+// its hashes once, in position order (chain_event encodes a stored row), in
+// its transaction.
+//
+// # Partitions and trimming
+//
+// events is partitioned by position range (migration 3), each partition of
+// log_head.partition_size positions (DefaultPartitionSize; SetPartitionSize
+// changes it for the partitions made from then on), listed in
+// log_partitions. The committers create the next partition ahead, once the
+// head has passed half of the last one, as a table of its own that they
+// then attach (which takes no lock that appends or reads wait for). An
+// existing unpartitioned table becomes the first partition as it is.
+//
+// PostgreSQL keeps UNIQUE (stream, version) and UNIQUE (id) per partition
+// only, so the store keeps the rest itself: a stream's first event enters
+// the streams table, whose primary key refuses a second version 0 anywhere
+// in the live log; a head the append statement leaves to UNIQUE (stream,
+// version) is one whose last event lies in the partition the group writes
+// to (otherwise it is looked up); the ids of an append with Any or
+// StreamExists are looked for in the older live partitions. What is left
+// to the caller: an event id stored in an older partition and re-appended
+// to another place with Exact or NoStream is stored again instead of being
+// refused with ErrIdempotencyConflict (a true re-append, same stream and
+// versions, is recognised as before). A look-up of a stream's head or of an
+// event id searches the index of every live partition: keep the partitions
+// in the live log to tens, not thousands (a trim drops them; see
+// docs/operations.md).
+//
+// Trim (eventstore.Trimmer) runs in two steps. One transaction, under the
+// log_head lock, records the new start and the chain hash before it in
+// log_head and each kept stream's last version below the start in
+// streams.trimmed_last; from its commit on, reads and look-ups leave out
+// what lies below the start, ReadAll and Subscribe from below it fail with
+// *eventstore.TrimmedError, appends to a kept stream continue its version,
+// and ReadStream of a kept stream gives its live events only. Then the rows
+// below the start in the partition that holds it are deleted, the
+// partitions wholly below it are detached and dropped (their space goes
+// back to the file system at once), and the trimmed streams not kept leave
+// streams (they may be created again, and the ids of trimmed events are
+// forgotten). A process killed between the two steps leaves
+// log_head.dropped_below behind the start: the next Trim, or the next Open
+// of a Store on the schema, finishes the second step.
+//
 // # Schema
 //
-// Migration 1 (migrations/0001_log.sql) creates, in the store's schema:
+// Migration 1 (migrations/0001_log.sql) creates, in the store's schema,
+// events and log_head; migration 2 adds the chain, migration 3 the
+// partitions. The result:
 //
-//	events (
+//	events (                                         -- PARTITION BY RANGE (position)
 //	    position       bigint      PRIMARY KEY,      -- 0-based, dense, commit order
-//	    stream         text COLLATE "C" NOT NULL,    -- UNIQUE (stream, version)
+//	    stream         text COLLATE "C" NOT NULL,    -- UNIQUE (stream, version) per partition
 //	    version        bigint      NOT NULL,         -- 0-based within the stream
-//	    id             uuid        NOT NULL UNIQUE,
+//	    id             uuid        NOT NULL,         -- UNIQUE per partition
 //	    type           text COLLATE "C" NOT NULL,
 //	    schema_version bigint      NOT NULL,
 //	    committed_at   timestamptz NOT NULL,
@@ -118,19 +179,27 @@
 //	    causation_id   text        NOT NULL,         -- these two
 //	    writer         text        NOT NULL,
 //	    data           bytea,                        -- the JSON bytes as written
-//	    metadata       bytea
+//	    metadata       bytea,
+//	    hash           bytea       NOT NULL          -- the chain, 32 bytes
 //	)
-//	log_head (only_row boolean PRIMARY KEY CHECK (only_row), next bigint NOT NULL)
+//	events_<lo>    -- its partitions, [lo, hi) each
+//	log_head (only_row boolean PRIMARY KEY CHECK (only_row), next bigint NOT NULL,
+//	          hash bytea, start bigint, start_hash bytea, partition_size bigint, dropped_below bigint)
+//	log_partitions (lo bigint PRIMARY KEY, hi bigint, name text)
+//	streams (stream text PRIMARY KEY, first_position bigint, trimmed_last bigint)
 //
-// Migrate adds schema_migrations (version, name, applied_at). Data and
-// metadata are bytea so that they round-trip byte for byte; query them with
-// convert_from(data, 'UTF8')::jsonb. Type, CorrelationID, CausationID and
-// Writer are text, so they must be valid UTF-8 without NUL bytes (appends
-// that break this get eventstore.ErrInvalidEvent).
+// and the functions chain_event, chain_step, chain (an aggregate) and
+// add_partitions. Migrate adds schema_migrations (version, name,
+// applied_at). Data and metadata are bytea so that they round-trip byte for
+// byte; query them with convert_from(data, 'UTF8')::jsonb. Type,
+// CorrelationID, CausationID and Writer are text, so they must be valid
+// UTF-8 without NUL bytes (appends that break this get
+// eventstore.ErrInvalidEvent).
 //
 // Anything else that writes to events must take the log_head lock the same
-// way and advance next in the same transaction, or it breaks the ordering
-// promise above. Reading needs no lock.
+// way, advance next and hash in the same transaction, and insert a
+// stream's first event into streams, or it breaks the promises above.
+// Reading needs no lock.
 //
 // Reads are planned for their parameters each time, and the lookups of an
 // append with seq scans disabled: a cached generic plan made while the table

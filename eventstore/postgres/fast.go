@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -15,7 +14,6 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/eventstore"
 )
 
 // The one-round-trip group commit.
@@ -64,6 +62,7 @@ func (s *Store) connect(ctx context.Context, c *committer) error {
 	}
 	cfg.RuntimeParams["enable_seqscan"] = "off"
 	cfg.RuntimeParams["jit"] = "off"
+	cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -89,125 +88,6 @@ func (c *committer) close() {
 	}
 }
 
-// headCache remembers streams' last versions as this Store's commits left
-// them, for appends with Any or StreamExists, and the heads the group in
-// flight will leave (pending), for the group decided after it. Both are
-// only assumptions: the append statement checks them.
-type headCache struct {
-	mu       sync.Mutex
-	seq      uint64                // groups decided
-	cur, old map[string]cachedHead // two generations: cur is cleared into old when full
-	pending  map[string]cachedHead
-}
-
-type cachedHead struct {
-	last int64  // last version, -1: no events
-	seq  uint64 // the group that left it
-}
-
-// headCacheSize bounds one generation of the cache.
-const headCacheSize = 50_000
-
-func (h *headCache) get(stream string) (cachedHead, bool) {
-	if v, ok := h.cur[stream]; ok {
-		return v, true
-	}
-	v, ok := h.old[stream]
-	return v, ok
-}
-
-// assume returns the head to assume for every stream of group, in the
-// order the streams first appear, with the group's sequence number; ok is
-// false if some stream's head cannot be assumed (an append with Any or
-// StreamExists to a stream this Store has not seen lately). For each stream
-// it takes, in order: the head the group in flight will leave, the head the
-// first append to it expects (Exact, NoStream), the cached head. known[i]
-// says whether streams[i]'s assumed head is known to be in the log: no
-// events, or a version that a commit of this Store reached (events are
-// never removed).
-func (h *headCache) assume(group []*request) (heads map[string]int64, streams []string, lasts []int64, known []bool, seq uint64, ok bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	heads = make(map[string]int64)
-	for _, r := range group {
-		for _, a := range r.appends {
-			if _, seen := heads[a.Stream]; seen {
-				continue
-			}
-			c, cached := h.get(a.Stream)
-			last, assumed := int64(0), false
-			if p, ok := h.pending[a.Stream]; ok {
-				last, assumed = p.last, true
-			} else if v, exact := a.Expected.Exact(); exact {
-				last, assumed = int64(v), true
-			} else if a.Expected == eventstore.NoStream {
-				last, assumed = -1, true
-			} else if cached {
-				last, assumed = c.last, true
-			}
-			if !assumed {
-				return nil, nil, nil, nil, 0, false
-			}
-			heads[a.Stream] = last
-			streams = append(streams, a.Stream)
-			lasts = append(lasts, last)
-			known = append(known, last == -1 || cached && c.last >= last)
-		}
-	}
-	h.seq++
-	return heads, streams, lasts, known, h.seq, true
-}
-
-// begin returns the sequence number of a group decided the careful way.
-func (h *headCache) begin() uint64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.seq++
-	return h.seq
-}
-
-// plan records the heads a group decided at seq will leave as pending.
-func (h *headCache) plan(seq uint64, heads map[string]int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.pending == nil {
-		h.pending = make(map[string]cachedHead)
-	}
-	for stream, last := range heads {
-		h.pending[stream] = cachedHead{last, seq}
-	}
-}
-
-// done ends group seq: its pending heads are dropped and, if it committed,
-// heads (what the log now holds) go into the cache.
-func (h *headCache) done(seq uint64, heads map[string]int64, committed bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for stream := range heads {
-		if p, ok := h.pending[stream]; ok && p.seq == seq {
-			delete(h.pending, stream)
-		}
-	}
-	if !committed {
-		return
-	}
-	if h.cur == nil || len(h.cur) >= headCacheSize {
-		h.old, h.cur = h.cur, make(map[string]cachedHead, len(heads))
-	}
-	for stream, last := range heads {
-		if c, ok := h.get(stream); !ok || c.seq <= seq {
-			h.cur[stream] = cachedHead{last, seq}
-		}
-	}
-}
-
-// forget drops every cached head (after a commit whose outcome is unknown).
-func (h *headCache) forget() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.cur, h.old = nil, nil
-}
-
 // isUniqueViolation reports whether err is SQLSTATE 23505.
 func isUniqueViolation(err error) bool {
 	_, ok := uniqueViolation(err)
@@ -223,21 +103,21 @@ var errStale = errors.New("assumed stream heads are stale")
 // assumed heads were wrong (nothing written), or the error that stopped it.
 // ok is false if the group cannot be tried this way.
 func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, locked func(first uint64, n int)) (p plan, ok bool, err error) {
-	heads, streams, lasts, known, seq, ok := s.heads.assume(group)
+	heads, streams, lasts, skip, seq, ok := s.heads.assume(group)
 	if !ok {
 		return plan{}, false, nil
 	}
 	p = decide(0, heads, map[uuid.UUID]*domain.Envelope{}, group)
 	s.heads.plan(seq, heads)
 	committed := false
-	defer func() { s.heads.done(seq, heads, committed) }()
+	defer func() { s.heads.done(seq, heads, p.rows, committed) }()
 
 	if err := s.connect(ctx, c); err != nil {
 		locked(0, 0)
 		return plan{}, true, err
 	}
-	checkStreams, checkLasts := headsToCheck(streams, lasts, known, p.rows)
-	params := fastParams(checkStreams, checkLasts, p.rows, s.sql.channel)
+	skip, skipped := headsToCheck(streams, skip, p.rows)
+	params := fastParams(streams, lasts, skip, idsToCheck(group), p.rows, s.sql.channel)
 	if len(params) != len(c.append.ParamOIDs) {
 		locked(0, 0)
 		return plan{}, true, fmt.Errorf("postgres: the append statement has %d parameters, want %d", len(c.append.ParamOIDs), len(params))
@@ -251,8 +131,9 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 	var base uint64
 	var stale int64
 	var ts time.Time
+	var hashes [][]byte
 	if err == nil {
-		base, stale, ts, err = readFast(c.conn.TypeMap(), pl, func(first uint64) { locked(first, len(p.rows)) })
+		base, stale, ts, hashes, err = readFast(c.conn.TypeMap(), pl, func(first uint64) { locked(first, len(p.rows)) })
 	}
 	locked(0, 0) // if it failed before
 	if cerr := pl.Close(); err == nil {
@@ -262,8 +143,8 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 		if c.conn.PgConn().IsClosed() || c.conn.PgConn().TxStatus() != 'I' {
 			c.close()
 		}
-		if pgErr, ok := uniqueViolation(err); ok && pgErr.ConstraintName == "events_stream_version_key" && len(checkStreams) < len(streams) {
-			return plan{}, true, errStale // maybe a stream assumed new was not (see headsToCheck)
+		if pgErr, ok := uniqueViolation(err); ok && versionKey(pgErr.ConstraintName) && skipped {
+			return plan{}, true, errStale // maybe a stream assumed new, or at its head, was not (see headsToCheck)
 		}
 		return plan{}, true, err
 	}
@@ -275,6 +156,9 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 		p.rows[i].Position += base
 		p.rows[i].Time = ts
 	}
+	if err := setHashes(p.rows, hashes); err != nil {
+		return plan{}, true, err
+	}
 	for i := range p.outcomes {
 		if p.outcomes[i].err == nil {
 			p.outcomes[i].res.Position += base
@@ -284,45 +168,71 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 	return p, true, nil
 }
 
-// headsToCheck returns the assumed heads the append statement must check.
-// It leaves out the streams the group writes whose assumed head is known to
-// be in the log (known, from assume): those assumed to have no events, and
-// those at a version that a commit of this Store left or passed. For them
-// UNIQUE (stream, version) checks the assumption as the rows go in (a stream
-// that moved on already holds the version written next), and a violation fails
-// the whole group, which is then decided again the careful way. A condition
-// (a stream the group does not write) is always checked. Each probe saved is
-// an index search under the log_head lock: about five in six streams of the
-// lifecycle are left out this way.
-func headsToCheck(streams []string, lasts []int64, known []bool, rows []domain.Envelope) ([]string, []int64) {
+// headsToCheck returns, for each assumed head of streams, the position
+// from which the append statement may leave its check to the unique
+// constraints (skip, from assume; -1: always check), and whether it may
+// leave out any. Only a stream the group writes can be left out: one
+// assumed to have no events (newStream: the primary key of streams refuses
+// its first event if it has events anywhere), and one at the head a commit
+// of this Store left, with that commit's last event at skip. For the
+// latter UNIQUE (stream, version) checks the assumption as the rows go in
+// (a stream that moved on already holds the version written next), but only
+// within one partition: the statement checks the head anyway unless skip
+// lies in the partition of the group's last row and in the live log. A
+// violation fails the whole group, which is then decided again the careful
+// way. A condition (a stream the group does not write) is always checked.
+// Each probe saved is an index search (of every live partition) under the
+// log_head lock: about five in six streams of the lifecycle are left out
+// this way.
+func headsToCheck(streams []string, skip []int64, rows []domain.Envelope) ([]int64, bool) {
 	written := make(map[string]bool, len(streams))
 	for i := range rows {
 		written[rows[i].Stream] = true
 	}
-	cs, cl := streams[:0:0], lasts[:0:0]
+	out, skipped := make([]int64, len(streams)), false
 	for i, st := range streams {
-		if known[i] && written[st] {
-			continue
+		out[i] = -1
+		if skip[i] >= 0 && written[st] {
+			out[i], skipped = skip[i], true
 		}
-		cs, cl = append(cs, st), append(cl, lasts[i])
 	}
-	return cs, cl
+	return out, skipped
+}
+
+// idsToCheck returns the ids of the events the group appends with Any or
+// StreamExists. UNIQUE (id) holds per partition only; for the other
+// expected versions, a re-append is refused by the version checks and then
+// recognised the careful way, but one of these, on a stream at the head it
+// assumes, is not: the statement looks for their ids in the live log's
+// older partitions.
+func idsToCheck(group []*request) [][16]byte {
+	var ids [][16]byte
+	for _, r := range group {
+		for _, a := range r.appends {
+			if a.Expected.IsAny() || a.Expected.IsStreamExists() {
+				for i := range a.Events {
+					ids = append(ids, a.Events[i].ID)
+				}
+			}
+		}
+	}
+	return ids
 }
 
 // readFast reads the answers of fastCommit's pipeline: the lock statement's
 // (then it calls locked), the append statement's, and the Sync's.
-func readFast(m *pgtype.Map, pl *pgconn.Pipeline, locked func(first uint64)) (base uint64, stale int64, ts time.Time, err error) {
+func readFast(m *pgtype.Map, pl *pgconn.Pipeline, locked func(first uint64)) (base uint64, stale int64, ts time.Time, hashes [][]byte, err error) {
 	var next int64
 	if err := readRow(m, pl, &next); err != nil {
-		return 0, 0, time.Time{}, fmt.Errorf("locking log_head: %w", err)
+		return 0, 0, time.Time{}, nil, fmt.Errorf("locking log_head: %w", err)
 	}
 	locked(uint64(next))
 	var notified int64
-	err = readRow(m, pl, &stale, &next, &ts, &notified)
+	err = readRow(m, pl, &stale, &next, &ts, &notified, &hashes)
 	if _, serr := pl.GetResults(); err == nil { // the Sync: the commit
 		err = serr
 	}
-	return uint64(next), stale, ts.UTC(), err
+	return uint64(next), stale, ts.UTC(), hashes, err
 }
 
 // readRow reads the next result of pl, which must be one row, into dst.
@@ -369,9 +279,10 @@ const (
 )
 
 // fastParams encodes the append statement's parameters in binary: the
-// assumed heads, the rows' columns (all but position and time) as arrays,
+// assumed heads with their skip positions, the ids to look for in older
+// partitions, the rows' columns (all but position and time) as arrays,
 // the number of rows and the channel.
-func fastParams(streams []string, lasts []int64, rows []domain.Envelope, channel string) [][]byte {
+func fastParams(streams []string, lasts, skip []int64, ids [][16]byte, rows []domain.Envelope, channel string) [][]byte {
 	n := len(rows)
 	str := func(f func(e *domain.Envelope) string) []byte {
 		return binaryArray(oidText, n, func(b []byte, i int) ([]byte, bool) { return append(b, f(&rows[i])...), true })
@@ -390,6 +301,8 @@ func fastParams(streams []string, lasts []int64, rows []domain.Envelope, channel
 	return [][]byte{
 		binaryArray(oidText, len(streams), func(b []byte, i int) ([]byte, bool) { return append(b, streams[i]...), true }),
 		binaryArray(oidInt8, len(lasts), func(b []byte, i int) ([]byte, bool) { return binary.BigEndian.AppendUint64(b, uint64(lasts[i])), true }),
+		binaryArray(oidInt8, len(skip), func(b []byte, i int) ([]byte, bool) { return binary.BigEndian.AppendUint64(b, uint64(skip[i])), true }),
+		binaryArray(oidUUID, len(ids), func(b []byte, i int) ([]byte, bool) { return append(b, ids[i][:]...), true }),
 		str(func(e *domain.Envelope) string { return e.Stream }),
 		i64(func(e *domain.Envelope) int64 { return int64(e.Version) }),
 		binaryArray(oidUUID, n, func(b []byte, i int) ([]byte, bool) { return append(b, rows[i].ID[:]...), true }),
@@ -403,6 +316,7 @@ func fastParams(streams []string, lasts []int64, rows []domain.Envelope, channel
 		bytea(func(e *domain.Envelope) []byte { return e.Metadata }),
 		binary.BigEndian.AppendUint64(nil, uint64(n)),
 		[]byte(channel),
+		binaryArray(oidBytea, n, func(b []byte, i int) ([]byte, bool) { return append(b, chainTail(&rows[i])...), true }),
 	}
 }
 
@@ -439,30 +353,54 @@ func binaryArray(oid uint32, n int, elem func(b []byte, i int) ([]byte, bool)) [
 }
 
 // fastAppendSQL is the append statement of the one-round-trip commit. $1,
-// $2: the streams and the last versions assumed for them; $3–$13: the rows'
-// columns but position and time; $14: the number of rows; $15: the NOTIFY
-// channel. It answers one row: how many assumed heads were wrong (0: the
-// rows were written), log_head.next before the rows (their first position),
-// the commit time written, and how many notifications it sent.
-func fastAppendSQL(events, head string) string {
+// $2, $3: the streams, the last versions assumed for them, and from which
+// position their check may be left to the unique constraints (see
+// headsToCheck); $4: ids to look for in the live log's older partitions
+// (idsToCheck); $5–$15: the rows' columns but position, time and hash; $16:
+// the number of rows; $17: the NOTIFY channel; $18: the rows' chainTail.
+// It answers one row: how many
+// assumed heads were wrong or ids found (0: the rows were written),
+// log_head.next before the rows (their first position), the commit time
+// written, how many notifications it sent, and the rows' hashes in position
+// order (chained after log_head.hash, which it advances with next). A
+// stream's first event enters streams.
+func fastAppendSQL(events, head, streams, partitions string, fn chainFuncs) string {
+	start := `(SELECT start FROM ` + head + ` WHERE only_row)`
+	// lo: where the partition of the group's last row begins.
+	lo := `(SELECT coalesce(max(p.lo), 0) FROM ` + partitions + ` p
+		WHERE p.lo <= (SELECT next FROM ` + head + ` WHERE only_row) + $16::bigint - 1)`
 	return `WITH stale AS (
-		SELECT count(*) AS n FROM unnest($1::text[], $2::bigint[]) AS g(stream, last)
-		WHERE coalesce((SELECT max(e.version) FROM ` + events + ` e WHERE e.stream = g.stream), -1) <> g.last
+		SELECT (SELECT count(*) FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS g(stream, last, skip)
+			WHERE (g.skip < ` + lo + ` OR g.skip < ` + start + `)
+			AND coalesce(` + streamHead(events, streams, start, "g.stream") + `, -1) <> g.last)
+		+ (SELECT count(*) FROM ` + events + ` e WHERE cardinality($4::uuid[]) > 0
+			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= ` + start + ` AND e.position < ` + lo + `) AS n
 	), head AS (
-		SELECT next FROM ` + head + `
+		SELECT next, hash, ` + microsNow + ` AS at FROM ` + head + `
+	), rows AS (
+		SELECT head.next + r.ord - 1 AS position, r.*
+		FROM head, stale, unnest($5::text[], $6::bigint[], $7::uuid[], $8::text[], $9::bigint[],
+			$10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[], $15::bytea[], $18::bytea[])
+			WITH ORDINALITY AS r(stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata, tail, ord)
+		WHERE stale.n = 0
+	), chained AS (
+		SELECT r.*, ` + fn.over("head.hash", "head.at", "r.ord", "r") + ` AS hash FROM head, rows r
 	), ins AS (
 		INSERT INTO ` + events + ` (` + columns + `)
-		SELECT head.next + r.ord - 1, r.stream, r.version, r.id, r.type, r.schema_version, statement_timestamp(),
-			r.owner, r.correlation_id, r.causation_id, r.writer, r.data, r.metadata
-		FROM head, stale, unnest($3::text[], $4::bigint[], $5::uuid[], $6::text[], $7::bigint[],
-			$8::text[], $9::text[], $10::text[], $11::text[], $12::bytea[], $13::bytea[])
-			WITH ORDINALITY AS r(stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata, ord)
-		WHERE stale.n = 0
+		SELECT c.position, c.stream, c.version, c.id, c.type, c.schema_version, statement_timestamp(),
+			c.owner, c.correlation_id, c.causation_id, c.writer, c.data, c.metadata, c.hash
+		FROM chained c
+	), new AS (
+		INSERT INTO ` + streams + ` (stream, first_position)
+		SELECT c.stream, c.position FROM chained c WHERE c.version = 0
 	), moved AS (
-		UPDATE ` + head + ` SET next = ` + head + `.next + $14::bigint FROM stale WHERE stale.n = 0 AND $14::bigint > 0
+		UPDATE ` + head + ` SET next = ` + head + `.next + $16::bigint,
+			hash = (SELECT c.hash FROM chained c ORDER BY c.ord DESC LIMIT 1)
+		FROM stale WHERE stale.n = 0 AND $16::bigint > 0
 		RETURNING ` + head + `.next
 	)
 	SELECT stale.n, head.next, statement_timestamp(),
-		(SELECT count(*) FROM (SELECT pg_notify($15::text, moved.next::text) FROM moved) AS x)
+		(SELECT count(*) FROM (SELECT pg_notify($17::text, moved.next::text) FROM moved) AS x),
+		coalesce((SELECT array_agg(c.hash ORDER BY c.ord) FROM chained c), '{}')
 	FROM stale, head`
 }

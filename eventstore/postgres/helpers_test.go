@@ -2,12 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/goleak"
 
 	"github.com/turnstile/turnstile/internal/pgtest"
@@ -58,7 +60,17 @@ func dropSchema(t testing.TB, schema string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := sharedPool.Get(t).Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+	// DROP SCHEMA … CASCADE locks the partitions and their parent in an
+	// order of its own, so a query still winding down on the schema (a
+	// cancelled subscription's page) can deadlock with it: try again.
+	var err error
+	for range 5 {
+		if _, err = sharedPool.Get(t).Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err == nil || !isDeadlock(err) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
 		t.Errorf("dropping schema %s: %v", schema, err)
 	}
 }
@@ -80,4 +92,10 @@ func newStore(t testing.TB, opts Options) *Store {
 		}
 	})
 	return s
+}
+
+// isDeadlock reports whether err is PostgreSQL's SQLSTATE 40P01.
+func isDeadlock(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "40P01"
 }

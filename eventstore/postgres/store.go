@@ -38,6 +38,7 @@ type Store struct {
 	turn    chan struct{} // the committers' token: who decides and sends the next group
 	heads   headCache
 	feed    feed
+	parts   partitions
 
 	ctx        context.Context // the listener's; cancelled by Close
 	cancel     context.CancelFunc
@@ -73,6 +74,12 @@ func Open(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error)
 		kick:   make(chan struct{}, 1),
 		closed: make(chan struct{}),
 		turn:   make(chan struct{}, 1),
+	}
+	if err := s.loadPartitions(ctx, pool); err != nil {
+		return nil, err
+	}
+	if err := s.finishTrim(ctx); err != nil {
+		return nil, err
 	}
 	s.wake.ch = make(chan struct{})
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -152,20 +159,26 @@ func parseURL(raw, schema string) (*pgxpool.Config, string, bool, error) {
 
 // statements are the store's SQL, with its schema spelled out.
 type statements struct {
-	channel      string // NOTIFY channel: "<schema>.log"
-	listen       string
-	head         string
-	lockHead     string
-	setHead      string
-	notify       string
-	streamHeads  string
-	storedByID   string
-	insert       string
-	readAll      string
-	readStream   string
-	streamExists string
-	readPage     string
-	fastAppend   string
+	channel       string // NOTIFY channel: "<schema>.log"
+	listen        string
+	head          string
+	start         string
+	headTable     string // the tables and the function, spelled out
+	eventsTable   string
+	streamsTable  string
+	partitions    string
+	addPartitions string
+	lockHead      string
+	setHead       string
+	notify        string
+	streamHeads   string
+	storedByID    string
+	insert        string
+	readAll       string
+	readStream    string
+	streamExists  string
+	readPage      string
+	fastAppend    string
 }
 
 // Plans. A prepared statement's generic plan is made for the table as it is
@@ -187,45 +200,70 @@ const (
 )
 
 // columns are the events columns, in the order scanEvent reads them.
-const columns = `position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer, data, metadata`
+const columns = `position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer, data, metadata, hash`
 
 func newStatements(schema string) statements {
 	events := pgx.Identifier{schema, "events"}.Sanitize()
 	head := pgx.Identifier{schema, "log_head"}.Sanitize()
+	streams := pgx.Identifier{schema, "streams"}.Sanitize()
+	partitions := pgx.Identifier{schema, "log_partitions"}.Sanitize()
+	fn := chainFuncs{chain: pgx.Identifier{schema, "chain"}.Sanitize()}
 	channel := schema + ".log"
+	// start is the live log's first position: every read and every look-up
+	// leaves out what lies below it (rows a trim has not dropped yet). The
+	// look-ups by stream or id compare position + 0 with it, so that the
+	// planner, which cannot know how far the start is, keeps to their
+	// indexes instead of scanning positions from the start.
+	start := `(SELECT start FROM ` + head + ` WHERE only_row)`
 	return statements{
-		channel:  channel,
-		listen:   "LISTEN " + pgx.Identifier{channel}.Sanitize(),
-		head:     `SELECT next FROM ` + head,
-		lockHead: `SELECT next FROM ` + head + ` FOR UPDATE`,
-		setHead:  `UPDATE ` + head + ` SET next = $1`,
-		notify:   `SELECT pg_notify($1, $2)`,
-		streamHeads: `SELECT q.stream, (SELECT max(e.version) FROM ` + events + ` e WHERE e.stream = q.stream)
-			FROM unnest($1::text[]) AS q(stream)`,
-		storedByID: `SELECT ` + columns + ` FROM ` + events + ` WHERE id = ANY($1::uuid[])`,
+		channel:       channel,
+		listen:        "LISTEN " + pgx.Identifier{channel}.Sanitize(),
+		head:          `SELECT next FROM ` + head,
+		start:         `SELECT start, start_hash FROM ` + head,
+		headTable:     head,
+		eventsTable:   events,
+		streamsTable:  streams,
+		partitions:    partitions,
+		addPartitions: pgx.Identifier{schema, "add_partitions"}.Sanitize(),
+		lockHead:      `SELECT next FROM ` + head + ` FOR UPDATE`,
+		// The hash of the event at next - 1, which the insert before it wrote.
+		setHead:     `UPDATE ` + head + ` SET next = $1::bigint, hash = (SELECT hash FROM ` + events + ` WHERE position = $1::bigint - 1)`,
+		notify:      `SELECT pg_notify($1, $2)`,
+		streamHeads: `SELECT q.stream, ` + streamHead(events, streams, start, "q.stream") + ` FROM unnest($1::text[]) AS q(stream)`,
+		storedByID:  `SELECT ` + columns + ` FROM ` + events + ` WHERE id = ANY($1::uuid[]) AND position + 0 >= ` + start,
 		// statement_timestamp(): one commit time for the whole group, taken
 		// after the log_head lock, so it never goes back along positions
 		// (unless the server's clock does).
-		insert: `WITH ins AS (INSERT INTO ` + events + ` (` + columns + `)
-			SELECT e.position, e.stream, e.version, e.id, e.type, e.schema_version, statement_timestamp(),
-				e.owner, e.correlation_id, e.causation_id, e.writer, e.data, e.metadata
-			FROM unnest($1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
-				$7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[])
-				AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata))
-			SELECT statement_timestamp()`,
-		fastAppend:   fastAppendSQL(events, head),
-		readAll:      `SELECT ` + columns + ` FROM ` + events + ` WHERE position >= $1 ORDER BY position LIMIT $2`,
-		readStream:   `SELECT ` + columns + ` FROM ` + events + ` WHERE stream = $1 AND version >= $2 ORDER BY version LIMIT $3`,
-		streamExists: `SELECT EXISTS (SELECT 1 FROM ` + events + ` WHERE stream = $1)`,
+		// The rows are chained after log_head.hash, in position order; a
+		// stream's first event enters streams (see migration 3).
+		insert: `WITH h AS (SELECT hash, ` + microsNow + ` AS at FROM ` + head + `), rows AS (
+				SELECT e.*, ` + fn.over("h.hash", "h.at", "e.position", "e") + ` AS hash
+				FROM h, unnest($1::bigint[], $2::text[], $3::bigint[], $4::uuid[], $5::text[], $6::bigint[],
+					$7::text[], $8::text[], $9::text[], $10::text[], $11::bytea[], $12::bytea[], $13::bytea[])
+					AS e(position, stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata, tail)
+			), ins AS (INSERT INTO ` + events + ` (` + columns + `)
+				SELECT r.position, r.stream, r.version, r.id, r.type, r.schema_version, statement_timestamp(),
+					r.owner, r.correlation_id, r.causation_id, r.writer, r.data, r.metadata, r.hash
+				FROM rows r
+			), new AS (INSERT INTO ` + streams + ` (stream, first_position)
+				SELECT r.stream, r.position FROM rows r WHERE r.version = 0)
+			SELECT statement_timestamp(), (SELECT array_agg(hash ORDER BY position) FROM rows)`,
+		fastAppend: fastAppendSQL(events, head, streams, partitions, fn),
+		// Nothing if from is below the live log's start (ReadAll then asks
+		// for the start).
+		readAll:    `SELECT ` + columns + ` FROM ` + events + ` WHERE position >= $1 AND $1 >= ` + start + ` ORDER BY position LIMIT $2`,
+		readStream: `SELECT ` + columns + ` FROM ` + events + ` WHERE stream = $1 AND version >= $2 AND position + 0 >= ` + start + ` ORDER BY version LIMIT $3`,
+		streamExists: `SELECT EXISTS (SELECT 1 FROM ` + events + ` WHERE stream = $1 AND position + 0 >= ` + start + `)
+			OR EXISTS (SELECT 1 FROM ` + streams + ` WHERE stream = $1 AND trimmed_last IS NOT NULL)`,
 		// One row per event, each also carrying the head, or, if no event
 		// matches, one row with the head and position -1. The head is a
 		// scalar subquery (evaluated once): log_head is never analyzed, and
 		// joined as a table its row estimate would make the plan look
 		// costly enough for JIT compilation.
-		readPage: `SELECT (SELECT next FROM ` + head + `), coalesce(e.position, -1), coalesce(e.stream, ''), coalesce(e.version, 0),
+		readPage: `SELECT (SELECT next FROM ` + head + `), ` + start + `, coalesce(e.position, -1), coalesce(e.stream, ''), coalesce(e.version, 0),
 				coalesce(e.id, '00000000-0000-0000-0000-000000000000'), coalesce(e.type, ''), coalesce(e.schema_version, 0),
 				coalesce(e.committed_at, 'epoch'), coalesce(e.owner, ''), coalesce(e.correlation_id, ''),
-				coalesce(e.causation_id, ''), coalesce(e.writer, ''), e.data, e.metadata
+				coalesce(e.causation_id, ''), coalesce(e.writer, ''), e.data, e.metadata, e.hash
 			FROM (SELECT) AS one LEFT JOIN LATERAL (
 				SELECT ` + columns + ` FROM ` + events + `
 				WHERE position >= $1 AND position < $2
@@ -235,13 +273,23 @@ func newStatements(schema string) statements {
 	}
 }
 
+// streamHead is the SQL for the last version of the stream named by the
+// expression stream (NULL if it has none): of its events in the live log,
+// or else the one a trim kept.
+func streamHead(events, streams, start, stream string) string {
+	return `coalesce((SELECT max(e.version) FROM ` + events + ` e WHERE e.stream = ` + stream + ` AND e.position + 0 >= ` + start + `),
+		(SELECT s.trimmed_last FROM ` + streams + ` s WHERE s.stream = ` + stream + `))`
+}
+
 // scanEvent reads one row of columns.
 func scanEvent(row pgx.Row) (domain.Envelope, error) {
 	var e domain.Envelope
 	var pos, version int64
+	var h []byte
 	err := row.Scan(&pos, &e.Stream, &version, (*[16]byte)(&e.ID), &e.Type, &e.SchemaVersion, &e.Time,
-		(*string)(&e.Owner), &e.CorrelationID, &e.CausationID, &e.Writer, (*[]byte)(&e.Data), (*[]byte)(&e.Metadata))
+		(*string)(&e.Owner), &e.CorrelationID, &e.CausationID, &e.Writer, (*[]byte)(&e.Data), (*[]byte)(&e.Metadata), &h)
 	e.Position, e.Version, e.Time = uint64(pos), uint64(version), e.Time.UTC()
+	copy(e.Hash[:], h)
 	return e, err
 }
 
@@ -309,6 +357,8 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limi
 
 // ReadAll implements eventstore.Store. A limit of zero or less reads nothing.
 // Every event it returns was committed, and so was every event before it.
+// From a position below the live log's start (see Trim) it fails with an
+// *eventstore.TrimmedError.
 func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) (_ []domain.Envelope, err error) {
 	defer markUnavailable(&err)
 	if s.isClosed() {
@@ -324,6 +374,11 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) (_ []domain
 	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: read all from %d: %w", from, err)
+	}
+	if len(evs) == 0 {
+		if err := s.checkLive(ctx, from); err != nil {
+			return nil, err
+		}
 	}
 	return evs, nil
 }
@@ -362,6 +417,17 @@ func (s *Store) Close() error {
 	})
 	return nil
 }
+
+// versionKey reports whether a unique constraint named name guards stream
+// versions: a partition's UNIQUE (stream, version), or the primary key of
+// streams (a stream's first event).
+func versionKey(name string) bool {
+	return strings.HasSuffix(name, "_stream_version_key") || name == "streams_pkey"
+}
+
+// idKey reports whether a unique constraint named name is a partition's
+// UNIQUE (id).
+func idKey(name string) bool { return strings.HasSuffix(name, "_id_key") }
 
 // uniqueViolation returns err's PostgreSQL error if it is SQLSTATE 23505.
 func uniqueViolation(err error) (*pgconn.PgError, bool) {

@@ -65,6 +65,9 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 	s.listenOnce.Do(func() { s.wg.Go(s.listen) }) // under mu: never after Close's wg.Wait
 	s.mu.Unlock()
 	prefixes, types, inSQL := sqlFilter(filter)
+	if err := s.checkLive(ctx, from); err != nil {
+		return err
+	}
 	next := from
 	poll := true // read the database first, and whenever the poll interval passes
 	for {
@@ -89,14 +92,17 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			continue
 		case what == feedRead || poll:
 			poll = false
-			var head uint64
+			var head, start uint64
 			var err error
-			evs, head, err = s.page(ctx, next, prefixes, types)
+			evs, head, start, err = s.page(ctx, next, prefixes, types)
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				return fmt.Errorf("postgres: subscribe: %w", err)
+			}
+			if next < start {
+				return &eventstore.TrimmedError{From: next, First: start}
 			}
 			s.feed.heard(head)
 			// Unless it is full, the page holds every match below the end
@@ -146,25 +152,27 @@ func windowEnd(from uint64) uint64 {
 	return from + scanWindow
 }
 
-// page reads, in one statement (one snapshot), the log's head and up to
-// pageSize events at positions from from to windowEnd(from) that pass the
+// page reads, in one statement (one snapshot), the log's head, the live
+// log's start and up to pageSize events at positions from from to windowEnd(from) that pass the
 // filter: every event below head is visible to it.
-func (s *Store) page(ctx context.Context, from uint64, prefixes, types []string) ([]domain.Envelope, uint64, error) {
+func (s *Store) page(ctx context.Context, from uint64, prefixes, types []string) ([]domain.Envelope, uint64, uint64, error) {
 	rows, err := s.pool.Query(ctx, s.sql.readPage, describe, clamp(from), int64(windowEnd(from)), prefixes, types, pageSize)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	defer rows.Close()
 	evs := []domain.Envelope{}
-	var head int64
+	var head, start int64
 	for rows.Next() {
 		var e domain.Envelope
 		var pos, version int64
-		err := rows.Scan(&head, &pos, &e.Stream, &version, (*[16]byte)(&e.ID), &e.Type, &e.SchemaVersion, &e.Time,
-			(*string)(&e.Owner), &e.CorrelationID, &e.CausationID, &e.Writer, (*[]byte)(&e.Data), (*[]byte)(&e.Metadata))
+		var h []byte
+		err := rows.Scan(&head, &start, &pos, &e.Stream, &version, (*[16]byte)(&e.ID), &e.Type, &e.SchemaVersion, &e.Time,
+			(*string)(&e.Owner), &e.CorrelationID, &e.CausationID, &e.Writer, (*[]byte)(&e.Data), (*[]byte)(&e.Metadata), &h)
 		if err != nil {
-			return nil, 0, err
+			return nil, 0, 0, err
 		}
+		copy(e.Hash[:], h)
 		if pos < 0 { // the row that only carries the head: no event matched
 			continue
 		}
@@ -172,14 +180,14 @@ func (s *Store) page(ctx context.Context, from uint64, prefixes, types []string)
 		evs = append(evs, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
 	// The join hands the lateral page on in its order; should a plan ever
 	// not, order it here rather than in the query (a sort of wide rows).
 	if !slices.IsSortedFunc(evs, byPosition) {
 		slices.SortFunc(evs, byPosition)
 	}
-	return evs, uint64(head), nil
+	return evs, uint64(head), uint64(start), nil
 }
 
 func byPosition(a, b domain.Envelope) int { return cmp.Compare(a.Position, b.Position) }

@@ -329,8 +329,8 @@ func TestTrapCheckerCatchesSequencePositions(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		txs[i] = beginRawT(t, ctx)
 		var pos uint64
-		err := txs[i].conn.QueryRow(ctx, `INSERT INTO `+s.opts.Schema+`.events (position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer)
-			VALUES (nextval($1), $2, 0, $3, 'test.naive', 1, now(), 'api', '', '', '') RETURNING position`,
+		err := txs[i].conn.QueryRow(ctx, `INSERT INTO `+s.opts.Schema+`.events (position, stream, version, id, type, schema_version, committed_at, owner, correlation_id, causation_id, writer, hash)
+			VALUES (nextval($1), $2, 0, $3, 'test.naive', 1, now(), 'api', '', '', '', decode(repeat('00', 32), 'hex')) RETURNING position`,
 			seq, fmt.Sprintf("execution-tx%d", i), uuid.New()).Scan(&pos)
 		if err != nil {
 			t.Fatal(err)
