@@ -16,6 +16,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -178,10 +179,18 @@ func countLive(sn *StateSnapshot) int {
 	return n
 }
 
-// CheckpointMarkers lists the checkpoint.written events the live log holds,
-// oldest first (none: an empty list).
-func CheckpointMarkers(ctx context.Context, store eventstore.Store) ([]domain.CheckpointWritten, error) {
-	var out []domain.CheckpointWritten
+// Checkpoint is a checkpoint.written event of the live log: the marker,
+// and the position and log time of its event.
+type Checkpoint struct {
+	domain.CheckpointWritten
+	At   uint64    // the marker event's position
+	Time time.Time // its log time
+}
+
+// CheckpointMarkers lists the checkpoints the live log holds, oldest first
+// (none: an empty list).
+func CheckpointMarkers(ctx context.Context, store eventstore.Store) ([]Checkpoint, error) {
+	var out []Checkpoint
 	for from := uint64(0); ; {
 		evs, err := store.ReadStream(ctx, domain.CheckpointMarkers, from, 1000)
 		if errors.Is(err, eventstore.ErrStreamNotFound) {
@@ -196,7 +205,7 @@ func CheckpointMarkers(ctx context.Context, store eventstore.Store) ([]domain.Ch
 				return nil, fmt.Errorf("read checkpoints: version %d: %w", evs[i].Version, err)
 			}
 			if m, ok := ev.(domain.CheckpointWritten); ok {
-				out = append(out, m)
+				out = append(out, Checkpoint{CheckpointWritten: m, At: evs[i].Position, Time: evs[i].Time})
 			}
 		}
 		if len(evs) < 1000 {
@@ -258,13 +267,13 @@ func ReadCheckpoint(ctx context.Context, store eventstore.Store, m domain.Checkp
 // after position atLeast that reads and decodes, with its marker; ok is
 // false when there is none. Checkpoints that fail to read are passed over
 // (warn, if not nil, hears why).
-func LatestCheckpoint(ctx context.Context, store eventstore.Store, atLeast uint64, warn func(m domain.CheckpointWritten, err error)) (sn *StateSnapshot, m domain.CheckpointWritten, ok bool, err error) {
+func LatestCheckpoint(ctx context.Context, store eventstore.Store, atLeast uint64, warn func(m domain.CheckpointWritten, err error)) (sn *StateSnapshot, m Checkpoint, ok bool, err error) {
 	ms, err := CheckpointMarkers(ctx, store)
 	if err != nil {
 		return nil, m, false, err
 	}
 	for i := len(ms) - 1; i >= 0 && ms[i].Position >= atLeast; i-- {
-		sn, err := ReadCheckpoint(ctx, store, ms[i])
+		sn, err := ReadCheckpoint(ctx, store, ms[i].CheckpointWritten)
 		if err == nil {
 			return sn, ms[i], true, nil
 		}
@@ -272,7 +281,7 @@ func LatestCheckpoint(ctx context.Context, store eventstore.Store, atLeast uint6
 			return nil, m, false, ctx.Err()
 		}
 		if warn != nil {
-			warn(ms[i], err)
+			warn(ms[i].CheckpointWritten, err)
 		}
 	}
 	return nil, m, false, nil
