@@ -1,15 +1,12 @@
 package client_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,80 +15,8 @@ import (
 
 	"github.com/turnstile/turnstile/client"
 	"github.com/turnstile/turnstile/client/wire"
+	"github.com/turnstile/turnstile/internal/feedproxy"
 )
-
-// dropFeed is a proxy that ends the first connection of a feed after n
-// messages, shortens the reconnection delay the server asks for, and
-// records the Last-Event-ID of every request of that feed.
-type dropFeed struct {
-	upstream string
-	path     string
-	n        int
-	rest     http.Handler
-
-	mu     sync.Mutex
-	lastID []string
-}
-
-func (d *dropFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != d.path {
-		d.rest.ServeHTTP(w, r)
-		return
-	}
-	d.mu.Lock()
-	d.lastID = append(d.lastID, r.Header.Get("Last-Event-ID"))
-	first := len(d.lastID) == 1
-	d.mu.Unlock()
-	req, err := http.NewRequestWithContext(r.Context(), "GET", d.upstream+r.URL.RequestURI(), nil)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.WriteHeader(resp.StatusCode)
-	br := bufio.NewReader(resp.Body)
-	for messages := 0; ; {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return
-		}
-		if strings.HasPrefix(line, "retry:") {
-			line = "retry: 5\n"
-		}
-		if strings.HasPrefix(line, "id:") {
-			messages++
-		}
-		_, _ = io.WriteString(w, line)
-		if line == "\n" {
-			w.(http.Flusher).Flush()
-			if first && messages == d.n {
-				return // the end of the first connection
-			}
-		}
-	}
-}
-
-func newDropFeed(t *testing.T, upstream, path string, n int) (*dropFeed, string) {
-	t.Helper()
-	target, err := url.Parse(upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := &dropFeed{upstream: upstream, path: path, n: n, rest: httputil.NewSingleHostReverseProxy(target)}
-	proxy := httptest.NewServer(d)
-	t.Cleanup(func() {
-		proxy.CloseClientConnections()
-		proxy.Close()
-	})
-	return d, proxy.URL
-}
 
 // TestFollowResumes drops a feed's connection: the feed resumes after the
 // last id it received, without a gap or a duplicate.
@@ -99,7 +24,8 @@ func TestFollowResumes(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := newServer(t)
-	drop, proxied := newDropFeed(t, srv, "/api/v1/feeds/events", 2)
+	drop := feedproxy.Start(t, srv, "/api/v1/feeds/events", 2)
+	proxied := drop.URL
 	c := newClient(t, proxied, readerToken)
 	admin := newClient(t, srv, adminToken)
 	if _, _, err := admin.DefineAction(ctx, wire.Policy{Ref: "demo.noop", Runner: "core.noop"}); err != nil {
@@ -130,10 +56,8 @@ func TestFollowResumes(t *testing.T) {
 	if got := strings.Join(positions, " "); got != "0 1 2 3 4 5" {
 		t.Errorf("events across a dropped connection: positions %s, want 0 1 2 3 4 5", got)
 	}
-	drop.mu.Lock()
-	defer drop.mu.Unlock()
-	if len(drop.lastID) != 2 || drop.lastID[0] != "" || drop.lastID[1] != "1" {
-		t.Errorf("feed requests' Last-Event-ID: %q, want the first without and the second after id 1", drop.lastID)
+	if ids := drop.LastIDs(); len(ids) != 2 || ids[0] != "" || ids[1] != "1" {
+		t.Errorf("feed requests' Last-Event-ID: %q, want the first without and the second after id 1", ids)
 	}
 	if strings.Join(reconnects, " ") != "1" {
 		t.Errorf("OnReconnect: %q, want once after id 1", reconnects)
@@ -163,18 +87,18 @@ func TestWaitResumes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	drop, proxied := newDropFeed(t, srv, "/api/v1/feeds/executions", 1)
+	drop := feedproxy.Start(t, srv, "/api/v1/feeds/executions", 1)
+	proxied := drop.URL
 	x, err := newClient(t, proxied, readerToken).Wait(ctx, r.ID)
 	if err != nil || x.Status != "completed" || x.ID != r.ID {
 		t.Fatalf("Wait through a dropping proxy: %+v, %v", x, err)
 	}
-	drop.mu.Lock()
-	defer drop.mu.Unlock()
-	if len(drop.lastID) < 1 {
+	lastIDs := drop.LastIDs()
+	if len(lastIDs) < 1 {
 		t.Errorf("Wait did not follow the feed")
 	}
-	if len(drop.lastID) == 2 && drop.lastID[1] == "" {
-		t.Errorf("the reconnection sent no Last-Event-ID: %q", drop.lastID)
+	if len(lastIDs) == 2 && lastIDs[1] == "" {
+		t.Errorf("the reconnection sent no Last-Event-ID: %q", lastIDs)
 	}
 }
 

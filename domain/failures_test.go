@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/internal/valuediff"
 )
 
 func TestClipReasonKeepsUTF8(t *testing.T) {
@@ -128,7 +129,7 @@ func TestChildIDAndInput(t *testing.T) {
 		{`{"item":0}`, `null`, `{"item":null}`},
 	} {
 		got, err := domain.ChildInput(json.RawMessage(tc.parent), json.RawMessage(tc.item))
-		if err != nil || !sameJSON(got, []byte(tc.want)) {
+		if err != nil || !valuediff.SameJSON(got, []byte(tc.want)) {
 			t.Errorf("ChildInput(%s, %s) = %s, %v; want %s", tc.parent, tc.item, got, err, tc.want)
 		}
 	}

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -20,6 +17,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/client/wire"
+	"github.com/turnstile/turnstile/internal/feedproxy"
 )
 
 // Tokens of the test server.
@@ -315,79 +313,13 @@ func TestClientExecutions(t *testing.T) {
 	}
 }
 
-// dropFeed is a proxy that ends the first connection of the events feed
-// after n messages, shortens the reconnection delay the server asks for,
-// and records the Last-Event-ID of every request of that feed.
-type dropFeed struct {
-	upstream string
-	n        int
-	rest     http.Handler // everything else: passed through
-
-	mu     sync.Mutex
-	lastID []string
-}
-
-func (d *dropFeed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/api/v1/feeds/events" {
-		d.rest.ServeHTTP(w, r)
-		return
-	}
-	d.mu.Lock()
-	d.lastID = append(d.lastID, r.Header.Get("Last-Event-ID"))
-	first := len(d.lastID) == 1
-	d.mu.Unlock()
-	req, err := http.NewRequestWithContext(r.Context(), "GET", d.upstream+r.URL.RequestURI(), nil)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	req.Header = r.Header.Clone()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadGateway)
-		return
-	}
-	defer resp.Body.Close()
-	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
-	w.WriteHeader(resp.StatusCode)
-	br := bufio.NewReader(resp.Body)
-	for messages := 0; ; {
-		line, err := br.ReadString('\n')
-		if err != nil {
-			return
-		}
-		if strings.HasPrefix(line, "retry:") {
-			line = "retry: 5\n"
-		}
-		if strings.HasPrefix(line, "id:") {
-			messages++
-		}
-		_, _ = io.WriteString(w, line)
-		if line == "\n" {
-			w.(http.Flusher).Flush()
-			if first && messages == d.n {
-				return // the end of the first connection
-			}
-		}
-	}
-}
-
 // TestClientWatchReconnects drops a feed's connection: watch resumes after
 // the last id it received, without a gap or a duplicate.
 func TestClientWatchReconnects(t *testing.T) {
 	t.Parallel()
 	upstream := startTestServer(t)
-	target, err := url.Parse(upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	drop := &dropFeed{upstream: upstream, n: 2, rest: httputil.NewSingleHostReverseProxy(target)}
-	proxy := httptest.NewServer(drop)
-	t.Cleanup(func() {
-		proxy.CloseClientConnections()
-		proxy.Close()
-	})
-	srv := proxy.URL
+	drop := feedproxy.Start(t, upstream, "/api/v1/feeds/events", 2)
+	srv := drop.URL
 	mustCLI(t, srv, "actions", "create", "--ref", "demo.noop", "--runner", "core.noop")
 	mustCLI(t, srv, "exec", "request", "demo.noop", "--wait")
 
@@ -406,10 +338,8 @@ func TestClientWatchReconnects(t *testing.T) {
 	if got := strings.Join(positions, " "); got != "0 1 2 3 4 5" {
 		t.Errorf("watch events across a dropped connection: positions %s, want 0 1 2 3 4 5", got)
 	}
-	drop.mu.Lock()
-	defer drop.mu.Unlock()
-	if len(drop.lastID) != 2 || drop.lastID[0] != "" || drop.lastID[1] != "1" {
-		t.Errorf("feed requests' Last-Event-ID: %q, want the first without and the second after id 1", drop.lastID)
+	if ids := drop.LastIDs(); len(ids) != 2 || ids[0] != "" || ids[1] != "1" {
+		t.Errorf("feed requests' Last-Event-ID: %q, want the first without and the second after id 1", ids)
 	}
 	if !strings.Contains(errOut, "reconnecting after id 1") {
 		t.Errorf("stderr %q does not say it reconnects", errOut)

@@ -106,9 +106,13 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	var corsOrigins stringsFlag
 	fs.Var(&corsOrigins, "cors-origin", "let browser pages of this origin (scheme://host[:port], or *) call the API and open its feeds (repeatable; see docs/security.md)")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "export traces over OTLP/HTTP to this collector (http://host:4318; also OTEL_EXPORTER_OTLP_ENDPOINT); off by default")
+	feeds := feedFlags(fs)
 	runnerCfg := runnerFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := feeds.check(); err != nil {
+		return usageError{err}
 	}
 	for _, o := range corsOrigins {
 		if err := api.ValidateCORSOrigin(o); err != nil {
@@ -196,6 +200,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners,
 		API: func(p node.APIParts) http.Handler {
 			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger, CORSOrigins: corsOrigins, Remote: p.Remote,
+				MaxFeeds: feeds.max, MaxFeedsPerToken: feeds.perToken, FeedStallTimeout: feeds.stall,
 				Ready: p.Ready, Version: buildVersion().Version, Registry: p.Registry}).Handler()
 		},
 		Auth: !toks.Empty(), Logger: log})

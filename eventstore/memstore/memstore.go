@@ -1,7 +1,8 @@
 // Package memstore is an in-memory eventstore.Store: the reference
 // implementation of the contract, and the log of deterministic simulation tests.
 // Nothing survives the process. Positions are dense: the n-th event committed
-// has position n-1, and Head is the number of events.
+// has position n-1, and Head is the number of events. It keeps the hash chain
+// (eventstore.NextHash) and implements eventstore.Trimmer.
 package memstore
 
 import (
@@ -34,15 +35,39 @@ type Store struct {
 	clock func() time.Time
 
 	mu      sync.Mutex
-	events  []domain.Envelope    // by position
-	streams map[string][]uint64  // stream -> positions, by version
-	ids     map[uuid.UUID]uint64 // event id -> position
+	first   uint64               // the live log's first position (Trim)
+	prev    domain.Hash          // the chain hash of the event before first
+	last    domain.Hash          // the chain hash of the last event
+	chain   eventstore.Chainer   // under mu
+	events  []domain.Envelope    // live events by position: events[p-first]
+	streams map[string]*stream   // live and kept streams
+	ids     map[uuid.UUID]uint64 // live event id -> position
 	commit  chan struct{}        // closed and replaced at every commit: wakes subscribers
 	closed  chan struct{}        // closed by Close: wakes subscribers for good
 	closing bool                 // set by Close; every method then fails
 }
 
-var _ eventstore.Store = (*Store)(nil)
+var (
+	_ eventstore.Store         = (*Store)(nil)
+	_ eventstore.Trimmer       = (*Store)(nil)
+	_ eventstore.ChainReporter = (*Store)(nil)
+)
+
+// stream is one stream's live events: positions[i] holds version base+i.
+// A kept stream whose events were all trimmed has base = its next version
+// and no positions.
+type stream struct {
+	base      uint64
+	positions []uint64
+}
+
+func (st *stream) exists() bool { return st != nil && (st.base > 0 || len(st.positions) > 0) }
+func (st *stream) next() uint64 {
+	if st == nil {
+		return 0
+	}
+	return st.base + uint64(len(st.positions))
+}
 
 // New returns an empty store.
 func New(opts Options) *Store {
@@ -52,7 +77,7 @@ func New(opts Options) *Store {
 	}
 	return &Store{
 		clock:   clock,
-		streams: make(map[string][]uint64),
+		streams: make(map[string]*stream),
 		ids:     make(map[uuid.UUID]uint64),
 		commit:  make(chan struct{}),
 		closed:  make(chan struct{}),
@@ -91,9 +116,9 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 	}
 	for i := range appends {
 		a := &appends[i]
-		positions := s.streams[a.Stream]
-		exists := len(positions) > 0
-		last := uint64(len(positions)) - 1
+		st := s.streams[a.Stream]
+		exists := st.exists()
+		last := st.next() - 1
 		if !a.Expected.Satisfied(exists, last) {
 			e := &eventstore.WrongVersionError{Stream: a.Stream, Expected: a.Expected, Exists: exists}
 			if exists {
@@ -110,21 +135,26 @@ func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamApp
 		if len(a.Events) == 0 {
 			continue // a condition: checked above
 		}
-		positions := s.streams[a.Stream]
+		st := s.streams[a.Stream]
+		if st == nil {
+			st = &stream{}
+			s.streams[a.Stream] = st
+		}
 		for j := range a.Events {
 			e := a.Events[j]
 			e.Stream = a.Stream
-			e.Version = uint64(len(positions))
-			e.Position = uint64(len(s.events))
+			e.Version = st.next()
+			e.Position = s.first + uint64(len(s.events))
 			e.Time = now
 			e.Data = bytes.Clone(e.Data)
 			e.Metadata = bytes.Clone(e.Metadata)
-			positions = append(positions, e.Position)
+			e.Hash = s.chain.Next(s.last, &e)
+			s.last = e.Hash
+			st.positions = append(st.positions, e.Position)
 			s.ids[e.ID] = e.Position
 			s.events = append(s.events, e)
 			res = eventstore.AppendResult{Version: e.Version, Position: e.Position}
 		}
-		s.streams[a.Stream] = positions
 	}
 	close(s.commit)
 	s.commit = make(chan struct{})
@@ -159,20 +189,21 @@ func (s *Store) ReadStream(ctx context.Context, stream string, from uint64, limi
 	if s.closing {
 		return nil, eventstore.ErrClosed
 	}
-	positions, ok := s.streams[stream]
+	st, ok := s.streams[stream]
 	if !ok {
 		return nil, fmt.Errorf("read %q: %w", stream, eventstore.ErrStreamNotFound)
 	}
-	if from >= uint64(len(positions)) || limit <= 0 {
+	from = max(from, st.base) // a kept stream's trimmed events are the archive's
+	if from >= st.next() || limit <= 0 {
 		return []domain.Envelope{}, nil
 	}
-	positions = positions[from:]
+	positions := st.positions[from-st.base:]
 	if len(positions) > limit {
 		positions = positions[:limit]
 	}
 	out := make([]domain.Envelope, len(positions))
 	for i, p := range positions {
-		out[i] = clone(&s.events[p])
+		out[i] = clone(&s.events[p-s.first])
 	}
 	return out, nil
 }
@@ -187,16 +218,19 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 	if s.closing {
 		return nil, eventstore.ErrClosed
 	}
+	if from < s.first {
+		return nil, &eventstore.TrimmedError{From: from, First: s.first}
+	}
 	return s.slice(from, limit, eventstore.Filter{}), nil
 }
 
 // slice copies up to limit events from position from on, and returns those
-// that pass filter. s.mu must be held.
+// that pass filter. from must not be below s.first; s.mu must be held.
 func (s *Store) slice(from uint64, limit int, filter eventstore.Filter) []domain.Envelope {
-	if from >= uint64(len(s.events)) || limit <= 0 {
+	if from >= s.first+uint64(len(s.events)) || limit <= 0 {
 		return []domain.Envelope{}
 	}
-	evs := s.events[from:]
+	evs := s.events[from-s.first:]
 	if len(evs) > limit {
 		evs = evs[:limit]
 	}
@@ -222,7 +256,11 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			s.mu.Unlock()
 			return eventstore.ErrClosed
 		}
-		head := uint64(len(s.events))
+		if next < s.first {
+			s.mu.Unlock()
+			return &eventstore.TrimmedError{From: next, First: s.first}
+		}
+		head := s.first + uint64(len(s.events))
 		var batch []domain.Envelope
 		if next < head {
 			batch = s.slice(next, maxBatch, filter)
@@ -260,7 +298,7 @@ func (s *Store) Head(ctx context.Context) (uint64, error) {
 	if s.closing {
 		return 0, eventstore.ErrClosed
 	}
-	return uint64(len(s.events)), nil
+	return s.first + uint64(len(s.events)), nil
 }
 
 // Close implements eventstore.Store. Later calls fail with ErrClosed and
@@ -287,7 +325,64 @@ func clone(e *domain.Envelope) domain.Envelope {
 // storedByID returns the stored event with id, or nil. s.mu must be held.
 func (s *Store) storedByID(id uuid.UUID) *domain.Envelope {
 	if i, ok := s.ids[id]; ok {
-		return &s.events[i]
+		return &s.events[i-s.first]
 	}
 	return nil
+}
+
+// KeepsChain implements eventstore.ChainReporter: every event's Hash is set.
+func (s *Store) KeepsChain() bool { return true }
+
+// Trim implements eventstore.Trimmer. The trimmed events' memory is released.
+func (s *Store) Trim(ctx context.Context, before uint64, keep []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return eventstore.ErrClosed
+	}
+	head := s.first + uint64(len(s.events))
+	if before > head {
+		return fmt.Errorf("%w: trim before %d, but the head is %d", eventstore.ErrInvalidEvent, before, head)
+	}
+	if before <= s.first {
+		return nil
+	}
+	kept := make(map[string]bool, len(keep))
+	for _, k := range keep {
+		kept[k] = true
+	}
+	cut := before - s.first
+	for i := range s.events[:cut] {
+		e := &s.events[i]
+		delete(s.ids, e.ID)
+		st := s.streams[e.Stream]
+		if st == nil || len(st.positions) == 0 || st.positions[0] != e.Position {
+			continue // already dropped with its stream
+		}
+		st.positions = st.positions[1:]
+		st.base++
+		if len(st.positions) == 0 && !kept[e.Stream] {
+			delete(s.streams, e.Stream)
+		}
+	}
+	s.prev = s.events[cut-1].Hash
+	s.events = append([]domain.Envelope(nil), s.events[cut:]...)
+	s.first = before
+	return nil
+}
+
+// Start implements eventstore.Trimmer.
+func (s *Store) Start(ctx context.Context) (uint64, domain.Hash, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, domain.Hash{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return 0, domain.Hash{}, eventstore.ErrClosed
+	}
+	return s.first, s.prev, nil
 }

@@ -75,19 +75,7 @@ func readStreamAll(t *testing.T, ctx context.Context, st eventstore.Store, strea
 // readAll reads the whole log page by page.
 func readAll(t *testing.T, ctx context.Context, st eventstore.Store) []domain.Envelope {
 	t.Helper()
-	var out []domain.Envelope
-	var from uint64
-	for {
-		page, err := st.ReadAll(ctx, from, readBatch)
-		if err != nil {
-			t.Fatalf("ReadAll(%d, %d): %v", from, readBatch, err)
-		}
-		out = append(out, page...)
-		if len(page) < readBatch {
-			return out
-		}
-		from = page[len(page)-1].Position + 1
-	}
+	return readFrom(t, ctx, st, 0)
 }
 
 func mustHead(t *testing.T, ctx context.Context, st eventstore.Store) uint64 {
@@ -209,6 +197,8 @@ func sameStored(want, got *domain.Envelope) error {
 		return fmt.Errorf("event %s: Position = %d, want %d", want.ID, got.Position, want.Position)
 	case !got.Time.Equal(want.Time):
 		return fmt.Errorf("event %s: Time = %v, want %v", want.ID, got.Time, want.Time)
+	case got.Hash != want.Hash:
+		return fmt.Errorf("event %s: Hash = %s, want %s", want.ID, got.Hash, want.Hash)
 	}
 	return nil
 }

@@ -3,7 +3,8 @@
 // backend keeps the contract written in package eventstore: expected versions,
 // 0-based contiguous stream versions, strictly increasing global positions,
 // idempotent re-appends, atomic multi-stream appends, gap-free ordered
-// subscriptions, the input limits and their typed errors, and Close.
+// subscriptions, the input limits and their typed errors, and Close; and,
+// for a backend that keeps them, the hash chain (Chain) and trimming (Trim).
 //
 // A backend that cannot do something the contract allows to vary says so in
 // Capabilities; the affected checks are then skipped with t.Skip and a reason,
@@ -68,6 +69,8 @@ func Run(t *testing.T, newStore func(t *testing.T) eventstore.Store, caps Capabi
 		{"Subscribe", s.subscribeTests()},
 		{"Input", s.inputTests()},
 		{"Close", s.closeTests()},
+		{"Chain", s.chainTests()},
+		{"Trim", s.trimTests()},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
