@@ -18,6 +18,7 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	data := fs.String("data", "", "data directory of the embedded store")
 	storeURL := fs.String("store", "", "store URL")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	archiveDir := fs.String("archive", "", "archive directory: audit archive + live log as one history")
 	if err := parse(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -25,12 +26,15 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "turnstile audit: %v\n", err)
 		return 2
 	}
-	store, _, err := openStore(*storeURL, *data)
+	store, closeAll, err := openHistory(ctx, *storeURL, *data, *archiveDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "turnstile audit: %v\n", err)
+		if errors.As(err, new(usageError)) {
+			return 2
+		}
 		return 3
 	}
-	defer store.Close()
+	defer closeAll()
 	head, _ := store.Head(ctx)
 	progress := func(uint64) {}
 	if isTerminal(stderr) && !*asJSON {

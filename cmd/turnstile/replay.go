@@ -31,6 +31,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	asOf := fs.String("as-of", "", "stop at this position or RFC 3339 time")
 	state := fs.Bool("state", false, "print the state the events fold into (an execution, an action's queue and stats, or every action's stats) instead of the events")
 	asJSON := fs.Bool("json", false, "JSON: one event per line, or the state as one document")
+	archiveDir := fs.String("archive", "", "archive directory: read archive + live log as one history")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -48,11 +49,11 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		cut.Position = *to
 	}
-	store, _, err := openStore(*storeURL, *data)
+	store, closeAll, err := openHistory(ctx, *storeURL, *data, *archiveDir)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	defer closeAll()
 	if *state {
 		return printState(ctx, store, *stream, cut, *asJSON, stdout)
 	}

@@ -1,0 +1,273 @@
+// Package archive keeps the part of the log that has left the live log
+// (docs/log-over-months.md, "Archive"): segment files of gzip-compressed JSON
+// lines, one event per line in position order, each with an index file, in
+// one directory. It writes segments crash-safely and idempotently (Write),
+// finds an archived stream through the indexes (ReadStream), reads the
+// archive and the live log as one history (History), and checks every
+// segment against its index and the hash chain (Verify).
+//
+// Segments are readable with nothing of ours:
+//
+//	gzip -dc DIR/segment-*.jsonl.gz | jq .
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/turnstile/turnstile/domain"
+)
+
+// ErrArchive marks an archive directory that is not consistent: a missing
+// index or segment, a gap, an overlap, names that disagree with contents.
+var ErrArchive = errors.New("archive inconsistent")
+
+// Segment describes one archived segment.
+type Segment struct {
+	Name     string      // the segment file's name, segment-<first>-<last>.jsonl.gz
+	First    uint64      // its first position
+	Last     uint64      // its last position
+	Count    uint64      // events in it (Last-First+1)
+	Bytes    int64       // size of the segment file
+	PrevHash domain.Hash // the chain hash before First
+	LastHash domain.Hash // the chain hash of Last
+}
+
+// Archive is an archive directory. Its methods are safe for concurrent use;
+// one process writes a directory at a time (the archiver holds the
+// executor's lease), others may read it.
+type Archive struct {
+	dir string
+
+	wmu  sync.Mutex // serialises Write
+	mu   sync.Mutex
+	segs []*segment // in position order, dense
+	cur  *cursor    // the last read's place, reused by the next read that continues it
+
+	segEvents int // events per segment written; guarded by wmu
+}
+
+// segment is a segment with its header.
+type segment struct {
+	Segment
+	hdr header
+}
+
+var (
+	segmentName = regexp.MustCompile(`^segment-(\d{20})-(\d{20})\.jsonl\.gz$`)
+	indexName   = regexp.MustCompile(`^segment-(\d{20})-(\d{20})\.index\.json\.gz$`)
+)
+
+func baseName(first, last uint64) string {
+	return fmt.Sprintf("segment-%020d-%020d", first, last)
+}
+
+func segmentFile(first, last uint64) string { return baseName(first, last) + ".jsonl.gz" }
+func indexFile(first, last uint64) string   { return baseName(first, last) + ".index.json.gz" }
+
+// Open opens the archive in dir, creating the directory if it does not
+// exist. It reads every index's header (not the streams lists, nor the
+// segments) and checks that every segment has its index, that the names
+// agree with the headers, and that the segments cover one range of
+// positions with no gap and no overlap, each starting with the chain hash
+// its predecessor ended with. A segment without its index after the last
+// indexed one is a write that a crash interrupted: it does not count, and
+// Write writes it again. Files of other names are ignored.
+func Open(dir string) (*Archive, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	a := &Archive{dir: dir}
+	if err := a.Refresh(); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// Dir returns the archive's directory.
+func (a *Archive) Dir() string { return a.dir }
+
+// Refresh reads the directory again, to see segments another process wrote
+// since Open, with the checks of Open.
+func (a *Archive) Refresh() error {
+	segs, err := scan(a.dir)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.segs = segs
+	a.mu.Unlock()
+	return nil
+}
+
+func scan(dir string) ([]*segment, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	type pair struct{ first, last uint64 }
+	data := map[pair]bool{}
+	var indexes []pair
+	for _, e := range entries {
+		if m := segmentName.FindStringSubmatch(e.Name()); m != nil {
+			data[pair{atou(m[1]), atou(m[2])}] = true
+		} else if m := indexName.FindStringSubmatch(e.Name()); m != nil {
+			indexes = append(indexes, pair{atou(m[1]), atou(m[2])})
+		}
+	}
+	slices.SortFunc(indexes, func(x, y pair) int { return cmpU(x.first, y.first) })
+	segs := make([]*segment, 0, len(indexes))
+	for i, p := range indexes {
+		if !data[p] {
+			return nil, fmt.Errorf("%w: %s has an index but no segment file", ErrArchive, filepath.Join(dir, segmentFile(p.first, p.last)))
+		}
+		delete(data, p)
+		h, err := readHeader(filepath.Join(dir, indexFile(p.first, p.last)))
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrArchive, err)
+		}
+		name := segmentFile(p.first, p.last)
+		switch {
+		case h.First != p.first || h.Last != p.last || p.last < p.first:
+			return nil, fmt.Errorf("%w: %s: its index says positions %d..%d", ErrArchive, name, h.First, h.Last)
+		case h.Count != p.last-p.first+1:
+			return nil, fmt.Errorf("%w: %s: its index counts %d events for %d positions", ErrArchive, name, h.Count, p.last-p.first+1)
+		}
+		if i > 0 {
+			prev := segs[i-1]
+			switch {
+			case p.first > prev.Last+1:
+				return nil, fmt.Errorf("%w: gap: positions %d..%d are in no segment (between %s and %s)", ErrArchive, prev.Last+1, p.first-1, prev.Name, name)
+			case p.first <= prev.Last:
+				return nil, fmt.Errorf("%w: %s overlaps %s", ErrArchive, name, prev.Name)
+			case h.PrevHash != prev.LastHash:
+				return nil, fmt.Errorf("%w: %s starts after chain hash %s, but %s ends with %s", ErrArchive, name, h.PrevHash, prev.Name, prev.LastHash)
+			}
+		}
+		segs = append(segs, &segment{
+			Segment: Segment{Name: name, First: h.First, Last: h.Last, Count: h.Count, Bytes: h.Bytes, PrevHash: h.PrevHash, LastHash: h.LastHash},
+			hdr:     h,
+		})
+	}
+	for p := range data { // segments without an index
+		if len(segs) == 0 || p.first > segs[len(segs)-1].Last {
+			continue // an interrupted write: Write rewrites it
+		}
+		return nil, fmt.Errorf("%w: %s has no index", ErrArchive, filepath.Join(dir, segmentFile(p.first, p.last)))
+	}
+	return segs, nil
+}
+
+func atou(s string) uint64 { n, _ := strconv.ParseUint(s, 10, 64); return n }
+
+func cmpU(x, y uint64) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
+	}
+	return 0
+}
+
+// Segments returns the archive's segments in position order.
+func (a *Archive) Segments() []Segment {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]Segment, len(a.segs))
+	for i, s := range a.segs {
+		out[i] = s.Segment
+	}
+	return out
+}
+
+// First returns the archive's first position (0 if it is empty).
+func (a *Archive) First() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.segs) == 0 {
+		return 0
+	}
+	return a.segs[0].First
+}
+
+// End returns the position after the archive's last event: 0 if it is empty.
+func (a *Archive) End() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return endOf(a.segs)
+}
+
+func endOf(segs []*segment) uint64 {
+	if len(segs) == 0 {
+		return 0
+	}
+	return segs[len(segs)-1].Last + 1
+}
+
+// EndHash returns the chain hash of the archive's last event: the hash the
+// live log's start must continue (the zero Hash if the archive is empty).
+func (a *Archive) EndHash() domain.Hash {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.segs) == 0 {
+		return domain.Hash{}
+	}
+	return a.segs[len(a.segs)-1].LastHash
+}
+
+// PrevHash returns the chain hash of the event before pos, for pos from
+// First to End: what an event at pos chains after.
+func (a *Archive) PrevHash(ctx context.Context, pos uint64) (domain.Hash, error) {
+	a.mu.Lock()
+	segs := a.segs
+	a.mu.Unlock()
+	if len(segs) == 0 || pos < segs[0].First || pos > endOf(segs) {
+		return domain.Hash{}, fmt.Errorf("archive: position %d is outside the archive (%d..%d)", pos, a.First(), endOf(segs))
+	}
+	if pos == endOf(segs) {
+		return segs[len(segs)-1].LastHash, nil
+	}
+	s := find(segs, pos)
+	if pos == s.First {
+		return s.PrevHash, nil
+	}
+	evs, err := a.Read(ctx, pos-1, 1)
+	if err != nil {
+		return domain.Hash{}, err
+	}
+	if len(evs) != 1 {
+		return domain.Hash{}, fmt.Errorf("%w: position %d not found in %s", ErrArchive, pos-1, s.Name)
+	}
+	return evs[0].Hash, nil
+}
+
+// find returns the segment holding pos (nil if none).
+func find(segs []*segment, pos uint64) *segment {
+	i, _ := slices.BinarySearchFunc(segs, pos, func(s *segment, p uint64) int {
+		switch {
+		case s.Last < p:
+			return -1
+		case s.First > p:
+			return 1
+		}
+		return 0
+	})
+	if i < len(segs) && segs[i].First <= pos && pos <= segs[i].Last {
+		return segs[i]
+	}
+	return nil
+}
+
+func (a *Archive) snapshot() []*segment {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.segs
+}

@@ -1,0 +1,432 @@
+package archive_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/archive"
+	"github.com/turnstile/turnstile/eventstore/memstore"
+)
+
+// awkward data and metadata: each must come back byte for byte.
+var awkward = []string{
+	`{"a":1}`,
+	`{ "spaced" : [1, 2 ,3] }`,
+	`{"html":"<b>&amp;</b>","lt":"\u003c"}`,
+	"{\n  \"pretty\": true\n}",
+	` {"leading":"space"}`,
+	`{"trailing":"space"}  `,
+	`"just a string"`,
+	`null`,
+	`12.50e3`,
+	"not json at all",
+	"\xff\xfe not utf-8",
+	`{"unicode":"é ✓ \ud83d\ude00"}`,
+	"",
+}
+
+// fill appends n events to a new memstore, streams s-0..s-(streams-1) in
+// turn, with awkward data and metadata.
+func fill(t testing.TB, n, streams int) *memstore.Store {
+	t.Helper()
+	clock := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	st := memstore.New(memstore.Options{Clock: func() time.Time { clock = clock.Add(time.Millisecond + 7); return clock }})
+	for i := 0; i < n; i++ {
+		e := domain.Envelope{
+			ID: uuid.New(), Type: "test.event", SchemaVersion: 1 + i%2, Owner: domain.OwnerExecutor,
+			Data: []byte(awkward[i%len(awkward)]), Metadata: []byte(awkward[(i/3)%len(awkward)]),
+		}
+		if i%5 == 0 {
+			e.CorrelationID, e.CausationID, e.Writer = "corr<&>", "cause\"q\"", "writer\\1"
+		}
+		if _, err := st.Append(context.Background(), fmt.Sprintf("s-%d", i%streams), eventstore.Any, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st
+}
+
+func readAll(t testing.TB, s eventstore.Store, from uint64) []domain.Envelope {
+	t.Helper()
+	var out []domain.Envelope
+	for {
+		evs, err := s.ReadAll(context.Background(), from, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			return out
+		}
+		out = append(out, evs...)
+		from = evs[len(evs)-1].Position + 1
+	}
+}
+
+// same fails unless got is want (hash aside when want has none).
+func same(t testing.TB, got, want domain.Envelope) {
+	t.Helper()
+	if !want.Hash.IsZero() && got.Hash != want.Hash {
+		t.Fatalf("position %d: hash %s, want %s", want.Position, got.Hash, want.Hash)
+	}
+	got.Hash, want.Hash = domain.Hash{}, domain.Hash{}
+	if !got.Time.Equal(want.Time) || got.Time.Location() != time.UTC {
+		t.Fatalf("position %d: time %v, want %v", want.Position, got.Time, want.Time)
+	}
+	got.Time = want.Time
+	if !bytes.Equal(got.Data, want.Data) || !bytes.Equal(got.Metadata, want.Metadata) {
+		t.Fatalf("position %d: data %q metadata %q, want %q %q", want.Position, got.Data, got.Metadata, want.Data, want.Metadata)
+	}
+	got.Data, want.Data, got.Metadata, want.Metadata = nil, nil, nil, nil
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("position %d:\n got %+v\nwant %+v", want.Position, got, want)
+	}
+}
+
+func open(t testing.TB, dir string) *archive.Archive {
+	t.Helper()
+	a, err := archive.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
+func TestWriteThenReadIsByteExact(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := fill(t, 10_000, 37)
+	dir := t.TempDir()
+	a := open(t, dir)
+	a.SetSegmentEvents(3000)
+	if err := a.Write(ctx, src, 0, 10_000); err != nil {
+		t.Fatal(err)
+	}
+	segs := a.Segments()
+	if len(segs) != 4 || segs[3].First != 9000 || segs[3].Last != 9999 || a.End() != 10_000 {
+		t.Fatalf("segments %+v, end %d", segs, a.End())
+	}
+	b := open(t, dir) // a fresh reader sees the same
+	if b.End() != 10_000 || b.EndHash() != a.EndHash() || b.EndHash().IsZero() {
+		t.Fatalf("reopened: end %d hash %s, want 10000 %s", b.End(), b.EndHash(), a.EndHash())
+	}
+	want := readAll(t, src, 0)
+	got := readAll(t, archive.History{Archive: b, Live: memstore.New(memstore.Options{})}, 0)
+	if len(got) != len(want) {
+		t.Fatalf("read %d events, want %d", len(got), len(want))
+	}
+	var prev domain.Hash
+	for i := range want {
+		same(t, got[i], want[i])
+		if h := eventstore.NextHash(prev, &want[i]); got[i].Hash != h {
+			t.Fatalf("position %d: hash %s, the chain gives %s", i, got[i].Hash, h)
+		}
+		prev = got[i].Hash
+	}
+	// Reads from any position, in pages that cross blocks and segments.
+	for _, from := range []uint64{0, 1, 4095, 4096, 2999, 3000, 8191, 9999} {
+		evs, err := b.Read(ctx, from, 5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) != min(5000, 10_000-int(from)) || evs[0].Position != from {
+			t.Fatalf("Read(%d): %d events from %d", from, len(evs), evs[0].Position)
+		}
+	}
+	if h, err := b.PrevHash(ctx, 4097); err != nil || h != want[4096].Hash && !want[4096].Hash.IsZero() || h != got[4096].Hash {
+		t.Fatalf("PrevHash(4097) = %s, %v; want %s", h, err, got[4096].Hash)
+	}
+	if h, err := b.PrevHash(ctx, 3000); err != nil || h != got[2999].Hash {
+		t.Fatalf("PrevHash(3000) = %s, %v; want %s", h, err, got[2999].Hash)
+	}
+}
+
+func TestSegmentsReadWithGzipAndJq(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("jq"); err != nil {
+		t.Skip("jq is not installed")
+	}
+	src := fill(t, 200, 3)
+	dir := t.TempDir()
+	a := open(t, dir)
+	if err := a.Write(context.Background(), src, 0, 200); err != nil {
+		t.Fatal(err)
+	}
+	name := filepath.Join(dir, a.Segments()[0].Name)
+	out, err := exec.Command("sh", "-c", "gzip -dc "+name+" | jq -c '[.position, .stream, .data]'").CombinedOutput()
+	if err != nil {
+		t.Fatalf("gzip -dc | jq: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) != 200 || lines[1] != `[1,"s-1",{"spaced":[1,2,3]}]` || lines[2] != `[2,"s-2",{"html":"<b>&amp;</b>","lt":"<"}]` {
+		t.Fatalf("jq read %d lines: %q", len(lines), lines[:3])
+	}
+	// Data that is not JSON is there for jq too, as its exact bytes.
+	out, err = exec.Command("sh", "-c", "gzip -dc "+name+" | jq -r 'select(.position==9) | .data_base64 | @base64d'").CombinedOutput()
+	if err != nil || string(out) != "not json at all\n" {
+		t.Fatalf("jq @base64d: %v %q", err, out)
+	}
+}
+
+func TestWriteIsIdempotentAndRefusesPartialOverlap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := fill(t, 1000, 5)
+	dir := t.TempDir()
+	a := open(t, dir)
+	a.SetSegmentEvents(300)
+	if err := a.Write(ctx, src, 0, 600); err != nil {
+		t.Fatal(err)
+	}
+	before := listDir(t, dir)
+	for _, r := range [][2]uint64{{0, 600}, {0, 300}, {300, 600}} {
+		if err := a.Write(ctx, src, r[0], r[1]); err != nil {
+			t.Fatalf("Write(%d, %d) again: %v", r[0], r[1], err)
+		}
+	}
+	if after := listDir(t, dir); after != before {
+		t.Fatalf("rewriting archived ranges changed the directory:\n%s\n%s", before, after)
+	}
+	for _, r := range [][2]uint64{{100, 700}, {0, 450}, {601, 700}} {
+		if err := a.Write(ctx, src, r[0], r[1]); err == nil {
+			t.Fatalf("Write(%d, %d) cuts a segment or leaves a gap, and succeeded", r[0], r[1])
+		}
+	}
+	// An archived range goes on with the rest in one call.
+	if err := a.Write(ctx, src, 300, 1000); err != nil || a.End() != 1000 {
+		t.Fatalf("Write(300, 1000): %v, end %d", err, a.End())
+	}
+	// A log that differs from the archive is refused.
+	other := fill(t, 1000, 5)
+	if err := a.Write(ctx, other, 0, 300); !errors.Is(err, archive.ErrArchive) {
+		t.Fatalf("Write from a different log: %v, want ErrArchive", err)
+	}
+	if _, err := a.Verify(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func listDir(t testing.TB, dir string) string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		info, _ := e.Info()
+		fmt.Fprintf(&b, "%s %d %v\n", e.Name(), info.Size(), info.ModTime())
+	}
+	return b.String()
+}
+
+func TestASegmentWithoutItsIndexIsWrittenAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := fill(t, 500, 5)
+	dir := t.TempDir()
+	a := open(t, dir)
+	a.SetSegmentEvents(200)
+	if err := a.Write(ctx, src, 0, 500); err != nil {
+		t.Fatal(err)
+	}
+	last := a.Segments()[2]
+	idx := filepath.Join(dir, strings.TrimSuffix(last.Name, ".jsonl.gz")+".index.json.gz")
+	// A crash after the segment's rename and before its index's: the
+	// segment is there (here, half of it), its index is not.
+	if err := os.Remove(idx); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(dir, last.Name), last.Bytes/2); err != nil {
+		t.Fatal(err)
+	}
+	b := open(t, dir)
+	if b.End() != 400 {
+		t.Fatalf("end %d with the last index missing, want 400", b.End())
+	}
+	b.SetSegmentEvents(200)
+	if err := b.Write(ctx, src, 0, 500); err != nil {
+		t.Fatal(err)
+	}
+	c := open(t, dir)
+	if v, err := c.Verify(ctx, nil); err != nil || v.End != 500 || v.Events != 500 || v.Segments != 3 {
+		t.Fatalf("verify after the rewrite: %+v %v", v, err)
+	}
+	// A missing index in the middle is no interrupted write: Open refuses.
+	mid := c.Segments()[1]
+	if err := os.Remove(filepath.Join(dir, strings.TrimSuffix(mid.Name, ".jsonl.gz")+".index.json.gz")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := archive.Open(dir); !errors.Is(err, archive.ErrArchive) {
+		t.Fatalf("Open with a middle index missing: %v, want ErrArchive", err)
+	}
+}
+
+func TestReadStreamUsesTheIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := fill(t, 9000, 50)
+	// One stream only in the last segment, one in none.
+	if _, err := src.Append(ctx, "late", eventstore.NoStream, domain.Envelope{ID: uuid.New(), Type: "t", Owner: domain.OwnerAPI, Data: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	a := open(t, t.TempDir())
+	a.SetSegmentEvents(2500)
+	if err := a.Write(ctx, src, 0, 9001); err != nil {
+		t.Fatal(err)
+	}
+	for _, stream := range []string{"s-0", "s-17", "s-49", "late"} {
+		want, err := src.ReadStream(ctx, stream, 0, 100_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.ReadStream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d events, want %d", stream, len(got), len(want))
+		}
+		for i := range want {
+			same(t, got[i], want[i])
+		}
+		if ok, err := a.FindStream(ctx, stream); !ok || err != nil {
+			t.Fatalf("FindStream(%s) = %v, %v", stream, ok, err)
+		}
+	}
+	if got, err := a.ReadStream(ctx, "s-50"); err != nil || len(got) != 0 {
+		t.Fatalf("ReadStream of an unknown stream: %d events, %v", len(got), err)
+	}
+	if ok, err := a.FindStream(ctx, "nope"); ok || err != nil {
+		t.Fatalf("FindStream(nope) = %v, %v", ok, err)
+	}
+}
+
+// gunzip returns a segment's lines.
+func gunzip(t testing.TB, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.SplitAfter(string(b), "\n")
+}
+
+func regzip(t testing.TB, path string, lines []string) {
+	t.Helper()
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	zw.Write([]byte(strings.Join(lines, "")))
+	zw.Close()
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestVerifyNamesTheFirstBadPosition(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := fill(t, 6000, 7)
+	tamper := []struct {
+		name string
+		do   func(t *testing.T, seg string) // seg: the second segment's path (positions 2000..3999)
+		want uint64
+	}{
+		{"nothing", func(*testing.T, string) {}, 0},
+		{"flip a byte of the compressed file", func(t *testing.T, seg string) {
+			b, _ := os.ReadFile(seg)
+			b[len(b)/2] ^= 0x40
+			os.WriteFile(seg, b, 0o644)
+		}, 0 /* checked below: within the segment */},
+		{"flip a byte of an event's data", func(t *testing.T, seg string) {
+			l := gunzip(t, seg)
+			if !strings.Contains(l[2], `"data":{"a":1}`) {
+				t.Fatalf("line 2 is %s", l[2])
+			}
+			l[2] = strings.Replace(l[2], `"data":{"a":1}`, `"data":{"a":2}`, 1)
+			regzip(t, seg, l)
+		}, 2002},
+		{"white space outside the data is no change", func(t *testing.T, seg string) {
+			l := gunzip(t, seg)
+			l[2] = strings.Replace(l[2], `"data":{"a":1}`, `"data": {"a":1}`, 1)
+			regzip(t, seg, l)
+		}, 2000 /* the file differs from its index's SHA-256 */},
+		{"drop an event", func(t *testing.T, seg string) {
+			l := gunzip(t, seg)
+			regzip(t, seg, append(l[:700:700], l[701:]...))
+		}, 2700},
+		{"reorder two events", func(t *testing.T, seg string) {
+			l := gunzip(t, seg)
+			l[1200], l[1201] = l[1201], l[1200]
+			regzip(t, seg, l)
+		}, 3200},
+		{"truncate the segment", func(t *testing.T, seg string) {
+			l := gunzip(t, seg)
+			regzip(t, seg, l[:1500])
+		}, 3500},
+		{"truncate the file", func(t *testing.T, seg string) {
+			info, _ := os.Stat(seg)
+			os.Truncate(seg, info.Size()*3/4)
+		}, 0},
+		{"change an event's type", func(t *testing.T, seg string) {
+			l := gunzip(t, seg)
+			l[10] = strings.Replace(l[10], `"type":"test.event"`, `"type":"test.evenX"`, 1)
+			regzip(t, seg, l)
+		}, 2010},
+	}
+	for _, tc := range tamper {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			a := open(t, dir)
+			a.SetSegmentEvents(2000)
+			if err := a.Write(ctx, src, 0, 6000); err != nil {
+				t.Fatal(err)
+			}
+			seg := filepath.Join(dir, a.Segments()[1].Name)
+			tc.do(t, seg)
+			b := open(t, dir)
+			v, err := b.Verify(ctx, nil)
+			var m *archive.Mismatch
+			if tc.name == "nothing" {
+				if err != nil || v.Events != 6000 || v.End != 6000 || v.EndHash != b.EndHash() {
+					t.Fatalf("untouched archive: %+v %v", v, err)
+				}
+				return
+			}
+			if !errors.As(err, &m) || !errors.Is(err, archive.ErrMismatch) {
+				t.Fatalf("verify after %s: %v, want a Mismatch", tc.name, err)
+			}
+			if m.Segment != a.Segments()[1].Name {
+				t.Fatalf("mismatch in %s, want the second segment: %v", m.Segment, err)
+			}
+			if tc.want != 0 && m.Position != tc.want || m.Position < 2000 || m.Position > 3999 {
+				t.Fatalf("verify names position %d, want %d: %v", m.Position, tc.want, err)
+			}
+			t.Log(err)
+		})
+	}
+}

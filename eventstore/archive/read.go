@@ -1,0 +1,245 @@
+package archive
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/turnstile/turnstile/domain"
+)
+
+// maxLine bounds a segment line: an event's data and metadata (at most
+// eventstore.MaxEventSize together) in base64 beside their compacted JSON.
+const maxLine = 8 << 20
+
+// cursor reads one segment's lines from some position on.
+type cursor struct {
+	seg  *segment
+	f    *os.File
+	zr   *gzip.Reader
+	sc   *bufio.Scanner
+	next uint64 // the position of the next line
+}
+
+func (c *cursor) close() {
+	if c != nil && c.f != nil {
+		c.f.Close()
+	}
+}
+
+// openCursor opens s at the gzip member holding pos and skips to pos.
+func (a *Archive) openCursor(s *segment, pos uint64) (*cursor, error) {
+	f, err := os.Open(filepath.Join(a.dir, s.Name))
+	if err != nil {
+		return nil, err
+	}
+	var off int64
+	next := s.First
+	i, found := slices.BinarySearchFunc(s.hdr.Blocks, pos, func(b block, p uint64) int { return cmpU(b.First, p) })
+	if !found {
+		i--
+	}
+	if i >= 0 && i < len(s.hdr.Blocks) {
+		off, next = s.hdr.Blocks[i].Offset, s.hdr.Blocks[i].First
+	}
+	if _, err := f.Seek(off, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s at byte %d: %v", ErrArchive, s.Name, off, err)
+	}
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	c := &cursor{seg: s, f: f, zr: zr, sc: sc, next: next}
+	for c.next < pos {
+		if !sc.Scan() {
+			c.close()
+			return nil, c.failed(sc.Err())
+		}
+		c.next++
+	}
+	return c, nil
+}
+
+func (c *cursor) failed(err error) error {
+	if err == nil {
+		err = io.ErrUnexpectedEOF
+	}
+	return fmt.Errorf("%w: %s: reading position %d: %v", ErrArchive, c.seg.Name, c.next, err)
+}
+
+// read decodes the next event.
+func (c *cursor) read() (domain.Envelope, error) {
+	if !c.sc.Scan() {
+		return domain.Envelope{}, c.failed(c.sc.Err())
+	}
+	e, err := decodeLine(c.sc.Bytes())
+	if err != nil {
+		return e, c.failed(err)
+	}
+	if e.Position != c.next {
+		return e, c.failed(fmt.Errorf("found position %d", e.Position))
+	}
+	c.next++
+	return e, nil
+}
+
+// take returns a cursor at pos: the cached one if it is there, else a new one.
+func (a *Archive) take(s *segment, pos uint64) (*cursor, error) {
+	a.mu.Lock()
+	c := a.cur
+	if c != nil && c.seg == s && c.next == pos {
+		a.cur = nil
+		a.mu.Unlock()
+		return c, nil
+	}
+	a.mu.Unlock()
+	return a.openCursor(s, pos)
+}
+
+// keep caches c for the next read.
+func (a *Archive) keep(c *cursor) {
+	a.mu.Lock()
+	old := a.cur
+	a.cur = c
+	a.mu.Unlock()
+	if old != c {
+		old.close()
+	}
+}
+
+// Close releases the files the archive holds open.
+func (a *Archive) Close() error {
+	a.mu.Lock()
+	c := a.cur
+	a.cur = nil
+	a.mu.Unlock()
+	c.close()
+	return nil
+}
+
+// Read returns up to limit archived events from position from (inclusive)
+// in position order, crossing segments; nothing when from is outside
+// [First, End).
+func (a *Archive) Read(ctx context.Context, from uint64, limit int) ([]domain.Envelope, error) {
+	segs := a.snapshot()
+	var out []domain.Envelope
+	for len(out) < limit {
+		s := find(segs, from)
+		if s == nil {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		c, err := a.take(s, from)
+		if err != nil {
+			return nil, err
+		}
+		for len(out) < limit && c.next <= s.Last {
+			e, err := c.read()
+			if err != nil {
+				c.close()
+				return nil, err
+			}
+			out = append(out, e)
+		}
+		from = c.next
+		if c.next <= s.Last {
+			a.keep(c)
+		} else {
+			c.close()
+		}
+	}
+	return out, nil
+}
+
+// ReadStream returns every archived event of stream, in version order
+// (nil if the archive holds none). It reads the index of each segment whose
+// stream filter matches, and the segments' gzip members that hold the
+// stream's events, never a whole segment.
+func (a *Archive) ReadStream(ctx context.Context, stream string) ([]domain.Envelope, error) {
+	var out []domain.Envelope
+	for _, s := range a.snapshot() {
+		if !filterHas(s.hdr.Filter, s.hdr.FilterK, stream) {
+			continue
+		}
+		positions, err := a.streamPositions(s, stream)
+		if err != nil {
+			return nil, err
+		}
+		var c *cursor
+		for _, p := range positions {
+			if err := ctx.Err(); err != nil {
+				c.close()
+				return nil, err
+			}
+			if c == nil || c.next > p || p-c.next > blockEvents {
+				c.close()
+				if c, err = a.openCursor(s, p); err != nil {
+					return nil, err
+				}
+			}
+			for c.next < p {
+				if !c.sc.Scan() {
+					c.close()
+					return nil, c.failed(c.sc.Err())
+				}
+				c.next++
+			}
+			e, err := c.read()
+			if err != nil {
+				c.close()
+				return nil, err
+			}
+			if e.Stream != stream {
+				c.close()
+				return nil, fmt.Errorf("%w: %s: position %d is of stream %q, its index says %q", ErrArchive, s.Name, p, e.Stream, stream)
+			}
+			out = append(out, e)
+		}
+		c.close()
+	}
+	return out, nil
+}
+
+// FindStream reports whether the archive holds events of stream, reading
+// only indexes.
+func (a *Archive) FindStream(ctx context.Context, stream string) (bool, error) {
+	for _, s := range a.snapshot() {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if !filterHas(s.hdr.Filter, s.hdr.FilterK, stream) {
+			continue
+		}
+		p, err := a.streamPositions(s, stream)
+		if err != nil {
+			return false, err
+		}
+		if len(p) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// streamPositions reads stream's positions in s from its index.
+func (a *Archive) streamPositions(s *segment, stream string) ([]uint64, error) {
+	var out []uint64
+	err := readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), func(e streamEntry) bool {
+		if e.Stream == stream {
+			out = e.Positions
+		}
+		return e.Stream < stream
+	})
+	return out, err
+}

@@ -1,0 +1,184 @@
+package archive
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+)
+
+// ErrMismatch marks an archive that does not verify (inside a *Mismatch).
+var ErrMismatch = errors.New("archive does not verify")
+
+// Mismatch names the first position at which the archive does not verify.
+type Mismatch struct {
+	Position uint64 // the first position that does not match
+	Segment  string // the segment file holding it
+	Reason   string
+}
+
+func (m *Mismatch) Error() string {
+	return fmt.Sprintf("position %d (%s): %s: %v", m.Position, m.Segment, m.Reason, ErrMismatch)
+}
+
+// Unwrap lets errors.Is(err, ErrMismatch) match.
+func (m *Mismatch) Unwrap() error { return ErrMismatch }
+
+// Verified sums up an archive that verifies.
+type Verified struct {
+	Segments int
+	Events   uint64
+	Bytes    int64       // of the segment files
+	First    uint64      // the first archived position
+	End      uint64      // the position after the last
+	EndHash  domain.Hash // the chain hash of the last archived event
+}
+
+// Verify checks every segment against its index and the hash chain: each
+// line decodes, positions are dense from the index's first to its last,
+// every event's hash is the chain hash of the event before it (across
+// segments: a segment starts with the hash its predecessor ended with) and
+// the event, the segment file has the SHA-256 and size its index records,
+// and the index lists exactly the segment's streams and their positions. An
+// archive that starts at position 0 starts after the zero hash. It returns
+// a *Mismatch (matching ErrMismatch) naming the first position that does
+// not verify, or another error if the archive cannot be read at all.
+// progress, if not nil, is called with the position reached after each
+// gzip member.
+func (a *Archive) Verify(ctx context.Context, progress func(pos uint64)) (Verified, error) {
+	segs := a.snapshot()
+	v := Verified{Segments: len(segs)}
+	if len(segs) == 0 {
+		return v, nil
+	}
+	v.First, v.End = segs[0].First, endOf(segs)
+	prev := segs[0].PrevHash
+	if segs[0].First == 0 && !prev.IsZero() {
+		return v, &Mismatch{Position: 0, Segment: segs[0].Name, Reason: "the archive starts at position 0, but its first index says the chain hash before it is " + prev.String() + ", not the zero hash"}
+	}
+	var chain eventstore.Chainer
+	for _, s := range segs {
+		if s.PrevHash != prev {
+			return v, &Mismatch{Position: s.First, Segment: s.Name, Reason: fmt.Sprintf("the index says the chain hash before the segment is %s, the previous segment ends with %s", s.PrevHash, prev)}
+		}
+		last, n, err := a.verifySegment(ctx, s, prev, &chain, progress)
+		if err != nil {
+			return v, err
+		}
+		prev = last
+		v.Events += s.Count
+		v.Bytes += n
+	}
+	v.EndHash = prev
+	return v, nil
+}
+
+// verifySegment checks one segment; it returns the chain hash of its last
+// event and the file's size.
+func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Hash, chain *eventstore.Chainer, progress func(uint64)) (domain.Hash, int64, error) {
+	bad := func(pos uint64, format string, args ...any) error {
+		return &Mismatch{Position: pos, Segment: s.Name, Reason: fmt.Sprintf(format, args...)}
+	}
+	f, err := os.Open(filepath.Join(a.dir, s.Name))
+	if err != nil {
+		return prev, 0, err
+	}
+	defer f.Close()
+	sum := sha256.New()
+	cw := &countingWriter{w: sum}
+	raw := bufio.NewReaderSize(io.TeeReader(f, cw), 256<<10)
+	streams := map[string][]uint64{}
+	next := s.First
+	zr, err := gzip.NewReader(raw)
+	if err != nil {
+		return prev, 0, bad(next, "the segment is not gzip: %v", err)
+	}
+	sc := bufio.NewScanner(zr)
+	sc.Buffer(make([]byte, 64<<10), maxLine)
+	for sc.Scan() {
+		if next > s.Last {
+			return prev, 0, bad(next, "the segment holds more events than its index's last position %d", s.Last)
+		}
+		e, err := decodeLine(sc.Bytes())
+		if err != nil {
+			return prev, 0, bad(next, "the line does not decode: %v", err)
+		}
+		if e.Position != next {
+			return prev, 0, bad(next, "found position %d where %d was due", e.Position, next)
+		}
+		h := chain.Next(prev, &e)
+		if h != e.Hash {
+			return prev, 0, bad(next, "the event's hash is %s, but the hash before it and its content give %s", e.Hash, h)
+		}
+		prev = h
+		streams[e.Stream] = append(streams[e.Stream], e.Position)
+		next++
+		if (next-s.First)%blockEvents == 0 {
+			if err := ctx.Err(); err != nil {
+				return prev, 0, err
+			}
+			if progress != nil {
+				progress(next)
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return prev, 0, bad(next, "reading the segment: %v", err)
+	}
+	if next <= s.Last {
+		return prev, 0, bad(next, "the segment ends before position %d; its index says it holds up to %d", next, s.Last)
+	}
+	if _, err := io.Copy(io.Discard, raw); err != nil {
+		return prev, 0, err
+	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != s.hdr.SHA256 || cw.n != s.hdr.Bytes {
+		return prev, 0, bad(s.First, "the segment file (%d bytes, SHA-256 %s) is not the one its index records (%d bytes, %s)", cw.n, got, s.hdr.Bytes, s.hdr.SHA256)
+	}
+	if prev != s.LastHash {
+		return prev, 0, bad(s.Last, "the chain hash of the last event is %s, its index says %s", prev, s.LastHash)
+	}
+	// The index's streams: exactly the segment's, and all in its filter.
+	listed := 0
+	var mismatch error
+	err = readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), func(e streamEntry) bool {
+		listed++
+		got := streams[e.Stream]
+		if !slices.Equal(got, e.Positions) {
+			pos := s.First
+			if len(e.Positions) > 0 {
+				pos = e.Positions[0]
+			}
+			mismatch = bad(pos, "the index lists stream %q at %d positions, the segment holds it at %d", e.Stream, len(e.Positions), len(got))
+			return false
+		}
+		if !filterHas(s.hdr.Filter, s.hdr.FilterK, e.Stream) {
+			mismatch = bad(e.Positions[0], "the index's stream filter misses stream %q", e.Stream)
+			return false
+		}
+		delete(streams, e.Stream)
+		return true
+	})
+	if err != nil {
+		return prev, 0, bad(s.First, "the index's streams do not read: %v", err)
+	}
+	if mismatch != nil {
+		return prev, 0, mismatch
+	}
+	if len(streams) > 0 || listed != s.hdr.Streams {
+		for name, p := range streams {
+			return prev, 0, bad(p[0], "the index does not list stream %q", name)
+		}
+		return prev, 0, bad(s.First, "the index counts %d streams and lists %d", s.hdr.Streams, listed)
+	}
+	return prev, cw.n, nil
+}
