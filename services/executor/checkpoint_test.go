@@ -101,7 +101,9 @@ func (s *startsAt) AtomicMultiStream() bool { return eventstore.AtomicMultiStrea
 
 func (s *startsAt) Trim(context.Context, uint64, []string) error { return errors.ErrUnsupported }
 
-func (s *startsAt) Start(context.Context) (uint64, domain.Hash, error) { return s.first, domain.Hash{}, nil }
+func (s *startsAt) Start(context.Context) (uint64, domain.Hash, error) {
+	return s.first, domain.Hash{}, nil
+}
 
 func (s *startsAt) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.Envelope, error) {
 	if from < s.first {
