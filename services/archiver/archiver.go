@@ -58,7 +58,10 @@ type Config struct {
 	// Active reports whether this process may archive now (it holds the
 	// executor's lease); nil: always.
 	Active func() bool
-	Logger *slog.Logger
+	// Trimmed, if set, is called with the live log's new start after each
+	// trim (the read model forgets what ended before it).
+	Trimmed func(start uint64)
+	Logger  *slog.Logger
 }
 
 func (c *Config) setDefaults() {
@@ -172,6 +175,9 @@ func (a *Archiver) Round(ctx context.Context) (uint64, error) {
 	}
 	crashpoint.Hit(crashpoint.ArchiverTrimmed)
 	a.Rounds.Add(1)
+	if a.cfg.Trimmed != nil {
+		a.cfg.Trimmed(c)
+	}
 	a.log.Info("trimmed the live log", "start", c, "was", first, "kept_streams", len(keep), "took", time.Since(start))
 	return c, nil
 }

@@ -98,6 +98,8 @@ type Config struct {
 	Archive      archiver.Archive
 	ArchiveAfter time.Duration
 	ArchiveEvery time.Duration // how often the archiver looks (0: its default)
+	// Trimmed, if set, hears the live log's new start after each trim.
+	Trimmed func(start uint64)
 }
 
 // Start starts the executor, waits until it has caught up with the log
@@ -213,7 +215,7 @@ func (n *Node) startArchiver(ctx context.Context, store eventstore.Store, cfg Co
 	}
 	ex := n.Executor
 	a, err := archiver.New(archiver.Config{Store: store, Archive: cfg.Archive, After: cfg.ArchiveAfter, Every: cfg.ArchiveEvery,
-		Active: func() bool { return ex.Active() && ex.Ready() }, Logger: cfg.Logger})
+		Active: func() bool { return ex.Active() && ex.Ready() }, Trimmed: cfg.Trimmed, Logger: cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}

@@ -15,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/archiver"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/lease"
 	"github.com/turnstile/turnstile/services/remote"
@@ -50,6 +52,16 @@ type ServeConfig struct {
 	RetainEnded   int           // ended executions the read model keeps (0: all)
 	SQLViews      bool          // with a PostgreSQL store, keep the SQL read model tables
 	Runners       runner.Config // the built-in runners the in-process workers offer
+
+	// CheckpointEvery is how much log time passes between the executor's
+	// checkpoints in the log (0: none). ArchiveDir, if set, runs the
+	// archiver: the log before the newest checkpoint at least ArchiveAfter
+	// old moves to the archive there, in segments of ArchiveSegmentEvents
+	// events (0: the archive's default). See docs/log-over-months.md.
+	CheckpointEvery      time.Duration
+	ArchiveDir           string
+	ArchiveAfter         time.Duration
+	ArchiveSegmentEvents int
 
 	// API builds the HTTP API on the process's parts.
 	API  func(APIParts) http.Handler
@@ -129,7 +141,22 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if loadViews != nil {
 		views = loadViews(ctx, store, log)
 	}
+	views, err = startViewsInLiveLog(ctx, store, views, log)
+	if err != nil {
+		return err
+	}
 	views.Retain(cfg.RetainEnded)
+	var arch archiver.Archive
+	if cfg.ArchiveDir != "" {
+		a, err := archive.Open(cfg.ArchiveDir)
+		if err != nil {
+			return fmt.Errorf("archive %s: %w", cfg.ArchiveDir, err)
+		}
+		if cfg.ArchiveSegmentEvents > 0 {
+			a.SetSegmentEvents(cfg.ArchiveSegmentEvents)
+		}
+		arch = a
+	}
 	readModel := NewReadModel(views, store, snaps, cfg.SnapshotEvery, log)
 	if err := readModel.Start(ctx); err != nil {
 		return err
@@ -142,7 +169,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	n, err := Start(context.WithoutCancel(ctx), store, Config{WorkerIDs: cfg.WorkerIDs, Slots: cfg.Slots, LoseWorkers: !shared,
 		CheckpointDir: CheckpointDir(storeKind, where), SnapshotDir: snapDir, SnapshotEvery: cfg.SnapshotEvery, Logger: log, StopGrace: cfg.Grace,
 		NoExecutor: cfg.NoExecutor, Standby: cfg.Lease != nil, ExecutorName: cfg.ExecutorName, WorkerLease: cfg.WorkerLease, ForwardFromHead: shared,
-		Runners: cfg.Runners})
+		Runners: cfg.Runners, CheckpointEvery: cfg.CheckpointEvery, Archive: arch, ArchiveAfter: cfg.ArchiveAfter, Trimmed: views.ForgetBefore})
 	if err != nil {
 		return err
 	}
