@@ -25,6 +25,7 @@ import (
 type checkpoints struct {
 	markerAt   uint64    // position of the newest checkpoint.written folded (+1; 0: none)
 	markerTime time.Time // its log time
+	firstTime  time.Time // log time of the first event folded (the first checkpoint counts from it)
 	lastTime   time.Time // log time of the newest event folded
 	lastHash   domain.Hash
 	writing    chan struct{} // closed when the write under way ends; nil: none
@@ -45,7 +46,11 @@ func (e *Executor) checkpointDue() bool {
 	if e.cp.markerAt == e.state.Next {
 		return false // nothing happened since the last checkpoint
 	}
-	return e.cp.markerAt == 0 || e.cp.lastTime.Sub(e.cp.markerTime) >= e.cfg.CheckpointEvery
+	since := e.cp.markerTime
+	if e.cp.markerAt == 0 {
+		since = e.cp.firstTime
+	}
+	return e.cp.lastTime.Sub(since) >= e.cfg.CheckpointEvery
 }
 
 // writeCheckpoint writes the fold as it is now into the log, in the

@@ -215,6 +215,9 @@ func (e *Executor) apply(batch []domain.Envelope) {
 	if n := len(batch); n > 0 && batch[n-1].Position+1 == e.state.Next {
 		e.lastID = batch[n-1].ID.String()
 		e.cp.lastTime, e.cp.lastHash = batch[n-1].Time, batch[n-1].Hash
+		if e.cp.firstTime.IsZero() {
+			e.cp.firstTime = batch[0].Time
+		}
 	}
 	e.position.Store(e.state.Next)
 }
