@@ -291,6 +291,15 @@ func (s *Store) add(r *request) {
 		r.err = s.failed
 		return
 	}
+	if len(g.reqs) == 0 && s.needRoll() {
+		if err := s.roll(); err != nil {
+			s.failed = fmt.Errorf("embedded: starting a new log segment at position %d failed (the store takes no more appends; reopen it to recover): %w: %w",
+				s.next, eventstore.ErrClosed, err)
+			s.setFailed(s.failed)
+			r.err = s.failed
+			return
+		}
+	}
 	if len(g.reqs) == 0 {
 		s.seq++
 		g.micros = commitTime(s.opts.Clock())
@@ -489,7 +498,7 @@ func (s *Store) lookup(name string) (*stream, uint64, error) {
 		return st, st.sealed + uint64(len(st.positions)), nil
 	}
 	ss, _, err := s.sealed.findStream(name)
-	return nil, ss.count, err
+	return nil, s.start.kept[name] + ss.count, err
 }
 
 // versionOf returns the version of the event at pos in the stream name, if
@@ -507,7 +516,8 @@ func (s *Store) versionOf(name string, pos uint64) (uint64, bool, error) {
 	if !ok || err != nil {
 		return 0, false, err
 	}
-	return s.sealed.versionOf(ss, pos)
+	v, ok, err := s.sealed.versionOf(ss, pos)
+	return s.start.kept[name] + v, ok, err
 }
 
 // replay answers a request some of whose event ids are stored (or staged):
@@ -585,7 +595,16 @@ var zeros [1 << 20]byte
 // needZeros reports whether fewer than Options.Preallocate zero bytes lie
 // past the staged end of the log.
 func (s *Store) needZeros() bool {
-	return s.opts.Preallocate > 0 && !s.noAlloc && s.failed == nil && s.alloc-s.wend < int64(s.opts.Preallocate)
+	want := s.zerosWanted()
+	return want > 0 && !s.noAlloc && s.failed == nil && s.alloc-s.wend < want
+}
+
+// zerosWanted is how many zero bytes should lie past the staged end:
+// Options.Preallocate, but no further than the end of the current segment
+// (whose zeros a roll gives back).
+func (s *Store) zerosWanted() int64 {
+	room := s.f.last().base - headerSize + s.opts.SegmentBytes - s.wend
+	return max(0, min(int64(s.opts.Preallocate), room))
 }
 
 // preallocate writes one chunk of zeros past the end of the log and starts
@@ -594,7 +613,7 @@ func (s *Store) needZeros() bool {
 // touch file metadata: on ext4 that makes a commit about a third cheaper.
 func (s *Store) preallocate() {
 	off := max(s.alloc, s.wend)
-	n := min(len(zeros), s.opts.Preallocate)
+	n := int(min(int64(len(zeros)), s.zerosWanted()-(off-s.wend)))
 	if _, err := s.f.WriteAt(zeros[:n], off); err != nil {
 		s.noAlloc = true
 		s.log.Warn("preallocating the log failed; continuing without", "err", err)

@@ -40,15 +40,65 @@
 //
 // The data directory holds:
 //
-//	log        the append-only log: a 16-byte header, then records
+//	log        the first segment of the append-only log (position 0 on):
+//	           a 16-byte header, then records
+//	log-<p>    the segment whose first record is position p (20 digits)
+//	start      where the live log starts, once it has been trimmed (see Trim)
 //	sealed     the index of the sealed part of the log (optional, rebuilt if bad)
 //	LOCK       flock'ed while a Store has the directory open; holds its pid
-//	*.tmp      a log or sealed file being written (replaced atomically by rename)
+//	*.tmp      a segment, start or sealed file being written (replaced
+//	           atomically by rename; removed or overwritten at the next Open)
 //	index      the index file of earlier versions, if any: ignored, and
 //	           removed by the first seal
 //
-// The log is a single file; it is not segmented. Its size is bounded only by
-// the file system.
+// # Segments
+//
+// The log is a series of segment files. The committer starts a new one
+// when the last one has reached Options.SegmentBytes (default 256 MiB),
+// between two group commits: it cuts the full segment to its last record
+// (giving back the preallocated zeros) and fsyncs it, then creates the next
+// file with its header (temporary file, fsync, rename, fsync of the
+// directory). So every segment but the last is complete and synced, and
+// only the last can end in a torn write. A write is never split across two
+// files.
+//
+// The store addresses records by a logical offset: the records of every
+// segment back to back, headers left out. In the first segment ("log",
+// the single file of earlier versions, which keeps working as it is) a
+// logical offset is the file offset; the next segment's records continue
+// where the last record of the one before ended. The sealed file's record
+// offsets, the hot part's and recovery's scan all use logical offsets; only
+// the file layer (segments.go) maps one to a file and a file offset. Open
+// lays the segments out from the one that holds the live log's start (the
+// start file says where it is and its logical base), checks every header,
+// and checks during its scan that each segment's first record holds the
+// position its name says.
+//
+// # Trim
+//
+// Trim(before, keep) (eventstore.Trimmer) removes positions below before
+// from the live log; see trim.go for the steps. It seals the log up to
+// before, writes a sealed file that indexes positions [before, …) only, has
+// the committer install it between two group commits together with the new
+// start, writes the start file atomically (temporary file, fsync, rename,
+// fsync of the directory: the trim's commit point), and then deletes the
+// segment files that start below the segment holding before. A crash at
+// any point leaves the old start or the new one, every event from there on
+// intact; segments below the start that a crash left are deleted by Open
+// or by a repeated Trim. The segment that holds before stays whole (its
+// trimmed records are unreadable), so the disk holds at most one segment
+// more than the live log needs.
+//
+// A stream continues across the start (its versions go on, ReadStream
+// returns its live events) when it is in keep or has events at or after
+// before; the start file lists each such stream with its number of
+// versions below the start, which Open, appends and reads add to what the
+// sealed file and the hot part count. Every other stream with events below
+// before is forgotten, and so are the ids of the removed events. The start
+// file also keeps the chain hash of the event before the start (Start).
+// ReadAll and Subscribe from below the start fail with an
+// *eventstore.TrimmedError; a reader that was reading a segment when a trim
+// deleted it gets one too.
 //
 // # Memory: the sealed and the hot part
 //
@@ -175,30 +225,40 @@
 //
 // # Sealed file
 //
-// The sealed file indexes positions [0, N) of the log. It is written to
+// The sealed file indexes positions [F, N) of the log, F the live log's
+// start. It is written to
 // sealed.tmp, synced and renamed over sealed (then the directory is synced),
 // by background seals and by Close, so a clean restart scans nothing. It
 // covers only synced events. All integers are little-endian:
 //
 //	0   8  magic "TRNSTSLD"
-//	8   4  format version (1)
+//	8   4  format version (2)
 //	12  4  reserved
-//	16  …  N record offsets (8 bytes each), by position
-//	    …  N entries sorted by event id (bytewise): id (16), position (8)
+//	16  …  N-F record offsets (8 bytes each, logical), by position
+//	    …  N-F entries sorted by event id (bytewise): id (16), position (8)
 //	    …  M entries sorted by stream name (bytewise): name length (1), name,
 //	       its number of events (8), the index of its first entry in the
 //	       positions lists (8)
 //	    …  the positions lists: each stream's positions by version (8 bytes
-//	       each), the streams in the order above, N entries in all
+//	       each), the streams in the order above, N-F entries in all
 //	    footer:
-//	0   8  N
-//	8   8  bytes of the log covered (the offset just past record N-1)
-//	16  8  M
-//	24  8  file offset of the sorted ids
-//	32  8  file offset of the streams
-//	40  8  file offset of the positions lists
-//	48  8  magic "TRNSTSLD"
+//	0   8  F
+//	8   8  the logical offset of the record of position F
+//	16  8  N
+//	24  8  bytes of the log covered (the logical offset just past record N-1)
+//	32  8  M
+//	40  8  file offset of the sorted ids
+//	48  8  file offset of the streams
+//	56  8  file offset of the positions lists
+//	64  8  magic "TRNSTSLD"
 //	    4  CRC-32C of everything before
+//
+// A stream's count is its events in [F, N); a stream that continues across
+// the start counts its versions below F in the start file. A sealed file of
+// format 1 (earlier versions: F = 0 and the footer without its first two
+// fields) is read as it is. A sealed file whose F or first offset is not
+// the live log's start is ignored (a trim was cut short between the two
+// files).
 //
 // The counts and offsets are in a footer, not a header, so that a seal can
 // write the file in one sequential pass. A sealed file that fails its

@@ -13,11 +13,19 @@ const (
 	DefaultHotEvents       = 1 << 16
 	DefaultPreallocate     = 8 << 20
 	DefaultGroupCommitWait = 200 * time.Microsecond
+	DefaultSegmentBytes    = 256 << 20
+	// MinSegmentBytes is the smallest Options.SegmentBytes (tests use it
+	// to make every test cross segment boundaries).
+	MinSegmentBytes = 1 << 10
 )
 
 // defaultHotEvents is DefaultHotEvents; tests lower it to make every test
 // cross the boundary between the sealed and the hot part.
 var defaultHotEvents = DefaultHotEvents
+
+// defaultSegmentBytes is DefaultSegmentBytes; tests lower it to make every
+// test cross segment boundaries.
+var defaultSegmentBytes int64 = DefaultSegmentBytes
 
 // Options configure a Store. The zero value is a durable store with the
 // defaults below; Open fills zero fields with them and refuses invalid values.
@@ -81,6 +89,13 @@ type Options struct {
 	// DefaultPreallocate; at most 1 GiB.
 	Preallocate int
 
+	// SegmentBytes is the size at which the log starts a new segment file:
+	// the first write after the current one reaches it goes to a new file
+	// (a write is never split, so a segment can be larger by one group
+	// commit). A trim (Trim) reclaims disk space a segment at a time.
+	// Default DefaultSegmentBytes; MinSegmentBytes to 1<<40.
+	SegmentBytes int64
+
 	// Logger receives what recovery did (a torn tail cut, a sealed file
 	// ignored) and background seal failures. Default: discard.
 	Logger *slog.Logger
@@ -101,6 +116,9 @@ func (o Options) Validate() error {
 	}
 	if o.Preallocate > 1<<30 {
 		errs = append(errs, fmt.Errorf("option Preallocate %d: must be at most 1 GiB (negative disables)", o.Preallocate))
+	}
+	if o.SegmentBytes != 0 && (o.SegmentBytes < MinSegmentBytes || o.SegmentBytes > 1<<40) {
+		errs = append(errs, fmt.Errorf("option SegmentBytes %d: must be 0 (default) or %d..1<<40", o.SegmentBytes, MinSegmentBytes))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("embedded: invalid options: %w", err)
@@ -129,6 +147,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Preallocate < 0 {
 		o.Preallocate = 0
+	}
+	if o.SegmentBytes == 0 {
+		o.SegmentBytes = defaultSegmentBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

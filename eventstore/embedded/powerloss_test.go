@@ -120,6 +120,7 @@ func powerLossRun(t *testing.T, seed uint64, gens int) powerStats {
 			Preallocate:     []int{-1, 512, 64 << 10, 0}[rng.IntN(4)],
 			GroupCommitWait: []time.Duration{-1, 0, time.Millisecond}[rng.IntN(3)],
 			MaxBatch:        []int{0, 3, 50}[rng.IntN(3)],
+			SegmentBytes:    []int64{0, MinSegmentBytes, 8 << 10}[rng.IntN(3)],
 		}
 		diskRng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 		early := rng.IntN(4) == 0

@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -31,6 +32,7 @@ var readBufs = sync.Pool{New: func() any { b := make([]byte, readChunk); return 
 // the headers of the hot index slices, cut at head. Their elements never
 // change.
 type view struct {
+	start     *startState
 	head      uint64
 	end       int64
 	base      uint64
@@ -48,7 +50,7 @@ func (s *Store) view() view {
 func (s *Store) viewLocked() view {
 	h := s.head.Load()
 	k := h - s.base
-	return view{head: h, end: s.end, base: s.base, sl: s.sealed, offsets: s.offsets[:k], posStream: s.posStream[:k]}
+	return view{start: s.start, head: h, end: s.end, base: s.base, sl: s.sealed, offsets: s.offsets[:k], posStream: s.posStream[:k]}
 }
 
 // hotSpan returns where the record of hot position p starts and ends.
@@ -67,6 +69,9 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 		return nil, err
 	}
 	v := s.view()
+	if from < v.start.first {
+		return nil, &eventstore.TrimmedError{From: from, First: v.start.first}
+	}
 	if from >= v.head || limit <= 0 {
 		return nil, nil
 	}
@@ -84,7 +89,7 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 		var err error
 		out, from, err = s.readRange(&v, from, to, bp, eventstore.Filter{}, out)
 		if err != nil {
-			return nil, s.readErr(err)
+			return nil, s.readErrAt(err, from)
 		}
 	}
 	return out, nil
@@ -94,7 +99,9 @@ func (s *Store) ReadAll(ctx context.Context, from uint64, limit int) ([]domain.E
 // (inclusive), in version order; none (and no error) from past the end or
 // with limit <= 0. A stream without events gives eventstore.ErrStreamNotFound.
 // The positions of its sealed versions come from the sealed file, those of
-// its hot versions from memory.
+// its hot versions from memory. Of a stream that continues across the live
+// log's start (Trim's keep), the versions below it are gone: a read from one
+// of them starts at the first live version.
 func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit int) ([]domain.Envelope, error) {
 	if err := s.readable(ctx); err != nil {
 		return nil, err
@@ -109,17 +116,19 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 	v := s.viewLocked()
 	s.mu.RUnlock()
 	var ss sealedStream
+	gone := v.start.kept[name] // versions below the live log's start
 	if st == nil || from < nsealed {
 		var err error
 		if ss, _, err = v.sl.findStream(name); err != nil {
 			return nil, s.readErr(err)
 		}
-		nsealed = ss.count
+		nsealed = gone + ss.count
 	}
 	total := nsealed + uint64(len(hot))
 	if total == 0 {
 		return nil, fmt.Errorf("embedded: read stream %q: %w", name, eventstore.ErrStreamNotFound)
 	}
+	from = max(from, gone)
 	if from >= total || limit <= 0 {
 		return nil, nil
 	}
@@ -127,7 +136,7 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 	var positions []uint64
 	if from < nsealed {
 		var err error
-		if positions, err = v.sl.positions(ss, from, min(n, nsealed-from)); err != nil {
+		if positions, err = v.sl.positions(ss, from-gone, min(n, nsealed-from)); err != nil {
 			return nil, s.readErr(err)
 		}
 	}
@@ -137,7 +146,7 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 	}
 	starts, ends, err := s.spans(&v, positions)
 	if err != nil {
-		return nil, s.readErr(err)
+		return nil, s.readErrAt(err, positions[0])
 	}
 	bp := readBufs.Get().(*[]byte)
 	defer readBufs.Put(bp)
@@ -154,7 +163,7 @@ func (s *Store) ReadStream(ctx context.Context, name string, from uint64, limit 
 		}
 		b, err := s.readSpan(bp, first, ends[j-1])
 		if err != nil {
-			return nil, s.readErr(err)
+			return nil, s.readErrAt(err, positions[i])
 		}
 		for k := i; k < j; k++ {
 			out = append(out, domain.Envelope{})
@@ -189,6 +198,9 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 		}
 		wait := *s.notify.Load()
 		v := s.view()
+		if pos < v.start.first {
+			return &eventstore.TrimmedError{From: pos, First: v.start.first}
+		}
 		if pos >= v.head {
 			select {
 			case <-ctx.Done():
@@ -207,7 +219,7 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			batch, next, err = s.readRange(&v, pos, to, bp, filter, nil)
 			readBufs.Put(bp)
 			if err != nil {
-				return s.readErr(err)
+				return s.readErrAt(err, pos)
 			}
 		}
 		pos = next
@@ -266,6 +278,18 @@ func (s *Store) readErr(err error) error {
 		return eventstore.ErrClosed
 	}
 	return err
+}
+
+// readErrAt is readErr for a read from position from, which a trim may have
+// removed while it ran: that is a *eventstore.TrimmedError.
+func (s *Store) readErrAt(err error, from uint64) error {
+	if errors.Is(err, errSegmentGone) {
+		s.mu.RLock()
+		first := s.start.first
+		s.mu.RUnlock()
+		return &eventstore.TrimmedError{From: from, First: first}
+	}
+	return s.readErr(err)
 }
 
 // readRange reads the records of positions [from, to) that fit in one read

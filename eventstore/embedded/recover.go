@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"slices"
 
 	"github.com/turnstile/turnstile/eventstore"
 )
@@ -26,20 +27,22 @@ func inspectDir(fsys fileSystem, dir string) (hasLog bool, err error) {
 	}
 	var hasIndex bool
 	var foreign string
+	firsts, tmps := segmentFiles(entries)
 	for _, name := range entries {
+		if _, ok := parseSegName(name); ok || slices.Contains(tmps, name) {
+			continue
+		}
 		switch name {
-		case logName:
-			hasLog = true
-		case sealedName, oldIndexName:
+		case sealedName, oldIndexName, startName:
 			hasIndex = true
-		case lockName, logName + tmpSuffix, sealedName + tmpSuffix, oldIndexName + tmpSuffix:
+		case lockName, logName + tmpSuffix, sealedName + tmpSuffix, oldIndexName + tmpSuffix, startName + tmpSuffix:
 		default:
 			if foreign == "" {
 				foreign = name
 			}
 		}
 	}
-	if !hasLog {
+	if len(firsts) == 0 {
 		if foreign != "" {
 			return false, fmt.Errorf("embedded: %s holds %q and no turnstile log: %w", dir, foreign, eventstore.ErrNotOurs)
 		}
@@ -48,19 +51,25 @@ func inspectDir(fsys fileSystem, dir string) (hasLog bool, err error) {
 		}
 		return false, nil
 	}
-	f, err := fsys.Open(filepath.Join(dir, logName))
+	path := filepath.Join(dir, segName(firsts[0]))
+	f, err := fsys.Open(path)
 	if err != nil {
 		return false, fmt.Errorf("embedded: opening log: %w", err)
 	}
 	defer func() { _ = f.Close() }() // read-only: nothing to lose
+	return true, checkHeader(f, path)
+}
+
+// checkHeader checks the header of the log file (segment) f at path.
+func checkHeader(f file, path string) error {
 	h := make([]byte, headerSize)
 	if _, err := f.ReadAt(h, 0); err != nil || string(h[:8]) != logMagic || string(h[8:12]) != logKind {
-		return false, fmt.Errorf("embedded: %s: not a turnstile log (bad header): %w", filepath.Join(dir, logName), eventstore.ErrNotOurs)
+		return fmt.Errorf("embedded: %s: not a turnstile log (bad header): %w", path, eventstore.ErrNotOurs)
 	}
 	if v := binary.LittleEndian.Uint32(h[12:]); v != formatVersion {
-		return false, fmt.Errorf("embedded: %s: log format version %d, this build reads version %d: %w", filepath.Join(dir, logName), v, formatVersion, eventstore.ErrNotOurs)
+		return fmt.Errorf("embedded: %s: log format version %d, this build reads version %d: %w", path, v, formatVersion, eventstore.ErrNotOurs)
 	}
-	return true, nil
+	return nil
 }
 
 // initLog creates an empty log atomically: header to a temporary file, fsync,
@@ -105,8 +114,13 @@ func (s *Store) recover() error {
 		return fmt.Errorf("embedded: opening log: %w", err)
 	}
 	s.resetIndexes()
-	start := int64(headerSize)
+	start := s.start.off
 	sl, err := loadSealed(s.fs, filepath.Join(s.dir, sealedName), size)
+	if err == nil && sl != nil && (sl.first != s.start.first || sl.firstOff != s.start.off) {
+		err = fmt.Errorf("%w: it starts at position %d (offset %d), the live log at %d (offset %d)", errBadSealed, sl.first, sl.firstOff, s.start.first, s.start.off)
+		_ = sl.f.Close()
+		sl = nil
+	}
 	if err == nil && sl != nil {
 		var ok bool
 		if ok, err = s.checkSealed(sl); err != nil {
@@ -124,11 +138,14 @@ func (s *Store) recover() error {
 	if sl != nil {
 		sl.reads = &s.lookups
 		s.sealed, s.base, start = sl, sl.n, sl.end
-		s.loadedSealed = sl.n
+		s.loadedSealed = sl.events()
 	}
 	cut, err := s.scan(start, size)
 	if err != nil {
 		return err
+	}
+	if cut < s.f.last().base {
+		return corruptError(filepath.Base(s.f.last().path), headerSize, fmt.Sprintf("the log before this segment ends early, at logical offset %d", cut))
 	}
 	s.scanNew = nil
 	s.end, s.wend, s.alloc = cut, cut, size
@@ -142,7 +159,7 @@ func (s *Store) recover() error {
 			return err
 		}
 	}
-	s.log.Info("log recovered", "head", s.next, "sealed", s.base, "scanned_from_offset", start, "end", cut)
+	s.log.Info("log recovered", "start", s.start.first, "head", s.next, "sealed", s.base, "segments", len(s.f.list()), "scanned_from_offset", start, "end", cut)
 	return nil
 }
 
@@ -181,17 +198,18 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	if err != nil {
 		return unusable("reading it: %v", err)
 	}
-	if !ok || pos != last || !found || ss.count != r.version+1 {
+	if !ok || pos != last || !found || s.start.kept[string(r.stream)]+ss.count != r.version+1 {
 		return unusable("the last event it lists does not match the log at offset %d", two[0])
 	}
 	if s.opts.TrustIndex {
 		return true, nil
 	}
 	// Every record: its place, its checksum, and the sums of what it holds.
-	offs := bufio.NewReaderSize(io.NewSectionReader(sl.f, sealedHeaderSize, 8*int64(sl.n)), 256<<10)
+	offs := bufio.NewReaderSize(io.NewSectionReader(sl.f, sealedHeaderSize, 8*int64(sl.events())), 256<<10)
 	var got sums
-	off := int64(headerSize)
-	for p := range sl.n {
+	off := sl.firstOff
+	segs := newSegCheck(s.f, off)
+	for p := sl.first; p < sl.n; p++ {
 		if _, err := io.ReadFull(offs, buf[:8]); err != nil {
 			return unusable("reading it: %v", err)
 		}
@@ -208,6 +226,9 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 		if r.position != p {
 			return unusable("the record at offset %d holds position %d, not %d", off, r.position, p)
 		}
+		if err := segs.at(off, p); err != nil {
+			return false, err
+		}
 		got.addID(r.id, p)
 		got.addVersion(hashNameB(r.stream), r.version, p)
 		off += int64(l)
@@ -215,7 +236,7 @@ func (s *Store) checkSealed(sl *sealed) (bool, error) {
 	if off != sl.end {
 		return unusable("its records end at offset %d, not %d", off, sl.end)
 	}
-	want, err := sl.fileSums()
+	want, err := sl.fileSums(s.start.kept)
 	if err != nil {
 		return unusable("reading it: %v", err)
 	}
@@ -269,7 +290,7 @@ func (s *Store) resetIndexes() {
 	s.offsets, s.posStream, s.posID = nil, nil, nil
 	s.streams = make(map[string]*stream)
 	s.ids = newIDIndex(0)
-	s.sealed, s.base = emptySealed, 0
+	s.sealed, s.base = emptySealed(s.start.first, s.start.off), s.start.first
 }
 
 // window reads a file sequentially in big chunks.
@@ -329,6 +350,7 @@ func (s *Store) scan(start, size int64) (int64, error) {
 	off := start
 	cut := start
 	mark := s.mark()
+	segs := newSegCheck(s.f, start)
 	for off < size {
 		n, st, err := w.record(off, &r)
 		if err != nil {
@@ -343,6 +365,9 @@ func (s *Store) scan(start, size int64) (int64, error) {
 		if err := s.addScanned(&r, off); err != nil {
 			return 0, err
 		}
+		if err := segs.at(off, r.position); err != nil {
+			return 0, err
+		}
 		off += int64(n)
 		if r.flags&flagCommit != 0 {
 			cut = off
@@ -350,6 +375,9 @@ func (s *Store) scan(start, size int64) (int64, error) {
 		}
 	}
 	s.rollback(mark)
+	if err := segs.end(cut, s.base+uint64(len(s.offsets))); err != nil {
+		return 0, err
+	}
 	return cut, nil
 }
 
@@ -370,7 +398,7 @@ func (s *Store) addScanned(r *rec, off int64) error {
 		if err != nil {
 			return err
 		}
-		st = &stream{name: string(r.stream), sealed: ss.count}
+		st = &stream{name: string(r.stream), sealed: s.start.kept[string(r.stream)] + ss.count}
 		s.streams[st.name] = st
 		s.scanNew = append(s.scanNew, st)
 	}

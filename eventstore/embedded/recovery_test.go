@@ -34,7 +34,7 @@ type testLog struct {
 func buildLog(t testing.TB, n int) *testLog {
 	t.Helper()
 	dir := t.TempDir()
-	s := openT(t, dir, Options{NoSync: true})
+	s := openT(t, dir, Options{NoSync: true, SegmentBytes: DefaultSegmentBytes}) // one file: the tests edit its bytes
 	writeMixed(t, s, n)
 	mustAppend(t, s, "execution-1", eventstore.Any, richEvent(100))
 	mustMulti(t, s,
@@ -415,8 +415,8 @@ func repeatStreamName(t *testing.T, file []byte) []byte {
 	t.Helper()
 	out := slices.Clone(file)
 	footer := out[len(out)-sealedTrailer-sealedFooterSize:]
-	m := int(binary.LittleEndian.Uint64(footer[16:]))
-	off := int(binary.LittleEndian.Uint64(footer[32:]))
+	m := int(binary.LittleEndian.Uint64(footer[32:]))
+	off := int(binary.LittleEndian.Uint64(footer[48:]))
 	firstOfLen := map[int]int{} // name length → offset of its first entry
 	for range m {
 		l := int(out[off])

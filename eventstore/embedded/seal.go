@@ -149,6 +149,10 @@ func (s *Store) installSeal() {
 		default:
 		}
 	}()
+	if ns.trim != nil {
+		s.installTrim(ns)
+		return
+	}
 	if ns.n <= s.base || ns.n > s.next {
 		_ = ns.f.Close() // never happens: seals are serialised and cover committed events
 		return
@@ -308,6 +312,7 @@ func (c *crcWriter) Write(b []byte) (int, error) {
 // sequentially. It returns the new sealed part's in-memory state (without
 // its file).
 func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot *hotPart, end int64, doSync bool) (_ *sealed, err error) {
+	_ = fsys.Remove(path) // a new file, never one a reader may still have open (see Trim)
 	f, err := fsys.Create(path)
 	if err != nil {
 		return nil, err
@@ -319,7 +324,7 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 	}()
 	hotIDs, hotStreams := hot.sorted(base)
 	n := base + uint64(len(hot.offsets))
-	ns := &sealed{n: n, end: end, ids: newBloom(int(n)), names: newBloom(int(old.m) + len(hotStreams))}
+	ns := &sealed{first: old.first, firstOff: old.firstOff, n: n, end: end, ids: newBloom(int(n - old.first)), names: newBloom(int(old.m) + len(hotStreams))}
 	w := &crcWriter{w: bufio.NewWriterSize(f, 1<<20)}
 	le := binary.LittleEndian
 	b := make([]byte, 0, 64<<10)
@@ -336,14 +341,14 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 	}
 
 	b = append(b, sealedMagic...)
-	b = le.AppendUint32(b, formatVersion)
+	b = le.AppendUint32(b, sealedFormat)
 	b = le.AppendUint32(b, 0)
 	// Record offsets.
-	if old.n > 0 {
+	if old.events() > 0 {
 		if err := flush(cap(b)); err != nil {
 			return nil, err
 		}
-		if _, err := io.Copy(w, section(sealedHeaderSize, 8*int64(old.n))); err != nil {
+		if _, err := io.Copy(w, section(sealedHeaderSize, 8*int64(old.events()))); err != nil {
 			return nil, err
 		}
 	}
@@ -359,11 +364,11 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 	}
 	ns.idsOff = w.n
 	var oldIDs *bufio.Reader
-	if old.n > 0 {
-		oldIDs = section(old.idsOff, idEntrySize*int64(old.n))
+	if old.events() > 0 {
+		oldIDs = section(old.idsOff, idEntrySize*int64(old.events()))
 	}
 	var cur [idEntrySize]byte
-	haveOld, oldLeft := false, old.n
+	haveOld, oldLeft := false, old.events()
 	nextOld := func() error {
 		if oldLeft == 0 {
 			haveOld = false
@@ -377,7 +382,7 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 	if err := nextOld(); err != nil {
 		return nil, err
 	}
-	for i := range n {
+	for i := range n - old.first {
 		var id uuid.UUID
 		var pos uint64
 		if haveOld && (len(hotIDs) == 0 || lessID(cur[:16], &hotIDs[0])) {
@@ -428,8 +433,8 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 	}
 	ns.listsOff = w.n
 	var oldLists *bufio.Reader
-	if old.n > 0 {
-		oldLists = section(old.listsOff, 8*int64(old.n))
+	if old.events() > 0 {
+		oldLists = section(old.listsOff, 8*int64(old.events()))
 	}
 	err = mergeStreams(old, hotStreams, func(name []byte, oldCount uint64, hotPos []uint64) error {
 		// The old list, through b in pieces of at most its capacity (no
@@ -460,7 +465,7 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 	if err := flush(cap(b)); err != nil {
 		return nil, err
 	}
-	ft := sealedFooter{n: n, end: end, m: ns.m, idsOff: ns.idsOff, streamsOff: ns.streamsOff, listsOff: ns.listsOff}
+	ft := sealedFooter{first: old.first, firstOff: old.firstOff, n: n, end: end, m: ns.m, idsOff: ns.idsOff, streamsOff: ns.streamsOff, listsOff: ns.listsOff}
 	if _, err := w.Write(ft.append(b[:0])); err != nil {
 		return nil, err
 	}

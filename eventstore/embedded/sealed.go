@@ -23,7 +23,8 @@ import (
 const (
 	sealedMagic      = "TRNSTSLD"
 	sealedHeaderSize = 16
-	sealedFooterSize = 56
+	sealedFooterSize = 72 // format 2; format 1's is 56 (no first position)
+	sealedFormat     = 2
 	sealedTrailer    = 4
 	idEntrySize      = 24 // id, position
 	streamFixed      = 17 // name length, count, first list entry (plus the name)
@@ -100,13 +101,15 @@ func (s *sums) addVersion(nameHash, version, pos uint64) {
 }
 
 // sealed is the part of the log whose index lives in the sealed file:
-// positions [0, n). Only fences and filters stay in memory; a lookup is a
+// positions [first, n) (first is the live log's start). Only fences and filters stay in memory; a lookup is a
 // binary search of a fence and one read of a block. It never changes once
 // published; a store replaces it whole. Its file is closed by the os.File
 // finaliser once no view refers to it (or by Close for the current one).
 type sealed struct {
-	f          file   // nil when n == 0
-	n          uint64 // positions sealed
+	f          file   // nil when n == first
+	first      uint64 // first position covered (the live log's start)
+	n          uint64 // positions below n are sealed
+	firstOff   int64  // logical offset of the record of position first
 	end        int64  // log bytes covered: the end of the record of position n-1
 	m          uint64 // streams
 	idsOff     int64
@@ -118,9 +121,20 @@ type sealed struct {
 	ids        bloom
 	names      bloom
 	reads      *atomic.Uint64 // counts the look-ups the filters let through (may be nil)
+
+	// trim, on a sealed part a trim wrote, is the start that comes with
+	// it: the committer installs both at once (installSeal).
+	trim *trimInstall
 }
 
-var emptySealed = &sealed{end: headerSize}
+// emptySealed is a sealed part that covers nothing, for a live log that
+// starts at position first, whose record is at logical offset off.
+func emptySealed(first uint64, off int64) *sealed {
+	return &sealed{first: first, n: first, firstOff: off, end: off}
+}
+
+// events is how many positions s covers.
+func (s *sealed) events() uint64 { return s.n - s.first }
 
 // memory is what s keeps in memory, in bytes (roughly).
 func (s *sealed) memory() int {
@@ -161,7 +175,7 @@ func (s *sealed) findID(id uuid.UUID) (uint64, bool, error) {
 		return 0, false, nil
 	}
 	first := max(0, sort.Search(len(s.idFence), func(i int) bool { return s.idFence[i] >= k })-1)
-	from, to := uint64(first)*fenceEvery, min(uint64(last+1)*fenceEvery, s.n)
+	from, to := uint64(first)*fenceEvery, min(uint64(last+1)*fenceEvery, s.events())
 	b := make([]byte, (to-from)*idEntrySize)
 	if err := s.readAt(b, s.idsOff+int64(from)*idEntrySize); err != nil {
 		return 0, false, err
@@ -249,7 +263,7 @@ func (s *sealed) offsets(from uint64, out []int64, buf []byte) error {
 		read = k
 	}
 	b := buf[:8*read]
-	if err := s.readAt(b, sealedHeaderSize+8*int64(from)); err != nil {
+	if err := s.readAt(b, sealedHeaderSize+8*int64(from-s.first)); err != nil {
 		return err
 	}
 	for i := range read {
@@ -309,6 +323,8 @@ var errBadSealed = errors.New("sealed index unusable")
 
 // sealedFooter is the footer of a sealed file.
 type sealedFooter struct {
+	first                        uint64
+	firstOff                     int64
 	n                            uint64
 	end                          int64
 	m                            uint64
@@ -317,6 +333,8 @@ type sealedFooter struct {
 
 func (ft *sealedFooter) append(b []byte) []byte {
 	le := binary.LittleEndian
+	b = le.AppendUint64(b, ft.first)
+	b = le.AppendUint64(b, uint64(ft.firstOff))
 	b = le.AppendUint64(b, ft.n)
 	b = le.AppendUint64(b, uint64(ft.end))
 	b = le.AppendUint64(b, ft.m)
@@ -350,7 +368,23 @@ func loadSealed(fsys fileSystem, path string, logSize int64) (_ *sealed, err err
 	if err != nil {
 		return nil, err
 	}
-	tail := sealedFooterSize + sealedTrailer
+	le := binary.LittleEndian
+	hdr := make([]byte, 64)
+	if size < sealedHeaderSize {
+		return nil, bad("%d bytes", size)
+	}
+	if _, err := f.ReadAt(hdr[:sealedHeaderSize], 0); err != nil {
+		return nil, err
+	}
+	version := le.Uint32(hdr[8:])
+	if string(hdr[:8]) != sealedMagic || version != 1 && version != sealedFormat {
+		return nil, bad("bad header")
+	}
+	footer := sealedFooterSize
+	if version == 1 {
+		footer -= 16 // no first position: it covers [0, n)
+	}
+	tail := footer + sealedTrailer
 	if size < sealedHeaderSize+int64(tail) {
 		return nil, bad("%d bytes", size)
 	}
@@ -358,45 +392,45 @@ func loadSealed(fsys fileSystem, path string, logSize int64) (_ *sealed, err err
 	if _, err := f.ReadAt(fb, size-int64(tail)); err != nil {
 		return nil, err
 	}
-	le := binary.LittleEndian
-	ft := sealedFooter{n: le.Uint64(fb), end: int64(le.Uint64(fb[8:])), m: le.Uint64(fb[16:]),
-		idsOff: int64(le.Uint64(fb[24:])), streamsOff: int64(le.Uint64(fb[32:])), listsOff: int64(le.Uint64(fb[40:]))}
+	ft := sealedFooter{firstOff: headerSize}
+	if version != 1 {
+		ft.first, ft.firstOff = le.Uint64(fb), int64(le.Uint64(fb[8:]))
+		fb = fb[16:]
+	}
+	ft.n, ft.end, ft.m = le.Uint64(fb), int64(le.Uint64(fb[8:])), le.Uint64(fb[16:])
+	ft.idsOff, ft.streamsOff, ft.listsOff = int64(le.Uint64(fb[24:])), int64(le.Uint64(fb[32:])), int64(le.Uint64(fb[40:]))
 	if string(fb[48:56]) != sealedMagic {
 		return nil, bad("no footer")
 	}
-	n := ft.n
-	if n == 0 || n > uint64(size)/40 || ft.m == 0 || ft.m > n ||
+	n := ft.n - ft.first // events covered
+	if ft.first >= ft.n || n > uint64(size)/40 || ft.m == 0 || ft.m > n ||
 		ft.idsOff != sealedHeaderSize+8*int64(n) || ft.streamsOff != ft.idsOff+idEntrySize*int64(n) ||
 		ft.listsOff < ft.streamsOff+int64(ft.m)*(streamFixed+1) || ft.listsOff+8*int64(n)+int64(tail) != size {
 		return nil, bad("sections do not add up (%d events, %d streams, %d bytes)", n, ft.m, size)
 	}
-	if ft.end < headerSize+int64(n)*minRecord || ft.end > logSize {
+	if ft.firstOff < headerSize || ft.end < ft.firstOff+int64(n)*minRecord || ft.end > logSize {
 		return nil, bad("covers %d bytes of a log of %d", ft.end, logSize)
 	}
-	s := &sealed{f: f, n: n, end: ft.end, m: ft.m, idsOff: ft.idsOff, streamsOff: ft.streamsOff, listsOff: ft.listsOff,
+	s := &sealed{f: f, first: ft.first, n: ft.n, firstOff: ft.firstOff, end: ft.end, m: ft.m, idsOff: ft.idsOff, streamsOff: ft.streamsOff, listsOff: ft.listsOff,
 		ids: newBloom(int(n)), names: newBloom(int(ft.m))}
 	// The checksum is taken of what the buffered reader reads from the file,
 	// in big chunks; everything up to the trailer is read before it is
 	// compared.
 	sum := &crcReader{r: io.NewSectionReader(f, 0, size-sealedTrailer)}
 	cr := bufio.NewReaderSize(sum, 1<<20)
-	hdr := make([]byte, 64)
 	eb := make([]byte, 256+streamFixed)
 	if _, err := io.ReadFull(cr, hdr[:sealedHeaderSize]); err != nil {
 		return nil, err
 	}
-	if string(hdr[:8]) != sealedMagic || le.Uint32(hdr[8:]) != formatVersion {
-		return nil, bad("bad header")
-	}
 	// Record offsets: increasing, each record at least minRecord long.
-	prev := int64(headerSize - minRecord)
-	for p := range n {
+	prev := ft.firstOff - minRecord
+	for i := range n {
 		if _, err := io.ReadFull(cr, hdr[:8]); err != nil {
 			return nil, err
 		}
 		off := int64(le.Uint64(hdr))
-		if off < prev+minRecord || off > ft.end-minRecord || p == 0 && off != headerSize {
-			return nil, bad("record offset %d of position %d", off, p)
+		if off < prev+minRecord || off > ft.end-minRecord || i == 0 && off != ft.firstOff {
+			return nil, bad("record offset %d of position %d", off, ft.first+i)
 		}
 		prev = off
 	}
@@ -407,7 +441,7 @@ func loadSealed(fsys fileSystem, path string, logSize int64) (_ *sealed, err err
 			return nil, err
 		}
 		id := uuid.UUID(hdr[:16])
-		if pos := le.Uint64(hdr[16:]); pos >= n || i > 0 && compareIDs(&last, &id) >= 0 {
+		if pos := le.Uint64(hdr[16:]); pos < ft.first || pos >= ft.n || i > 0 && compareIDs(&last, &id) >= 0 {
 			return nil, bad("id entry %d", i)
 		}
 		if i%fenceEvery == 0 {
@@ -473,20 +507,21 @@ func (c *crcReader) Read(b []byte) (int, error) {
 }
 
 // fileSums computes the verification sums of what s lists, reading its
-// sections sequentially.
-func (s *sealed) fileSums() (sums, error) {
+// sections sequentially. kept gives the versions below the start of the
+// streams that continue across it.
+func (s *sealed) fileSums(kept map[string]uint64) (sums, error) {
 	var out sums
 	le := binary.LittleEndian
-	ids := bufio.NewReaderSize(io.NewSectionReader(s.f, s.idsOff, idEntrySize*int64(s.n)), 256<<10)
+	ids := bufio.NewReaderSize(io.NewSectionReader(s.f, s.idsOff, idEntrySize*int64(s.events())), 256<<10)
 	var b [idEntrySize]byte
-	for range s.n {
+	for range s.events() {
 		if _, err := io.ReadFull(ids, b[:]); err != nil {
 			return out, err
 		}
 		out.addID(uuid.UUID(b[:16]), le.Uint64(b[16:]))
 	}
 	streams := bufio.NewReaderSize(io.NewSectionReader(s.f, s.streamsOff, s.listsOff-s.streamsOff), 256<<10)
-	lists := bufio.NewReaderSize(io.NewSectionReader(s.f, s.listsOff, 8*int64(s.n)), 256<<10)
+	lists := bufio.NewReaderSize(io.NewSectionReader(s.f, s.listsOff, 8*int64(s.events())), 256<<10)
 	buf := make([]byte, 256+streamFixed)
 	var e streamEntry
 	for range s.m {
@@ -494,7 +529,8 @@ func (s *sealed) fileSums() (sums, error) {
 			return out, err
 		}
 		h := hashNameB(e.name)
-		for v := range e.count {
+		base := kept[string(e.name)]
+		for v := base; v < base+e.count; v++ {
 			if _, err := io.ReadFull(lists, b[:8]); err != nil {
 				return out, err
 			}

@@ -283,7 +283,7 @@ func (r *modelRun) compare() {
 func TestSealCrash(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := openT(t, dir, Options{HotEvents: -1, NoSync: true})
+	s := openT(t, dir, Options{HotEvents: -1, NoSync: true, SegmentBytes: DefaultSegmentBytes})
 	writeMixed(t, s, 40)
 	sealNow(t, s)
 	before := dirState(t, dir) // log and the sealed file of 40 events

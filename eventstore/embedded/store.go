@@ -38,7 +38,7 @@ type Store struct {
 	log  *slog.Logger
 	fs   fileSystem // the data directory's files (osFS but in power-loss tests)
 	lock io.Closer
-	f    file
+	f    *segLog // the log's segments, addressed by logical offset (segments.go)
 
 	// mu guards the headers of the slices and maps below (not their
 	// elements) and the fields of the streams. The committer appends to them
@@ -49,7 +49,8 @@ type Store struct {
 	// Positions below base are sealed: their index is in the sealed file
 	// (see sealed). The slices index the hot positions, from base on.
 	mu        sync.RWMutex
-	sealed    *sealed            // positions [0, base)
+	start     *startState        // where the live log starts (a trim replaces it, on the committer)
+	sealed    *sealed            // positions [start.first, base)
 	base      uint64             // first hot position; written by the committer only, under mu
 	offsets   []int64            // position base+i → file offset of its record
 	posStream []*stream          // position base+i → its stream
@@ -112,6 +113,8 @@ type Store struct {
 	ckptStop     chan struct{}
 	ckptDone     chan struct{}
 	loadedSealed uint64 // events the sealed file covered at Open (for tests)
+	startWritten *startState // the start the start file holds (under ckptMu)
+	trimHook     func()      // tests: runs between a trim's look at the streams and its install
 
 	streamNames [1024]atomic.Pointer[string] // interned stream names of sealed records
 
@@ -121,6 +124,7 @@ type Store struct {
 	// Counters for tests and benchmarks.
 	writes   atomic.Uint64 // group commits written (each one write and one fsync)
 	seals    atomic.Uint64 // seals installed
+	rolls    atomic.Uint64 // segments started
 	lookups  atomic.Uint64 // id and stream look-ups that read the sealed file
 	syncTime atomic.Int64  // nanoseconds spent in fsync
 }
@@ -214,9 +218,12 @@ func (s *Store) open() error {
 			return err
 		}
 	}
-	s.f, err = s.fs.OpenRW(filepath.Join(s.dir, logName))
-	if err != nil {
-		return fmt.Errorf("embedded: opening log: %w", err)
+	if s.start, err = loadStart(s.fs, s.dir); err != nil {
+		return err
+	}
+	s.startWritten = s.start
+	if s.f, err = s.openSegments(s.start); err != nil {
+		return err
 	}
 	return s.recover()
 }
@@ -238,6 +245,8 @@ func (s *Store) close() error {
 	<-s.committerDone
 	close(s.ckptStop)
 	<-s.ckptDone
+	s.ckptMu.Lock() // a Trim under way finishes first
+	defer s.ckptMu.Unlock()
 
 	s.installSeal() // one the committer did not get to
 	var errs []error

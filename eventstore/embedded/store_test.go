@@ -405,15 +405,16 @@ func TestReadLargeAndScattered(t *testing.T) {
 func TestWriteFailureStopsAppends(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	s := openT(t, dir, Options{Preallocate: -1})
+	s := openT(t, dir, Options{Preallocate: -1, SegmentBytes: DefaultSegmentBytes})
 	written := writeMixed(t, s, 10)
 	// Swap the log for a read-only handle: the next write fails.
-	rw := s.f
+	last := s.f.last()
+	rw := last.f
 	ro, err := os.Open(filepath.Join(dir, logName))
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.f = osFile{ro}
+	last.f = osFile{ro}
 	for i := range 2 {
 		_, err := s.Append(ctxT(t), "execution-1", eventstore.Any, ev("test.fail", i))
 		if err == nil || errors.Is(err, eventstore.ErrWrongExpectedVersion) {
