@@ -17,7 +17,7 @@ type Violation struct {
 	Position uint64 `json:"position"`
 	Stream   string `json:"stream"`
 	Type     string `json:"type"`
-	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress
+	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress, checkpoint
 	Detail   string `json:"detail"`
 	// Principal is who asked for the event through the API, as its
 	// metadata records ("" for none).
@@ -68,7 +68,8 @@ const MaxViolations = 10_000
 // report counts each principal's events. The action policies' own rules
 // (retries and their backoffs, attempts) are checkPolicies'; the executor's
 // cancellations are justified by on_limit cancel_in_progress
-// (RuleCancelInProgress, auditCancels). progress, if
+// (RuleCancelInProgress, auditCancels). Each checkpoint in the log is the
+// fold of the log before it (RuleCheckpoint, auditcheckpoint.go). progress, if
 // not nil, is called with the position
 // reached now and then.
 func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64)) (*AuditReport, error) {
@@ -88,6 +89,14 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			rep.Violations = append(rep.Violations, Violation{Position: env.Position, Stream: env.Stream, Type: env.Type, Rule: rule, Detail: detail, Principal: principal})
 		}
 	}
+	cps, err := newAuditCheckpoints(ctx, store, func(v Violation) {
+		if len(rep.Violations) < MaxViolations {
+			rep.Violations = append(rep.Violations, v)
+		}
+	})
+	if err != nil {
+		return rep, fmt.Errorf("audit: %w", err)
+	}
 	from := uint64(0)
 	for {
 		batch, err := store.ReadAll(ctx, from, 4096)
@@ -101,6 +110,7 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			env := &batch[i]
 			from = env.Position + 1
 			rep.Events++
+			cps.step(env)
 			principal = ""
 			ev, err := codec.Events.Decode(env)
 			if err != nil {
@@ -196,6 +206,7 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			progress(from)
 		}
 	}
+	cps.end(from)
 	rep.Executions = len(execs)
 	if len(who.counts) > 0 {
 		rep.Principals = who.counts

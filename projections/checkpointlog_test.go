@@ -184,3 +184,62 @@ func mustRead(t *testing.T, store eventstore.Store, m domain.CheckpointWritten) 
 	}
 	return sn
 }
+
+// TestAuditChecksCheckpoints: the audit finds a checkpoint that is not the
+// fold of the log before it, and one that names another chain hash before
+// it; true checkpoints pass.
+func TestAuditChecksCheckpoints(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := readAll(t, viewsLog(t))
+	for _, tc := range []struct {
+		name string
+		lie  func(evs []domain.Envelope, sn *projections.StateSnapshot, prev domain.Hash) (*projections.StateSnapshot, domain.Hash)
+		rule string
+	}{
+		{"true", func(_ []domain.Envelope, sn *projections.StateSnapshot, prev domain.Hash) (*projections.StateSnapshot, domain.Hash) {
+			return sn, prev
+		}, ""},
+		{"another state", func(evs []domain.Envelope, sn *projections.StateSnapshot, prev domain.Hash) (*projections.StateSnapshot, domain.Hash) {
+			st := projections.RestoreState(sn)
+			_ = st.Apply(&evs[sn.Next]) // one event more, claimed to be the state before it
+			lie := st.Snapshot()
+			lie.Next = sn.Next
+			return lie, prev
+		}, projections.RuleCheckpoint},
+		{"another chain hash", func(_ []domain.Envelope, sn *projections.StateSnapshot, prev domain.Hash) (*projections.StateSnapshot, domain.Hash) {
+			prev[0] ^= 1
+			return sn, prev
+		}, projections.RuleCheckpoint},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			store := memstore.New(memstore.Options{})
+			cut := len(src) / 2
+			copyLog(t, store, src[:cut])
+			evs := readAll(t, store)
+			st := projections.NewState()
+			for i := range evs {
+				_ = st.Apply(&evs[i])
+			}
+			copyLog(t, store, src[cut:cut+1])
+			evs = readAll(t, store)
+			sn, prev := tc.lie(evs, st.Snapshot(), evs[cut-1].Hash)
+			if _, err := projections.WriteCheckpoint(ctx, store, sn, prev, "executor", nil); err != nil {
+				t.Fatal(err)
+			}
+			copyLog(t, store, src[cut+1:])
+			rep, err := projections.Audit(ctx, store, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var rules []string
+			for _, v := range rep.Violations {
+				rules = append(rules, v.Rule)
+			}
+			if tc.rule == "" && len(rules) > 0 || tc.rule != "" && !slices.Equal(rules, []string{tc.rule}) {
+				t.Fatalf("violations %v %+v, want [%s]", rules, rep.Violations, tc.rule)
+			}
+		})
+	}
+}
