@@ -219,7 +219,7 @@ func CheckpointMarkers(ctx context.Context, store eventstore.Store) ([]Checkpoin
 // against m (parts in order, size, SHA-256) before decoding it.
 func ReadCheckpoint(ctx context.Context, store eventstore.Store, m domain.CheckpointWritten) (*StateSnapshot, error) {
 	if err := m.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %v", ErrSnapshotMismatch, err)
 	}
 	if m.Format != CheckpointFormat {
 		return nil, fmt.Errorf("checkpoint at %d: %w: format %q", m.Position, ErrSnapshotMismatch, m.Format)
@@ -228,20 +228,23 @@ func ReadCheckpoint(ctx context.Context, store eventstore.Store, m domain.Checkp
 	stream := domain.CheckpointStream(m.Position)
 	for part := 0; part < m.Parts; {
 		evs, err := store.ReadStream(ctx, stream, uint64(part), 32)
+		if errors.Is(err, eventstore.ErrStreamNotFound) {
+			return nil, fmt.Errorf("checkpoint at %d: %w: its parts are not in the live log", m.Position, ErrSnapshotMismatch)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("checkpoint at %d: read parts: %w", m.Position, err)
 		}
 		if len(evs) == 0 {
-			return nil, fmt.Errorf("checkpoint at %d: %d of %d parts in the log", m.Position, part, m.Parts)
+			return nil, fmt.Errorf("checkpoint at %d: %w: %d of %d parts in the log", m.Position, ErrSnapshotMismatch, part, m.Parts)
 		}
 		for i := range evs {
 			ev, err := codec.Events.Decode(&evs[i])
 			if err != nil {
-				return nil, fmt.Errorf("checkpoint at %d: part %d: %w", m.Position, part, err)
+				return nil, fmt.Errorf("checkpoint at %d: %w: part %d: %v", m.Position, ErrSnapshotMismatch, part, err)
 			}
 			p, ok := ev.(domain.CheckpointPart)
 			if !ok || p.Part != part {
-				return nil, fmt.Errorf("checkpoint at %d: version %d is not part %d", m.Position, evs[i].Version, part)
+				return nil, fmt.Errorf("checkpoint at %d: %w: version %d is not part %d", m.Position, ErrSnapshotMismatch, evs[i].Version, part)
 			}
 			content = append(content, p.Data...)
 			if part++; part == m.Parts {
@@ -265,8 +268,10 @@ func ReadCheckpoint(ctx context.Context, store eventstore.Store, m domain.Checkp
 
 // LatestCheckpoint returns the newest checkpoint in store's live log at or
 // after position atLeast that reads and decodes, with its marker; ok is
-// false when there is none. Checkpoints that fail to read are passed over
-// (warn, if not nil, hears why).
+// false when there is none. Checkpoints that cannot be used (their parts
+// missing, damaged, or of another build: ErrSnapshotMismatch) are passed
+// over, and warn, if not nil, hears why; a failed read of the log is
+// returned.
 func LatestCheckpoint(ctx context.Context, store eventstore.Store, atLeast uint64, warn func(m domain.CheckpointWritten, err error)) (sn *StateSnapshot, m Checkpoint, ok bool, err error) {
 	ms, err := CheckpointMarkers(ctx, store)
 	if err != nil {
@@ -277,8 +282,8 @@ func LatestCheckpoint(ctx context.Context, store eventstore.Store, atLeast uint6
 		if err == nil {
 			return sn, ms[i], true, nil
 		}
-		if ctx.Err() != nil {
-			return nil, m, false, ctx.Err()
+		if !errors.Is(err, ErrSnapshotMismatch) {
+			return nil, m, false, err
 		}
 		if warn != nil {
 			warn(ms[i].CheckpointWritten, err)

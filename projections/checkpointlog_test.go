@@ -243,3 +243,42 @@ func TestAuditChecksCheckpoints(t *testing.T) {
 		})
 	}
 }
+
+// TestRestoredQueueGrantsByPriority: a queue restored from a snapshot (a
+// checkpoint's, a snapshot file's) grants the highest priority first, as
+// the queue it was taken from does (the simulation with archiving found a
+// restored queue granting in request order until it emptied).
+func TestRestoredQueueGrantsByPriority(t *testing.T) {
+	t.Parallel()
+	store := memstore.New(memstore.Options{})
+	w := logWriter{t: t, store: store}
+	w.action("a", 1)
+	w.put(domain.ExecutionStream("low"), domain.OwnerExecutor, "", domain.ExecutionRequested{Action: "a", Priority: 4})
+	w.put(domain.ExecutionStream("high"), domain.OwnerExecutor, "", domain.ExecutionRequested{Action: "a", Priority: 1})
+	st := projections.NewState()
+	for _, e := range readAll(t, store) {
+		_ = st.Apply(&e)
+	}
+	now := readAll(t, store)[0].Time
+	first := func(s *projections.State) string {
+		ws := s.Queues.Get("a").Grantable(1, now)
+		if len(ws) != 1 {
+			t.Fatalf("%d grantable", len(ws))
+		}
+		return ws[0].Execution
+	}
+	if got := first(st); got != "high" {
+		t.Fatalf("the fold grants %s first", got)
+	}
+	content, err := projections.EncodeCheckpoint(st.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn, err := projections.DecodeCheckpoint(content)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := first(projections.RestoreState(sn)); got != "high" {
+		t.Fatalf("the restored fold grants %s first", got)
+	}
+}

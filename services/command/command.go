@@ -312,7 +312,13 @@ func (c *Service) LoadExecution(ctx context.Context, id string) (*domain.Executi
 // LoadAction folds action ref's stream (an empty Action if it does not exist).
 func (c *Service) LoadAction(ctx context.Context, ref string) (*domain.Action, error) {
 	a := domain.NewAction()
-	if _, err := repository.Fold(ctx, c.Store, domain.ActionStream(ref), func(env *domain.Envelope, ev domain.Event) { a.Apply(ev, env.Version) }); err != nil {
+	base := func(st *projections.State) int64 { // its start was archived
+		if b := st.Actions[ref]; b != nil {
+			a = domain.RestoreAction(b.Snapshot())
+		}
+		return a.Version()
+	}
+	if _, err := repository.FoldFromBase(ctx, c.Store, domain.ActionStream(ref), base, func(env *domain.Envelope, ev domain.Event) { a.Apply(ev, env.Version) }); err != nil {
 		return nil, fmt.Errorf("load action %s: %w", ref, err)
 	}
 	return a, nil

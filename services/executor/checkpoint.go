@@ -130,3 +130,14 @@ func (e *Executor) loadCheckpoint(ctx context.Context) {
 			"fold", e.state.Next, "live_log_start", first, "err", errors.New("no usable checkpoint"))
 	}
 }
+
+// Restore replaces the fold of an executor that has not started (nor
+// folded anything) with sn, a checkpoint's or a snapshot's state: a driver
+// that steps the executor itself (Fold, Decide, Commit) on a trimmed log
+// starts it there, as Start does on its own.
+func (e *Executor) Restore(sn *projections.StateSnapshot) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.state = projections.RestoreState(sn)
+	e.position.Store(e.state.Next)
+}
