@@ -93,6 +93,20 @@ func TestArchivesBehindCheckpoints(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	waitFor(t, "every execution to end", ended)
+	// The action's definition was archived: the command side starts its
+	// stream from the newest checkpoint.
+	if first, _, _ := store.Start(ctx); first == 0 {
+		t.Fatal("not trimmed")
+	}
+	if changed, err := cmds.Pause(ctx, "a", "maintenance"); err != nil || !changed {
+		t.Fatalf("pause an action whose definition was archived: changed %v: %v", changed, err)
+	}
+	if a, err := cmds.LoadAction(ctx, "a"); err != nil || !a.Paused() || !a.Defined() {
+		t.Fatalf("the action after the pause: %+v: %v", a, err)
+	}
+	if changed, err := cmds.Resume(ctx, "a"); err != nil || !changed {
+		t.Fatalf("resume it: changed %v: %v", changed, err)
+	}
 	n.Stop()
 
 	first, _, err := store.Start(ctx)
