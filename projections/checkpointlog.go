@@ -35,8 +35,9 @@ const CheckpointFormat = snapshotMagic + "; gob"
 // within domain.MaxCheckpointPart.
 const checkpointChunk = (domain.MaxCheckpointPart - 1024) / 4 * 3
 
-// checkpointPartsPerAppend bounds one append of parts (MaxAppendBytes).
-const checkpointPartsPerAppend = (eventstore.MaxAppendBytes - (1 << 20)) / domain.MaxCheckpointPart
+// checkpointPartsPerAppend bounds one append of parts: about 1 MiB, within
+// every backend's limit on one append (KurrentDB's default is 1 MiB).
+const checkpointPartsPerAppend = 2
 
 // EncodeCheckpoint returns a checkpoint's content: the encoding of sn. Equal
 // states give equal bytes.
