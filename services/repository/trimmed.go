@@ -75,13 +75,12 @@ func FoldFromBase(ctx context.Context, store eventstore.Store, stream string, ba
 	return err == nil, err
 }
 
-// checkpoints caches, per store, the state of its newest checkpoint.
-var checkpoints sync.Map // store → *cachedBase
-
-type cachedBase struct {
+// cache holds the state of the newest checkpoint of one store (the last
+// asked about): a process has one log.
+var cache struct {
 	mu    sync.Mutex
+	store eventstore.Store
 	first uint64 // the live log's start it was read for
-	at    uint64 // the checkpoint's position
 	st    *projections.State
 }
 
@@ -97,24 +96,21 @@ func checkpointState(ctx context.Context, store eventstore.Store) (*projections.
 	if err != nil || first == 0 {
 		return nil, err
 	}
-	var c *cachedBase
-	if reflect.TypeOf(store).Comparable() {
-		v, _ := checkpoints.LoadOrStore(store, &cachedBase{})
-		c = v.(*cachedBase)
-	} else {
-		c = &cachedBase{}
+	same := reflect.TypeOf(store).Comparable()
+	cache.mu.Lock()
+	defer cache.mu.Unlock()
+	if same && cache.st != nil && cache.store == store && cache.first == first {
+		return cache.st, nil
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.st != nil && c.first == first {
-		return c.st, nil
-	}
-	sn, m, ok, err := projections.LatestCheckpoint(ctx, store, first, nil)
+	sn, _, ok, err := projections.LatestCheckpoint(ctx, store, first, nil)
 	if err != nil || !ok {
 		return nil, err
 	}
-	c.first, c.at, c.st = first, m.Position, projections.RestoreState(sn)
-	return c.st, nil
+	st := projections.RestoreState(sn)
+	if same {
+		cache.store, cache.first, cache.st = store, first, st
+	}
+	return st, nil
 }
 
 // executionBase is LoadExecution's base: a copy of the execution as the
