@@ -62,6 +62,7 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 	logSegBytes := fset.Int64("log-segment-bytes", 8<<20, "the embedded log's segment file size (the unit a trim reclaims)")
 	dir := fset.String("dir", "", "where the data and archive directories go (default: a temporary directory, removed after)")
 	asJSON := fset.Bool("json", false, "print the windows as JSON lines")
+	memProfile := fset.String("memprofile", "", "write a heap profile (in use, after a GC) at the end to this file")
 	if err := parse(fset, args); err != nil {
 		return err
 	}
@@ -164,6 +165,12 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 			}
 			fmt.Fprintf(stdout, "%6d %12d %12d %12.1f %14.1f %10.0f %9.1f %9.1f %10.3f %10d\n", m.Window, m.Events, m.LiveStart,
 				float64(m.LiveBytes)/(1<<20), perEvent, m.ExecutionsPerS, float64(m.RSSBytes)/(1<<20), float64(m.HeapBytes)/(1<<20), m.RestartSeconds, m.Checkpoint)
+		}
+	}
+	if *memProfile != "" { // the restarted process's, after the last window
+		if err := writeHeapProfile(*memProfile); err != nil {
+			stop()
+			return err
 		}
 	}
 	stop()

@@ -146,16 +146,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	views.Retain(cfg.RetainEnded)
-	var arch archiver.Archive
-	if cfg.ArchiveDir != "" {
-		a, err := archive.Open(cfg.ArchiveDir)
-		if err != nil {
-			return fmt.Errorf("archive %s: %w", cfg.ArchiveDir, err)
-		}
-		if cfg.ArchiveSegmentEvents > 0 {
-			a.SetSegmentEvents(cfg.ArchiveSegmentEvents)
-		}
-		arch = a
+	arch, err := openArchive(cfg.ArchiveDir, cfg.ArchiveSegmentEvents)
+	if err != nil {
+		return err
 	}
 	readModel := NewReadModel(views, store, snaps, cfg.SnapshotEvery, log)
 	if err := readModel.Start(ctx); err != nil {
@@ -262,6 +255,21 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 	}
 	return nil
+}
+
+// openArchive opens the archive in dir for the archiver (nil: dir is "").
+func openArchive(dir string, segmentEvents int) (archiver.Archive, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	a, err := archive.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("archive %s: %w", dir, err)
+	}
+	if segmentEvents > 0 {
+		a.SetSegmentEvents(segmentEvents)
+	}
+	return a, nil
 }
 
 // newLeaseFollower returns the follower of lease l: from Start until Stop
