@@ -19,6 +19,7 @@ import (
 func TestScheduleInput(t *testing.T) {
 	e := newE2E(t)
 	e.mustJSON("POST", "/api/v1/actions", map[string]any{"ref": "s.a", "runner": "core.noop"}, http.StatusCreated, nil)
+	e.mustJSON("POST", "/api/v1/actions", map[string]any{"ref": "s.echo", "runner": "core.echo"}, http.StatusCreated, nil)
 	head, _ := e.store.Head(context.Background())
 	for _, c := range []struct{ body, detail string }{
 		{`{"ref":"s1","action":"s.a","cron":"61 * * * *"}`, "end of range (61) above maximum (59): 61"},
@@ -32,6 +33,7 @@ func TestScheduleInput(t *testing.T) {
 		{`{"ref":"s/1","action":"s.a","cron":"0 2 * * *"}`, "ref"},
 		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","input":[1]}`, "input must be a JSON object"},
 		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","every":1}`, "every"},
+		{`{"ref":"s1","action":"s.echo","cron":"0 2 * * *"}`, "every tick's input"}, // core.echo takes an object
 	} {
 		st, h, b := e.do("POST", "/api/v1/schedules", c.body)
 		var p api.Problem

@@ -164,6 +164,28 @@ func TestDashboardInBrowser(t *testing.T) {
 	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/workers"), chromedp.WaitVisible(`#w-rows tr`, chromedp.ByQuery))
 	screenshot(t, tab, shots, "workers.png")
 
+	// The schedules page: a schedule's ticks link to their executions, and
+	// an admin pauses it from the page.
+	const tickRow = `#s-rows tr[data-ref="ui.tick"]`
+	uiCall(t, "POST", base+"/api/v1/schedules", adminToken, map[string]any{"ref": "ui.tick", "action": "ui.echo", "cron": "@every 1s", "input": map[string]any{"n": "tick"}}, 201, nil)
+	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/schedules"), chromedp.WaitVisible(tickRow, chromedp.ByQuery))
+	uiEventually(t, "a completed tick on the schedules page", 30*time.Second, func() string {
+		if uiCount(t, tab, tickRow+` a.tick[data-status="completed"]`) == 0 {
+			return "ticks: " + uiText(t, tab, tickRow+" .ticks")
+		}
+		return ""
+	})
+	uiRun(t, tab, chromedp.Click(tickRow+" button.pause", chromedp.ByQuery))
+	uiEventually(t, "the schedule paused from the page", 30*time.Second, func() string {
+		var s wire.Schedule
+		uiCall(t, "GET", base+"/api/v1/schedules/ui.tick", adminToken, nil, 200, &s)
+		if page := uiText(t, tab, tickRow+" .state"); !s.Paused || page != "paused" {
+			return fmt.Sprintf("API paused=%v, the page says %q", s.Paused, page)
+		}
+		return ""
+	})
+	screenshot(t, tab, shots, "schedules.png")
+
 	// A reader sees no control it may not use (the server refuses anyway).
 	reader, closeReader := newTab(t, bctx)
 	signIn(t, reader, base, readerToken, "reader")
@@ -173,6 +195,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if uiText(t, reader, "#qq-pause") != "" && uiCount(t, reader, "#qq-pause:not([hidden])") != 0 {
 		t.Errorf("a reader sees the pause button")
+	}
+	uiRun(t, reader, chromedp.Navigate(base+"/ui/#/schedules"), chromedp.WaitVisible(tickRow, chromedp.ByQuery))
+	if n := uiCount(t, reader, "#s-rows button"); n != 0 {
+		t.Errorf("a reader sees %d buttons on the schedules page", n)
 	}
 	closeReader()
 

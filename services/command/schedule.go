@@ -47,7 +47,7 @@ func (c *Service) LoadSchedule(ctx context.Context, ref string) (*domain.Schedul
 // ErrInvalidRequest and writes nothing: a ref that is not an action-style
 // ref, a cron expression that does not parse (the message says where), an
 // unknown timezone, a cron that never fires (February 30th), input that is not a JSON object, an action that is not
-// defined. created is false when the same definition exists; a different
+// defined, input that the action's built-in runner would refuse at every tick. created is false when the same definition exists; a different
 // one fails with domain.ErrConflict.
 func (c *Service) DefineSchedule(ctx context.Context, d Schedule) (created bool, err error) {
 	if err := domain.ValidateRef(d.Ref); err != nil {
@@ -72,6 +72,9 @@ func (c *Service) DefineSchedule(ctx context.Context, d Schedule) (created bool,
 	}
 	if !a.Defined() {
 		return false, fmt.Errorf("%w: action %q is not defined", ErrInvalidRequest, d.Action)
+	}
+	if err := c.checkInput(ctx, Request{Action: d.Action, Input: compactJSON(d.Input)}); err != nil {
+		return false, fmt.Errorf("every tick's input: %w", err)
 	}
 	def := domain.ScheduleDefined{Action: d.Action, Cron: d.Cron, Timezone: d.Timezone, Input: compactJSON(d.Input)}
 	return c.updateSchedule(ctx, d.Ref, func(s *domain.Schedule) (domain.Event, error) { return s.Define(def) })

@@ -7,8 +7,9 @@ import * as queue from './queue.js';
 import * as execution from './execution.js';
 import * as workers from './workers.js';
 import * as log from './log.js';
+import * as schedules from './schedules.js';
 
-const pages = { queues, queue, execution, workers, log };
+const pages = { queues, queue, execution, workers, schedules, log };
 let stopPage = null;
 
 function route() {

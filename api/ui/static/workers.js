@@ -1,20 +1,17 @@
 // workers.js: the workers (incarnation, runners, slots in use, last
-// heartbeat; lost ones struck through) and the schedules (a panel shown
-// only when the server has the schedules routes). Refreshed when the queues
-// change (their feed) and every few seconds for the heartbeats' ages.
-import { api, optional, feed, h, fmtAge, fmtTime, tag, errorBox, throttle } from './core.js';
+// heartbeat; lost ones struck through). Refreshed when the queues change
+// (their feed) and every few seconds for the heartbeats' ages.
+import { api, feed, h, fmtAge, fmtTime, tag, errorBox, throttle } from './core.js';
 
 export function render(main) {
   let stopped = false;
   const body = h('tbody', { id: 'w-rows' });
   const summary = h('p', { id: 'w-summary', class: 'muted' });
-  const sched = h('div', { id: 's-panel', hidden: true });
   const msg = h('div', {});
   main.append(h('h1', {}, 'Workers'), summary, msg,
     h('table', {}, h('thead', {}, h('tr', {},
       h('th', {}, 'worker'), h('th', {}, 'status'), h('th', {}, 'incarnation'), h('th', {}, 'runners'),
-      h('th', { class: 'num' }, 'slots in use'), h('th', {}, 'last heartbeat'), h('th', {}, 'executions'))), body),
-    sched);
+      h('th', { class: 'num' }, 'slots in use'), h('th', {}, 'last heartbeat'), h('th', {}, 'executions'))), body));
 
   async function load() {
     try {
@@ -30,16 +27,6 @@ export function render(main) {
           (w.executions || []).length > 5 ? '…' : ''))));
       msg.replaceChildren();
     } catch (e) { if (!stopped) msg.replaceChildren(errorBox(e)); }
-    try {
-      const s = await optional('/api/v1/schedules');
-      if (stopped || s === undefined) return;
-      const list = Array.isArray(s) ? s : (s.schedules || []);
-      sched.hidden = false;
-      sched.replaceChildren(h('h2', {}, 'Schedules'), h('table', {}, h('thead', {}, h('tr', {},
-        h('th', {}, 'schedule'), h('th', {}, 'action'), h('th', {}, 'cron'), h('th', {}, 'timezone'), h('th', {}, 'state'), h('th', {}, 'next tick'))),
-      h('tbody', {}, ...list.map((x) => h('tr', {}, h('td', {}, x.ref), h('td', {}, h('a', { href: '#/queue/' + encodeURIComponent(x.action) }, x.action)),
-        h('td', {}, h('code', {}, x.cron)), h('td', {}, x.timezone || 'UTC'), h('td', {}, x.paused ? 'paused' : 'active'), h('td', {}, fmtTime(x.next_tick || x.next_at)))))));
-    } catch (e) { sched.hidden = true; }
   }
   const reload = throttle(load, 1000);
   const timer = setInterval(load, 5000);
