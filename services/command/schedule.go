@@ -37,7 +37,7 @@ func (c *Service) LoadSchedule(ctx context.Context, ref string) (*domain.Schedul
 		}
 		return -1
 	}
-	if _, err := repository.FoldFromBase(ctx, c.Store, domain.ScheduleStream(ref), base, func(env *domain.Envelope, ev domain.Event) { s.Apply(ev, env.Version, env.Time) }); err != nil {
+	if _, err := repository.FoldFromBase(ctx, c.Store, &c.bases, domain.ScheduleStream(ref), base, func(env *domain.Envelope, ev domain.Event) { s.Apply(ev, env.Version, env.Time) }); err != nil {
 		return nil, fmt.Errorf("load schedule %s: %w", ref, err)
 	}
 	return s, nil

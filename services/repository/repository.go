@@ -125,8 +125,13 @@ func readStream(ctx context.Context, store eventstore.Store, stream string, from
 // LoadExecution folds execution id's stream. A missing stream gives an
 // error wrapping domain.ErrNotFound.
 func LoadExecution(ctx context.Context, store eventstore.Store, id string) (*domain.Execution, error) {
+	return LoadExecutionFrom(ctx, store, nil, id)
+}
+
+// LoadExecutionFrom is LoadExecution with bases (FoldFromBase).
+func LoadExecutionFrom(ctx context.Context, store eventstore.Store, bases *Bases, id string) (*domain.Execution, error) {
 	x := domain.NewExecution(id)
-	found, err := FoldFromBase(ctx, store, domain.ExecutionStream(id), executionBase(id, &x), func(env *domain.Envelope, ev domain.Event) { x.Apply(ev, env.Version, env.Time) })
+	found, err := FoldFromBase(ctx, store, bases, domain.ExecutionStream(id), executionBase(id, &x), func(env *domain.Envelope, ev domain.Event) { x.Apply(ev, env.Version, env.Time) })
 	if err != nil {
 		return nil, fmt.Errorf("load execution %s: %w", id, err)
 	}
@@ -255,6 +260,14 @@ func catchUpWorker(ctx context.Context, store eventstore.Store, w *domain.Worker
 		w.Apply(ev, env.Version, env.Time)
 		return nil
 	})
+	if err == nil && !seeded { // a kept stream with no event in the live log
+		b, berr := workerBase(ctx, store, id)
+		if berr != nil {
+			err = &storeFailure{berr}
+		} else if b != nil {
+			w = b
+		}
+	}
 	if err != nil && !errors.Is(err, eventstore.ErrStreamNotFound) {
 		return nil, fmt.Errorf("load worker %s: %w", id, err)
 	}

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 
 	"github.com/turnstile/turnstile/domain"
@@ -31,7 +30,9 @@ var ErrNoBase = errors.New("the stream's start was archived and no checkpoint in
 // it (-1: the checkpoint does not hold it): the stream's events at or below
 // that version are then passed over. A nil base folds what the live log
 // holds.
-func FoldFromBase(ctx context.Context, store eventstore.Store, stream string, base func(st *projections.State) int64,
+//
+// bases, if not nil, keeps the checkpoint's state decoded between calls.
+func FoldFromBase(ctx context.Context, store eventstore.Store, bases *Bases, stream string, base func(st *projections.State) int64,
 	apply func(env *domain.Envelope, ev domain.Event)) (found bool, err error) {
 	skip, seeded := int64(-1), false
 	seed := func() error {
@@ -39,7 +40,7 @@ func FoldFromBase(ctx context.Context, store eventstore.Store, stream string, ba
 		if base == nil {
 			return nil
 		}
-		st, err := checkpointState(ctx, store)
+		st, err := bases.state(ctx, store)
 		if err != nil {
 			return &storeFailure{err}
 		}
@@ -75,19 +76,20 @@ func FoldFromBase(ctx context.Context, store eventstore.Store, stream string, ba
 	return err == nil, err
 }
 
-// cache holds the state of the newest checkpoint of one store (the last
-// asked about): a process has one log.
-var cache struct {
+// Bases keeps the state of the newest checkpoint of one store's live log,
+// decoded once per live log start, for the folds of streams whose start was
+// archived. The zero value is ready; a nil *Bases keeps nothing (each fold
+// reads the checkpoint). Safe for concurrent use; use one per store.
+type Bases struct {
 	mu    sync.Mutex
-	store eventstore.Store
 	first uint64 // the live log's start it was read for
 	st    *projections.State
 }
 
-// checkpointState returns the state of the newest checkpoint at or after
-// the live log's start (nil: none), decoded once per live log start. The
-// state is shared: callers copy what they take from it.
-func checkpointState(ctx context.Context, store eventstore.Store) (*projections.State, error) {
+// state returns the state of the newest checkpoint at or after the live
+// log's start (nil: none). The state is shared: callers copy what they take
+// from it.
+func (b *Bases) state(ctx context.Context, store eventstore.Store) (*projections.State, error) {
 	t, ok := store.(eventstore.Trimmer)
 	if !ok {
 		return nil, nil
@@ -96,19 +98,20 @@ func checkpointState(ctx context.Context, store eventstore.Store) (*projections.
 	if err != nil || first == 0 {
 		return nil, err
 	}
-	same := reflect.TypeOf(store).Comparable()
-	cache.mu.Lock()
-	defer cache.mu.Unlock()
-	if same && cache.st != nil && cache.store == store && cache.first == first {
-		return cache.st, nil
+	if b != nil {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		if b.st != nil && b.first == first {
+			return b.st, nil
+		}
 	}
 	sn, _, ok, err := projections.LatestCheckpoint(ctx, store, first, nil)
 	if err != nil || !ok {
 		return nil, err
 	}
 	st := projections.RestoreState(sn)
-	if same {
-		cache.store, cache.first, cache.st = store, first, st
+	if b != nil {
+		b.first, b.st = first, st
 	}
 	return st, nil
 }
@@ -130,7 +133,7 @@ func executionBase(id string, x **domain.Execution) func(st *projections.State) 
 // store's live log holds it, or nil when the live log holds the worker's
 // stream from its start (or no checkpoint holds the worker).
 func workerBase(ctx context.Context, store eventstore.Store, id string) (*domain.Worker, error) {
-	st, err := checkpointState(ctx, store)
+	st, err := (*Bases)(nil).state(ctx, store)
 	if err != nil || st == nil {
 		return nil, err
 	}
