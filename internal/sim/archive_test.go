@@ -17,7 +17,7 @@ func TestSimulationArchives(t *testing.T) {
 	trims, cps := 0, 0
 	for _, single := range []bool{false, true} {
 		for seed := uint64(1); seed <= 6; seed++ {
-			res, err := sim.Run(sim.Config{Seed: seed, Steps: 3000, Archive: true, SingleStream: single})
+			res, err := sim.Run(sim.Config{Seed: seed, Steps: 3000, Archive: true, SingleStream: single, SplitBrain: seed%3 == 0, MixedRunners: seed%2 == 0})
 			if err != nil {
 				t.Fatal(err)
 			}
