@@ -25,6 +25,8 @@ const RuleCheckpoint = "checkpoint"
 
 // auditCheckpoints checks the log's checkpoints against a fold of it.
 type auditCheckpoints struct {
+	ctx   context.Context
+	store eventstore.Store
 	st    *State
 	at    map[uint64][]Checkpoint // by position C
 	last  uint64                  // the newest C: the fold stops there
@@ -39,7 +41,7 @@ func newAuditCheckpoints(ctx context.Context, store eventstore.Store, add func(v
 	if err != nil || len(cps) == 0 {
 		return nil, err
 	}
-	a := &auditCheckpoints{st: NewState(), at: map[uint64][]Checkpoint{}, added: add}
+	a := &auditCheckpoints{ctx: ctx, store: store, st: NewState(), at: map[uint64][]Checkpoint{}, added: add}
 	for _, cp := range cps {
 		a.at[cp.Position] = append(a.at[cp.Position], cp)
 		a.last = max(a.last, cp.Position)
@@ -75,7 +77,8 @@ func (a *auditCheckpoints) check(pos uint64) {
 	if len(cps) == 0 || a.st.Next != pos {
 		return // none here, or the fold does not reach it (it started later)
 	}
-	content, err := EncodeCheckpoint(a.st.Snapshot())
+	fold := a.st.Snapshot()
+	content, err := EncodeCheckpoint(fold)
 	sum := sha256.Sum256(content)
 	for _, cp := range cps {
 		var detail string
@@ -85,6 +88,9 @@ func (a *auditCheckpoints) check(pos uint64) {
 		case int64(len(content)) != cp.Bytes || hex.EncodeToString(sum[:]) != cp.SHA256:
 			detail = fmt.Sprintf("checkpoint at %d names %d bytes with SHA-256 %s; the fold of the log before it is %d bytes with SHA-256 %x",
 				pos, cp.Bytes, cp.SHA256, len(content), sum)
+			if sn, err := ReadCheckpoint(a.ctx, a.store, cp.CheckpointWritten); err == nil {
+				detail += "; first difference (checkpoint, fold): " + diffSnapshots(sn, fold)
+			}
 		case cp.Prev != a.prev && !(cp.Prev.IsZero() || a.prev.IsZero()):
 			detail = fmt.Sprintf("checkpoint at %d names chain hash %s before it; the event at %d has %s", pos, cp.Prev, pos-1, a.prev)
 		}

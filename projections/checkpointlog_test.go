@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/turnstile/turnstile/domain"
@@ -240,6 +241,10 @@ func TestAuditChecksCheckpoints(t *testing.T) {
 			if tc.rule == "" && len(rules) > 0 || tc.rule != "" && !slices.Equal(rules, []string{tc.rule}) {
 				t.Fatalf("violations %v %+v, want [%s]", rules, rep.Violations, tc.rule)
 			}
+			if tc.name == "another state" && !strings.Contains(rep.Violations[0].Detail, "first difference (checkpoint, fold): ") {
+				t.Fatalf("the violation does not say where: %s", rep.Violations[0].Detail)
+			}
+			t.Log(rep.Violations)
 		})
 	}
 }
