@@ -39,8 +39,10 @@ const checkpointChunk = (domain.MaxCheckpointPart - 1024) / 4 * 3
 // every backend's limit on one append (KurrentDB's default is 1 MiB).
 const checkpointPartsPerAppend = 2
 
-// EncodeCheckpoint returns a checkpoint's content: the encoding of sn. Equal
-// states give equal bytes.
+// EncodeCheckpoint returns a checkpoint's content: the encoding of sn.
+// Equal states give equal bytes within one process; another process may
+// number gob's types otherwise, so compare checkpoints of two processes
+// through DecodeCheckpoint.
 func EncodeCheckpoint(sn *StateSnapshot) ([]byte, error) {
 	var b bytes.Buffer
 	h := snapshotHeader{Magic: snapshotMagic, Types: typeFingerprint(reflect.TypeOf(sn)), Next: sn.Next}
