@@ -341,7 +341,7 @@ func WorkerStream(id string) string    { return StreamWorker + "-" + id }
 
 // SplitStream returns a stream's category and id ("execution", "6f1c…").
 func SplitStream(stream string) (category, id string) {
-	for _, c := range [...]string{StreamExecution, StreamQueue, StreamAction, StreamWorker, StreamSchedule} {
+	for _, c := range [...]string{StreamExecution, StreamQueue, StreamAction, StreamWorker, StreamSchedule, StreamCheckpoint} {
 		if len(stream) > len(c)+1 && stream[:len(c)] == c && stream[len(c)] == '-' {
 			return c, stream[len(c)+1:]
 		}
@@ -390,6 +390,8 @@ func NewCatalogue() *Registry {
 		{SchedulePaused{}, StreamSchedule, []Owner{api}},
 		{ScheduleResumed{}, StreamSchedule, []Owner{api}},
 		{ScheduleDeleted{}, StreamSchedule, []Owner{api}},
+		{CheckpointPart{}, StreamCheckpoint, []Owner{ex}},
+		{CheckpointWritten{}, StreamCheckpoint, []Owner{ex}},
 	} {
 		if err := r.Register(reg.ev, 1, reg.stream, reg.owners...); err != nil {
 			panic(fmt.Sprintf("domain catalogue: %v", err))

@@ -315,6 +315,7 @@ func RestoreQueues(s QueuesSnapshot) *Queues {
 			kq.waiting.items, kq.waiting.live = items, len(items)
 			for i := range items {
 				qs.where.wait(items[i].id, kq, i)
+				kq.waiting.mixed = kq.waiting.mixed || items[i].prio != 0 // (derived: grants go by priority)
 			}
 			for _, id := range ks.Active {
 				qs.where.granted[id] = kq

@@ -43,7 +43,7 @@ func Replayed(appends []StreamAppend, stored func(uuid.UUID) *domain.Envelope) (
 			case prev != nil && s.Version != prev.Version+1:
 				return res, false, fmt.Errorf("%w: event %s is stored at version %d of %q, not right after event %s", ErrIdempotencyConflict, e.ID, s.Version, a.Stream, prev.ID)
 			case !SameContent(s, e):
-				return res, false, fmt.Errorf("%w: event %s is stored with different content", ErrIdempotencyConflict, e.ID)
+				return res, false, fmt.Errorf("%w: event %s (%s, version %d of %q) is stored with different content", ErrIdempotencyConflict, e.ID, s.Type, s.Version, a.Stream)
 			}
 			prev = s
 			res = AppendResult{Version: s.Version, Position: s.Position}

@@ -17,7 +17,7 @@ type Violation struct {
 	Position uint64 `json:"position"`
 	Stream   string `json:"stream"`
 	Type     string `json:"type"`
-	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress, chain
+	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress, chain, checkpoint
 	Detail   string `json:"detail"`
 	// Principal is who asked for the event through the API, as its
 	// metadata records ("" for none).
@@ -72,7 +72,8 @@ const MaxViolations = 10_000
 // cancellations are justified by on_limit cancel_in_progress
 // (RuleCancelInProgress, auditCancels). On a store that keeps the hash
 // chain, every event carries the hash the chain gives it (RuleChain,
-// auditChain). progress, if
+// auditChain). Each checkpoint in the log is the
+// fold of the log before it (RuleCheckpoint, auditcheckpoint.go). progress, if
 // not nil, is called with the position
 // reached now and then.
 func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64)) (*AuditReport, error) {
@@ -94,6 +95,14 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			rep.Violations = append(rep.Violations, Violation{Position: env.Position, Stream: env.Stream, Type: env.Type, Rule: rule, Detail: detail, Principal: principal})
 		}
 	}
+	cps, err := newAuditCheckpoints(ctx, store, func(v Violation) {
+		if len(rep.Violations) < MaxViolations {
+			rep.Violations = append(rep.Violations, v)
+		}
+	})
+	if err != nil {
+		return rep, fmt.Errorf("audit: %w", err)
+	}
 	from := uint64(0)
 	for {
 		batch, err := store.ReadAll(ctx, from, 4096)
@@ -107,6 +116,7 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			env := &batch[i]
 			from = env.Position + 1
 			rep.Events++
+			cps.step(env)
 			principal = ""
 			if detail := chain.check(env); detail != "" {
 				add(env, RuleChain, detail)
@@ -212,6 +222,7 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			progress(from)
 		}
 	}
+	cps.end(from)
 	rep.Executions = len(execs)
 	if len(who.counts) > 0 {
 		rep.Principals = who.counts

@@ -82,22 +82,7 @@ func (f SnapshotFiles) Save(name string, next uint64, lastID string, v any) (err
 	defer os.Remove(tmp.Name()) // no-op after the rename
 	sum := crc32.New(castagnoli)
 	w := bufio.NewWriterSize(io.MultiWriter(tmp, sum), 1<<20)
-	enc := gob.NewEncoder(w)
-	h := snapshotHeader{Magic: snapshotMagic, Types: typeFingerprint(reflect.TypeOf(v)), Next: next, LastEventID: lastID}
-	if bv, ok := v.(bulky); ok {
-		err = errors.Join(enc.Encode(h), enc.Encode(bv.withoutBulk()))
-		if err == nil {
-			err = bv.writeBulk(func(p []byte) error {
-				_, err := w.Write(binary.AppendUvarint(nil, uint64(len(p))))
-				if err == nil {
-					_, err = w.Write(p)
-				}
-				return err
-			})
-		}
-	} else {
-		err = errors.Join(enc.Encode(h), enc.Encode(v))
-	}
+	err = encodeSnapshot(w, snapshotHeader{Magic: snapshotMagic, Types: typeFingerprint(reflect.TypeOf(v)), Next: next, LastEventID: lastID}, v)
 	err = errors.Join(err, w.Flush())
 	if err == nil { // the trailer: a CRC-32C of everything before it
 		_, err = tmp.Write(binary.LittleEndian.AppendUint32(nil, sum.Sum32()))
@@ -167,19 +152,58 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 	// compared once all of it is read, before the caller may use v.
 	sum := crc32.New(castagnoli)
 	br := bufio.NewReaderSize(io.TeeReader(io.LimitReader(fh, size), sum), 1<<20)
-	dec := gob.NewDecoder(br) // (a ByteReader: gob reads no further than each message)
+	h, err := decodeSnapshot(br, v)
+	if err != nil {
+		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w", name, err)
+	}
+	if err := checkTrailer(fh, br, sum, size); err != nil {
+		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)
+	}
+	return SnapshotInfo{Name: name, Next: h.Next, LastEventID: h.LastEventID}, true, nil
+}
+
+// encodeSnapshot writes h and v (its bulk after the rest, when v is bulky).
+func encodeSnapshot(w io.Writer, h snapshotHeader, v any) error {
+	enc := gob.NewEncoder(w)
+	bv, ok := v.(bulky)
+	if !ok {
+		return errors.Join(enc.Encode(h), enc.Encode(v))
+	}
+	if err := errors.Join(enc.Encode(h), enc.Encode(bv.withoutBulk())); err != nil {
+		return err
+	}
+	return bv.writeBulk(func(p []byte) error {
+		_, err := w.Write(binary.AppendUvarint(nil, uint64(len(p))))
+		if err == nil {
+			_, err = w.Write(p)
+		}
+		return err
+	})
+}
+
+// snapshotReader is what decodeSnapshot reads from: gob reads no further
+// than each message from a ByteReader.
+type snapshotReader interface {
+	io.Reader
+	io.ByteReader
+}
+
+// decodeSnapshot reads what encodeSnapshot wrote into v (a pointer) and
+// returns its header; errors wrap ErrSnapshotMismatch.
+func decodeSnapshot(br snapshotReader, v any) (snapshotHeader, error) {
+	dec := gob.NewDecoder(br)
 	var h snapshotHeader
 	if err := dec.Decode(&h); err != nil {
-		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: unreadable header: %v", name, ErrSnapshotMismatch, err)
+		return h, fmt.Errorf("%w: unreadable header: %v", ErrSnapshotMismatch, err)
 	}
 	want := typeFingerprint(reflect.TypeOf(v).Elem())
 	switch {
 	case h.Magic != snapshotMagic:
-		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: format %q", name, ErrSnapshotMismatch, h.Magic)
+		return h, fmt.Errorf("%w: format %q", ErrSnapshotMismatch, h.Magic)
 	case h.Types != want:
-		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: written by a binary with other snapshot types", name, ErrSnapshotMismatch)
+		return h, fmt.Errorf("%w: written by a binary with other snapshot types", ErrSnapshotMismatch)
 	}
-	err = dec.Decode(v)
+	err := dec.Decode(v)
 	if bv, ok := v.(bulky); ok && err == nil {
 		var piece []byte // each piece in the room of the last
 		err = bv.readBulk(func() ([]byte, error) {
@@ -199,13 +223,10 @@ func (f SnapshotFiles) Read(name string, v any) (SnapshotInfo, bool, error) {
 			return piece, nil
 		})
 	}
-	if err == nil {
-		err = checkTrailer(fh, br, sum, size)
-	}
 	if err != nil {
-		return SnapshotInfo{}, false, fmt.Errorf("load snapshot %s: %w: %v", name, ErrSnapshotMismatch, err)
+		return h, fmt.Errorf("%w: %v", ErrSnapshotMismatch, err)
 	}
-	return SnapshotInfo{Name: name, Next: h.Next, LastEventID: h.LastEventID}, true, nil
+	return h, nil
 }
 
 // castagnoli is the CRC-32C table of the snapshot files' trailer.

@@ -173,6 +173,10 @@ func (s *State) Apply(env *domain.Envelope) error {
 	if env.Position < s.Next {
 		return nil
 	}
+	if env.Type == domain.TypeCheckpointPart { // changes nothing: not decoded (up to 512 KiB)
+		s.Next = env.Position + 1
+		return nil
+	}
 	ev, err := codec.Events.Decode(env)
 	if err != nil {
 		return fmt.Errorf("fold position %d: %w", env.Position, err)

@@ -272,6 +272,11 @@ func (v *Views) Apply(batch []domain.Envelope) error {
 		if env.Position < v.st.Next {
 			continue
 		}
+		if env.Type == domain.TypeCheckpointPart { // changes nothing: not decoded (up to 512 KiB)
+			v.st.Next = env.Position + 1
+			v.lastID = env.ID.String()
+			continue
+		}
 		ev, err := codec.Events.Decode(env)
 		if err != nil {
 			v.skipped++

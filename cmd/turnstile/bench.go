@@ -63,8 +63,11 @@ func cmdBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && args[0] == "waiting" {
 		return cmdBenchWaiting(ctx, args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "months" {
+		return cmdBenchMonths(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "lifecycle" {
-		return usageError{errors.New("usage: turnstile bench lifecycle|waiting [flags] (see BENCHMARKS.md)")}
+		return usageError{errors.New("usage: turnstile bench lifecycle|waiting|restart|months [flags] (see BENCHMARKS.md)")}
 	}
 	fs := newFlags("bench lifecycle", stderr)
 	storeURL := fs.String("store", "", "store URL (default: a fresh embedded store in a temporary directory)")

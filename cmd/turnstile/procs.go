@@ -25,8 +25,12 @@ func cmdExecutor(ctx context.Context, args []string, stderr io.Writer) error {
 	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker that holds or was handed work may go without a sign of life in the log before it is declared lost (an idle worker writes nothing and is never lost)")
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on this address (e.g. 0.0.0.0:8081; empty: none)")
 	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
+	months := archiveFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if err := months.check(); err != nil {
+		return usageError{err}
 	}
 	if err := sharedStore("executor", *storeURL); err != nil {
 		return err
@@ -45,7 +49,8 @@ func cmdExecutor(ctx context.Context, args []string, stderr io.Writer) error {
 		}
 	}
 	return node.RunExecutor(ctx, node.ExecutorProcessConfig{StoreURL: *storeURL, Name: *name, Lease: l, WorkerLease: *workerLease,
-		HealthAddr: *healthAddr, Logger: log})
+		HealthAddr: *healthAddr, Logger: log, CheckpointEvery: *months.checkpointEvery, ArchiveDir: *months.dir, ArchiveAfter: *months.after,
+		ArchiveSegmentEvents: *months.segmentEvents})
 }
 
 // cmdWorker runs one worker as a process of its own on a shared log.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/projections"
@@ -62,6 +63,13 @@ func TestSoak(t *testing.T) {
 	if base := os.Getenv("TURNSTILE_SOAK_STORE"); base != "" {
 		storeURL, _ = pgTestSchema(t, bin, base)
 		args = append(args, "--store", storeURL)
+	}
+	// TURNSTILE_SOAK_ARCHIVE=DIR archives into DIR (serve --archive; set
+	// --archive-after and --checkpoint-every in TURNSTILE_SOAK_SERVE_ARGS),
+	// and the audit at the end reads archive + live log as one history.
+	archiveDir := os.Getenv("TURNSTILE_SOAK_ARCHIVE")
+	if archiveDir != "" {
+		args = append(args, "--archive", archiveDir)
 	}
 	srv := startServe(t, bin, dir, append(args, strings.Fields(os.Getenv("TURNSTILE_SOAK_SERVE_ARGS"))...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), dur+10*time.Minute)
@@ -232,6 +240,16 @@ func TestSoak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	if archiveDir != "" {
+		arch, err := archive.Open(archiveDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer arch.Close()
+		segs := arch.Segments()
+		t.Logf("archive: %d segments, the live log starts at %d", len(segs), arch.End())
+		store = archive.History{Archive: arch, Live: store}
+	}
 	rep := auditLog(ctx, t, store)
 	if len(rep.Open) != 0 || rep.Executions != int(requests.Load()) {
 		t.Errorf("audit: %d executions in the log, %d accepted, %d never ended", rep.Executions, requests.Load(), len(rep.Open))

@@ -105,14 +105,17 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	tokenFile := fs.String("token-file", "", "read bearer tokens from FILE, one ROLE:SECRET (or ROLE:NAME:SECRET) a line; mode 0600 (see docs/security.md)")
 	var corsOrigins stringsFlag
 	fs.Var(&corsOrigins, "cors-origin", "let browser pages of this origin (scheme://host[:port], or *) call the API and open its feeds (repeatable; see docs/security.md)")
-	archiveDir := fs.String("archive", "", "archive directory (docs/log-over-months.md): an execution the live log no longer holds answers from it, with \"archived\": true")
 	otlpEndpoint := fs.String("otlp-endpoint", "", "export traces over OTLP/HTTP to this collector (http://host:4318; also OTEL_EXPORTER_OTLP_ENDPOINT); off by default")
 	feeds := feedFlags(fs)
 	runnerCfg := runnerFlags(fs)
+	months := archiveFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := feeds.check(); err != nil {
+		return usageError{err}
+	}
+	if err := months.check(); err != nil {
 		return usageError{err}
 	}
 	for _, o := range corsOrigins {
@@ -198,7 +201,8 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	return node.Serve(ctx, node.ServeConfig{StoreURL: *storeURL, DataDir: *data, Addr: *addr, WorkerIDs: workerIDs, Slots: *slots, Grace: *grace,
 		NoExecutor: !*runExecutor, Lease: execLease, ExecutorName: *executorName, WorkerLease: *workerLease,
-		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners, ArchiveDir: *archiveDir,
+		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners,
+		CheckpointEvery: *months.checkpointEvery, ArchiveDir: *months.dir, ArchiveAfter: *months.after, ArchiveSegmentEvents: *months.segmentEvents,
 		API: func(p node.APIParts) http.Handler {
 			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger, CORSOrigins: corsOrigins, Remote: p.Remote, Archive: p.Archive,
 				MaxFeeds: feeds.max, MaxFeedsPerToken: feeds.perToken, FeedStallTimeout: feeds.stall,

@@ -31,6 +31,7 @@ var everyType = []string{
 	domain.TypeWorkerRegistered, domain.TypeWorkerHeartbeat, domain.TypeWorkerDraining,
 	domain.TypeWorkerStopped, domain.TypeWorkerLost,
 	domain.TypeScheduleDefined, domain.TypeSchedulePaused, domain.TypeScheduleResumed, domain.TypeScheduleDeleted,
+	domain.TypeCheckpointPart, domain.TypeCheckpointWritten,
 }
 
 // catalogueOwners is who may write each event: DESIGN.md for the execution
@@ -69,6 +70,8 @@ var catalogueOwners = map[string][]domain.Owner{
 	domain.TypeSchedulePaused:             {oAPI},
 	domain.TypeScheduleResumed:            {oAPI},
 	domain.TypeScheduleDeleted:            {oAPI},
+	domain.TypeCheckpointPart:             {oExec},
+	domain.TypeCheckpointWritten:          {oExec},
 }
 
 func sortedOwners(os []domain.Owner) []domain.Owner {
@@ -153,6 +156,8 @@ var registryExamples = []domain.Event{
 	domain.WorkerLost{Incarnation: "i-1", Reason: "lease expired", LastSeen: time.Date(2025, 1, 2, 3, 4, 5, 123456789, time.UTC)},
 	domain.ScheduleDefined{Action: "a", Cron: "0 2 * * *", Timezone: "Europe/Paris", Input: json.RawMessage(`{"x":1}`)},
 	domain.SchedulePaused{}, domain.ScheduleResumed{}, domain.ScheduleDeleted{},
+	domain.CheckpointPart{Part: 2, Data: []byte("\x00gob\xff")},
+	domain.CheckpointWritten{Position: 42, Parts: 3, Bytes: 1000, SHA256: strings.Repeat("ab", 32), Prev: domain.Hash{1, 2}, Format: "f", Keep: []string{"queue-a", "checkpoint-written"}, Live: 7},
 }
 
 func exampleOf(t *testing.T, typ string) domain.Event {

@@ -4,11 +4,13 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
 
+	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/services/executor"
 )
@@ -63,6 +65,12 @@ func (w *world) execFold() {
 	if !x.started { // Start reads the head first, and retries until it can
 		head, err := w.store.Head(w.ctx)
 		if err != nil {
+			return
+		}
+		if ok, err := w.startFromCheckpoint(x); !ok || err != nil {
+			if err != nil {
+				panic(err) // (a checkpoint is always there: the log is trimmed at one)
+			}
 			return
 		}
 		x.head, x.started = head, true
@@ -129,6 +137,11 @@ func (w *world) execCommit() {
 // bus; a few others are lost or sent twice.
 func (w *world) forward() {
 	evs, err := w.store.ReadAll(w.ctx, w.fwdPos, 1+w.rng.IntN(32))
+	if te := (*eventstore.TrimmedError)(nil); errors.As(err, &te) {
+		w.tracef("forwarder: position %d was archived; it resumes at the live log's start %d", w.fwdPos, te.First)
+		w.fwdPos = te.First // as the forwarder does (services/bus)
+		return
+	}
 	if err != nil || len(evs) == 0 {
 		return
 	}

@@ -43,8 +43,12 @@ func (w *world) send(r command.Request) {
 	w.tracef("request %s %s: %s created=%v err=%v", r.IdempotencyKey, r.Action, short(id), created, err)
 	if err != nil {
 		w.retries = append(w.retries, r)
+		if _, ok := w.retrySince[r.IdempotencyKey]; !ok {
+			w.retrySince[r.IdempotencyKey] = w.now
+		}
 		return
 	}
+	delete(w.retrySince, r.IdempotencyKey)
 	if created || !containsID(w.known, id) {
 		w.known = append(w.known, id)
 	}

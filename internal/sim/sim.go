@@ -97,6 +97,10 @@ type Config struct {
 	// serves its runner (the audit checks it), and an execution whose
 	// runner no live worker serves waits in its queue.
 	MixedRunners bool
+	// Archive makes the simulation write checkpoints of executors' folds
+	// into the log and trim the live log at them, moving its prefix to an
+	// archive of its own, at random steps (archive.go).
+	Archive bool
 	// Bug injects a deliberate bug, to show that the checker finds it.
 	Bug Bug
 	// Trace, if set, gets one line per step.
@@ -156,6 +160,8 @@ type Result struct {
 	ByStatus            map[string]int
 	DecisionsCommitted  int
 	WorkerWritesRetried int
+	// With Archive: checkpoints written, and trims of the live log.
+	Checkpoints, Trims int
 	// With SingleStream: partial writes the executors completed from the
 	// log (Stats.Repairs), and grants void because their execution had
 	// ended (the audit's VoidGrants).
@@ -235,6 +241,12 @@ type world struct {
 
 	healing bool
 	step    int
+
+	archived []domain.Envelope // Config.Archive: the events trimmed from the live log, in order
+	// retrySince holds, per idempotency key being retried, the log time it
+	// was first sent: the archive never trims past a checkpoint that late
+	// (an idempotency key is honoured while its execution is in the live log).
+	retrySince map[string]time.Time
 }
 
 type simExec struct {
@@ -306,7 +318,8 @@ func Run(cfg Config) (*Result, error) {
 		rates = *cfg.Faults
 	}
 	w := &world{cfg: cfg, ctx: context.Background(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), now: t0,
-		res: &Result{Seed: cfg.Seed}, log: slog.New(slog.DiscardHandler), views: projections.NewViews(), checker: newChecker()}
+		res: &Result{Seed: cfg.Seed}, log: slog.New(slog.DiscardHandler), views: projections.NewViews(), checker: newChecker(),
+		retrySince: map[string]time.Time{}}
 	w.mem = memstore.New(memstore.Options{Clock: func() time.Time { return w.now }})
 	var inner eventstore.Store = w.mem
 	if cfg.Bug != NoBug {
@@ -319,6 +332,9 @@ func Run(cfg Config) (*Result, error) {
 	w.writeTo = w.store
 	if cfg.SingleStream {
 		w.writeTo = storetest.SingleStream(w.store)
+	}
+	if cfg.Archive {
+		w.writeTo = liveLog{Store: w.writeTo, mem: w.mem}
 	}
 	w.cmds = &command.Service{Store: w.writeTo, Writer: "api", NewID: w.newID}
 	w.runrs = runner.Builtins(runner.Config{})
@@ -458,6 +474,8 @@ const (
 	stepWorkerCrash
 	stepWorkerStall
 	stepViews
+	stepCheckpoint
+	stepArchive
 	numSteps
 )
 
@@ -542,6 +560,10 @@ func (w *world) weights(out *[numSteps]float64) {
 	out[stepWorkerStall] = 0.1 * f
 	if w.views.Next() < w.checker.next {
 		out[stepViews] = 5
+	}
+	if w.cfg.Archive {
+		out[stepCheckpoint] = 0.3
+		out[stepArchive] = 0.2
 	}
 }
 
@@ -663,6 +685,10 @@ func (w *world) take(k stepKind) error {
 			w.res.WorkerStalls++
 			w.tracef("worker %s stalls for %s", sw.id, sw.stalled.Sub(w.now))
 		}
+	case stepCheckpoint:
+		w.checkpoint()
+	case stepArchive:
+		return w.archive()
 	case stepViews:
 		evs, err := w.mem.ReadAll(w.ctx, w.views.Next(), 1+w.rng.IntN(64))
 		if err != nil {
@@ -760,7 +786,7 @@ func (w *world) heal() error {
 // finish checks the whole log once more (the audit, a rebuilt read model
 // equal to the live one) and fills the result.
 func (w *world) finish() error {
-	evs, err := w.mem.ReadAll(w.ctx, 0, 1<<30)
+	evs, err := w.history()
 	if err != nil {
 		return err
 	}
@@ -779,7 +805,13 @@ func (w *world) finish() error {
 	if diffs := projections.Compare(w.views, rebuilt, 5); len(diffs) > 0 {
 		return fmt.Errorf("projections: the live read model differs from a rebuild: %v", diffs)
 	}
-	rep, err := projections.Audit(w.ctx, w.mem, nil)
+	var whole eventstore.Store = w.mem
+	if len(w.archived) > 0 {
+		if whole, err = historyStore(w.ctx, evs); err != nil {
+			return err
+		}
+	}
+	rep, err := projections.Audit(w.ctx, whole, nil)
 	if err != nil {
 		return err
 	}

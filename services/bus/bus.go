@@ -292,6 +292,13 @@ func (f *Forwarder) Start(ctx context.Context) error {
 			if ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) {
 				break
 			}
+			if te := (*eventstore.TrimmedError)(nil); errors.As(err, &te) && next < te.First {
+				// The log before its live start was archived: a handoff there
+				// that no worker took expires and is handed again.
+				f.log.Warn("the live log starts after the forwarder's position: forwarding from its start", "from", next, "start", te.First)
+				next = te.First
+				continue
+			}
 			// A failed read of the log (or publish): the log is the truth, so
 			// go on from the first event not yet published.
 			f.log.Warn("forwarding failed; subscribing again", "from", next, "err", err, "in", pause)

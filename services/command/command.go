@@ -46,6 +46,10 @@ type Service struct {
 	// Log, if set, receives the warnings of the command side: an action
 	// defined or changed to a runner no live worker serves.
 	Log *slog.Logger
+
+	// bases keeps the newest checkpoint's state for the streams whose
+	// start was archived (repository.FoldFromBase).
+	bases repository.Bases
 }
 
 func (c *Service) freshID() uuid.UUID {
@@ -302,7 +306,7 @@ func (c *Service) RequestCancel(ctx context.Context, id, reason string) error {
 // LoadExecution folds execution id's stream. An unknown id fails with
 // ErrUnknownExecution.
 func (c *Service) LoadExecution(ctx context.Context, id string) (*domain.Execution, error) {
-	x, err := repository.LoadExecution(ctx, c.Store, id)
+	x, err := repository.LoadExecutionFrom(ctx, c.Store, &c.bases, id)
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil, fmt.Errorf("load execution %s: %w", id, ErrUnknownExecution)
 	}
@@ -312,7 +316,13 @@ func (c *Service) LoadExecution(ctx context.Context, id string) (*domain.Executi
 // LoadAction folds action ref's stream (an empty Action if it does not exist).
 func (c *Service) LoadAction(ctx context.Context, ref string) (*domain.Action, error) {
 	a := domain.NewAction()
-	if _, err := repository.Fold(ctx, c.Store, domain.ActionStream(ref), func(env *domain.Envelope, ev domain.Event) { a.Apply(ev, env.Version) }); err != nil {
+	base := func(st *projections.State) int64 { // its start was archived
+		if b := st.Actions[ref]; b != nil {
+			a = domain.RestoreAction(b.Snapshot())
+		}
+		return a.Version()
+	}
+	if _, err := repository.FoldFromBase(ctx, c.Store, &c.bases, domain.ActionStream(ref), base, func(env *domain.Envelope, ev domain.Event) { a.Apply(ev, env.Version) }); err != nil {
 		return nil, fmt.Errorf("load action %s: %w", ref, err)
 	}
 	return a, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
+	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/repository"
 )
 
@@ -28,7 +29,15 @@ type Schedule struct {
 // LoadSchedule folds schedule ref's stream (a zero Schedule if it does not exist).
 func (c *Service) LoadSchedule(ctx context.Context, ref string) (*domain.Schedule, error) {
 	s := &domain.Schedule{}
-	if _, err := repository.Fold(ctx, c.Store, domain.ScheduleStream(ref), func(env *domain.Envelope, ev domain.Event) { s.Apply(ev, env.Version, env.Time) }); err != nil {
+	base := func(st *projections.State) int64 { // its start was archived
+		if b := st.Schedules[ref]; b != nil {
+			c := *b
+			s = &c
+			return int64(s.Version)
+		}
+		return -1
+	}
+	if _, err := repository.FoldFromBase(ctx, c.Store, &c.bases, domain.ScheduleStream(ref), base, func(env *domain.Envelope, ev domain.Event) { s.Apply(ev, env.Version, env.Time) }); err != nil {
 		return nil, fmt.Errorf("load schedule %s: %w", ref, err)
 	}
 	return s, nil

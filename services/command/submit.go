@@ -198,7 +198,6 @@ func (c *classified) Unwrap() []error { return []error{c.err, c.kind} }
 // WithViews returns a copy of c whose API commands consult views (see
 // Service.Views).
 func (c *Service) WithViews(views *projections.Views) *Service {
-	cp := *c
-	cp.Views = views
-	return &cp
+	// (Every field but the checkpoint cache, which the copy keeps its own.)
+	return &Service{Store: c.Store, Writer: c.Writer, NewID: c.NewID, Views: views, Log: c.Log}
 }

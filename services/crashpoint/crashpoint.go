@@ -46,9 +46,24 @@ const (
 	WorkerStarted = "worker.started"
 	// WorkerFinished: the runner returned; the result is not in the log yet.
 	WorkerFinished = "worker.finished"
+
+	// CheckpointParts: a checkpoint's parts are in the log, its
+	// checkpoint.written is not.
+	CheckpointParts = "checkpoint.parts"
+	// ArchiverWritten: the archive segments up to a checkpoint are written
+	// (renamed into place); the live log is not trimmed yet.
+	ArchiverWritten = "archiver.written"
+	// ArchiverTrimmed: the live log is trimmed at a checkpoint; the
+	// archiver has not logged it.
+	ArchiverTrimmed = "archiver.trimmed"
 )
 
-// Names lists every crash point placed in the code.
+// ArchiveNames lists the crash points of checkpoints and archiving, which
+// only a process that writes checkpoints and archives passes (serve
+// --checkpoint-every, --archive).
+func ArchiveNames() []string { return []string{CheckpointParts, ArchiverWritten, ArchiverTrimmed} }
+
+// Names lists every crash point placed in the code but ArchiveNames.
 func Names() []string {
 	return []string{ExecutorAppended, ExecutorGranted, ExecutorTakenBack, ForwarderBeforePublish,
 		ForwarderBeforeCheckpoint, WorkerGotHandoff, WorkerStarted, WorkerFinished}
@@ -79,7 +94,7 @@ func arm(spec string) error {
 		return nil
 	}
 	known := map[string]bool{}
-	for _, n := range Names() {
+	for _, n := range append(Names(), ArchiveNames()...) {
 		known[n] = true
 	}
 	ps := map[string]*point{}

@@ -23,6 +23,7 @@
 //	commit.go        one decision appended, and what its outcome leaves
 //	flight.go        cycles appended in the background, a bounded number at once
 //	snapshot.go      snapshots of the fold
+//	checkpoint.go    checkpoints of the fold in the log, and restarts from them
 //	stats.go         what the executor counts
 
 package executor
@@ -74,6 +75,13 @@ type Config struct {
 	// (default 500,000) and when the executor stops.
 	Snapshots     *projections.SnapshotFiles
 	SnapshotEvery uint64
+	// CheckpointEvery, if set, makes the active executor write a
+	// checkpoint of its fold into the log whenever this much log time has
+	// passed since the last one and something happened since (see
+	// checkpoint.go). Start resumes from the newest checkpoint of the live
+	// log whenever it is newer than the snapshot file, whether set or not
+	// when the log before the fold was trimmed.
+	CheckpointEvery time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -111,6 +119,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("executor: WorkerLease %s is below 10ms", c.WorkerLease)
 	case c.MaxBatch < 1:
 		return fmt.Errorf("executor: MaxBatch %d < 1", c.MaxBatch)
+	case c.CheckpointEvery < 0:
+		return fmt.Errorf("executor: CheckpointEvery %s is negative", c.CheckpointEvery)
 	}
 	return nil
 }
@@ -162,6 +172,9 @@ type Executor struct {
 	snapshotAt uint64
 	snapshots  sync.WaitGroup // snapshot saves under way
 	saving     atomic.Bool    // a periodic save is under way
+
+	cp            checkpoints    // checkpoints in the log (checkpoint.go)
+	checkpointing sync.WaitGroup // checkpoint writes under way
 
 	ready    atomic.Bool
 	readied  startstop.Signal // closed with ready (lifecycle.go)
@@ -220,6 +233,7 @@ func (e *Executor) Active() bool { return e.active.Load() }
 // fold stopped, until ctx ends or the store is closed.
 func (e *Executor) Start(ctx context.Context) error {
 	e.loadSnapshot(ctx)
+	e.loadCheckpoint(ctx)
 	from := e.state.Next
 	ctx, e.cancel = context.WithCancel(ctx)
 	e.done = make(chan struct{})
@@ -247,6 +261,7 @@ func (e *Executor) Stop() {
 	}
 	e.cancel()
 	<-e.done
+	e.checkpointing.Wait()
 	if e.state.Next != e.snapshotAt {
 		e.saveSnapshot()
 	}

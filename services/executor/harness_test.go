@@ -222,6 +222,8 @@ type harnessConfig struct {
 	// execStore, if set, is the store the executors use, made from the
 	// harness's (which the workers and commands use).
 	execStore func(eventstore.Store) eventstore.Store
+	// checkpointEvery is the executors' Config.CheckpointEvery (0: none).
+	checkpointEvery time.Duration
 }
 
 type harness struct {
@@ -280,7 +282,7 @@ func (h *harness) startExecutor() {
 	}
 	for i := range max(h.cfg.executors, 1) {
 		e, err := executor.New(executor.Config{Store: store, Clock: h.clock, Logger: h.log, Name: fmt.Sprintf("exec-%d", i+1),
-			Tick: 5 * time.Millisecond, WorkerLease: lease, LoseWorkersAtStart: h.cfg.loseAtStart})
+			Tick: 5 * time.Millisecond, WorkerLease: lease, LoseWorkersAtStart: h.cfg.loseAtStart, CheckpointEvery: h.cfg.checkpointEvery})
 		if err != nil {
 			h.t.Fatal(err)
 		}

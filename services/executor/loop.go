@@ -141,6 +141,10 @@ func (e *Executor) loop(ctx context.Context, heads <-chan uint64, batches <-chan
 		if e.cfg.Snapshots != nil && e.state.Next-e.snapshotAt >= e.cfg.SnapshotEvery && !e.saving.Load() {
 			e.saveSnapshot()
 		}
+		e.checkpointSettled()
+		if timed && e.active.Load() && e.ready.Load() && e.checkpointDue() {
+			e.writeCheckpoint(ctx)
+		}
 		if !e.active.Load() {
 			if !e.ready.Load() && e.state.Next >= head {
 				e.markReady()
@@ -206,9 +210,14 @@ func (e *Executor) apply(batch []domain.Envelope) {
 		if v, ok := e.doubted[env.Stream]; ok && env.Version >= v {
 			delete(e.doubted, env.Stream)
 		}
+		e.noteCheckpoint(env)
 	}
 	if n := len(batch); n > 0 && batch[n-1].Position+1 == e.state.Next {
 		e.lastID = batch[n-1].ID.String()
+		e.cp.lastTime, e.cp.lastHash = batch[n-1].Time, batch[n-1].Hash
+		if e.cp.firstTime.IsZero() {
+			e.cp.firstTime = batch[0].Time
+		}
 	}
 	e.position.Store(e.state.Next)
 }

@@ -15,6 +15,7 @@ package executor
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
@@ -70,7 +71,13 @@ func (e *Executor) loseWorker(ops []op, id string, now time.Time, lease time.Dur
 		if err != nil {
 			continue
 		}
-		o.appends = append(o.appends, e.stageAfter(va.Events[0].ID, domain.ExecutionStream(xid), x.Version(), ev))
+		// The id derives from the verdict's and the execution's version: on
+		// the single-stream path an abandonment may land while its verdict
+		// does not, and the execution be handed to the worker again; the
+		// next verdict (the same id: the worker stream has not moved) must
+		// give that new handoff's abandonment an id of its own.
+		fence := domain.DeriveID(va.Events[0].ID, strconv.AppendInt(nil, x.Version(), 10))
+		o.appends = append(o.appends, e.stageAfter(fence, domain.ExecutionStream(xid), x.Version(), ev))
 	}
 	if e.single && len(o.appends) > 1 {
 		// One stream at a time: every abandonment first, each fenced by its

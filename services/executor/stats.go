@@ -28,4 +28,6 @@ type Stats struct {
 	Retries, Requeues atomic.Int64
 	// Ticks counts schedule ticks requested (see schedule.go).
 	Ticks atomic.Int64
+	// Checkpoints counts the checkpoints written into the log (checkpoint.go).
+	Checkpoints atomic.Int64
 }

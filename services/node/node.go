@@ -20,6 +20,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -28,6 +29,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/archiver"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/executor"
@@ -44,6 +46,7 @@ type Node struct {
 	Workers  []*worker.Worker
 	Fwd      *bus.Forwarder
 	Commands *command.Service
+	Archiver *archiver.Archiver // nil without Config.Archive
 	// Poison counts the bus messages set aside in the poison topic.
 	Poison *bus.PoisonCounter
 
@@ -85,6 +88,19 @@ type Config struct {
 	// handoffs can be earlier) instead of at its checkpoint: for a log that
 	// other processes share, whose old handoffs name other incarnations.
 	ForwardFromHead bool
+
+	// CheckpointEvery is the executor's Config.CheckpointEvery: how much log
+	// time passes between checkpoints in the log (0: none).
+	CheckpointEvery time.Duration
+	// Archive, if set, runs the archiver (services/archiver) beside the
+	// executor, while it is active and caught up: the log before the newest
+	// checkpoint at least ArchiveAfter old moves there and leaves the live
+	// log. It needs CheckpointEvery, a store that trims, and an executor.
+	Archive      archiver.Archive
+	ArchiveAfter time.Duration
+	ArchiveEvery time.Duration // how often the archiver looks (0: its default)
+	// Trimmed, if set, hears the live log's new start after each trim.
+	Trimmed func(start uint64)
 }
 
 // Start starts the executor, waits until it has caught up with the log
@@ -136,7 +152,8 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 	}
 	if !cfg.NoExecutor {
 		n.Executor, err = executor.New(executor.Config{Store: store, Logger: cfg.Logger, LoseWorkersAtStart: cfg.LoseWorkers,
-			Name: cfg.ExecutorName, Standby: cfg.Standby, WorkerLease: cfg.WorkerLease, Snapshots: snaps, SnapshotEvery: cfg.SnapshotEvery})
+			Name: cfg.ExecutorName, Standby: cfg.Standby, WorkerLease: cfg.WorkerLease, Snapshots: snaps, SnapshotEvery: cfg.SnapshotEvery,
+			CheckpointEvery: cfg.CheckpointEvery})
 		if err != nil {
 			return fail(err)
 		}
@@ -147,6 +164,11 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		// declared lost) before this run's workers register.
 		if err := startstop.WaitAllStarted(ctx, n.Executor); err != nil {
 			return fail(fmt.Errorf("node: the executor did not catch up with the log: %w", err))
+		}
+	}
+	if cfg.Archive != nil {
+		if err := n.startArchiver(ctx, store, cfg); err != nil {
+			return fail(err)
 		}
 	}
 	runners := runner.Builtins(cfg.Runners) // one registry, shared by the workers
@@ -185,6 +207,27 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 	return n, nil
 }
 
+// startArchiver starts the archiver beside the executor.
+func (n *Node) startArchiver(ctx context.Context, store eventstore.Store, cfg Config) error {
+	switch {
+	case n.Executor == nil:
+		return errors.New("node: archiving needs the executor in this process")
+	case cfg.CheckpointEvery <= 0:
+		return errors.New("node: archiving needs checkpoints in the log (a checkpoint interval)")
+	}
+	ex := n.Executor
+	a, err := archiver.New(archiver.Config{Store: store, Archive: cfg.Archive, After: cfg.ArchiveAfter, Every: cfg.ArchiveEvery,
+		Active: func() bool { return ex.Active() && ex.Ready() }, Trimmed: cfg.Trimmed, Logger: cfg.Logger})
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if err := a.Start(ctx); err != nil {
+		return err
+	}
+	n.Archiver = a
+	return nil
+}
+
 // Stop stops the parts in the reverse order of their start.
 func (n *Node) Stop() {
 	n.Drain(context.Background(), n.grace)
@@ -210,6 +253,9 @@ func (n *Node) drain(ctx context.Context, grace time.Duration) {
 		}()
 	}
 	wg.Wait()
+	if n.Archiver != nil {
+		n.Archiver.Stop()
+	}
 	if n.Fwd != nil {
 		n.Fwd.Stop()
 	}

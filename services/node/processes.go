@@ -25,6 +25,14 @@ type ExecutorProcessConfig struct {
 	WorkerLease time.Duration
 	HealthAddr  string // "" serves no health endpoints
 	Logger      *slog.Logger
+
+	// CheckpointEvery, ArchiveDir, ArchiveAfter and ArchiveSegmentEvents
+	// are serve's (ServeConfig): the archiver runs here, while this
+	// executor holds the lease.
+	CheckpointEvery      time.Duration
+	ArchiveDir           string
+	ArchiveAfter         time.Duration
+	ArchiveSegmentEvents int
 }
 
 // RunExecutor runs an executor until ctx ends: it stands by with its fold
@@ -55,7 +63,12 @@ func RunExecutor(ctx context.Context, cfg ExecutorProcessConfig) error {
 		return err
 	}
 	defer store.Close()
-	n, err := Start(context.WithoutCancel(ctx), store, Config{Standby: true, ExecutorName: cfg.Name, WorkerLease: cfg.WorkerLease, Logger: log})
+	arch, err := openArchive(cfg.ArchiveDir, cfg.ArchiveSegmentEvents)
+	if err != nil {
+		return err
+	}
+	n, err := Start(context.WithoutCancel(ctx), store, Config{Standby: true, ExecutorName: cfg.Name, WorkerLease: cfg.WorkerLease, Logger: log,
+		CheckpointEvery: cfg.CheckpointEvery, Archive: arch, ArchiveAfter: cfg.ArchiveAfter})
 	if err != nil {
 		return err
 	}

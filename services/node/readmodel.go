@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
@@ -134,4 +135,34 @@ func newSQLViews(ctx context.Context, storeURL string, store eventstore.Store, s
 func (s *sqlViews) Stop() {
 	s.Func.Stop()
 	s.pool.Close()
+}
+
+// startViewsInLiveLog returns views, or, when the live log starts after
+// views' position (the log before it was archived), the read model of the
+// newest checkpoint the live log holds; and it forgets the executions
+// that ended before the live log's start.
+func startViewsInLiveLog(ctx context.Context, store eventstore.Store, views *projections.Views, log *slog.Logger) (*projections.Views, error) {
+	t, ok := store.(eventstore.Trimmer)
+	if !ok {
+		return views, nil
+	}
+	first, _, err := t.Start(ctx)
+	if err != nil || first == 0 {
+		return views, err
+	}
+	if views.Next() < first {
+		sn, m, ok, err := projections.LatestCheckpoint(ctx, store, first, func(m domain.CheckpointWritten, err error) {
+			log.Warn("read model: not using a checkpoint", "position", m.Position, "err", err)
+		})
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("read model: read the log's checkpoints: %w", err)
+		case !ok:
+			return nil, fmt.Errorf("read model: the live log starts at %d, after the read model (%d), and holds no checkpoint it can start from", first, views.Next())
+		}
+		views = projections.ViewsFromCheckpoint(sn)
+		log.Info("read model starts from a checkpoint in the log", "position", m.Position, "live", m.Live)
+	}
+	views.ForgetBefore(first)
+	return views, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/archiver"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/lease"
 	"github.com/turnstile/turnstile/services/remote"
@@ -51,9 +52,17 @@ type ServeConfig struct {
 	RetainEnded   int           // ended executions the read model keeps (0: all)
 	SQLViews      bool          // with a PostgreSQL store, keep the SQL read model tables
 	Runners       runner.Config // the built-in runners the in-process workers offer
-	// ArchiveDir, when set, is the archive (eventstore/archive): what the
-	// live log no longer holds answers from it (Queries.WithArchive).
-	ArchiveDir string
+	// CheckpointEvery is how much log time passes between the executor's
+	// checkpoints in the log (0: none). ArchiveDir, if set, is the archive
+	// (eventstore/archive): what the live log no longer holds answers from
+	// it (Queries.WithArchive), and the archiver moves there the log before
+	// the newest checkpoint at least ArchiveAfter old, in segments of
+	// ArchiveSegmentEvents events (0: the archive's default). See
+	// docs/log-over-months.md.
+	CheckpointEvery      time.Duration
+	ArchiveDir           string
+	ArchiveAfter         time.Duration
+	ArchiveSegmentEvents int
 
 	// API builds the HTTP API on the process's parts.
 	API  func(APIParts) http.Handler
@@ -138,7 +147,18 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if loadViews != nil {
 		views = loadViews(ctx, store, log)
 	}
+	views, err = startViewsInLiveLog(ctx, store, views, log)
+	if err != nil {
+		return err
+	}
 	views.Retain(cfg.RetainEnded)
+	arch, err := openArchive(cfg.ArchiveDir, cfg.ArchiveSegmentEvents)
+	if err != nil {
+		return err
+	}
+	if a, ok := arch.(*archive.Archive); ok {
+		defer a.Close() // one archive: the archiver writes it, the API reads it
+	}
 	readModel := NewReadModel(views, store, snaps, cfg.SnapshotEvery, log)
 	if err := readModel.Start(ctx); err != nil {
 		return err
@@ -151,7 +171,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	n, err := Start(context.WithoutCancel(ctx), store, Config{WorkerIDs: cfg.WorkerIDs, Slots: cfg.Slots, LoseWorkers: !shared,
 		CheckpointDir: CheckpointDir(storeKind, where), SnapshotDir: snapDir, SnapshotEvery: cfg.SnapshotEvery, Logger: log, StopGrace: cfg.Grace,
 		NoExecutor: cfg.NoExecutor, Standby: cfg.Lease != nil, ExecutorName: cfg.ExecutorName, WorkerLease: cfg.WorkerLease, ForwardFromHead: shared,
-		Runners: cfg.Runners})
+		Runners: cfg.Runners, CheckpointEvery: cfg.CheckpointEvery, Archive: arch, ArchiveAfter: cfg.ArchiveAfter, Trimmed: views.ForgetBefore})
 	if err != nil {
 		return err
 	}
@@ -208,13 +228,8 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	}
 	defer workers.Stop()
 	parts := APIParts{Commands: n.Commands, Queries: projections.NewQueries(views, store), Ready: ready, Registry: reg, Logger: log, Remote: workers}
-	if cfg.ArchiveDir != "" {
-		arch, err := archive.Open(cfg.ArchiveDir)
-		if err != nil {
-			return fmt.Errorf("archive: %w", err)
-		}
-		defer arch.Close()
-		history := archive.History{Archive: arch, Live: store}
+	if a, ok := arch.(*archive.Archive); ok && a != nil {
+		history := archive.History{Archive: a, Live: store}
 		parts.Queries.WithArchive(history)
 		parts.Archive = archiveStatus{history}
 	}
@@ -255,6 +270,21 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		}
 	}
 	return nil
+}
+
+// openArchive opens the archive in dir for the archiver (nil: dir is "").
+func openArchive(dir string, segmentEvents int) (archiver.Archive, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	a, err := archive.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("archive %s: %w", dir, err)
+	}
+	if segmentEvents > 0 {
+		a.SetSegmentEvents(segmentEvents)
+	}
+	return a, nil
 }
 
 // newLeaseFollower returns the follower of lease l: from Start until Stop

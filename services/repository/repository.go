@@ -125,8 +125,13 @@ func readStream(ctx context.Context, store eventstore.Store, stream string, from
 // LoadExecution folds execution id's stream. A missing stream gives an
 // error wrapping domain.ErrNotFound.
 func LoadExecution(ctx context.Context, store eventstore.Store, id string) (*domain.Execution, error) {
+	return LoadExecutionFrom(ctx, store, nil, id)
+}
+
+// LoadExecutionFrom is LoadExecution with bases (FoldFromBase).
+func LoadExecutionFrom(ctx context.Context, store eventstore.Store, bases *Bases, id string) (*domain.Execution, error) {
 	x := domain.NewExecution(id)
-	found, err := Fold(ctx, store, domain.ExecutionStream(id), func(env *domain.Envelope, ev domain.Event) { x.Apply(ev, env.Version, env.Time) })
+	found, err := FoldFromBase(ctx, store, bases, domain.ExecutionStream(id), executionBase(id, &x), func(env *domain.Envelope, ev domain.Event) { x.Apply(ev, env.Version, env.Time) })
 	if err != nil {
 		return nil, fmt.Errorf("load execution %s: %w", id, err)
 	}
@@ -232,7 +237,22 @@ func CatchUpWorker(ctx context.Context, store eventstore.Store, id string, known
 
 func catchUpWorker(ctx context.Context, store eventstore.Store, w *domain.Worker) (*domain.Worker, error) {
 	id := w.ID()
+	seeded := w.Version() >= 0
 	err := readStream(ctx, store, domain.WorkerStream(id), uint64(w.Version()+1), func(env *domain.Envelope) error {
+		if !seeded && env.Version > 0 { // its start was archived (trimmed.go)
+			seeded = true
+			b, err := workerBase(ctx, store, id)
+			if err != nil {
+				return &storeFailure{err}
+			}
+			if b != nil {
+				w = b
+			}
+		}
+		seeded = true
+		if int64(env.Version) <= w.Version() {
+			return nil
+		}
 		ev, err := codec.Events.Decode(env)
 		if err != nil {
 			ev = nil // passed over: Apply only takes its version
@@ -240,6 +260,14 @@ func catchUpWorker(ctx context.Context, store eventstore.Store, w *domain.Worker
 		w.Apply(ev, env.Version, env.Time)
 		return nil
 	})
+	if err == nil && !seeded { // a kept stream with no event in the live log
+		b, berr := workerBase(ctx, store, id)
+		if berr != nil {
+			err = &storeFailure{berr}
+		} else if b != nil {
+			w = b
+		}
+	}
 	if err != nil && !errors.Is(err, eventstore.ErrStreamNotFound) {
 		return nil, fmt.Errorf("load worker %s: %w", id, err)
 	}

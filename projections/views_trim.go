@@ -1,0 +1,77 @@
+package projections
+
+// The read model over a live log that gives up its prefix to the archive
+// (docs/log-over-months.md): it starts from a checkpoint when its own
+// snapshot is older than the live log's start, and forgets the executions
+// that ended before the live log's start (the archive serves them), so its
+// memory stays bounded however old the deployment.
+
+import (
+	"cmp"
+	"slices"
+)
+
+// ViewsFromCheckpoint returns the read model of a checkpoint's state: every
+// execution live at the checkpoint, in request order, with the state's
+// queues, workers and actions. What the checkpoint does not hold starts
+// empty: the executions that had ended before it (the archive serves them)
+// and the actions' statistics (counted again from the checkpoint on).
+func ViewsFromCheckpoint(sn *StateSnapshot) *Views {
+	v := RestoreViews(&ViewsSnapshot{State: *sn})
+	type live struct {
+		id  string
+		req int64
+	}
+	var ids []live
+	for _, id := range v.st.LiveIDs() {
+		ids = append(ids, live{id, v.st.Execution(id).RequestedAt().UnixNano()})
+	}
+	slices.SortStableFunc(ids, func(a, b live) int { return cmp.Or(cmp.Compare(a.req, b.req), cmp.Compare(a.id, b.id)) })
+	at := uint64(0)
+	if sn.Next > 0 {
+		at = sn.Next - 1
+	}
+	for _, l := range ids {
+		x := v.st.Execution(l.id)
+		if own, ok := v.st.Queues.WaiterID(l.id); ok {
+			l.id = own // one copy of a waiter's id, not two
+		}
+		rec := &execRecord{action: v.intern(x.Action()), parent: x.Parent(), status: mustCode(x.Status()), seq: len(v.order), pos: at}
+		v.order = append(v.order, l.id)
+		v.execs.Put(l.id, rec, 0)
+		v.byRef[rec.action] = append(v.byRef[rec.action], rec.seq)
+	}
+	return v
+}
+
+// ForgetBefore forgets every ended execution whose last event is below pos
+// (the live log's start after a trim): the archive serves them. Live
+// executions and those ended at pos or later stay, and so does what
+// HoldFrom holds.
+func (v *Views) ForgetBefore(pos uint64) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for v.endedHead < len(v.ended) {
+		id := v.ended[v.endedHead]
+		rec := v.execs.Get(id)
+		if rec != nil && (rec.pos >= pos || v.holding && rec.pos >= v.holdFrom) {
+			break // ended in terminal-event order: the rest ended later
+		}
+		v.ended[v.endedHead] = ""
+		v.endedHead++
+		if rec != nil {
+			v.execs.Remove(id)
+			v.order[rec.seq] = ""
+			v.holes++
+			v.evictedAll++
+		}
+	}
+	if v.endedHead > 1024 && v.endedHead*2 > len(v.ended) {
+		n := copy(v.ended, v.ended[v.endedHead:])
+		clear(v.ended[n:])
+		v.ended, v.endedHead = v.ended[:n], 0
+	}
+	if v.holes > 1024 && v.holes*2 > len(v.order) {
+		v.compactOrder()
+	}
+}
