@@ -12,10 +12,10 @@ import (
 
 // corpusSeed is one line of testdata/seeds.
 type corpusSeed struct {
-	seed                 uint64
-	steps                int
-	single, split, mixed bool
-	line                 int
+	seed                          uint64
+	steps                         int
+	single, split, mixed, archive bool
+	line                          int
 }
 
 func readCorpus(t *testing.T) []corpusSeed {
@@ -51,9 +51,11 @@ func readCorpus(t *testing.T) []corpusSeed {
 				s.split = true
 			case "mixed":
 				s.mixed = true
+			case "archive":
+				s.archive = true
 			case "-":
 			default:
-				t.Fatalf("testdata/seeds:%d: unknown flag %q (single, split, mixed or -)", n, flag)
+				t.Fatalf("testdata/seeds:%d: unknown flag %q (single, split, mixed, archive or -)", n, flag)
 			}
 		}
 		out = append(out, s)
@@ -73,7 +75,7 @@ func TestSeedCorpus(t *testing.T) {
 		t.Fatal("testdata/seeds holds no seed")
 	}
 	for _, s := range seeds {
-		_, err := runSeed(sim.Config{Seed: s.seed, Steps: s.steps, SingleStream: s.single, SplitBrain: s.split, MixedRunners: s.mixed})
+		_, err := runSeed(sim.Config{Seed: s.seed, Steps: s.steps, SingleStream: s.single, SplitBrain: s.split, MixedRunners: s.mixed, Archive: s.archive})
 		if err != nil {
 			t.Errorf("testdata/seeds:%d: %v", s.line, err)
 		}

@@ -36,8 +36,10 @@
 // incarnation. Grants, FIFO order and the limit are fenced by the queue
 // stream; the lost incarnation's writes by its own worker stream (a worker's
 // writes carry a condition on it), so it cannot start that run. On a log
-// without atomic multi-stream appends that second fence does not exist, and
-// split brain is not simulated there.
+// without atomic multi-stream appends the worker writes a heartbeat of its
+// own at its stream's version before a run's first write instead
+// (services/worker/serialfence.go), which the verdict and the run cannot
+// both pass.
 package sim
 
 import (
@@ -82,8 +84,8 @@ type Config struct {
 	WorkerSkew []time.Duration
 	// SplitBrain lets a second executor start while one runs, both
 	// deciding until one crashes (turnstile runs one active executor; this
-	// is the window a lease handover can leave). With SingleStream it can
-	// break the lease rule: see the package documentation.
+	// is the window a lease handover can leave); see the package
+	// documentation for what fences the lease rule then.
 	SplitBrain bool
 	// SingleStream runs the executor, the workers and the command side on a
 	// log without atomic multi-stream appends (storetest.SingleStream, as

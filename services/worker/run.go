@@ -35,6 +35,7 @@ type Run struct {
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 	close  sync.Once
+	marked bool // without atomic multi-stream appends: its heartbeat is in the log (serialfence.go)
 }
 
 // AcceptHandoff takes a handoff (the execution.scheduled event, as the bus delivers
@@ -158,11 +159,12 @@ func (r *Run) under(act func(x *domain.Execution) (domain.Event, error)) reposit
 // executor that had not seen r's handoff (two executors deciding at once).
 // When the condition fails (this worker's own heartbeat got there first),
 // it reads the stream again. Without atomic multi-stream appends
-// (KurrentDB) there is no fence: the execution's version alone decides.
+// (KurrentDB) the run's first write is preceded by a heartbeat of its own
+// instead (serialFence), and the execution's version decides the rest.
 func (r *Run) guard(ctx context.Context, fresh bool) (eventstore.StreamAppend, error) {
 	w := r.w
 	if !w.fenced {
-		return eventstore.StreamAppend{}, nil
+		return eventstore.StreamAppend{}, r.serialFence(ctx)
 	}
 	w.mu.Lock()
 	st := w.state // never changed in place once set (heartbeats clone it)
