@@ -6,11 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/eventstore"
-	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/services/clock"
 	"github.com/turnstile/turnstile/services/repository"
@@ -70,34 +66,8 @@ func TestWorkerPaysItsDebts(t *testing.T) {
 
 	// An execution handed to w1.
 	const id = "x1"
-	p := domain.Policy{Ref: "act", Runner: "core.noop"}.WithDefaults()
-	req, err := domain.NewExecution(id).Request(domain.ExecutionRequested{Action: "act"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	renv, err := codec.Events.Encode(uuid.New(), req, domain.OwnerExecutor, "executor-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Append(ctx, domain.ExecutionStream(id), eventstore.NoStream, renv); err != nil {
-		t.Fatal(err)
-	}
-	for _, step := range []repository.Decide{
-		func(x *domain.Execution) (domain.Event, error) { return x.Grant("") },
-		func(x *domain.Execution) (domain.Event, error) { return x.Schedule("w1", inc, p) },
-	} {
-		if _, err := repository.UpdateExecution(ctx, store, id, domain.OwnerExecutor, "executor-1", nil, step); err != nil {
-			t.Fatal(err)
-		}
-	}
-	evs, err := store.ReadStream(ctx, domain.ExecutionStream(id), 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := w.AcceptHandoff(evs[len(evs)-1])
-	if err != nil || r == nil {
-		t.Fatalf("AcceptHandoff = %v, %v", r, err)
-	}
+	requestExecution(t, ctx, store, id)
+	r := handTo(t, ctx, store, w, id, inc)
 	look(time.Second, 0, "1 s into the debt of the handoff")
 	look(3*time.Second, 1, "4 s into the debt of the handoff")
 	look(3*time.Second, 1, "holding the run, 3 s after the heartbeat")

@@ -37,39 +37,13 @@ func TestSerialFenceRefusesAStaleVerdict(t *testing.T) {
 		t.Fatal(err)
 	}
 	const id = "x1"
-	p := domain.Policy{Ref: "act", Runner: "core.noop"}.WithDefaults()
-	req, err := domain.NewExecution(id).Request(domain.ExecutionRequested{Action: "act"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	renv, err := codec.Events.Encode(uuid.New(), req, domain.OwnerExecutor, "executor-1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.Append(ctx, domain.ExecutionStream(id), eventstore.NoStream, renv); err != nil {
-		t.Fatal(err)
-	}
+	requestExecution(t, ctx, store, id)
 	// executor-2's view of w1: before the handoff.
 	stale, err := repository.LoadWorker(ctx, store, "w1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, step := range []repository.Decide{
-		func(x *domain.Execution) (domain.Event, error) { return x.Grant("") },
-		func(x *domain.Execution) (domain.Event, error) { return x.Schedule("w1", w.Incarnation(), p) },
-	} {
-		if _, err := repository.UpdateExecution(ctx, store, id, domain.OwnerExecutor, "executor-1", nil, step); err != nil {
-			t.Fatal(err)
-		}
-	}
-	evs, err := store.ReadStream(ctx, domain.ExecutionStream(id), 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := w.AcceptHandoff(evs[len(evs)-1])
-	if err != nil || r == nil {
-		t.Fatalf("AcceptHandoff = %v, %v", r, err)
-	}
+	r := handTo(t, ctx, store, w, id, w.Incarnation())
 	defer r.Close()
 	if started, err := r.Begin(ctx); !started || err != nil {
 		t.Fatalf("Begin = %v, %v", started, err)
