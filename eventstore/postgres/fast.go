@@ -367,18 +367,20 @@ func binaryArray(oid uint32, n int, elem func(b []byte, i int) ([]byte, bool)) [
 // chain_run (migration 4) for the whole group, which then goes into the
 // insert straight from the parameters, without a materialised window.
 func fastAppendSQL(events, head, streams, partitions string, fn chainFuncs) string {
-	start := `(SELECT start FROM ` + head + ` WHERE only_row)`
-	// lo: where the partition of the group's last row begins.
-	lo := `(SELECT coalesce(max(p.lo), 0) FROM ` + partitions + ` p
-		WHERE p.lo <= (SELECT next FROM ` + head + ` WHERE only_row) + $16::bigint - 1)`
-	return `WITH stale AS (
-		SELECT (SELECT count(*) FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS g(stream, last, skip)
-			WHERE (g.skip < ` + lo + ` OR g.skip < ` + start + `)
-			AND coalesce(` + streamHead(events, streams, start, "g.stream") + `, -1) <> g.last)
-		+ (SELECT count(*) FROM ` + events + ` e WHERE cardinality($4::uuid[]) > 0
-			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= ` + start + ` AND e.position < ` + lo + `) AS n
-	), head AS (
-		SELECT next, hash, ` + microsNow + ` AS at FROM ` + head + `
+	// head: log_head read once (next, hash, the live log's start, the time
+	// the chain encodes) and lo, where the partition of the group's last row
+	// begins; every look-up below takes them from there instead of reading
+	// log_head again in a subquery of its own.
+	return `WITH head AS (
+		SELECT h.next, h.hash, h.start, ` + microsNow + ` AS at,
+			(SELECT coalesce(max(p.lo), 0) FROM ` + partitions + ` p WHERE p.lo <= h.next + $16::bigint - 1) AS lo
+		FROM ` + head + ` h
+	), stale AS (
+		SELECT (SELECT count(*) FROM head, unnest($1::text[], $2::bigint[], $3::bigint[]) AS g(stream, last, skip)
+			WHERE (g.skip < head.lo OR g.skip < head.start)
+			AND coalesce(` + streamHead(events, streams, "head.start", "g.stream") + `, -1) <> g.last)
+		+ (SELECT count(*) FROM head, ` + events + ` e WHERE cardinality($4::uuid[]) > 0
+			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= head.start AND e.position < head.lo) AS n
 	), hashes AS (
 		SELECT CASE WHEN stale.n = 0 THEN ` + fn.run + `(head.hash, head.next, head.at, $6::bigint[], $7::uuid[], $18::bytea[])
 			ELSE '{}'::bytea[] END AS hs
