@@ -30,7 +30,8 @@ func (s *Store) KeepsChain() bool { return true }
 
 // chainFuncs are the schema's chain functions, spelled out with the schema.
 type chainFuncs struct {
-	chain string // the aggregate chain(prev, enc)
+	chain string // the aggregate chain(prev, enc), for the careful insert
+	run   string // chain_run(prev, first, at, versions, ids, tails), for the one-round-trip append (migration 4)
 }
 
 // microsNow is the SQL for the statement's time as the chain encodes it:

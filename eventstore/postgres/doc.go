@@ -114,8 +114,9 @@
 // reading the events table and advances it with next, and any number of
 // Stores on one schema chain correctly. The committer encodes the part of
 // each event it knows (schema version, strings, payload); the statement
-// adds position, version, id and time and hashes the run with the chain
-// aggregate (migration 2). The result is eventstore.Chainer's, which the
+// adds position, version, id and time and hashes the group in one call of
+// chain_run (migration 4; the careful path uses the chain aggregate of
+// migration 2). The result is eventstore.Chainer's, which the
 // conformance suite checks on every read. Migration 2 gives an existing log
 // its hashes once, in position order (chain_event encodes a stored row), in
 // its transaction.
@@ -164,7 +165,8 @@
 //
 // Migration 1 (migrations/0001_log.sql) creates, in the store's schema,
 // events and log_head; migration 2 adds the chain, migration 3 the
-// partitions. The result:
+// partitions, migration 4 the function that hashes a group in one call.
+// The result:
 //
 //	events (                                         -- PARTITION BY RANGE (position)
 //	    position       bigint      PRIMARY KEY,      -- 0-based, dense, commit order
@@ -188,8 +190,8 @@
 //	log_partitions (lo bigint PRIMARY KEY, hi bigint, name text)
 //	streams (stream text PRIMARY KEY, first_position bigint, trimmed_last bigint)
 //
-// and the functions chain_event, chain_step, chain (an aggregate) and
-// add_partitions. Migrate adds schema_migrations (version, name,
+// and the functions chain_event, chain_step, chain (an aggregate),
+// add_partitions and chain_run (migration 4). Migrate adds schema_migrations (version, name,
 // applied_at). Data and metadata are bytea so that they round-trip byte for
 // byte; query them with convert_from(data, 'UTF8')::jsonb. Type,
 // CorrelationID, CausationID and Writer are text, so they must be valid

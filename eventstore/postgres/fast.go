@@ -363,44 +363,48 @@ func binaryArray(oid uint32, n int, elem func(b []byte, i int) ([]byte, bool)) [
 // log_head.next before the rows (their first position), the commit time
 // written, how many notifications it sent, and the rows' hashes in position
 // order (chained after log_head.hash, which it advances with next). A
-// stream's first event enters streams.
+// stream's first event enters streams. The hashes come from one call of
+// chain_run (migration 4) for the whole group, which then goes into the
+// insert straight from the parameters, without a materialised window.
 func fastAppendSQL(events, head, streams, partitions string, fn chainFuncs) string {
-	start := `(SELECT start FROM ` + head + ` WHERE only_row)`
-	// lo: where the partition of the group's last row begins.
-	lo := `(SELECT coalesce(max(p.lo), 0) FROM ` + partitions + ` p
-		WHERE p.lo <= (SELECT next FROM ` + head + ` WHERE only_row) + $16::bigint - 1)`
-	return `WITH stale AS (
-		SELECT (SELECT count(*) FROM unnest($1::text[], $2::bigint[], $3::bigint[]) AS g(stream, last, skip)
-			WHERE (g.skip < ` + lo + ` OR g.skip < ` + start + `)
-			AND coalesce(` + streamHead(events, streams, start, "g.stream") + `, -1) <> g.last)
-		+ (SELECT count(*) FROM ` + events + ` e WHERE cardinality($4::uuid[]) > 0
-			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= ` + start + ` AND e.position < ` + lo + `) AS n
-	), head AS (
-		SELECT next, hash, ` + microsNow + ` AS at FROM ` + head + `
-	), rows AS (
-		SELECT head.next + r.ord - 1 AS position, r.*
-		FROM head, stale, unnest($5::text[], $6::bigint[], $7::uuid[], $8::text[], $9::bigint[],
-			$10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[], $15::bytea[], $18::bytea[])
-			WITH ORDINALITY AS r(stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata, tail, ord)
-		WHERE stale.n = 0
-	), chained AS (
-		SELECT r.*, ` + fn.over("head.hash", "head.at", "r.ord", "r") + ` AS hash FROM head, rows r
+	// head: log_head read once (next, hash, the live log's start, the time
+	// the chain encodes) and lo, where the partition of the group's last row
+	// begins; every look-up below takes them from there instead of reading
+	// log_head again in a subquery of its own.
+	return `WITH head AS (
+		SELECT h.next, h.hash, h.start, ` + microsNow + ` AS at,
+			(SELECT coalesce(max(p.lo), 0) FROM ` + partitions + ` p WHERE p.lo <= h.next + $16::bigint - 1) AS lo
+		FROM ` + head + ` h
+	), stale AS (
+		SELECT (SELECT count(*) FROM head, unnest($1::text[], $2::bigint[], $3::bigint[]) AS g(stream, last, skip)
+			WHERE (g.skip < head.lo OR g.skip < head.start)
+			AND coalesce(` + streamHead(events, streams, "head.start", "g.stream") + `, -1) <> g.last)
+		+ (SELECT count(*) FROM head, ` + events + ` e WHERE cardinality($4::uuid[]) > 0
+			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= head.start AND e.position < head.lo) AS n
+	), hashes AS (
+		SELECT CASE WHEN stale.n = 0 THEN ` + fn.run + `(head.hash, head.next, head.at, $6::bigint[], $7::uuid[], $18::bytea[])
+			ELSE '{}'::bytea[] END AS hs
+		FROM head, stale
 	), ins AS (
 		INSERT INTO ` + events + ` (` + columns + `)
-		SELECT c.position, c.stream, c.version, c.id, c.type, c.schema_version, statement_timestamp(),
-			c.owner, c.correlation_id, c.causation_id, c.writer, c.data, c.metadata, c.hash
-		FROM chained c
+		SELECT head.next + r.ord - 1, r.stream, r.version, r.id, r.type, r.schema_version, statement_timestamp(),
+			r.owner, r.correlation_id, r.causation_id, r.writer, r.data, r.metadata, r.hash
+		FROM head, stale, hashes, unnest($5::text[], $6::bigint[], $7::uuid[], $8::text[], $9::bigint[],
+			$10::text[], $11::text[], $12::text[], $13::text[], $14::bytea[], $15::bytea[], hashes.hs)
+			WITH ORDINALITY AS r(stream, version, id, type, schema_version, owner, correlation_id, causation_id, writer, data, metadata, hash, ord)
+		WHERE stale.n = 0
 	), new AS (
 		INSERT INTO ` + streams + ` (stream, first_position)
-		SELECT c.stream, c.position FROM chained c WHERE c.version = 0
+		SELECT n.stream, head.next + n.ord - 1
+		FROM head, stale, unnest($5::text[], $6::bigint[]) WITH ORDINALITY AS n(stream, version, ord)
+		WHERE stale.n = 0 AND n.version = 0
 	), moved AS (
-		UPDATE ` + head + ` SET next = ` + head + `.next + $16::bigint,
-			hash = (SELECT c.hash FROM chained c ORDER BY c.ord DESC LIMIT 1)
-		FROM stale WHERE stale.n = 0 AND $16::bigint > 0
+		UPDATE ` + head + ` SET next = ` + head + `.next + $16::bigint, hash = hashes.hs[$16::bigint]
+		FROM stale, hashes WHERE stale.n = 0 AND $16::bigint > 0
 		RETURNING ` + head + `.next
 	)
 	SELECT stale.n, head.next, statement_timestamp(),
 		(SELECT count(*) FROM (SELECT pg_notify($17::text, moved.next::text) FROM moved) AS x),
-		coalesce((SELECT array_agg(c.hash ORDER BY c.ord) FROM chained c), '{}')
-	FROM stale, head`
+		hashes.hs
+	FROM stale, head, hashes`
 }

@@ -207,7 +207,7 @@ func newStatements(schema string) statements {
 	head := pgx.Identifier{schema, "log_head"}.Sanitize()
 	streams := pgx.Identifier{schema, "streams"}.Sanitize()
 	partitions := pgx.Identifier{schema, "log_partitions"}.Sanitize()
-	fn := chainFuncs{chain: pgx.Identifier{schema, "chain"}.Sanitize()}
+	fn := chainFuncs{chain: pgx.Identifier{schema, "chain"}.Sanitize(), run: pgx.Identifier{schema, "chain_run"}.Sanitize()}
 	channel := schema + ".log"
 	// start is the live log's first position: every read and every look-up
 	// leaves out what lies below it (rows a trim has not dropped yet). The
