@@ -40,15 +40,14 @@ func (r *Run) serialFence(ctx context.Context) error {
 	w := r.w
 	now := w.cfg.Clock.Now()
 	w.mu.Lock()
-	known, inFlight := w.state, len(w.running)
-	if w.incarnation != r.inc {
-		known = nil
-	}
+	inFlight := len(w.running)
 	w.mu.Unlock()
-	if known != nil {
-		known = known.Clone()
-	}
-	st, err := repository.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, known, func(s *domain.Worker) (domain.Event, error) {
+	// The worker stream is read afresh (not the worker's own copy of it),
+	// after the handoff was delivered, so the heartbeat lands after the
+	// handoff in the log. Two runs that read the same version write the same
+	// heartbeat (its id derives from the version): the second is a replay
+	// of the first, which landed after both reads, so after both handoffs.
+	st, err := repository.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, nil, func(s *domain.Worker) (domain.Event, error) {
 		return s.Heartbeat(r.inc, inFlight)
 	})
 	if err != nil {
