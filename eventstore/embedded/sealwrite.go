@@ -102,6 +102,27 @@ func (c *crcWriter) Write(b []byte) (int, error) {
 	return c.w.Write(b)
 }
 
+// finish ends a sealed file: its footer ft (encoded into b's space), the
+// CRC-32C of everything before, the buffer flushed and, with doSync, the
+// file synced. It returns the file's size; the caller closes f.
+func (c *crcWriter) finish(f file, ft sealedFooter, b []byte, doSync bool) (int64, error) {
+	if _, err := c.Write(ft.append(b[:0])); err != nil {
+		return 0, err
+	}
+	if _, err := c.w.Write(binary.LittleEndian.AppendUint32(nil, c.crc)); err != nil {
+		return 0, err
+	}
+	if err := c.w.Flush(); err != nil {
+		return 0, err
+	}
+	if doSync {
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+	}
+	return c.n + sealedTrailer, nil
+}
+
 // writeSealedFile writes to path the sealed file of positions [0,
 // base+len(hot)): old's sections merged with the hot part, read and written
 // sequentially. It returns the new sealed part's in-memory state (without
@@ -261,21 +282,9 @@ func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot
 		return nil, err
 	}
 	ft := sealedFooter{first: old.first, firstOff: old.firstOff, n: n, end: end, m: ns.m, idsOff: ns.idsOff, streamsOff: ns.streamsOff, listsOff: ns.listsOff}
-	if _, err := w.Write(ft.append(b[:0])); err != nil {
+	if ns.size, err = w.finish(f, ft, b, doSync); err != nil {
 		return nil, err
 	}
-	if _, err := w.w.Write(le.AppendUint32(nil, w.crc)); err != nil {
-		return nil, err
-	}
-	if err := w.w.Flush(); err != nil {
-		return nil, err
-	}
-	if doSync {
-		if err := f.Sync(); err != nil {
-			return nil, err
-		}
-	}
-	ns.size = w.n + sealedTrailer
 	return ns, f.Close()
 }
 

@@ -172,20 +172,8 @@ func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64,
 		}
 	}
 	ft := sealedFooter{first: first, firstOff: firstOff, n: old.n, end: old.end, m: ns.m, idsOff: ns.idsOff, streamsOff: ns.streamsOff, listsOff: ns.listsOff}
-	if _, err := w.Write(ft.append(b[:0])); err != nil {
+	if ns.size, err = w.finish(f, ft, b, doSync); err != nil {
 		return nil, err
 	}
-	if _, err := w.w.Write(le.AppendUint32(nil, w.crc)); err != nil {
-		return nil, err
-	}
-	if err := w.w.Flush(); err != nil {
-		return nil, err
-	}
-	if doSync {
-		if err := f.Sync(); err != nil {
-			return nil, err
-		}
-	}
-	ns.size = w.n + sealedTrailer
 	return ns, f.Close()
 }
