@@ -46,7 +46,12 @@ const numCommitters = 2
 type committer struct {
 	conn   *pgx.Conn
 	lock   *pgconn.StatementDescription
-	append *pgconn.StatementDescription
+	append *pgconn.StatementDescription // routed through events
+
+	// The append statement that inserts into the partition directFor
+	// (direct.go), nil until a group first may.
+	direct    *pgconn.StatementDescription
+	directFor livePartition
 }
 
 // connect opens c's connection if it has none (or a broken one).
@@ -55,6 +60,7 @@ func (s *Store) connect(ctx context.Context, c *committer) error {
 		return nil
 	}
 	c.close()
+	c.direct, c.directFor = nil, livePartition{}
 	cfg := s.pool.Config().ConnConfig // a copy
 	cfg.RuntimeParams = maps.Clone(cfg.RuntimeParams)
 	if cfg.RuntimeParams == nil {
@@ -122,11 +128,21 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 		locked(0, 0)
 		return plan{}, true, fmt.Errorf("postgres: the append statement has %d parameters, want %d", len(c.append.ParamOIDs), len(params))
 	}
+	stmt, direct := c.append.Name, false
+	if target, ok := s.directTarget(len(p.rows)); ok {
+		if name, err := s.directStatement(ctx, c, target); err == nil {
+			stmt, direct = name, true
+		} else if c.conn.PgConn().IsClosed() {
+			locked(0, 0)
+			c.close()
+			return plan{}, true, err
+		} // else: the routed statement
+	}
 	binary := []int16{pgtype.BinaryFormatCode}
 	pl := c.conn.PgConn().StartPipeline(ctx)
 	pl.SendQueryPrepared(c.lock.Name, nil, nil, binary)
 	pl.SendFlushRequest()
-	pl.SendQueryPrepared(c.append.Name, params, binary, binary)
+	pl.SendQueryPrepared(stmt, params, binary, binary)
 	err = pl.Sync() // sends it all; Sync commits
 	var base uint64
 	var stale int64
@@ -146,12 +162,23 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 		if pgErr, ok := uniqueViolation(err); ok && versionKey(pgErr.ConstraintName) && skipped {
 			return plan{}, true, errStale // maybe a stream assumed new, or at its head, was not (see headsToCheck)
 		}
+		if direct && isUndefinedTable(err) { // the partition was dropped (a trim in another process)
+			c.directFor = livePartition{}
+			_ = s.loadPartitions(ctx, s.pool)
+			return plan{}, true, errStale
+		}
 		return plan{}, true, err
 	}
 	if stale > 0 {
+		if direct { // maybe the group was not in that partition: see where the partitions are now
+			_ = s.loadPartitions(ctx, s.pool)
+		}
 		return plan{}, true, errStale
 	}
 	committed = true
+	if direct {
+		s.direct.Add(1)
+	}
 	for i := range p.rows {
 		p.rows[i].Position += base
 		p.rows[i].Time = ts
@@ -366,11 +393,15 @@ func binaryArray(oid uint32, n int, elem func(b []byte, i int) ([]byte, bool)) [
 // stream's first event enters streams. The hashes come from one call of
 // chain_run (migration 4) for the whole group, which then goes into the
 // insert straight from the parameters, without a materialised window.
-func fastAppendSQL(events, head, streams, partitions string, fn chainFuncs) string {
+func fastAppendSQL(events, head, streams, partitions string, fn chainFuncs, d directInto) string {
 	// head: log_head read once (next, hash, the live log's start, the time
 	// the chain encodes) and lo, where the partition of the group's last row
 	// begins; every look-up below takes them from there instead of reading
 	// log_head again in a subquery of its own.
+	outside := "" // for a statement that inserts into a partition: 1 if the group does not lie in it
+	if d.table != "" {
+		outside = ` + (SELECT CASE WHEN ` + d.guard(partitions) + ` THEN 0 ELSE 1 END FROM head)`
+	}
 	return `WITH head AS (
 		SELECT h.next, h.hash, h.start, ` + microsNow + ` AS at,
 			(SELECT coalesce(max(p.lo), 0) FROM ` + partitions + ` p WHERE p.lo <= h.next + $16::bigint - 1) AS lo
@@ -380,13 +411,13 @@ func fastAppendSQL(events, head, streams, partitions string, fn chainFuncs) stri
 			WHERE (g.skip < head.lo OR g.skip < head.start)
 			AND coalesce(` + streamHead(events, streams, "head.start", "g.stream") + `, -1) <> g.last)
 		+ (SELECT count(*) FROM head, ` + events + ` e WHERE cardinality($4::uuid[]) > 0
-			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= head.start AND e.position < head.lo) AS n
+			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= head.start AND e.position < head.lo)` + outside + ` AS n
 	), hashes AS (
 		SELECT CASE WHEN stale.n = 0 THEN ` + fn.run + `(head.hash, head.next, head.at, $6::bigint[], $7::uuid[], $18::bytea[])
 			ELSE '{}'::bytea[] END AS hs
 		FROM head, stale
 	), ins AS (
-		INSERT INTO ` + events + ` (` + columns + `)
+		INSERT INTO ` + d.into(events) + ` (` + columns + `)
 		SELECT head.next + r.ord - 1, r.stream, r.version, r.id, r.type, r.schema_version, statement_timestamp(),
 			r.owner, r.correlation_id, r.causation_id, r.writer, r.data, r.metadata, r.hash
 		FROM head, stale, hashes, unnest($5::text[], $6::bigint[], $7::uuid[], $8::text[], $9::bigint[],

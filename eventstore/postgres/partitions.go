@@ -32,6 +32,7 @@ type partitions struct {
 	size atomic.Int64  // log_head.partition_size
 	end  atomic.Int64  // the end of the last partition
 	head atomic.Uint64 // log_head.next as the Store's last commit left it
+	list atomic.Pointer[[]livePartition] // log_partitions when last read, by lo
 }
 
 // loadPartitions reads the partition size, the end of the last partition
@@ -40,11 +41,25 @@ func (s *Store) loadPartitions(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }) error {
 	var size, end, next int64
-	err := q.QueryRow(ctx, `SELECT partition_size, coalesce((SELECT max(hi) FROM `+s.sql.partitions+`), 0), next FROM `+s.sql.headTable).
-		Scan(&size, &end, &next)
+	var los, his []int64
+	var names []string
+	err := q.QueryRow(ctx, `SELECT partition_size, coalesce((SELECT max(hi) FROM `+s.sql.partitions+`), 0), next,
+		(SELECT coalesce(array_agg(lo ORDER BY lo), '{}') FROM `+s.sql.partitions+`),
+		(SELECT coalesce(array_agg(hi ORDER BY lo), '{}') FROM `+s.sql.partitions+`),
+		(SELECT coalesce(array_agg(name ORDER BY lo), '{}') FROM `+s.sql.partitions+`)
+		FROM `+s.sql.headTable).
+		Scan(&size, &end, &next, &los, &his, &names)
 	if err != nil {
 		return fmt.Errorf("postgres: reading the partitions: %w", err)
 	}
+	if len(his) != len(los) || len(names) != len(los) {
+		return fmt.Errorf("postgres: reading the partitions: %d, %d and %d bounds and names", len(los), len(his), len(names))
+	}
+	list := make([]livePartition, len(los))
+	for i := range los {
+		list[i] = livePartition{lo: los[i], hi: his[i], name: names[i]}
+	}
+	s.parts.list.Store(&list)
 	s.parts.size.Store(size)
 	s.parts.end.Store(end)
 	s.parts.head.Store(uint64(next))
@@ -82,10 +97,12 @@ func (s *Store) addPartitions(ctx context.Context, n int) error {
 }
 
 // isNoPartition reports whether err is PostgreSQL's refusal of a row that no
-// partition holds.
+// partition holds, or that the partition it was inserted into directly does
+// not (direct.go).
 func isNoPartition(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23514" && strings.Contains(pgErr.Message, "no partition")
+	return errors.As(err, &pgErr) && pgErr.Code == "23514" &&
+		(strings.Contains(pgErr.Message, "no partition") || strings.Contains(pgErr.Message, "violates partition constraint"))
 }
 
 // SetPartitionSize sets how many positions each partition of the log in

@@ -35,6 +35,7 @@ type Store struct {
 	wake    waker         // woken when events may have committed
 	groups  atomic.Int64  // group commit transactions run (for benchmarks)
 	slow    atomic.Int64  // of which decided the careful way (stage)
+	direct  atomic.Int64  // of which inserted straight into a partition (direct.go)
 	turn    chan struct{} // the committers' token: who decides and sends the next group
 	heads   headCache
 	feed    feed
@@ -179,6 +180,7 @@ type statements struct {
 	streamExists  string
 	readPage      string
 	fastAppend    string
+	chain         chainFuncs
 }
 
 // Plans. A prepared statement's generic plan is made for the table as it is
@@ -248,7 +250,8 @@ func newStatements(schema string) statements {
 			), new AS (INSERT INTO ` + streams + ` (stream, first_position)
 				SELECT r.stream, r.position FROM rows r WHERE r.version = 0)
 			SELECT statement_timestamp(), (SELECT array_agg(hash ORDER BY position) FROM rows)`,
-		fastAppend: fastAppendSQL(events, head, streams, partitions, fn),
+		fastAppend: fastAppendSQL(events, head, streams, partitions, fn, directInto{}),
+		chain:      fn,
 		// Nothing if from is below the live log's start (ReadAll then asks
 		// for the start).
 		readAll:    `SELECT ` + columns + ` FROM ` + events + ` WHERE position >= $1 AND $1 >= ` + start + ` ORDER BY position LIMIT $2`,
