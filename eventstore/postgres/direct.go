@@ -98,6 +98,33 @@ func (d directInto) guard(partitions string) string {
 		` p WHERE p.lo = ` + lo + ` AND p.hi = ` + hi + ` AND p.name = ` + quoteLiteral(d.name) + `))`
 }
 
+// below is the further condition of the statement's look-ups by stream:
+// none for the routed statement; for one that inserts into the partition,
+// that the event lies below the partition's end. Every event in the log
+// does when the guard holds (the group's positions, from head.next on, lie
+// in the partition), and a condition on position with a constant lets the
+// planner leave the partitions ahead out of the plan: the look-ups run at
+// every execution, each an index search per partition left in.
+func (d directInto) below() string {
+	if d.table == "" {
+		return ""
+	}
+	return ` AND e.position < ` + strconv.FormatInt(d.hi, 10)
+}
+
+// lower is the SQL for where the partition the group goes to begins, below
+// which the statement looks for the group's ids (see idsToCheck): head.lo,
+// read from log_partitions, for the routed statement; the partition's lo,
+// a constant (the same when the guard holds), for one that inserts into the
+// partition, so that the planner leaves that partition and those ahead out
+// of the look-up (on the log's first partition, all of them).
+func (d directInto) lower() string {
+	if d.table == "" {
+		return "head.lo"
+	}
+	return strconv.FormatInt(d.lo, 10)
+}
+
 // into is the table the statement inserts into.
 func (d directInto) into(events string) string {
 	if d.table == "" {

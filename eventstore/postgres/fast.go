@@ -409,9 +409,9 @@ func fastAppendSQL(events, head, streams, partitions string, fn chainFuncs, d di
 	), stale AS (
 		SELECT (SELECT count(*) FROM head, unnest($1::text[], $2::bigint[], $3::bigint[]) AS g(stream, last, skip)
 			WHERE (g.skip < head.lo OR g.skip < head.start)
-			AND coalesce(` + streamHead(events, streams, "head.start", "g.stream") + `, -1) <> g.last)
+			AND coalesce(` + streamHeadBelow(events, streams, "head.start", "g.stream", d.below()) + `, -1) <> g.last)
 		+ (SELECT count(*) FROM head, ` + events + ` e WHERE cardinality($4::uuid[]) > 0
-			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= head.start AND e.position < head.lo)` + outside + ` AS n
+			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= head.start AND e.position < ` + d.lower() + `)` + outside + ` AS n
 	), hashes AS (
 		SELECT CASE WHEN stale.n = 0 THEN ` + fn.run + `(head.hash, head.next, head.at, $6::bigint[], $7::uuid[], $18::bytea[])
 			ELSE '{}'::bytea[] END AS hs

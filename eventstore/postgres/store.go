@@ -280,7 +280,14 @@ func newStatements(schema string) statements {
 // expression stream (NULL if it has none): of its events in the live log,
 // or else the one a trim kept.
 func streamHead(events, streams, start, stream string) string {
-	return `coalesce((SELECT max(e.version) FROM ` + events + ` e WHERE e.stream = ` + stream + ` AND e.position + 0 >= ` + start + `),
+	return streamHeadBelow(events, streams, start, stream, "")
+}
+
+// streamHeadBelow is streamHead with a further condition on e.position
+// (below: "" or " AND e.position < N", which lets the planner leave out the
+// partitions from N on; see directInto.below).
+func streamHeadBelow(events, streams, start, stream, below string) string {
+	return `coalesce((SELECT max(e.version) FROM ` + events + ` e WHERE e.stream = ` + stream + ` AND e.position + 0 >= ` + start + below + `),
 		(SELECT s.trimmed_last FROM ` + streams + ` s WHERE s.stream = ` + stream + `))`
 }
 
