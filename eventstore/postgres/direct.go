@@ -112,13 +112,23 @@ func (d directInto) below() string {
 	return ` AND e.position < ` + strconv.FormatInt(d.hi, 10)
 }
 
-// lower is the SQL for where the partition the group goes to begins, below
-// which the statement looks for the group's ids (see idsToCheck): head.lo,
-// read from log_partitions, for the routed statement; the partition's lo,
-// a constant (the same when the guard holds), for one that inserts into the
-// partition, so that the planner leaves that partition and those ahead out
-// of the look-up (on the log's first partition, all of them).
-func (d directInto) lower() string {
+// lower is the SQL for where the partition of the group's last row begins
+// (head.lo): read from log_partitions for the routed statement; for one
+// that inserts into the partition, that partition's lo, a constant (the
+// same when the guard holds).
+func (d directInto) lower(partitions string) string {
+	if d.table == "" {
+		return `(SELECT coalesce(max(p.lo), 0) FROM ` + partitions + ` p WHERE p.lo <= h.next + $16::bigint - 1)`
+	}
+	return strconv.FormatInt(d.lo, 10) + `::bigint`
+}
+
+// lowerConst is lower where the statement looks for the group's ids below
+// it (see idsToCheck): head.lo for the routed statement, the constant for
+// one that inserts into the partition, so that the planner leaves that
+// partition and those ahead out of the look-up (on the log's first
+// partition, the whole look-up).
+func (d directInto) lowerConst() string {
 	if d.table == "" {
 		return "head.lo"
 	}

@@ -404,14 +404,14 @@ func fastAppendSQL(events, head, streams, partitions string, fn chainFuncs, d di
 	}
 	return `WITH head AS (
 		SELECT h.next, h.hash, h.start, ` + microsNow + ` AS at,
-			(SELECT coalesce(max(p.lo), 0) FROM ` + partitions + ` p WHERE p.lo <= h.next + $16::bigint - 1) AS lo
+			` + d.lower(partitions) + ` AS lo
 		FROM ` + head + ` h
 	), stale AS (
 		SELECT (SELECT count(*) FROM head, unnest($1::text[], $2::bigint[], $3::bigint[]) AS g(stream, last, skip)
 			WHERE (g.skip < head.lo OR g.skip < head.start)
 			AND coalesce(` + streamHeadBelow(events, streams, "head.start", "g.stream", d.below()) + `, -1) <> g.last)
 		+ (SELECT count(*) FROM head, ` + events + ` e WHERE cardinality($4::uuid[]) > 0
-			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= head.start AND e.position < ` + d.lower() + `)` + outside + ` AS n
+			AND e.id = ANY($4::uuid[]) AND e.position + 0 >= head.start AND e.position < ` + d.lowerConst() + `)` + outside + ` AS n
 	), hashes AS (
 		SELECT CASE WHEN stale.n = 0 THEN ` + fn.run + `(head.hash, head.next, head.at, $6::bigint[], $7::uuid[], $18::bytea[])
 			ELSE '{}'::bytea[] END AS hs
