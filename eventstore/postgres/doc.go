@@ -128,8 +128,14 @@
 // changes it for the partitions made from then on), listed in
 // log_partitions. The committers create the next partition ahead, once the
 // head has passed half of the last one, as a table of its own that they
-// then attach (which takes no lock that appends or reads wait for). An
-// existing unpartitioned table becomes the first partition as it is.
+// then attach (which takes no lock that appends or reads wait for), and
+// then drop its range CHECK (which only spares ATTACH a scan; migration 5).
+// An existing unpartitioned table becomes the first partition as it is.
+// The one-round-trip append inserts straight into the partition that holds
+// the head, with look-ups bounded by that partition's end, when the group
+// lies well inside it: the statement checks that under the lock and writes
+// nothing otherwise (the group is then decided the careful way, its rows
+// routed through events); near a bound it routes them (direct.go).
 //
 // PostgreSQL keeps UNIQUE (stream, version) and UNIQUE (id) per partition
 // only, so the store keeps the rest itself: a stream's first event enters
@@ -165,8 +171,8 @@
 //
 // Migration 1 (migrations/0001_log.sql) creates, in the store's schema,
 // events and log_head; migration 2 adds the chain, migration 3 the
-// partitions, migration 4 the function that hashes a group in one call.
-// The result:
+// partitions, migration 4 the function that hashes a group in one call,
+// migration 5 drops the partitions' range CHECKs. The result:
 //
 //	events (                                         -- PARTITION BY RANGE (position)
 //	    position       bigint      PRIMARY KEY,      -- 0-based, dense, commit order
