@@ -116,3 +116,56 @@ func exactOrNew(v int) eventstore.ExpectedVersion {
 	}
 	return eventstore.Exact(uint64(v - 1))
 }
+
+// TestDirectStatementGuard: the statement that inserts into a partition
+// writes nothing, and fails nothing, when the group's positions do not lie
+// in that partition: it answers as for a stale head (the committer then
+// decides the group the careful way), instead of leaving the partition's
+// bound to refuse the rows with an error that aborts the transaction.
+func TestDirectStatementGuard(t *testing.T) {
+	t.Parallel()
+	ctx := pgtest.Context(t)
+	schema := smallSchema(t, 100)
+	s := newStore(t, Options{Schema: schema, MaxBatch: 10})
+	for i := range 12 {
+		evs := make([]domain.Envelope, 10)
+		for j := range evs {
+			evs[j] = storetest.NewEvent("test.g", i*10+j)
+		}
+		mustAppendT(t, s, "guard", exactOrNew(i*10), evs...)
+	}
+	row := []domain.Envelope{storetest.NewEvent("test.g", 120)}
+	row[0].Stream, row[0].Version, row[0].Owner = "guard-new", 0, domain.OwnerAPI
+	params := fastParams([]string{"guard-new"}, []int64{-1}, []int64{-1}, nil, row, s.sql.channel)
+	binary := []int16{1}
+	conn, err := sharedPool.Get(t).Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	for _, c := range []struct {
+		into      directInto
+		stale, at int64
+	}{
+		{directInto{table: schema + ".events_0", name: "events_0", lo: 0, hi: 100}, 1, 120},       // the head lies past it
+		{directInto{table: schema + ".events_0", name: "events_0", lo: 0, hi: 200}, 1, 120},       // not the bounds log_partitions lists
+		{directInto{table: schema + ".events_100", name: "events_100", lo: 100, hi: 200}, 0, 121}, // the group fits: written
+	} {
+		sql := fastAppendSQL(s.sql.eventsTable, s.sql.headTable, s.sql.streamsTable, s.sql.partitions, s.sql.chain, c.into)
+		res := conn.Conn().PgConn().ExecParams(ctx, sql, params, nil, binary, binary).Read()
+		if res.Err != nil || len(res.Rows) != 1 {
+			t.Fatalf("into %s [%d, %d): %v, %d rows", c.into.name, c.into.lo, c.into.hi, res.Err, len(res.Rows))
+		}
+		var stale int64
+		if err := conn.Conn().TypeMap().Scan(res.FieldDescriptions[0].DataTypeOID, 1, res.Rows[0][0], &stale); err != nil {
+			t.Fatal(err)
+		}
+		var next int64
+		if err := conn.QueryRow(ctx, "SELECT next FROM "+schema+".log_head").Scan(&next); err != nil {
+			t.Fatal(err)
+		}
+		if stale != c.stale || next != c.at {
+			t.Fatalf("into %s [%d, %d): stale %d, head %d; want %d, %d", c.into.name, c.into.lo, c.into.hi, stale, next, c.stale, c.at)
+		}
+	}
+}

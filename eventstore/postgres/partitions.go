@@ -29,9 +29,9 @@ const DefaultPartitionSize = 1_000_000
 // partitions is what a Store knows of the partitions: enough to create the
 // next one in time.
 type partitions struct {
-	size atomic.Int64  // log_head.partition_size
-	end  atomic.Int64  // the end of the last partition
-	head atomic.Uint64 // log_head.next as the Store's last commit left it
+	size atomic.Int64                    // log_head.partition_size
+	end  atomic.Int64                    // the end of the last partition
+	head atomic.Uint64                   // log_head.next as the Store's last commit left it
 	list atomic.Pointer[[]livePartition] // log_partitions when last read, by lo
 }
 
