@@ -23,7 +23,8 @@ import (
 // the same bounds and that the group's positions lie in them; if not
 // (another Store moved the head across the bound, or a partition was
 // remade), it writes nothing, as for a stale head, and the group is decided
-// again the careful way, which routes its rows. PostgreSQL checks a row
+// again the careful way, which routes its rows; if the head it answers lies
+// outside the partition, the Store reads the partitions and the head again. PostgreSQL checks a row
 // inserted into a partition directly against the partition's bound as well,
 // so a row can never land outside it. Near a bound the routed statement is
 // used, so the careful way is taken only when another writer moved the head.

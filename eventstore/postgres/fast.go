@@ -129,7 +129,8 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 		return plan{}, true, fmt.Errorf("postgres: the append statement has %d parameters, want %d", len(c.append.ParamOIDs), len(params))
 	}
 	stmt, direct := c.append.Name, false
-	if target, ok := s.directTarget(len(p.rows)); ok {
+	target, fits := s.directTarget(len(p.rows))
+	if fits {
 		if name, err := s.directStatement(ctx, c, target); err == nil {
 			stmt, direct = name, true
 		} else if c.conn.PgConn().IsClosed() {
@@ -170,7 +171,9 @@ func (s *Store) fastCommit(ctx context.Context, c *committer, group []*request, 
 		return plan{}, true, err
 	}
 	if stale > 0 {
-		if direct { // maybe the group was not in that partition: see where the partitions are now
+		if direct && (int64(base) < target.lo || int64(base)+int64(len(p.rows)) > target.hi) {
+			// The head had left that partition (another Store moved it):
+			// see where the head and the partitions are now.
 			_ = s.loadPartitions(ctx, s.pool)
 		}
 		return plan{}, true, errStale
