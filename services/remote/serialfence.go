@@ -50,9 +50,9 @@ func (s *Service) fenceRun(ctx context.Context, ss *session, id string, attempt 
 func (s *Service) fence(ctx context.Context, ss *session, as ...*assignment) error {
 	now := time.Now()
 	s.mu.Lock()
-	inFlight := len(ss.assigned)
+	inFlight, known := len(ss.assigned), ss.state // never changed in place once set
 	s.mu.Unlock()
-	st, err := repository.SerialFence(ctx, s.cfg.Store, ss.name, ss.inc, inFlight)
+	st, err := repository.SerialFence(ctx, s.cfg.Store, ss.name, ss.inc, inFlight, known)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st != nil && (ss.state == nil || ss.state.Version() < st.Version()) {

@@ -186,7 +186,7 @@ type fixture struct {
 	rs    *remote.Service
 }
 
-func newFixture(t *testing.T, single bool) *fixture {
+func newFixture(t testing.TB, single bool) *fixture {
 	t.Helper()
 	mem := memstore.New(memstore.Options{})
 	var store eventstore.Store = mem
@@ -225,7 +225,7 @@ func (l lagging) Subscribe(ctx context.Context, from uint64, filter eventstore.F
 	})
 }
 
-func (f *fixture) register(t *testing.T) remote.Session {
+func (f *fixture) register(t testing.TB) remote.Session {
 	t.Helper()
 	op, err := f.rs.Register(context.Background(), remote.Registration{Name: "w1", Runners: []string{"my.job"}, Slots: 4}, "127.0.0.1")
 	if err != nil {
@@ -239,7 +239,7 @@ func (f *fixture) register(t *testing.T) remote.Session {
 }
 
 // request writes execution id's request of action "act", as the API would.
-func (f *fixture) request(t *testing.T, id string) {
+func (f *fixture) request(t testing.TB, id string) {
 	t.Helper()
 	req, err := domain.NewExecution(id).Request(domain.ExecutionRequested{Action: "act"})
 	if err != nil {
@@ -255,7 +255,7 @@ func (f *fixture) request(t *testing.T, id string) {
 }
 
 // hand grants execution id and hands it to w1's incarnation inc, as executor-1 would.
-func (f *fixture) hand(t *testing.T, id, inc string) {
+func (f *fixture) hand(t testing.TB, id, inc string) {
 	t.Helper()
 	p := domain.Policy{Ref: "act", Runner: "my.job"}.WithDefaults()
 	for _, step := range []repository.Decide{
@@ -269,7 +269,7 @@ func (f *fixture) hand(t *testing.T, id, inc string) {
 }
 
 // pollFor polls until the session was handed every one of ids.
-func (f *fixture) pollFor(t *testing.T, ss remote.Session, ids ...string) {
+func (f *fixture) pollFor(t testing.TB, ss remote.Session, ids ...string) {
 	t.Helper()
 	seen := map[string]bool{}
 	deadline := time.Now().Add(10 * time.Second)
@@ -308,7 +308,7 @@ func (f *fixture) staleVerdictRefused(t *testing.T, stale *domain.Worker) {
 	}
 }
 
-func (f *fixture) head(t *testing.T) uint64 {
+func (f *fixture) head(t testing.TB) uint64 {
 	t.Helper()
 	h, err := f.store.Head(context.Background())
 	if err != nil {
@@ -317,7 +317,7 @@ func (f *fixture) head(t *testing.T) uint64 {
 	return h
 }
 
-func (f *fixture) events(t *testing.T, stream string) []domain.Envelope {
+func (f *fixture) events(t testing.TB, stream string) []domain.Envelope {
 	t.Helper()
 	evs, err := f.store.ReadStream(context.Background(), stream, 0, 100)
 	if err != nil {
@@ -326,7 +326,7 @@ func (f *fixture) events(t *testing.T, stream string) []domain.Envelope {
 	return evs
 }
 
-func (f *fixture) types(t *testing.T, stream string) []string { return typesOf(f.events(t, stream)) }
+func (f *fixture) types(t testing.TB, stream string) []string { return typesOf(f.events(t, stream)) }
 
 func typesOf(evs []domain.Envelope) []string {
 	out := make([]string, len(evs))

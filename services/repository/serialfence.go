@@ -36,8 +36,11 @@ import (
 
 // SerialFence appends worker id's worker.heartbeat for incarnation inc
 // (holding inFlight executions) at the version of the worker stream it
-// reads now, afresh: call it only once the handoffs it fences are in the
-// log (delivered to the worker), so that the heartbeat lands after them.
+// reads now, afresh, to its end: call it only once the handoffs it fences
+// are in the log (delivered to the worker), so that the heartbeat lands
+// after them. known, if not nil, is a state of the stream the caller read
+// before (it is not changed): only the events after it are read, so a
+// fence costs the same however long the stream has grown.
 // A run whose first write follows a nil error cannot be overtaken by a
 // lost verdict its executor did not abandon it under (see the file's
 // comment). It returns the worker's state after the heartbeat, or, with a
@@ -50,8 +53,14 @@ import (
 // same event (its id derives from the version): the second is a replay of
 // the first, which landed after both reads, so after the handoffs both
 // fence. Otherwise the second lands after the first.
-func SerialFence(ctx context.Context, store eventstore.Store, id, inc string, inFlight int) (*domain.Worker, error) {
-	return UpdateWorker(ctx, store, id, domain.OwnerWorker, id, nil, func(w *domain.Worker) (domain.Event, error) {
+func SerialFence(ctx context.Context, store eventstore.Store, id, inc string, inFlight int, known *domain.Worker) (*domain.Worker, error) {
+	// Never append at known's version without this read: a heartbeat there
+	// may be a replay of one that landed before the handoff.
+	st, err := CatchUpWorker(ctx, store, id, known)
+	if err != nil {
+		return nil, err
+	}
+	return UpdateWorker(ctx, store, id, domain.OwnerWorker, id, st, func(w *domain.Worker) (domain.Event, error) {
 		return w.Heartbeat(inc, inFlight)
 	})
 }

@@ -24,12 +24,15 @@ func (r *Run) serialFence(ctx context.Context) error {
 	w := r.w
 	now := w.cfg.Clock.Now()
 	w.mu.Lock()
-	inFlight := len(w.running)
+	inFlight, known := len(w.running), w.state // never changed in place once set
+	if w.incarnation != r.inc {
+		known = nil
+	}
 	w.mu.Unlock()
-	// The worker stream is read afresh (not the worker's own copy of it),
-	// after the handoff was delivered, so the heartbeat lands after the
-	// handoff in the log.
-	st, err := repository.SerialFence(ctx, w.cfg.Store, w.cfg.ID, r.inc, inFlight)
+	// The worker stream is read afresh to its end (from the worker's own
+	// copy of it on), after the handoff was delivered, so the heartbeat
+	// lands after the handoff in the log.
+	st, err := repository.SerialFence(ctx, w.cfg.Store, w.cfg.ID, r.inc, inFlight, known)
 	if err != nil {
 		if st != nil && !repository.Unavailable(err) {
 			w.setState(r.inc, st) // the log's state: it says why
