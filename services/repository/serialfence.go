@@ -41,6 +41,7 @@ import (
 // after them. known, if not nil, is a state of the stream the caller read
 // before (it is not changed): only the events after it are read, so a
 // fence costs the same however long the stream has grown.
+//
 // A run whose first write follows a nil error cannot be overtaken by a
 // lost verdict its executor did not abandon it under (see the file's
 // comment). It returns the worker's state after the heartbeat, or, with a
