@@ -16,6 +16,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/embedded"
+	"github.com/turnstile/turnstile/internal/archivetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/crashpoint"
 )
@@ -162,10 +163,7 @@ func TestArchiveCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Close()
-	arch, err := archive.Open(archDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	arch := archivetest.Open(t, archDir)
 	h := archive.History{Archive: arch, Live: live}
 	first, _, err := live.Start(ctx)
 	if err != nil {
