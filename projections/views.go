@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -183,11 +184,18 @@ func (v *Views) evictOverflow() {
 	if v.retain == 0 {
 		return
 	}
-	for len(v.ended)-v.endedHead > v.retain {
+	v.forgetEnded(v.retain, math.MaxUint64)
+}
+
+// forgetEnded forgets ended executions, oldest first, while more than keep
+// are remembered; it stops at the first one whose last event is at or after
+// before, or that HoldFrom holds (the ones after it ended later still).
+func (v *Views) forgetEnded(keep int, before uint64) {
+	for len(v.ended)-v.endedHead > keep {
 		id := v.ended[v.endedHead]
 		rec := v.execs.Get(id)
-		if rec != nil && v.holding && rec.pos >= v.holdFrom {
-			break // held (HoldFrom); the ones after it ended later still
+		if rec != nil && (rec.pos >= before || v.holding && rec.pos >= v.holdFrom) {
+			break
 		}
 		v.ended[v.endedHead] = ""
 		v.endedHead++

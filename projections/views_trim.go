@@ -51,27 +51,5 @@ func ViewsFromCheckpoint(sn *StateSnapshot) *Views {
 func (v *Views) ForgetBefore(pos uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for v.endedHead < len(v.ended) {
-		id := v.ended[v.endedHead]
-		rec := v.execs.Get(id)
-		if rec != nil && (rec.pos >= pos || v.holding && rec.pos >= v.holdFrom) {
-			break // ended in terminal-event order: the rest ended later
-		}
-		v.ended[v.endedHead] = ""
-		v.endedHead++
-		if rec != nil {
-			v.execs.Remove(id)
-			v.order[rec.seq] = ""
-			v.holes++
-			v.evictedAll++
-		}
-	}
-	if v.endedHead > 1024 && v.endedHead*2 > len(v.ended) {
-		n := copy(v.ended, v.ended[v.endedHead:])
-		clear(v.ended[n:])
-		v.ended, v.endedHead = v.ended[:n], 0
-	}
-	if v.holes > 1024 && v.holes*2 > len(v.order) {
-		v.compactOrder()
-	}
+	v.forgetEnded(0, pos)
 }
