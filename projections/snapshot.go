@@ -265,8 +265,11 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 // RestoreViews returns the read model sn describes, keeping every execution
 // in it (call Retain to bound it again). The read model keeps sn's records
 // themselves; restoring sn again copies them.
-func RestoreViews(sn *ViewsSnapshot) *Views {
-	v := NewViews()
+func RestoreViews(sn *ViewsSnapshot) *Views { return restoreViews(sn, changeRingSize) }
+
+// restoreViews is RestoreViews with a ring of ringSize recent changes.
+func restoreViews(sn *ViewsSnapshot, ringSize int) *Views {
+	v := newViews(ringSize)
 	n := sn.Executions.Len()
 	v.order = make([]string, 0, n)
 	v.execs = newRecIndex(&v.order, n)
