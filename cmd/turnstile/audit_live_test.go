@@ -23,17 +23,35 @@ import (
 	"github.com/turnstile/turnstile/services/node"
 )
 
-// TestAuditTrimmedLiveLog: on an embedded log the archiver trimmed behind
-// its checkpoints, `turnstile audit` without --archive audits the live log
+// TestAuditTrimmedLiveLog: on an embedded log (and a PostgreSQL one, when a
+// database is configured) the archiver trimmed behind its checkpoints, `turnstile audit` without --archive audits the live log
 // from the oldest checkpoint at or after its start, says so and what it
 // could not judge, and is clean; --archive still audits the whole history.
 // An event written after the checkpoint that breaks the handoff rule (a
 // second end of an execution that ended in the live log) is found by both.
 func TestAuditTrimmedLiveLog(t *testing.T) {
+	t.Run("embedded", func(t *testing.T) {
+		dir := t.TempDir()
+		auditTrimmedLiveLog(t, []string{"--data", dir}, func() (eventstore.Store, error) {
+			return embedded.Open(filepath.Join(dir, "log"), embedded.Options{})
+		})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		storeURL := pgFreshSchemaURL(t)
+		if code, out := runCmd(t, "migrate", "--store", storeURL); code != 0 {
+			t.Fatalf("migrate: %s", out)
+		}
+		auditTrimmedLiveLog(t, []string{"--store", storeURL}, func() (eventstore.Store, error) {
+			s, _, err := openStore(storeURL, "")
+			return s, err
+		})
+	})
+}
+
+func auditTrimmedLiveLog(t *testing.T, where []string, open func() (eventstore.Store, error)) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	archDir := filepath.Join(dir, "archive")
-	store, err := embedded.Open(filepath.Join(dir, "log"), embedded.Options{})
+	archDir := filepath.Join(t.TempDir(), "archive")
+	store, err := open()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +80,7 @@ func TestAuditTrimmedLiveLog(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	nd.Stop()
-	first, _, err := store.Start(ctx)
+	first, _, err := store.(eventstore.Trimmer).Start(ctx)
 	if err != nil || first == 0 {
 		t.Fatalf("live log from %d: %v", first, err)
 	}
@@ -90,7 +108,7 @@ func TestAuditTrimmedLiveLog(t *testing.T) {
 
 	runAudit := func(args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
-		code := run(ctx, append([]string{"audit", "--data", dir}, args...), &out, &errb)
+		code := run(ctx, append(append([]string{"audit"}, where...), args...), &out, &errb)
 		return code, out.String(), errb.String()
 	}
 	code, out, errs := runAudit()
@@ -108,7 +126,7 @@ func TestAuditTrimmedLiveLog(t *testing.T) {
 	}
 
 	// A second end of the execution, after the checkpoint.
-	store, err = embedded.Open(filepath.Join(dir, "log"), embedded.Options{})
+	store, err = open()
 	if err != nil {
 		t.Fatal(err)
 	}
