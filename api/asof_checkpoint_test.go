@@ -31,7 +31,8 @@ import (
 // queue_stats and queue, and each execution's state (also of executions
 // live at the checkpoint, whose streams began before it), exactly as a
 // fold of archive + live log from position 0 gives them; as_of before the
-// live log's start and its first checkpoint is still 410.
+// live log's start and its first checkpoint is still 410. GET
+// /api/v1/audit audits the live log alone from its checkpoint, saying so.
 func TestAsOfAfterTheLiveLogsStart(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -134,6 +135,12 @@ func TestAsOfAfterTheLiveLogsStart(t *testing.T) {
 				t.Fatalf("execution %s as of %d: %d %s; archive + live log: found %v %+v", id, at, code, body, found, wantX)
 			}
 		}
+	}
+	// The audit of the live log alone, from its checkpoint.
+	var verdict wire.AuditVerdict
+	e.mustJSON("GET", "/api/v1/audit", nil, http.StatusOK, &verdict)
+	if !verdict.OK || verdict.From == nil || verdict.From.Checkpoint < first || verdict.From.LiveStart != first || len(verdict.From.NotJudged) == 0 {
+		t.Fatalf("GET /api/v1/audit on the trimmed live log: %+v %+v", verdict, verdict.From)
 	}
 	if live == 0 {
 		t.Fatal("no execution was live at a checkpoint with its stream begun before the live log: the test proves nothing about them")
