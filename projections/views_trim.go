@@ -13,11 +13,16 @@ import (
 
 // ViewsFromCheckpoint returns the read model of a checkpoint's state: every
 // execution live at the checkpoint, in request order, with the state's
-// queues, workers and actions. What the checkpoint does not hold starts
-// empty: the executions that had ended before it (the archive serves them)
-// and the actions' statistics (counted again from the checkpoint on).
-func ViewsFromCheckpoint(sn *StateSnapshot) *Views {
-	v := RestoreViews(&ViewsSnapshot{State: *sn})
+// queues, workers, actions and the actions' statistics (counted from
+// position 0, or, from a checkpoint of a build that kept none, from the
+// checkpoint: State.StatsFrom). What the checkpoint does not hold starts
+// empty: the executions that had ended before it (the archive serves them).
+func ViewsFromCheckpoint(sn *StateSnapshot) *Views { return viewsFromCheckpoint(sn, changeRingSize) }
+
+// viewsFromCheckpoint is ViewsFromCheckpoint with a ring of ringSize
+// recent changes.
+func viewsFromCheckpoint(sn *StateSnapshot, ringSize int) *Views {
+	v := restoreViews(&ViewsSnapshot{State: *sn}, ringSize)
 	type live struct {
 		id  string
 		req int64
