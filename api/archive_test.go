@@ -98,6 +98,12 @@ func TestArchivedExecutionsAnswer(t *testing.T) {
 	if then.ID != ids[0] || then.Status != "running" || then.Version != before.Version-1 {
 		t.Fatalf("as_of across the archive: %+v", then)
 	}
+	// The audit reads archive + live log: the whole history.
+	var verdict wire.AuditVerdict
+	e.mustJSON("GET", "/api/v1/audit", nil, http.StatusOK, &verdict)
+	if !verdict.OK || verdict.From != nil || verdict.Ended < len(ids) {
+		t.Fatalf("GET /api/v1/audit with an archive: %+v", verdict)
+	}
 	// The live log goes on after the trim.
 	id := e.request("arch.echo", map[string]any{"i": 4})
 	e.waitStatus(id, domain.StatusCompleted)

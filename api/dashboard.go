@@ -98,6 +98,9 @@ func (s *Server) audit(w http.ResponseWriter, r *http.Request) {
 	out := wire.AuditVerdict{OK: rep.OK(), Events: rep.Events, Executions: rep.Executions, Ended: rep.Ended, Open: len(rep.Open),
 		Grants: rep.Grants, ByStatus: rep.ByStatus, Violations: make([]wire.AuditViolation, 0, len(rep.Violations)),
 		Seconds: time.Since(start).Seconds()}
+	if f := rep.From; f != nil {
+		out.From = &wire.AuditFrom{LiveStart: f.LiveStart, Checkpoint: f.Checkpoint, NotJudged: f.NotJudged}
+	}
 	for _, v := range rep.Violations {
 		out.Violations = append(out.Violations, wire.AuditViolation{Position: v.Position, Stream: v.Stream, Type: v.Type,
 			Rule: v.Rule, Detail: v.Detail, Principal: v.Principal})

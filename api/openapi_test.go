@@ -267,6 +267,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		"WorkerInfo":    projections.WorkerView{},
 		"Event":         domain.Envelope{},
 		"LogStatus":     wire.LogStatus{},
+		"AuditVerdict":  wire.AuditVerdict{},
 		// The worker protocol's documents.
 		"WorkerRegister":     wire.WorkerRegister{},
 		"WorkerSession":      wire.WorkerSession{},

@@ -132,6 +132,14 @@ func (w *Worker) Owe(incarnation string, at time.Time) {
 	w.owedSince = at
 }
 
+// LeaseLapsed reports whether the incarnation owes the log a sign of life
+// (Owe) since at least lease before now: the condition DeclareLost needs
+// without force, for callers that look before they decide.
+func (w *Worker) LeaseLapsed(now time.Time, lease time.Duration) bool {
+	since, owes := w.OwedSince()
+	return owes && now.Sub(since) >= lease
+}
+
 // DeclareLost decides that the current incarnation is gone: it owes the log a
 // sign of life (Owe) since at least lease before now, or force says the
 // executor knows it is gone (the previous run of an in-process worker). The
@@ -149,7 +157,7 @@ func (w *Worker) DeclareLost(now time.Time, lease time.Duration, force bool, rea
 	if !owes {
 		return WorkerLost{}, fmt.Errorf("worker %s holds nothing and was handed nothing since %s: %w", w.id, w.lastSeen.Format(time.RFC3339Nano), ErrLeaseNotExpired)
 	}
-	if now.Sub(since) < lease {
+	if !w.LeaseLapsed(now, lease) {
 		return WorkerLost{}, fmt.Errorf("worker %s owes a sign of life since %s: %w", w.id, since.Format(time.RFC3339Nano), ErrLeaseNotExpired)
 	}
 	ev.OwedSince, ev.LeaseMillis = since, lease.Milliseconds()

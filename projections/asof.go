@@ -43,8 +43,14 @@ func (c Cut) Includes(env *domain.Envelope) bool {
 // ExecutionAsOf folds execution id's stream up to the cut. found is false
 // when the execution had not been requested by then.
 func ExecutionAsOf(ctx context.Context, store eventstore.Store, id string, cut Cut) (view ExecutionView, found bool, err error) {
-	x := domain.NewExecution(id)
-	from := uint64(0)
+	return foldExecution(ctx, store, domain.NewExecution(id), 0, 0, cut)
+}
+
+// foldExecution folds x's stream from version from up to the cut into x;
+// pos is the position of x's last event before from.
+func foldExecution(ctx context.Context, store eventstore.Store, x *domain.Execution, from, pos uint64, cut Cut) (view ExecutionView, found bool, err error) {
+	id := x.ID()
+	view.Position = pos
 	for {
 		batch, err := store.ReadStream(ctx, domain.ExecutionStream(id), from, 1000)
 		if err != nil {

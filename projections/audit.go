@@ -37,6 +37,9 @@ type AuditReport struct {
 	// names the events' metadata records).
 	Principals map[string]int `json:"principals,omitempty"`
 	Violations []Violation    `json:"violations"`
+	// From is set on an audit of a trimmed live log alone (AuditLive): where
+	// it started, and what it could not judge.
+	From *AuditStart `json:"from,omitempty"`
 }
 
 // OK reports whether no rule was broken.
@@ -77,6 +80,12 @@ const MaxViolations = 10_000
 // not nil, is called with the position
 // reached now and then.
 func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64)) (*AuditReport, error) {
+	return audit(ctx, store, nil, progress)
+}
+
+// audit is Audit from position 0 (base nil) or from a checkpoint
+// (AuditLive).
+func audit(ctx context.Context, store eventstore.Store, base *auditBase, progress func(pos uint64)) (*AuditReport, error) {
 	rep := &AuditReport{ByStatus: map[string]int{}}
 	execs := map[string]*domain.Execution{}
 	queues := domain.NewQueues()
@@ -103,7 +112,15 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 	if err != nil {
 		return rep, fmt.Errorf("audit: %w", err)
 	}
-	from := uint64(0)
+	from, foldFrom := uint64(0), uint64(0)
+	if base != nil {
+		queues = base.seed(execs, granted, fans, lost, serves, who, cancels, leases)
+		from, foldFrom, chain.prev = base.first, base.sn.Next, base.prev
+		if cps != nil {
+			cps.startAt(base.sn, base.prev)
+		}
+		rep.From = &base.start
+	}
 	for {
 		batch, err := store.ReadAll(ctx, from, 4096)
 		if err != nil {
@@ -120,6 +137,9 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			principal = ""
 			if detail := chain.check(env); detail != "" {
 				add(env, RuleChain, detail)
+			}
+			if env.Position < foldFrom {
+				continue // before the checkpoint the audit starts at: the chain only
 			}
 			ev, err := codec.Events.Decode(env)
 			if err != nil {
@@ -147,6 +167,10 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 				}
 			case domain.QueueGranted:
 				_, ref := domain.SplitStream(env.Stream)
+				if base != nil && execs[e.Execution] == nil {
+					base.start.Unjudged++ // of an execution ended before the checkpoint (void) or never requested
+					break
+				}
 				if x := execs[e.Execution]; x != nil && x.Status().Terminal() && !granted[e.Execution] {
 					rep.VoidGrants++ // it lost a race with the execution's end: it takes no slot
 					break
@@ -182,7 +206,8 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 			}
 			if cat == domain.StreamExecution {
 				x := execs[id]
-				if x == nil {
+				unknown := x == nil
+				if unknown {
 					x = domain.NewExecution(id)
 					execs[id] = x
 				}
@@ -192,7 +217,11 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 					if errors.As(err, &re) {
 						rule = re.Rule
 					}
-					add(env, rule, err.Error())
+					detail := err.Error()
+					if unknown && base != nil {
+						detail += fmt.Sprintf(" (not live at the checkpoint at %d the audit starts from: it ended before it, or was never requested)", base.sn.Next)
+					}
+					add(env, rule, detail)
 					continue // a refused event is not folded: the rest is judged on the lawful history
 				}
 				if _, ok := ev.(domain.ExecutionScheduling); ok && !granted[id] {

@@ -81,13 +81,18 @@ func (w logWriter) run(id, worker string) {
 	w.put(domain.ExecutionStream(id), domain.OwnerWorker, worker, domain.ExecutionCompleted{})
 }
 
-func TestAuditFindsEachKindOfViolation(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name  string
-		write func(w logWriter)
-		rule  string
-	}{
+// auditCase is a log written by a buggy or malicious writer, and the rule
+// the audit finds it breaks ("" for none).
+type auditCase struct {
+	name  string
+	write func(w logWriter)
+	rule  string
+}
+
+// auditCases returns the logs TestAuditFindsEachKindOfViolation audits
+// (TestAuditLiveFromACheckpoint audits them from every position).
+func auditCases() []auditCase {
+	return []auditCase{
 		{"clean log", func(w logWriter) {
 			w.action("a", 1)
 			w.request("e1", "a")
@@ -335,7 +340,11 @@ func TestAuditFindsEachKindOfViolation(t *testing.T) {
 			}
 		}, "decode"},
 	}
-	for _, tc := range cases {
+}
+
+func TestAuditFindsEachKindOfViolation(t *testing.T) {
+	t.Parallel()
+	for _, tc := range auditCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			store := memstore.New(memstore.Options{})

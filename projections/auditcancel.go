@@ -23,10 +23,11 @@ const RuleCancelInProgress = "cancel_in_progress"
 type auditCancels struct {
 	full    map[string]uint64 // ref + "\x00" + key → the last position at which the condition held
 	granted map[string]uint64 // execution → the position of its queue.granted
+	before  map[string]bool   // executions granted before an audit's checkpoint: not judged
 }
 
 func newAuditCancels() *auditCancels {
-	return &auditCancels{full: map[string]uint64{}, granted: map[string]uint64{}}
+	return &auditCancels{full: map[string]uint64{}, granted: map[string]uint64{}, before: map[string]bool{}}
 }
 
 // cancelInProgressDue reports whether the condition holds in queue q for
@@ -46,7 +47,7 @@ func cancelInProgressDue(q *domain.Queue, key string) bool {
 // is applied to x, after every earlier event was folded into qs), "" if
 // nothing.
 func (a *auditCancels) check(qs *domain.Queues, env *domain.Envelope, id string, x *domain.Execution, ev domain.Event) string {
-	if _, ok := ev.(domain.ExecutionCancelRequested); !ok || env.Owner != domain.OwnerExecutor || x.Parent() != "" {
+	if _, ok := ev.(domain.ExecutionCancelRequested); !ok || env.Owner != domain.OwnerExecutor || x.Parent() != "" || a.before[id] {
 		return ""
 	}
 	ref, key, granted, ok := qs.Locate(id)

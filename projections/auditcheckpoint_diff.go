@@ -60,6 +60,9 @@ func diffSnapshots(a, b *StateSnapshot) string {
 	if len(a.Queues.Queues) != len(b.Queues.Queues) {
 		return fmt.Sprintf("queues: %d and %d", len(a.Queues.Queues), len(b.Queues.Queues))
 	}
+	if a.statsFrom() != b.statsFrom() {
+		return fmt.Sprintf("statistics counted from %d and %d", a.statsFrom(), b.statsFrom())
+	}
 	for _, d := range []string{
 		diffList("pending rejections", a.Queues.Pending, b.Queues.Pending, func(r domain.Rejection) string { return r.Execution }),
 		diffList("changed queues", a.Queues.Changed, b.Queues.Changed, func(s string) string { return s }),
@@ -71,6 +74,7 @@ func diffSnapshots(a, b *StateSnapshot) string {
 		diffList("unscheduled", a.Unscheduled, b.Unscheduled, func(u UnscheduledSnapshot) string { return u.Execution }),
 		diffList("announced", a.Announced, b.Announced, func(x AnnouncedSnapshot) string { return x.Ref }),
 		diffList("schedules", a.Schedules, b.Schedules, func(x ScheduleSnapshot) string { return x.Ref }),
+		diffList("statistics", a.Stats, b.Stats, func(x StatsSnapshot) string { return x.Ref }),
 	} {
 		if d != "" {
 			return d

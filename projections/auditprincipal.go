@@ -17,10 +17,11 @@ const RulePrincipal = "principal"
 type auditPrincipals struct {
 	requester map[string]string // execution id → the principal that requested it ("": none recorded)
 	counts    map[string]int
+	unknown   map[string]bool // executions requested before an audit's checkpoint (and their children): not judged
 }
 
 func newAuditPrincipals() *auditPrincipals {
-	return &auditPrincipals{requester: map[string]string{}, counts: map[string]int{}}
+	return &auditPrincipals{requester: map[string]string{}, counts: map[string]int{}, unknown: map[string]bool{}}
 }
 
 // check judges env (a decoded event of category cat and stream id id) by
@@ -42,10 +43,13 @@ func (a *auditPrincipals) check(env *domain.Envelope, ev domain.Event, cat, id s
 		by := p.Name
 		if e.Parent != "" && !ok {
 			by = a.requester[e.Parent]
+			if a.unknown[e.Parent] {
+				a.unknown[id] = true
+			}
 		}
 		a.requester[id] = by
 	case domain.ExecutionCancelRequested:
-		if ok && p.OwnExecutionsOnly() && a.requester[id] != p.Name {
+		if ok && p.OwnExecutionsOnly() && a.requester[id] != p.Name && !a.unknown[id] {
 			by := a.requester[id]
 			if by == "" {
 				by = "no recorded principal"

@@ -106,12 +106,12 @@ func (v *Views) StatsSince(from uint64, action string, max int) ([]QueueStats, u
 	}
 	var out []QueueStats
 	next := v.sinceLocked(from, kindStats, max, func(key string, pos uint64) {
-		if s := v.stats[key]; s != nil && s.pos == pos && defined(key) {
+		if s := v.st.stats[key]; s != nil && s.pos == pos && defined(key) {
 			out = append(out, v.statsLocked(key))
 		}
 	}, func() []keyPos {
 		var all []keyPos
-		for ref, s := range v.stats {
+		for ref, s := range v.st.stats {
 			if s.pos >= from && defined(ref) {
 				all = append(all, keyPos{ref, s.pos})
 			}

@@ -212,6 +212,27 @@ func TestAuditChecksCheckpoints(t *testing.T) {
 			prev[0] ^= 1
 			return sn, prev
 		}, projections.RuleCheckpoint},
+
+		{"other statistics", func(_ []domain.Envelope, sn *projections.StateSnapshot, prev domain.Hash) (*projections.StateSnapshot, domain.Hash) {
+			sn.Stats[len(sn.Stats)-1].Enqueued++
+			return sn, prev
+		}, projections.RuleCheckpoint},
+		{"statistics of another start", func(_ []domain.Envelope, sn *projections.StateSnapshot, prev domain.Hash) (*projections.StateSnapshot, domain.Hash) {
+			sn.StatsFrom = 1 // counted from elsewhere: not judged
+			sn.Stats[len(sn.Stats)-1].Enqueued++
+			return sn, prev
+		}, ""},
+		{"an older build's", func(_ []domain.Envelope, sn *projections.StateSnapshot, prev domain.Hash) (*projections.StateSnapshot, domain.Hash) {
+			sn.Stats, sn.StatsKept = nil, false // no statistics: the rest is judged
+			return sn, prev
+		}, ""},
+		{"an older build's of another state", func(evs []domain.Envelope, sn *projections.StateSnapshot, prev domain.Hash) (*projections.StateSnapshot, domain.Hash) {
+			st := projections.RestoreState(sn)
+			_ = st.Apply(&evs[sn.Next])
+			lie := st.Snapshot()
+			lie.Next, lie.Stats, lie.StatsKept = sn.Next, nil, false
+			return lie, prev
+		}, projections.RuleCheckpoint},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -243,6 +264,9 @@ func TestAuditChecksCheckpoints(t *testing.T) {
 			}
 			if tc.name == "another state" && !strings.Contains(rep.Violations[0].Detail, "first difference (checkpoint, fold): ") {
 				t.Fatalf("the violation does not say where: %s", rep.Violations[0].Detail)
+			}
+			if tc.name == "other statistics" && !strings.Contains(rep.Violations[0].Detail, "first difference (checkpoint, fold): statistics[") {
+				t.Fatalf("the violation does not name the statistics: %s", rep.Violations[0].Detail)
 			}
 			t.Log(rep.Violations)
 		})

@@ -43,7 +43,7 @@ func (v *Views) CurrentExecutions(action string) (pages func(max int) []Executio
 func (v *Views) CurrentStats(action string) (pages func(max int) []QueueStats, next uint64) {
 	v.mu.RLock()
 	var keys []keyPos
-	for ref, s := range v.stats {
+	for ref, s := range v.st.stats {
 		if a := v.st.Actions[ref]; a != nil && a.Defined() && (action == "" || ref == action) {
 			keys = append(keys, keyPos{ref, s.pos})
 		}
@@ -58,7 +58,7 @@ func (v *Views) CurrentStats(action string) (pages func(max int) []QueueStats, n
 		for len(keys) > 0 && len(out) < max {
 			kp := keys[0]
 			keys = keys[1:]
-			if s := v.stats[kp.key]; s != nil && s.pos == kp.pos {
+			if s := v.st.stats[kp.key]; s != nil && s.pos == kp.pos {
 				out = append(out, v.statsLocked(kp.key))
 			}
 		}

@@ -85,7 +85,10 @@ func (v *Views) AwaitHead(ctx context.Context, store eventstore.Store) {
 
 // At returns the caught-up live views when asOf is "", else a fold of the
 // log up to asOf (a log position or an RFC 3339 time; anything else is
-// ErrInvalidQuery): a full read of the log up to it, an audit query.
+// ErrInvalidQuery), an audit query: from the newest checkpoint of the live
+// log at or before asOf (so it answers past the live log's start without
+// an archive), else from position 0 (ErrArchived before the live log's
+// start without an archive).
 func (q *Queries) At(ctx context.Context, asOf string) (*Views, error) {
 	if asOf == "" {
 		return q.CaughtUp(ctx), nil
@@ -94,7 +97,7 @@ func (q *Queries) At(ctx context.Context, asOf string) (*Views, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := ViewsAsOf(ctx, q.past(), cut)
+	v, err := viewsAsOf(ctx, q.store, q.past(), cut)
 	return v, storeError(err)
 }
 
@@ -133,13 +136,30 @@ func (q *Queries) Execution(ctx context.Context, id string) (view ExecutionView,
 }
 
 // ExecutionAt returns an execution's state as of asOf (see At), folded from
-// its stream. found is false when it had not been requested by then.
+// its stream (archive + live log with an archive). Without an archive, on a
+// live log that starts after position 0, an execution live at the newest
+// checkpoint at or before asOf starts from its state there
+// (executionAsOfTrimmed), and an asOf before the live log's first usable
+// checkpoint is ErrArchived. found is false when it had not been requested
+// by then (or, without an archive, ended before the live log's start).
 func (q *Queries) ExecutionAt(ctx context.Context, id, asOf string) (view ExecutionView, found bool, err error) {
 	cut, err := parseCut(asOf)
 	if err != nil {
 		return ExecutionView{}, false, err
 	}
-	v, found, err := ExecutionAsOf(ctx, q.past(), id, cut)
+	fold := ExecutionAsOf
+	if t, ok := q.store.(eventstore.Trimmer); ok && q.history == nil {
+		first, _, err := t.Start(ctx)
+		if err != nil {
+			return ExecutionView{}, false, storeError(err)
+		}
+		if first > 0 {
+			fold = func(ctx context.Context, store eventstore.Store, id string, cut Cut) (ExecutionView, bool, error) {
+				return executionAsOfTrimmed(ctx, store, id, cut, first)
+			}
+		}
+	}
+	v, found, err := fold(ctx, q.past(), id, cut)
 	if eventstoreNotFound(err) {
 		return ExecutionView{}, false, nil
 	}

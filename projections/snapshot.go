@@ -31,6 +31,17 @@ type StateSnapshot struct {
 	Unscheduled []UnscheduledSnapshot // by execution id
 	Announced   []AnnouncedSnapshot   // by action ref
 	Schedules   []ScheduleSnapshot    // by ref
+
+	// Every action's statistics (by ref), counted from position StatsFrom
+	// (0: the whole log; see State.StatsFrom). StatsKept is true in every
+	// snapshot this build writes: a snapshot or checkpoint of a build
+	// before it decodes with StatsKept false and no statistics, which then
+	// count from its Next. The fields are tagged "added": the type's
+	// fingerprint without them is the older build's, whose snapshots and
+	// checkpoints still decode (snapshotfile.go).
+	Stats     []StatsSnapshot `snapshot:"added"`
+	StatsFrom uint64          `snapshot:"added"`
+	StatsKept bool            `snapshot:"added"`
 }
 
 // The large lists of a snapshot (every waiter, every execution record) are
@@ -130,7 +141,8 @@ type AnnouncedSnapshot struct {
 // Snapshot returns the state's content. It may be encoded while s goes on
 // folding: what it shares with s is never changed in place.
 func (s *State) Snapshot() *StateSnapshot {
-	sn := &StateSnapshot{Next: s.Next, Queues: QueuesSnapshot{s.Queues.Snapshot()}, Attention: slices.Sorted(maps.Keys(s.Attention))}
+	sn := &StateSnapshot{Next: s.Next, Queues: QueuesSnapshot{s.Queues.Snapshot()}, Attention: slices.Sorted(maps.Keys(s.Attention)),
+		Stats: s.snapshotStats(), StatsFrom: s.statsFrom, StatsKept: true}
 	for _, id := range s.WorkerIDs() {
 		w := s.Workers[id]
 		sn.Workers = append(sn.Workers, WorkerStateSnapshot{Worker: w.Snapshot(), InFlight: slices.Sorted(maps.Keys(w.InFlight))})
@@ -188,18 +200,22 @@ func RestoreState(sn *StateSnapshot) *State {
 	for _, a := range sn.Announced {
 		s.Announced[a.Ref] = a.Announcement
 	}
+	s.restoreStats(sn.Stats)
+	s.statsFrom = sn.statsFrom()
 	return s
 }
 
 // ViewsSnapshot is a Views' whole content: its State (which holds the live
-// executions), every execution in request order with the position of its
-// last event, and every action's statistics. The feed of changes is not
-// kept: after a restore, feeds that ask for older changes are served by a
-// scan, as after the change ring wraps.
+// executions and every action's statistics), and every execution in
+// request order with the position of its last event. The feed of changes
+// is not kept: after a restore, feeds that ask for older changes are served
+// by a scan, as after the change ring wraps.
 type ViewsSnapshot struct {
 	State      StateSnapshot
 	Executions ExecutionRecords // in request order
-	Stats      []StatsSnapshot  // by ref
+	// Stats is the statistics as a build before State kept them wrote them
+	// (by ref); this build leaves it empty and reads it from such a file.
+	Stats []StatsSnapshot
 }
 
 // ExecutionRecordSnapshot is one execution of the read model: what lists
@@ -243,20 +259,17 @@ func (v *Views) snapshot() (*ViewsSnapshot, string) {
 		sn.Executions.recs[i] = *v.execs.Get(id)
 		sn.Executions.recs[i].seq = i
 	}
-	for _, ref := range slices.Sorted(maps.Keys(v.stats)) {
-		s := v.stats[ref]
-		sn.Stats = append(sn.Stats, StatsSnapshot{Ref: ref, Position: s.pos, Enqueued: s.enqueued,
-			Granted: s.granted, Completed: s.completed, Failed: s.failed, TimedOut: s.timedOut,
-			Rejected: s.rejected, Cancelled: s.cancelled, Waits: slices.Clone(s.waits), WaitNext: s.waitNext})
-	}
 	return sn, v.lastID
 }
 
 // RestoreViews returns the read model sn describes, keeping every execution
 // in it (call Retain to bound it again). The read model keeps sn's records
 // themselves; restoring sn again copies them.
-func RestoreViews(sn *ViewsSnapshot) *Views {
-	v := NewViews()
+func RestoreViews(sn *ViewsSnapshot) *Views { return restoreViews(sn, changeRingSize) }
+
+// restoreViews is RestoreViews with a ring of ringSize recent changes.
+func restoreViews(sn *ViewsSnapshot, ringSize int) *Views {
+	v := newViews(ringSize)
 	n := sn.Executions.Len()
 	v.order = make([]string, 0, n)
 	v.execs = newRecIndex(&v.order, n)
@@ -288,10 +301,9 @@ func RestoreViews(sn *ViewsSnapshot) *Views {
 		v.ended[i] = e.id
 	}
 	v.changes.floor = v.st.Next
-	for _, s := range sn.Stats {
-		v.stats[s.Ref] = &statsRecord{pos: s.Position, enqueued: s.Enqueued, granted: s.Granted,
-			completed: s.Completed, failed: s.Failed, timedOut: s.TimedOut, rejected: s.Rejected,
-			cancelled: s.Cancelled, waits: s.Waits, waitNext: s.WaitNext}
+	if !sn.State.StatsKept { // an older build's file: its statistics are the read model's, counted as it counted them
+		v.st.restoreStats(sn.Stats)
+		v.st.statsFrom = 0
 	}
 	return v
 }

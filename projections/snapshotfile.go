@@ -196,11 +196,11 @@ func decodeSnapshot(br snapshotReader, v any) (snapshotHeader, error) {
 	if err := dec.Decode(&h); err != nil {
 		return h, fmt.Errorf("%w: unreadable header: %v", ErrSnapshotMismatch, err)
 	}
-	want := typeFingerprint(reflect.TypeOf(v).Elem())
+	t := reflect.TypeOf(v).Elem()
 	switch {
 	case h.Magic != snapshotMagic:
 		return h, fmt.Errorf("%w: format %q", ErrSnapshotMismatch, h.Magic)
-	case h.Types != want:
+	case h.Types != typeFingerprint(t) && h.Types != typeFingerprintBefore(t):
 		return h, fmt.Errorf("%w: written by a binary with other snapshot types", ErrSnapshotMismatch)
 	}
 	err := dec.Decode(v)
@@ -267,9 +267,17 @@ func (i SnapshotInfo) Check(ctx context.Context, store eventstore.Store) error {
 	return nil
 }
 
+// typeFingerprintBefore is t's fingerprint without the fields tagged
+// `snapshot:"added"`: the types of the build before them. gob leaves a
+// field the encoding lacks at its zero value, so such a file decodes into
+// this build's type; the added fields' doc says what their zero means.
+func typeFingerprintBefore(t reflect.Type) string { return fingerprint(t, true) }
+
 // typeFingerprint names every field of t, recursively, so that any change to
 // a snapshot type changes it.
-func typeFingerprint(t reflect.Type) string {
+func typeFingerprint(t reflect.Type) string { return fingerprint(t, false) }
+
+func fingerprint(t reflect.Type, before bool) string {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -297,6 +305,9 @@ func typeFingerprint(t reflect.Type) string {
 			b.WriteByte('{')
 			for i := range t.NumField() {
 				fd := t.Field(i)
+				if before && fd.Tag.Get("snapshot") == "added" {
+					continue
+				}
 				b.WriteString(fd.Name)
 				b.WriteByte(' ')
 				walk(fd.Type)

@@ -81,6 +81,11 @@ type State struct {
 	// Ended is called (if set) for each execution when it reaches a terminal
 	// state, with its final state, before it leaves Live.
 	Ended func(x *domain.Execution)
+
+	// stats holds every action's statistics (stats.go), counted from
+	// position statsFrom.
+	stats     map[string]*statsRecord
+	statsFrom uint64
 }
 
 // NewState returns the fold of an empty log.
@@ -97,6 +102,7 @@ func NewState() *State {
 		Unscheduled: map[string]uuid.UUID{},
 		Announced:   map[string]Announcement{},
 		Deferred:    map[string]time.Time{},
+		stats:       map[string]*statsRecord{},
 	}
 }
 
@@ -297,6 +303,7 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 	} else if fresh && touched != nil && !s.Queues.Refused(id) {
 		s.trackDeferred(id, touched) // a request not due yet (run_at, delay_seconds)
 	}
+	s.countStats(env, ev, cat, id, touched, fresh)
 	return touched
 }
 

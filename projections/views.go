@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -28,7 +29,6 @@ type Views struct {
 	execs   *recIndex        // by id; a record's id is order[rec.seq]
 	order   []string         // execution ids in request order
 	byRef   map[string][]int // per action, indexes into order
-	stats   map[string]*statsRecord
 	changes changeRing
 	wake    chan struct{}
 	skipped uint64 // events that did not decode (see Apply)
@@ -119,18 +119,6 @@ func (r *execRecord) freeze(x *domain.Execution) {
 	r.final, r.status = b, mustCode(x.Status())
 }
 
-// waitWindow is how many of an action's most recent slot waits the wait
-// percentiles are computed over.
-const waitWindow = 1024
-
-type statsRecord struct {
-	pos                                  uint64 // position of the last change
-	enqueued, granted, completed, failed uint64
-	timedOut, rejected, cancelled        uint64
-	waits                                []float64 // ring of the last waitWindow waits, ms
-	waitNext                             int
-}
-
 // Retain bounds the memory the read model takes as executions end: it keeps
 // the n most recently ended executions (and every live one) and forgets the
 // older ended ones, which then are only in the log (List skips them; the
@@ -183,11 +171,18 @@ func (v *Views) evictOverflow() {
 	if v.retain == 0 {
 		return
 	}
-	for len(v.ended)-v.endedHead > v.retain {
+	v.forgetEnded(v.retain, math.MaxUint64)
+}
+
+// forgetEnded forgets ended executions, oldest first, while more than keep
+// are remembered; it stops at the first one whose last event is at or after
+// before, or that HoldFrom holds (the ones after it ended later still).
+func (v *Views) forgetEnded(keep int, before uint64) {
+	for len(v.ended)-v.endedHead > keep {
 		id := v.ended[v.endedHead]
 		rec := v.execs.Get(id)
-		if rec != nil && v.holding && rec.pos >= v.holdFrom {
-			break // held (HoldFrom); the ones after it ended later still
+		if rec != nil && (rec.pos >= before || v.holding && rec.pos >= v.holdFrom) {
+			break
 		}
 		v.ended[v.endedHead] = ""
 		v.endedHead++
@@ -235,7 +230,6 @@ func newViews(ringSize int) *Views {
 		st:      NewState(),
 		refs:    map[string]string{},
 		byRef:   map[string][]int{},
-		stats:   map[string]*statsRecord{},
 		changes: newChangeRing(ringSize),
 		wake:    make(chan struct{}),
 	}
@@ -345,17 +339,16 @@ func (v *Views) apply(env *domain.Envelope, ev domain.Event) {
 	switch cat {
 	case domain.StreamExecution:
 		v.applyExecution(env, ev, id, before, x)
-	case domain.StreamAction:
-		v.touchStats(id, env.Position)
-	case domain.StreamQueue:
-		v.touchStats(id, env.Position)
+	case domain.StreamAction, domain.StreamQueue:
+		v.changes.add(change{pos: env.Position, kind: kindStats, key: id}) // (State counts the statistics)
 	case domain.StreamWorker:
 		v.changes.add(change{pos: env.Position, kind: kindWorker, key: id})
 	}
 }
 
 // applyExecution updates the record of execution id after the fold applied
-// ev, which left the execution as x (nil if the fold ignored ev).
+// ev, which left the execution as x (nil if the fold ignored ev). The fold
+// has counted the action's statistics (State.countStats).
 func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string, before domain.Status, x *domain.Execution) {
 	rec := v.execs.Get(id)
 	if req, ok := ev.(domain.ExecutionRequested); ok && rec == nil {
@@ -366,10 +359,6 @@ func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string,
 		v.order = append(v.order, id)
 		v.execs.Put(id, rec, 0)
 		v.byRef[req.Action] = append(v.byRef[req.Action], rec.seq)
-		_, _, _, queued := v.st.Queues.Locate(id)
-		if _, deferred := v.st.Deferred[id]; queued || deferred { // (deferred: admitted, not due yet)
-			v.statsFor(req.Action).enqueued++
-		}
 	}
 	if rec == nil {
 		return // an event for an execution the log never requested: the audit reports it
@@ -379,35 +368,15 @@ func (v *Views) applyExecution(env *domain.Envelope, ev domain.Event, id string,
 	}
 	rec.status = mustCode(x.Status())
 	if x.Status().Terminal() {
+		rec.freeze(x)
 		defer v.hasEnded(id)
-		defer rec.freeze(x) // after the statistics below have read it
 	}
 	rec.pos = env.Position
 	v.changes.add(change{pos: env.Position, kind: kindExecution, key: id})
 	if x.IsParent() {
 		return // a with_items parent takes no slot; its children count
 	}
-	s := v.statsFor(x.Action())
-	s.pos = env.Position
 	v.changes.add(change{pos: env.Position, kind: kindStats, key: x.Action()})
-	switch ev.(type) {
-	case domain.ExecutionScheduling:
-		s.granted++
-		st := x.State()
-		if st.RequestedAt != nil {
-			s.addWait(float64(env.Time.Sub(*st.RequestedAt)) / float64(time.Millisecond))
-		}
-	case domain.ExecutionCompleted:
-		s.completed++
-	case domain.ExecutionFailed:
-		s.failed++
-	case domain.ExecutionTimedOut:
-		s.timedOut++
-	case domain.ExecutionRejected:
-		s.rejected++
-	case domain.ExecutionCancelled:
-		s.cancelled++
-	}
 }
 
 // intern returns the read model's copy of an action ref, so that a million
@@ -418,41 +387,6 @@ func (v *Views) intern(ref string) string {
 	}
 	v.refs[ref] = ref
 	return ref
-}
-
-func (v *Views) statsFor(ref string) *statsRecord {
-	s := v.stats[ref]
-	if s == nil {
-		s = &statsRecord{}
-		v.stats[ref] = s
-	}
-	return s
-}
-
-func (v *Views) touchStats(ref string, pos uint64) {
-	v.statsFor(ref).pos = pos
-	v.changes.add(change{pos: pos, kind: kindStats, key: ref})
-}
-
-func (s *statsRecord) addWait(ms float64) {
-	if ms < 0 {
-		ms = 0
-	}
-	if len(s.waits) < waitWindow {
-		s.waits = append(s.waits, ms)
-	} else {
-		s.waits[s.waitNext] = ms
-		s.waitNext = (s.waitNext + 1) % waitWindow
-	}
-}
-
-// percentile returns the nearest-rank q-th percentile (0 < q ≤ 1) of sorted.
-func percentile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(float64(len(sorted))*q+0.999999999) - 1
-	return sorted[max(0, min(i, len(sorted)-1))]
 }
 
 // ---- queries ----

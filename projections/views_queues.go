@@ -64,7 +64,7 @@ func (v *Views) refsLocked() []string {
 }
 
 func (v *Views) statsLocked(ref string) QueueStats {
-	s := v.stats[ref]
+	s := v.st.stats[ref]
 	if s == nil {
 		s = &statsRecord{}
 	}

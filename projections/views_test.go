@@ -43,7 +43,7 @@ func viewsLog(t *testing.T) eventstore.Store {
 	return store
 }
 
-func readAll(t *testing.T, store eventstore.Store) []domain.Envelope {
+func readAll(t testing.TB, store eventstore.Store) []domain.Envelope {
 	t.Helper()
 	evs, err := store.ReadAll(context.Background(), 0, 100_000)
 	if err != nil {

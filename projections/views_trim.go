@@ -13,11 +13,16 @@ import (
 
 // ViewsFromCheckpoint returns the read model of a checkpoint's state: every
 // execution live at the checkpoint, in request order, with the state's
-// queues, workers and actions. What the checkpoint does not hold starts
-// empty: the executions that had ended before it (the archive serves them)
-// and the actions' statistics (counted again from the checkpoint on).
-func ViewsFromCheckpoint(sn *StateSnapshot) *Views {
-	v := RestoreViews(&ViewsSnapshot{State: *sn})
+// queues, workers, actions and the actions' statistics (counted from
+// position 0, or, from a checkpoint of a build that kept none, from the
+// checkpoint: State.StatsFrom). What the checkpoint does not hold starts
+// empty: the executions that had ended before it (the archive serves them).
+func ViewsFromCheckpoint(sn *StateSnapshot) *Views { return viewsFromCheckpoint(sn, changeRingSize) }
+
+// viewsFromCheckpoint is ViewsFromCheckpoint with a ring of ringSize
+// recent changes.
+func viewsFromCheckpoint(sn *StateSnapshot, ringSize int) *Views {
+	v := restoreViews(&ViewsSnapshot{State: *sn}, ringSize)
 	type live struct {
 		id  string
 		req int64
@@ -51,27 +56,5 @@ func ViewsFromCheckpoint(sn *StateSnapshot) *Views {
 func (v *Views) ForgetBefore(pos uint64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	for v.endedHead < len(v.ended) {
-		id := v.ended[v.endedHead]
-		rec := v.execs.Get(id)
-		if rec != nil && (rec.pos >= pos || v.holding && rec.pos >= v.holdFrom) {
-			break // ended in terminal-event order: the rest ended later
-		}
-		v.ended[v.endedHead] = ""
-		v.endedHead++
-		if rec != nil {
-			v.execs.Remove(id)
-			v.order[rec.seq] = ""
-			v.holes++
-			v.evictedAll++
-		}
-	}
-	if v.endedHead > 1024 && v.endedHead*2 > len(v.ended) {
-		n := copy(v.ended, v.ended[v.endedHead:])
-		clear(v.ended[n:])
-		v.ended, v.endedHead = v.ended[:n], 0
-	}
-	if v.holes > 1024 && v.holes*2 > len(v.order) {
-		v.compactOrder()
-	}
+	v.forgetEnded(0, pos)
 }

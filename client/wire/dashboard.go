@@ -36,6 +36,17 @@ type AuditVerdict struct {
 	ByStatus   map[string]int   `json:"by_status"`
 	Violations []AuditViolation `json:"violations"`
 	Seconds    float64          `json:"seconds"`
+	// From is set when the audit covered the live log alone from a
+	// checkpoint (the log before it was archived, and the server has no
+	// --archive): where it started and what it could not judge.
+	From *AuditFrom `json:"from,omitempty"`
+}
+
+// AuditFrom says where an audit of the live log alone started.
+type AuditFrom struct {
+	LiveStart  uint64   `json:"live_start"` // the live log's first position
+	Checkpoint uint64   `json:"checkpoint"` // the events from here on are judged, on the checkpoint's state
+	NotJudged  []string `json:"not_judged"`
 }
 
 // AuditViolation is one place where the log breaks a rule.

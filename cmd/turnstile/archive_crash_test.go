@@ -16,7 +16,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/embedded"
-	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/internal/archivetest"
 	"github.com/turnstile/turnstile/services/crashpoint"
 )
 
@@ -133,23 +133,7 @@ func TestArchiveCrash(t *testing.T) {
 	stop.Store(true)
 	wg.Wait()
 	srv := cur.Load()
-	for _, status := range []string{"requested", "scheduling", "scheduled", "running"} {
-		for {
-			var page struct {
-				Executions []projections.ExecutionView `json:"executions"`
-			}
-			if _, err := call(ctx, "GET", srv.url+"/api/v1/executions?limit=5&status="+status, nil, nil, &page); err != nil {
-				t.Fatal(err)
-			}
-			if len(page.Executions) == 0 {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("executions still %s at the deadline, e.g. %+v", status, page.Executions[0])
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	waitAllEnded(ctx, t, srv.url)
 	srv.stop(t)
 	for _, pt := range crashpoint.ArchiveNames() {
 		if reached[pt] == 0 {
@@ -162,10 +146,7 @@ func TestArchiveCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer live.Close()
-	arch, err := archive.Open(archDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	arch := archivetest.Open(t, archDir)
 	h := archive.History{Archive: arch, Live: live}
 	first, _, err := live.Start(ctx)
 	if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,16 +16,16 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
-	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/archivetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/node"
 )
 
 // runExecutions runs a node on store until n echo executions completed, and
-// returns their ids.
-func runExecutions(t *testing.T, store eventstore.Store, n int) []string {
+// returns their ids. Execution i's input is input formatted with i.
+func runExecutions(t *testing.T, store eventstore.Store, n int, input string) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -40,7 +39,7 @@ func runExecutions(t *testing.T, store eventstore.Store, n int) []string {
 	}
 	var ids []string
 	for i := range n {
-		id, _, err := nd.Commands.Request(ctx, command.Request{Action: "r.echo", Input: json.RawMessage(fmt.Sprintf(`{"i": %d, "html": "<&>"}`, i))})
+		id, _, err := nd.Commands.Request(ctx, command.Request{Action: "r.echo", Input: json.RawMessage(fmt.Sprintf(input, i))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,26 +67,10 @@ func TestReplayAndAuditWithArchive(t *testing.T) {
 	dir := t.TempDir()
 	ids := writeLog(t, dir, 8)
 	data, arch := dir, filepath.Join(dir, "archive")
-	ctx := context.Background()
-	store, err := embedded.Open(filepath.Join(dir, "log"), embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	head, _ := store.Head(ctx)
-	a, err := archive.Open(arch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.SetSegmentEvents(int(head/3 + 1))
-	if err := a.Write(ctx, store, 0, head-5); err != nil {
-		t.Fatal(err)
-	}
-	a.Close()
-	store.Close()
-	runCmd := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := run(ctx, args, &out, &errb)
-		return code, out.String(), errb.String()
+	a := archiveLog(t, dir, 5, 15)
+	head := a.End() + 5
+	if len(a.Segments()) < 3 {
+		t.Fatalf("%d segments: the reads below cross no segment", len(a.Segments()))
 	}
 	for _, args := range [][]string{
 		{"audit", "--data", data},
@@ -96,11 +79,11 @@ func TestReplayAndAuditWithArchive(t *testing.T) {
 		{"replay", "--data", data, "--stream", domain.ExecutionStream(ids[3]), "--state", "--json"},
 		{"replay", "--data", data, "--state", "--json", "--as-of", fmt.Sprint(head - 7)},
 	} {
-		code, live, errs := runCmd(args...)
+		code, live, errs := runInProcess(args...)
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errs)
 		}
-		code, both, errs := runCmd(append(args, "--archive", arch)...)
+		code, both, errs := runInProcess(append(args, "--archive", arch)...)
 		// The archive fills the chain hash of events from a store that
 		// keeps none: compare the rest.
 		both = noHash.ReplaceAllString(both, "")
@@ -108,7 +91,7 @@ func TestReplayAndAuditWithArchive(t *testing.T) {
 			t.Fatalf("%v --archive: exit %d %s\n%s\nwithout the archive:\n%s", args, code, errs, both, live)
 		}
 	}
-	if code, _, errs := runCmd("audit", "--data", data, "--archive", filepath.Join(dir, "nope")); code != 2 || !strings.Contains(errs, "not a directory") {
+	if code, _, errs := runInProcess("audit", "--data", data, "--archive", filepath.Join(dir, "nope")); code != 2 || !strings.Contains(errs, "not a directory") {
 		t.Fatalf("audit --archive of no directory: exit %d %s", code, errs)
 	}
 }
@@ -118,29 +101,20 @@ func TestReplayAndAuditWithArchive(t *testing.T) {
 func TestAuditAcrossATrim(t *testing.T) {
 	ctx := context.Background()
 	live := memstore.New(memstore.Options{})
-	ids := runExecutions(t, live, 12)
+	ids := runExecutions(t, live, 12, `{"i": %d, "html": "<&>"}`)
 	before, err := projections.Audit(ctx, live, nil)
 	if err != nil || !before.OK() {
 		t.Fatalf("audit before: %v %+v", err, before)
 	}
 	head, _ := live.Head(ctx)
-	a, err := archive.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	if err := a.Write(ctx, live, 0, head); err != nil {
-		t.Fatal(err)
-	}
 	var keep []string
-	for _, e := range mustReadAll(t, live) {
+	for _, e := range archivetest.ReadAll(t, live, 0) {
 		if cat, _ := domain.SplitStream(e.Stream); cat != domain.StreamExecution {
 			keep = append(keep, e.Stream)
 		}
 	}
-	if err := live.Trim(ctx, head, keep); err != nil {
-		t.Fatal(err)
-	}
+	a := archivetest.Open(t, t.TempDir())
+	archivetest.Move(t, a, live, head, keep)
 	if _, err := projections.Audit(ctx, live, nil); !errors.Is(err, eventstore.ErrTrimmed) {
 		t.Fatalf("audit of the trimmed live log alone: %v, want ErrTrimmed", err)
 	}
@@ -156,19 +130,3 @@ func TestAuditAcrossATrim(t *testing.T) {
 }
 
 var noHash = regexp.MustCompile(`,"hash":"[0-9a-f]{64}"`)
-
-func mustReadAll(t *testing.T, s eventstore.Store) []domain.Envelope {
-	t.Helper()
-	var out []domain.Envelope
-	for from := uint64(0); ; {
-		evs, err := s.ReadAll(context.Background(), from, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == 0 {
-			return out
-		}
-		out = append(out, evs...)
-		from = evs[len(evs)-1].Position + 1
-	}
-}

@@ -44,7 +44,11 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			}
 		}
 	}
-	rep, err := projections.Audit(ctx, store, progress)
+	audit := projections.AuditLive // the live log alone: from a checkpoint once trimmed
+	if *archiveDir != "" {
+		audit = projections.Audit // archive + live log from position 0
+	}
+	rep, err := audit(ctx, store, progress)
 	if isTerminal(stderr) && !*asJSON {
 		fmt.Fprintln(stderr)
 	}
@@ -57,6 +61,7 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(rep)
 	} else {
+		printAuditStart(stdout, rep.From)
 		printAudit(stdout, rep)
 		if len(rep.Principals) > 0 {
 			fmt.Fprintf(stdout, "principals:  %v (events written for each token)\n", rep.Principals)
@@ -78,6 +83,23 @@ func cmdAudit(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// printAuditStart says where an audit of a trimmed live log started and
+// what it could not judge (nothing for a whole audit).
+func printAuditStart(w io.Writer, from *projections.AuditStart) {
+	if from == nil {
+		return
+	}
+	fmt.Fprintf(w, "started at:  the checkpoint at %d (its marker at %d); the live log starts at %d. Without --archive the events before %d are not audited: their state is the checkpoint's\n",
+		from.Checkpoint, from.Marker, from.LiveStart, from.Checkpoint)
+	fmt.Fprintf(w, "not judged:  (audit --archive DIR judges all of it)\n")
+	for _, s := range from.NotJudged {
+		fmt.Fprintf(w, "  - %s\n", s)
+	}
+	if from.Unjudged > 0 {
+		fmt.Fprintf(w, "  - %d grants of executions not live at the checkpoint nor requested since\n", from.Unjudged)
+	}
 }
 
 // isTerminal reports whether w is a character device (a terminal).

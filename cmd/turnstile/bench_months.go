@@ -18,6 +18,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,6 +44,8 @@ type monthsWindow struct {
 	ArchiveBytes   int64   `json:"archive_bytes"`    // the archive directory on disk
 	ArchiveEvents  uint64  `json:"archive_events"`   // events in the archive
 	RSSBytes       int64   `json:"rss_bytes"`        // the process's resident set after the window
+	RSSMedianBytes int64   `json:"rss_median_bytes"` // the median of the resident set sampled every 250 ms during the window
+	RSSFreedBytes  int64   `json:"rss_freed_bytes"`  // the resident set after a GC that returned the free pages to the system
 	HeapBytes      uint64  `json:"heap_bytes"`       // live heap after a GC
 	RestartSeconds float64 `json:"restart_seconds"`  // stop, reopen the log, executor caught up
 	ExecutionsPerS float64 `json:"executions_per_s"` // in the window
@@ -63,10 +67,11 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 	dir := fset.String("dir", "", "where the data and archive directories go (default: a temporary directory, removed after)")
 	asJSON := fset.Bool("json", false, "print the windows as JSON lines")
 	memProfile := fset.String("memprofile", "", "write a heap profile (in use, after a GC) at the end to this file")
+	inFlight := fset.Int("in-flight", 2000, "requested executions not yet ended, at most (a steady arrival rather than a window's backlog; 0: no bound)")
 	if err := parse(fset, args); err != nil {
 		return err
 	}
-	if *n < 1 || *windows < 1 || *actions < 1 || *maxConc < 1 || *submitters < 1 || *workers < 1 || *every <= 0 || *after <= 0 || *segEvents < 1 {
+	if *n < 1 || *windows < 1 || *actions < 1 || *maxConc < 1 || *submitters < 1 || *workers < 1 || *every <= 0 || *after <= 0 || *segEvents < 1 || *inFlight < 0 {
 		return usageError{errors.New("every count and duration must be positive")}
 	}
 	root := *dir
@@ -118,7 +123,7 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	if !*asJSON {
-		fmt.Fprintf(stdout, "%6s %12s %12s %12s %14s %10s %9s %9s %10s %10s\n", "window", "events", "live start", "live MiB", "archive B/ev", "exec/s", "RSS MiB", "heap MiB", "restart s", "checkpoint")
+		fmt.Fprintf(stdout, "%6s %12s %12s %12s %14s %10s %9s %9s %9s %9s %10s %10s\n", "window", "events", "live start", "live MiB", "archive B/ev", "exec/s", "RSS MiB", "RSS med", "RSS freed", "heap MiB", "restart s", "checkpoint")
 	}
 	per := (*n + *windows - 1) / *windows
 	for w := range *windows {
@@ -128,7 +133,10 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 			return err
 		}
 		t0 := time.Now()
-		if err := monthsWindow1(ctx, store, nd.Commands, head, w*per, min(per, *n-w*per), *actions, *submitters); err != nil {
+		sampling := sampleRSSEvery(250 * time.Millisecond)
+		err = monthsWindow1(ctx, store, nd.Commands, head, w*per, min(per, *n-w*per), *actions, *submitters, *inFlight)
+		rssMedian := sampling()
+		if err != nil {
 			stop()
 			return err
 		}
@@ -139,7 +147,7 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 		m.Window, m.ExecutionsPerS = w+1, round(rate, 1)
 		m.Events, _ = store.Head(ctx)
 		m.LiveStart, _, _ = store.Start(ctx)
-		m.RSSBytes = currentRSS()
+		m.RSSBytes, m.RSSMedianBytes = currentRSS(), rssMedian
 		if cps, err := projections.CheckpointMarkers(ctx, store); err == nil && len(cps) > 0 {
 			m.Checkpoint = cps[len(cps)-1].Position
 		}
@@ -147,6 +155,8 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		m.HeapBytes = ms.HeapAlloc
+		debug.FreeOSMemory()
+		m.RSSFreedBytes = currentRSS()
 		stop()
 		m.LiveBytes, m.ArchiveBytes = dirBytes(dataDir), dirBytes(archDir)
 		m.ArchiveEvents = arch.End() - arch.First()
@@ -163,8 +173,8 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 			if m.ArchiveEvents > 0 {
 				perEvent = float64(m.ArchiveBytes) / float64(m.ArchiveEvents)
 			}
-			fmt.Fprintf(stdout, "%6d %12d %12d %12.1f %14.1f %10.0f %9.1f %9.1f %10.3f %10d\n", m.Window, m.Events, m.LiveStart,
-				float64(m.LiveBytes)/(1<<20), perEvent, m.ExecutionsPerS, float64(m.RSSBytes)/(1<<20), float64(m.HeapBytes)/(1<<20), m.RestartSeconds, m.Checkpoint)
+			fmt.Fprintf(stdout, "%6d %12d %12d %12.1f %14.1f %10.0f %9.1f %9.1f %9.1f %9.1f %10.3f %10d\n", m.Window, m.Events, m.LiveStart,
+				float64(m.LiveBytes)/(1<<20), perEvent, m.ExecutionsPerS, float64(m.RSSBytes)/(1<<20), float64(m.RSSMedianBytes)/(1<<20), float64(m.RSSFreedBytes)/(1<<20), float64(m.HeapBytes)/(1<<20), m.RestartSeconds, m.Checkpoint)
 		}
 	}
 	if *memProfile != "" { // the restarted process's, after the last window
@@ -178,9 +188,14 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 }
 
 // monthsWindow1 requests count executions (numbered from first) and waits
-// until they have all ended, counting ends from the log from head.
-func monthsWindow1(ctx context.Context, store eventstore.Store, cmds *command.Service, head uint64, first, count, actions, submitters int) error {
+// until they have all ended, counting ends from the log from head. With
+// inFlight > 0 at most that many are requested and not yet ended at once.
+func monthsWindow1(ctx context.Context, store eventstore.Store, cmds *command.Service, head uint64, first, count, actions, submitters, inFlight int) error {
 	var ended atomic.Int64
+	var slots chan struct{} // a token per requested execution not yet ended
+	if inFlight > 0 {
+		slots = make(chan struct{}, inFlight)
+	}
 	done := make(chan struct{})
 	subCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -188,6 +203,11 @@ func monthsWindow1(ctx context.Context, store eventstore.Store, cmds *command.Se
 	go func() {
 		subErr <- store.Subscribe(subCtx, head, eventstore.Filter{Types: []string{domain.TypeExecutionCompleted, domain.TypeExecutionFailed,
 			domain.TypeExecutionTimedOut, domain.TypeExecutionCancelled, domain.TypeExecutionRejected}}, func(b []domain.Envelope) error {
+			if slots != nil {
+				for range b {
+					<-slots
+				}
+			}
 			if ended.Add(int64(len(b))) >= int64(count) {
 				close(done)
 				return errors.New("done")
@@ -206,6 +226,13 @@ func monthsWindow1(ctx context.Context, store eventstore.Store, cmds *command.Se
 				i := next.Add(1) - 1
 				if i >= int64(count) {
 					return
+				}
+				if slots != nil {
+					select {
+					case slots <- struct{}{}:
+					case <-subCtx.Done():
+						return
+					}
 				}
 				k := int64(first) + i
 				if _, _, err := cmds.Request(ctx, command.Request{Action: "bench." + strconv.FormatInt(k%int64(actions), 10)}); err != nil {
@@ -242,6 +269,32 @@ func dirBytes(dir string) int64 {
 		return nil
 	})
 	return n
+}
+
+// sampleRSSEvery samples the resident set every interval until the returned
+// function is called, which stops it and returns the samples' median.
+func sampleRSSEvery(every time.Duration) func() int64 {
+	var samples []int64
+	stopped, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			samples = append(samples, currentRSS())
+			select {
+			case <-t.C:
+			case <-stopped:
+				return
+			}
+		}
+	}()
+	return func() int64 {
+		close(stopped)
+		<-done
+		slices.Sort(samples)
+		return samples[len(samples)/2]
+	}
 }
 
 // currentRSS returns the process's resident set size (VmRSS), 0 if unknown.

@@ -37,23 +37,38 @@ func startTestServer(t *testing.T) string {
 // startTestServerIn is startTestServer with its data in dir.
 func startTestServerIn(t *testing.T, dir string) string {
 	t.Helper()
+	url, _ := serveInProcess(t, "--addr", "127.0.0.1:0", "--data", dir, "--workers", "2", "--slots", "4",
+		"--token", "admin:"+adminToken, "--token", "reader:"+readerToken)
+	return url
+}
+
+// serveInProcess runs `turnstile serve` with args in this process and
+// returns its URL once it listens, and stop, which stops it and fails the
+// test unless serve exits 0. stop runs at the end of the test if it has not
+// run before; a directory serve uses must be made before the call, so that
+// it is removed only after serve has stopped.
+func serveInProcess(t *testing.T, args ...string) (url string, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	logs := &serveLog{}
 	done := make(chan int, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", dir, "--workers", "2", "--slots", "4",
-			"--token", "admin:" + adminToken, "--token", "reader:" + readerToken}, io.Discard, logs)
+		done <- run(ctx, append([]string{"serve"}, args...), io.Discard, logs)
 	}()
-	t.Cleanup(func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("turnstile serve: exit %d\n%s", code, logs)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if code := <-done; code != 0 {
+				t.Errorf("turnstile serve: exit %d\n%s", code, logs)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	deadline := time.After(30 * time.Second)
 	for {
 		if m := servedAt.FindStringSubmatch(logs.String()); m != nil {
-			return "http://" + m[1]
+			return "http://" + m[1], stop
 		}
 		select {
 		case code := <-done:

@@ -454,6 +454,30 @@ func runCrashMatrix(t *testing.T, bin string, cfg crashConfig, st crashStore) {
 		time.Since(started).Round(time.Second), reached, fromSnapshot, len(plan))
 }
 
+// waitAllEnded waits until the server at url lists no execution as
+// requested, scheduling, scheduled or running; the test fails at ctx's
+// deadline, naming one that is still open.
+func waitAllEnded(ctx context.Context, t *testing.T, url string) {
+	t.Helper()
+	for _, status := range []string{"requested", "scheduling", "scheduled", "running"} {
+		for {
+			var page struct {
+				Executions []projections.ExecutionView `json:"executions"`
+			}
+			if _, err := call(ctx, "GET", url+"/api/v1/executions?limit=5&status="+status, nil, nil, &page); err != nil {
+				t.Fatal(err)
+			}
+			if len(page.Executions) == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("executions still %s at the deadline, e.g. %+v", status, page.Executions[0])
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+}
+
 // checkCrashRun waits until every execution has ended, then checks: the
 // live read model equals one rebuilt from position 0 (`turnstile rebuild`);
 // queue_stats totals equal counts taken from the log; after a clean stop,
@@ -463,23 +487,7 @@ func runCrashMatrix(t *testing.T, bin string, cfg crashConfig, st crashStore) {
 // an execution overlap.
 func checkCrashRun(ctx context.Context, t *testing.T, bin string, st crashStore, srv *serveProc, ids, actions map[string]string) {
 	t.Helper()
-	for _, status := range []string{"requested", "scheduling", "scheduled", "running"} {
-		for {
-			var page struct {
-				Executions []projections.ExecutionView `json:"executions"`
-			}
-			if _, err := call(ctx, "GET", srv.url+"/api/v1/executions?limit=5&status="+status, nil, nil, &page); err != nil {
-				t.Fatal(err)
-			}
-			if len(page.Executions) == 0 {
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("executions still %s at the deadline, e.g. %+v", status, page.Executions[0])
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	waitAllEnded(ctx, t, srv.url)
 	code, out, errOut := runCLI(ctx, t, bin, st.env, "rebuild", "--server", srv.url)
 	if code != 0 {
 		t.Errorf("turnstile rebuild --server: exit %d\n%s%s", code, out, errOut)

@@ -19,7 +19,7 @@ var commandHelp = map[string]struct{ what, synopsis, example string }{
 		"turnstile migrate --store URL", "turnstile migrate --store postgres://turnstile:secret@db/turnstile"},
 	"healthcheck": {"GET a URL; exit 0 on a 2xx answer (a container health check without curl).",
 		"turnstile healthcheck [--timeout 3s] URL", "turnstile healthcheck http://127.0.0.1:8080/readyz"},
-	"audit": {"Check the whole log: ownership and the handoff rule, FIFO grants, concurrency limits, no lost or duplicated execution. Exit 1 with a report on any violation.",
+	"audit": {"Check the whole log: ownership and the handoff rule, FIFO grants, concurrency limits, no lost or duplicated execution. Exit 1 with a report on any violation. A live log the archiver trimmed is audited from a checkpoint (the report says which, and what it cannot judge) unless --archive makes it the whole history.",
 		"turnstile audit (--data DIR | --store URL) [--archive DIR] [--json]", "turnstile audit --data ./data --archive /srv/turnstile/archive"},
 	"verify": {"Check the log's hash chain: every event's hash covers the one before it, and each digest given (published earlier by GET /api/v1/log) is a prefix of today's log. Exit 1 naming the first position that does not match.",
 		"turnstile verify (--data DIR | --store URL) [--archive DIR] [--digest POSITION:HASH]... [--json]", "turnstile verify --data ./data --digest 41:3f5a…"},

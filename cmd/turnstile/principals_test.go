@@ -21,35 +21,9 @@ func TestReplayAndAuditShowThePrincipal(t *testing.T) {
 		t.Fatalf("serve --cors-origin without a scheme: exit %d, %s", code, stderr.String())
 	}
 	data := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &serveLog{}
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", data, "--workers", "1",
-			"--token", "client:alice:" + alice, "--token", "admin:root:" + root, "--cors-origin", "https://dash.example"}, io.Discard, logs)
-	}()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if code := <-done; code != 0 {
-				t.Errorf("turnstile serve: exit %d\n%s", code, logs)
-			}
-		}
-	}
-	defer stop()
-	var url string
-	for deadline := time.Now().Add(30 * time.Second); url == ""; {
-		if m := servedAt.FindStringSubmatch(logs.String()); m != nil {
-			url = "http://" + m[1]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve is not serving after 30s\n%s", logs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	ctx := context.Background()
+	url, stop := serveInProcess(t, "--addr", "127.0.0.1:0", "--data", data, "--workers", "1",
+		"--token", "client:alice:"+alice, "--token", "admin:root:"+root, "--cors-origin", "https://dash.example")
 	var acc struct{ ID string }
 	for _, c := range []struct {
 		token, method, path string

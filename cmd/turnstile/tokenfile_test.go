@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestServeTokenFile: serve reads its tokens from --token-file, so no secret
@@ -32,29 +31,7 @@ func TestServeTokenFile(t *testing.T) {
 	if err := os.WriteFile(tight, []byte("# the test's tokens\nadmin:"+adminToken+"\nreader:"+readerToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	logs := &serveLog{}
-	done := make(chan int, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--workers", "1", "--token-file", tight}, io.Discard, logs)
-	}()
-	defer func() {
-		cancel()
-		if code := <-done; code != 0 {
-			t.Errorf("turnstile serve: exit %d\n%s", code, logs)
-		}
-	}()
-	var url string
-	for deadline := time.Now().Add(30 * time.Second); url == ""; {
-		if m := servedAt.FindStringSubmatch(logs.String()); m != nil {
-			url = "http://" + m[1]
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve is not serving after 30s\n%s", logs)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	url, _ := serveInProcess(t, "--addr", "127.0.0.1:0", "--data", t.TempDir(), "--workers", "1", "--token-file", tight)
 	get := func(token string) int {
 		req, _ := http.NewRequest("GET", url+"/api/v1/actions", nil)
 		if token != "" {

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,29 +11,20 @@ import (
 
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/embedded"
+	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // archiveLog archives positions [0, head-keep) of the embedded log in
 // dir/log into dir/archive, in segments of size events.
 func archiveLog(t *testing.T, dir string, keep uint64, size int) *archive.Archive {
 	t.Helper()
-	ctx := context.Background()
 	store, err := embedded.Open(filepath.Join(dir, "log"), embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	head, _ := store.Head(ctx)
-	a, err := archive.Open(filepath.Join(dir, "archive"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	a.SetSegmentEvents(size)
-	if err := a.Write(ctx, store, 0, head-keep); err != nil {
-		t.Fatal(err)
-	}
-	return a
+	head, _ := store.Head(context.Background())
+	return archivetest.Write(t, store, filepath.Join(dir, "archive"), size, 0, head-keep)
 }
 
 func TestVerifyWithArchive(t *testing.T) {
@@ -45,12 +33,7 @@ func TestVerifyWithArchive(t *testing.T) {
 	a := archiveLog(t, dir, 5, 15)
 	ctx := context.Background()
 	arch := filepath.Join(dir, "archive")
-	runCmd := func(args ...string) (int, string, string) {
-		var out, errb bytes.Buffer
-		code := run(ctx, args, &out, &errb)
-		return code, out.String(), errb.String()
-	}
-	code, out, errs := runCmd("verify", "--data", dir, "--archive", arch)
+	code, out, errs := runInProcess("verify", "--data", dir, "--archive", arch)
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("archive:  %d events in %d segments", a.End(), len(a.Segments()))) || !strings.Contains(out, "continues the archive") {
 		t.Fatalf("verify --archive: exit %d\n%s%s", code, out, errs)
 	}
@@ -59,7 +42,7 @@ func TestVerifyWithArchive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if code, out, errs := runCmd("verify", "--data", dir, "--archive", arch, "--digest", fmt.Sprintf("7:%s", h), "--json"); code != 0 {
+	if code, out, errs := runInProcess("verify", "--data", dir, "--archive", arch, "--digest", fmt.Sprintf("7:%s", h), "--json"); code != 0 {
 		t.Fatalf("a digest in the archive: exit %d\n%s%s", code, out, errs)
 	} else {
 		var rep verifyReport
@@ -69,56 +52,32 @@ func TestVerifyWithArchive(t *testing.T) {
 	}
 	wrong := h
 	wrong[0] ^= 1
-	if code, out, _ := runCmd("verify", "--data", dir, "--archive", arch, "--digest", fmt.Sprintf("7:%s", wrong)); code != 1 || !strings.Contains(out, "MISMATCH at position 7: digest mismatch") {
+	if code, out, _ := runInProcess("verify", "--data", dir, "--archive", arch, "--digest", fmt.Sprintf("7:%s", wrong)); code != 1 || !strings.Contains(out, "MISMATCH at position 7: digest mismatch") {
 		t.Fatalf("a wrong digest in the archive: exit %d\n%s", code, out)
 	}
 	// The live log is not trimmed here, so it holds position 7 too and
 	// agrees with the archive.
-	if code, out, errs := runCmd("verify", "--data", dir, "--digest", fmt.Sprintf("7:%s", h)); code != 0 {
+	if code, out, errs := runInProcess("verify", "--data", dir, "--digest", fmt.Sprintf("7:%s", h)); code != 0 {
 		t.Fatalf("the same digest over the live log: exit %d\n%s%s", code, out, errs)
 	}
 	// Two events swapped in the second segment: named.
 	seg := filepath.Join(arch, a.Segments()[1].Name)
-	lines := gunzipLines(t, seg)
+	lines := archivetest.SegmentLines(t, seg)
 	lines[3], lines[4] = lines[4], lines[3]
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	zw.Write([]byte(strings.Join(lines, "")))
-	zw.Close()
-	if err := os.WriteFile(seg, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if code, out, _ := runCmd("verify", "--data", dir, "--archive", arch); code != 1 || !strings.Contains(out, "MISMATCH at position 18: archive does not verify") {
+	archivetest.WriteSegment(t, seg, lines)
+	if code, out, _ := runInProcess("verify", "--data", dir, "--archive", arch); code != 1 || !strings.Contains(out, "MISMATCH at position 18: archive does not verify") {
 		t.Fatalf("verify of a tampered archive: exit %d\n%s", code, out)
 	}
 	// An archive of another log does not join this one.
 	other := t.TempDir()
 	writeLog(t, other, 8)
 	archiveLog(t, other, 5, 15)
-	if code, out, _ := runCmd("verify", "--data", dir, "--archive", filepath.Join(other, "archive")); code != 1 || !strings.Contains(out, "the live log does not continue the archive") {
+	if code, out, _ := runInProcess("verify", "--data", dir, "--archive", filepath.Join(other, "archive")); code != 1 || !strings.Contains(out, "the live log does not continue the archive") {
 		t.Fatalf("verify with another log's archive: exit %d\n%s", code, out)
 	}
-	if code, _, errs := runCmd("verify", "--data", dir, "--archive", filepath.Join(dir, "nope")); code != 2 {
+	if code, _, errs := runInProcess("verify", "--data", dir, "--archive", filepath.Join(dir, "nope")); code != 2 {
 		t.Fatalf("verify --archive of no directory: exit %d %s", code, errs)
 	}
-}
-
-func gunzipLines(t *testing.T, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.SplitAfter(string(b), "\n")
 }
 
 // serve --archive DIR reads the archive: GET /api/v1/log counts its

@@ -2,11 +2,9 @@ package archive_test
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // awkward data and metadata: each must come back byte for byte.
@@ -63,22 +62,6 @@ func fill(t testing.TB, n, streams int) *memstore.Store {
 	return st
 }
 
-func readAll(t testing.TB, s eventstore.Store, from uint64) []domain.Envelope {
-	t.Helper()
-	var out []domain.Envelope
-	for {
-		evs, err := s.ReadAll(context.Background(), from, 1000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == 0 {
-			return out
-		}
-		out = append(out, evs...)
-		from = evs[len(evs)-1].Position + 1
-	}
-}
-
 // same fails unless got is want (hash aside when want has none).
 func same(t testing.TB, got, want domain.Envelope) {
 	t.Helper()
@@ -99,36 +82,22 @@ func same(t testing.TB, got, want domain.Envelope) {
 	}
 }
 
-func open(t testing.TB, dir string) *archive.Archive {
-	t.Helper()
-	a, err := archive.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
-	return a
-}
-
 func TestWriteThenReadIsByteExact(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	src := fill(t, 10_000, 37)
 	dir := t.TempDir()
-	a := open(t, dir)
-	a.SetSegmentEvents(3000)
-	if err := a.Write(ctx, src, 0, 10_000); err != nil {
-		t.Fatal(err)
-	}
+	a := archivetest.Write(t, src, dir, 3000, 0, 10_000)
 	segs := a.Segments()
 	if len(segs) != 4 || segs[3].First != 9000 || segs[3].Last != 9999 || a.End() != 10_000 {
 		t.Fatalf("segments %+v, end %d", segs, a.End())
 	}
-	b := open(t, dir) // a fresh reader sees the same
+	b := archivetest.Open(t, dir) // a fresh reader sees the same
 	if b.End() != 10_000 || b.EndHash() != a.EndHash() || b.EndHash().IsZero() {
 		t.Fatalf("reopened: end %d hash %s, want 10000 %s", b.End(), b.EndHash(), a.EndHash())
 	}
-	want := readAll(t, src, 0)
-	got := readAll(t, archive.History{Archive: b, Live: memstore.New(memstore.Options{})}, 0)
+	want := archivetest.ReadAll(t, src, 0)
+	got := archivetest.ReadAll(t, archive.History{Archive: b, Live: memstore.New(memstore.Options{})}, 0)
 	if len(got) != len(want) {
 		t.Fatalf("read %d events, want %d", len(got), len(want))
 	}
@@ -165,10 +134,7 @@ func TestSegmentsReadWithGzipAndJq(t *testing.T) {
 	}
 	src := fill(t, 200, 3)
 	dir := t.TempDir()
-	a := open(t, dir)
-	if err := a.Write(context.Background(), src, 0, 200); err != nil {
-		t.Fatal(err)
-	}
+	a := archivetest.Write(t, src, dir, 0, 0, 200)
 	name := filepath.Join(dir, a.Segments()[0].Name)
 	out, err := exec.Command("sh", "-c", "gzip -dc "+name+" | jq -c '[.position, .stream, .data]'").CombinedOutput()
 	if err != nil {
@@ -190,11 +156,7 @@ func TestWriteIsIdempotentAndRefusesPartialOverlap(t *testing.T) {
 	ctx := context.Background()
 	src := fill(t, 1000, 5)
 	dir := t.TempDir()
-	a := open(t, dir)
-	a.SetSegmentEvents(300)
-	if err := a.Write(ctx, src, 0, 600); err != nil {
-		t.Fatal(err)
-	}
+	a := archivetest.Write(t, src, dir, 300, 0, 600)
 	before := listDir(t, dir)
 	for _, r := range [][2]uint64{{0, 600}, {0, 300}, {300, 600}} {
 		if err := a.Write(ctx, src, r[0], r[1]); err != nil {
@@ -242,11 +204,7 @@ func TestASegmentWithoutItsIndexIsWrittenAgain(t *testing.T) {
 	ctx := context.Background()
 	src := fill(t, 500, 5)
 	dir := t.TempDir()
-	a := open(t, dir)
-	a.SetSegmentEvents(200)
-	if err := a.Write(ctx, src, 0, 500); err != nil {
-		t.Fatal(err)
-	}
+	a := archivetest.Write(t, src, dir, 200, 0, 500)
 	last := a.Segments()[2]
 	idx := filepath.Join(dir, strings.TrimSuffix(last.Name, ".jsonl.gz")+".index.json.gz")
 	// A crash after the segment's rename and before its index's: the
@@ -262,7 +220,7 @@ func TestASegmentWithoutItsIndexIsWrittenAgain(t *testing.T) {
 	if err := os.WriteFile(tmp, []byte("half"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	b := open(t, dir)
+	b := archivetest.Open(t, dir)
 	if b.End() != 400 {
 		t.Fatalf("end %d with the last index missing, want 400", b.End())
 	}
@@ -273,7 +231,7 @@ func TestASegmentWithoutItsIndexIsWrittenAgain(t *testing.T) {
 	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
 		t.Fatalf("the temporary file is still there: %v", err)
 	}
-	c := open(t, dir)
+	c := archivetest.Open(t, dir)
 	if v, err := c.Verify(ctx, nil); err != nil || v.End != 500 || v.Events != 500 || v.Segments != 3 {
 		t.Fatalf("verify after the rewrite: %+v %v", v, err)
 	}
@@ -295,11 +253,7 @@ func TestReadStreamUsesTheIndex(t *testing.T) {
 	if _, err := src.Append(ctx, "late", eventstore.NoStream, domain.Envelope{ID: uuid.New(), Type: "t", Owner: domain.OwnerAPI, Data: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	a := open(t, t.TempDir())
-	a.SetSegmentEvents(2500)
-	if err := a.Write(ctx, src, 0, 9001); err != nil {
-		t.Fatal(err)
-	}
+	a := archivetest.Write(t, src, t.TempDir(), 2500, 0, 9001)
 	for _, stream := range []string{"s-0", "s-17", "s-49", "late"} {
 		want, err := src.ReadStream(ctx, stream, 0, 100_000)
 		if err != nil {
@@ -327,36 +281,6 @@ func TestReadStreamUsesTheIndex(t *testing.T) {
 	}
 }
 
-// gunzip returns a segment's lines.
-func gunzip(t testing.TB, path string) []string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return strings.SplitAfter(string(b), "\n")
-}
-
-func regzip(t testing.TB, path string, lines []string) {
-	t.Helper()
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	zw.Write([]byte(strings.Join(lines, "")))
-	zw.Close()
-	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestVerifyNamesTheFirstBadPosition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -373,53 +297,49 @@ func TestVerifyNamesTheFirstBadPosition(t *testing.T) {
 			os.WriteFile(seg, b, 0o644)
 		}, 0 /* checked below: within the segment */},
 		{"flip a byte of an event's data", func(t *testing.T, seg string) {
-			l := gunzip(t, seg)
+			l := archivetest.SegmentLines(t, seg)
 			if !strings.Contains(l[2], `"data":{"a":1}`) {
 				t.Fatalf("line 2 is %s", l[2])
 			}
 			l[2] = strings.Replace(l[2], `"data":{"a":1}`, `"data":{"a":2}`, 1)
-			regzip(t, seg, l)
+			archivetest.WriteSegment(t, seg, l)
 		}, 2002},
 		{"white space outside the data is no change", func(t *testing.T, seg string) {
-			l := gunzip(t, seg)
+			l := archivetest.SegmentLines(t, seg)
 			l[2] = strings.Replace(l[2], `"data":{"a":1}`, `"data": {"a":1}`, 1)
-			regzip(t, seg, l)
+			archivetest.WriteSegment(t, seg, l)
 		}, 2000 /* the file differs from its index's SHA-256 */},
 		{"drop an event", func(t *testing.T, seg string) {
-			l := gunzip(t, seg)
-			regzip(t, seg, append(l[:700:700], l[701:]...))
+			l := archivetest.SegmentLines(t, seg)
+			archivetest.WriteSegment(t, seg, append(l[:700:700], l[701:]...))
 		}, 2700},
 		{"reorder two events", func(t *testing.T, seg string) {
-			l := gunzip(t, seg)
+			l := archivetest.SegmentLines(t, seg)
 			l[1200], l[1201] = l[1201], l[1200]
-			regzip(t, seg, l)
+			archivetest.WriteSegment(t, seg, l)
 		}, 3200},
 		{"truncate the segment", func(t *testing.T, seg string) {
-			l := gunzip(t, seg)
-			regzip(t, seg, l[:1500])
+			l := archivetest.SegmentLines(t, seg)
+			archivetest.WriteSegment(t, seg, l[:1500])
 		}, 3500},
 		{"truncate the file", func(t *testing.T, seg string) {
 			info, _ := os.Stat(seg)
 			os.Truncate(seg, info.Size()*3/4)
 		}, 0},
 		{"change an event's type", func(t *testing.T, seg string) {
-			l := gunzip(t, seg)
+			l := archivetest.SegmentLines(t, seg)
 			l[10] = strings.Replace(l[10], `"type":"test.event"`, `"type":"test.evenX"`, 1)
-			regzip(t, seg, l)
+			archivetest.WriteSegment(t, seg, l)
 		}, 2010},
 	}
 	for _, tc := range tamper {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
-			a := open(t, dir)
-			a.SetSegmentEvents(2000)
-			if err := a.Write(ctx, src, 0, 6000); err != nil {
-				t.Fatal(err)
-			}
+			a := archivetest.Write(t, src, dir, 2000, 0, 6000)
 			seg := filepath.Join(dir, a.Segments()[1].Name)
 			tc.do(t, seg)
-			b := open(t, dir)
+			b := archivetest.Open(t, dir)
 			v, err := b.Verify(ctx, nil)
 			var m *archive.Mismatch
 			if tc.name == "nothing" {
@@ -449,10 +369,7 @@ func TestReadStreamAmongManyStreams(t *testing.T) {
 	ctx := context.Background()
 	src := fill(t, 7000, 5000)
 	dir := t.TempDir()
-	a := open(t, dir)
-	if err := a.Write(ctx, src, 0, 7000); err != nil {
-		t.Fatal(err)
-	}
+	a := archivetest.Write(t, src, dir, 0, 0, 7000)
 	for _, stream := range []string{"s-0", "s-1", "s-2047", "s-2048", "s-3999", "s-4999", "s-999"} {
 		want, _ := src.ReadStream(ctx, stream, 0, 100)
 		got, err := a.ReadStream(ctx, stream)

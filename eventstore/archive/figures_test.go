@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/embedded"
+	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // TestFigures measures archive write and verify speed over a real log (the
@@ -35,11 +35,7 @@ func TestFigures(t *testing.T) {
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	a, err := archive.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := archivetest.Open(t, dir)
 	start, cpu0 := time.Now(), cpuTime()
 	if err := a.Write(ctx, store, 0, head); err != nil {
 		t.Fatal(err)
@@ -60,10 +56,7 @@ func TestFigures(t *testing.T) {
 		head, took.Round(time.Millisecond), float64(head)/took.Seconds(), cpu.Round(time.Millisecond), float64(head)/cpu.Seconds(),
 		bytes, float64(bytes)/float64(head), index, float64(index)/float64(head))
 
-	b, err := archive.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := archivetest.Open(t, dir)
 	start, cpu0 = time.Now(), cpuTime()
 	v, err := b.Verify(ctx, nil)
 	if err != nil {

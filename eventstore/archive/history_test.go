@@ -13,6 +13,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // trimming is a memstore that a test can trim: reads below its start fail
@@ -82,14 +83,14 @@ func TestHistoryReadsArchiveThenLiveOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	live := &trimming{Store: fill(t, 1000, 7)}
-	want := readAll(t, live, 0)
-	a := open(t, t.TempDir())
+	want := archivetest.ReadAll(t, live, 0)
+	a := archivetest.Open(t, t.TempDir())
 	a.SetSegmentEvents(250)
 	h := archive.History{Archive: a, Live: live}
 
 	check := func(what string) {
 		t.Helper()
-		got := readAll(t, h, 0)
+		got := archivetest.ReadAll(t, h, 0)
 		if len(got) != len(want) {
 			t.Fatalf("%s: %d events, want %d", what, len(got), len(want))
 		}
@@ -139,11 +140,7 @@ func TestHistorySubscribeCrossesATrim(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	live := &trimming{Store: fill(t, 3000, 5)}
-	a := open(t, t.TempDir())
-	a.SetSegmentEvents(500)
-	if err := a.Write(ctx, live, 0, 1000); err != nil {
-		t.Fatal(err)
-	}
+	a := archivetest.Write(t, live, t.TempDir(), 500, 0, 1000)
 	live.Trim(ctx, 1000, nil)
 	h := archive.History{Archive: a, Live: live}
 
@@ -167,10 +164,7 @@ func TestHistorySubscribeCrossesATrim(t *testing.T) {
 	// While it reads the live log, the archiver moves more to the archive
 	// and trims, and a writer appends.
 	<-atLive
-	if err := a.Write(ctx, live, 1000, 2500); err != nil {
-		t.Fatal(err)
-	}
-	live.Trim(ctx, 2500, nil)
+	archivetest.Move(t, a, live, 2500, nil)
 	close(gate)
 	for i := 0; i < 10; i++ {
 		if _, err := live.Append(ctx, "late", eventstore.Any, domain.Envelope{ID: uuid.New(), Type: "t", Owner: domain.OwnerAPI, Data: []byte(`{}`)}); err != nil {
@@ -231,19 +225,14 @@ func TestHistoryOverTheMemstoresTrim(t *testing.T) {
 	if !eventstore.KeepsChain(live) {
 		t.Fatal("the memstore keeps no chain")
 	}
-	want := readAll(t, live, 0)
+	want := archivetest.ReadAll(t, live, 0)
 	streams := map[string][]domain.Envelope{}
 	for _, s := range []string{"old", "kept", "both", "new"} {
 		streams[s], _ = live.ReadStream(ctx, s, 0, 10_000)
 	}
-	a := open(t, t.TempDir())
+	a := archivetest.Open(t, t.TempDir())
 	a.SetSegmentEvents(200)
-	if err := a.Write(ctx, live, 0, 750); err != nil {
-		t.Fatal(err)
-	}
-	if err := live.Trim(ctx, 750, []string{"kept"}); err != nil {
-		t.Fatal(err)
-	}
+	archivetest.Move(t, a, live, 750, []string{"kept"})
 	if _, err := live.ReadStream(ctx, "old", 0, 10); !errors.Is(err, eventstore.ErrStreamNotFound) {
 		t.Fatalf("the live log still knows stream old: %v", err)
 	}
@@ -251,7 +240,7 @@ func TestHistoryOverTheMemstoresTrim(t *testing.T) {
 	if start, err := h.Continues(ctx); err != nil || start != 750 {
 		t.Fatalf("Continues: %d, %v", start, err)
 	}
-	got := readAll(t, h, 0)
+	got := archivetest.ReadAll(t, h, 0)
 	if len(got) != len(want) {
 		t.Fatalf("%d events, want %d", len(got), len(want))
 	}
@@ -272,10 +261,7 @@ func TestHistoryOverTheMemstoresTrim(t *testing.T) {
 	}
 	// A second archive that starts at the live log's start chains after
 	// the hash the live log gives for it.
-	b := open(t, t.TempDir())
-	if err := b.Write(ctx, live, 750, 800); err != nil {
-		t.Fatal(err)
-	}
+	b := archivetest.Write(t, live, t.TempDir(), 0, 750, 800)
 	if b.Segments()[0].PrevHash != a.EndHash() {
 		t.Fatalf("an archive starting at 750 chains after %s, want %s", b.Segments()[0].PrevHash, a.EndHash())
 	}
@@ -292,10 +278,7 @@ func TestContinuesRefusesAnotherLog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	mine, other := fill(t, 300, 3), fill(t, 300, 3)
-	a := open(t, t.TempDir())
-	if err := a.Write(ctx, other, 0, 200); err != nil {
-		t.Fatal(err)
-	}
+	a := archivetest.Write(t, other, t.TempDir(), 0, 0, 200)
 	var m *archive.Mismatch
 	if _, err := (archive.History{Archive: a, Live: mine}).Continues(ctx); !errors.As(err, &m) || m.Position != 199 {
 		t.Fatalf("an archive of another log, untrimmed: %v, want a mismatch at 199", err)

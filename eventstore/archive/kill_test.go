@@ -18,6 +18,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/embedded"
+	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // childEnv, when set to LOG:ARCHIVE, makes the test binary a writer that
@@ -126,11 +127,7 @@ func TestKillDuringWrite(t *testing.T) {
 	if kills == 0 || last != head {
 		t.Fatalf("%d kills, archive end %d of %d", kills, last, head)
 	}
-	a, err := archive.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := archivetest.Open(t, dir)
 	v, err := a.Verify(ctx, nil)
 	if err != nil || v.Events != head || v.Segments != int((head+699)/700) {
 		t.Fatalf("after %d kills: %+v %v", kills, v, err)

@@ -297,17 +297,7 @@ func TestRealSubscriptionAcrossRestartAndStop(t *testing.T) {
 	defer rec.report(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var mu sync.Mutex
-	var got []domain.Envelope
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, b...)
-			return nil
-		})
-	}()
+	sub := collect(ctx, s)
 	appendOne := func(i int) {
 		e := storetest.NewEvent("test.s", map[string]int{"i": i})
 		untilUp(t, fmt.Sprintf("append %d", i), func(ctx context.Context) error {
@@ -333,30 +323,14 @@ func TestRealSubscriptionAcrossRestartAndStop(t *testing.T) {
 		n++
 	}
 	deadline := time.Now().Add(time.Minute)
-	for {
-		mu.Lock()
-		k := len(got)
-		mu.Unlock()
-		if k >= n || time.Now().After(deadline) {
-			break
-		}
+	for sub.count() < n && !time.Now().After(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := <-sub.done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("Subscribe ended with %v", err)
 	}
-	all := mustReadAll(t, s)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != len(all) {
-		t.Fatalf("delivered %d events, the log holds %d (%d appended)", len(got), len(all), n)
-	}
-	for i := range all {
-		if got[i].ID != all[i].ID {
-			t.Fatalf("delivery %d is %s, the log has %s", i, got[i].ID, all[i].ID)
-		}
-	}
+	sub.isLog(t, s)
 }
 
 // TestRealLeaderKilled: on a three-node cluster whose leader is killed,
@@ -371,17 +345,7 @@ func TestRealLeaderKilled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var mu sync.Mutex
-	var got []domain.Envelope
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, b...)
-			return nil
-		})
-	}()
+	sub := collect(ctx, s)
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -420,18 +384,8 @@ func TestRealLeaderKilled(t *testing.T) {
 	}
 	time.Sleep(5 * time.Second)
 	cancel()
-	<-done
-	all := mustReadAll(t, s)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != len(all) {
-		t.Fatalf("delivered %d events, the log holds %d", len(got), len(all))
-	}
-	for i := range all {
-		if got[i].ID != all[i].ID {
-			t.Fatalf("delivery %d is %s, the log has %s", i, got[i].ID, all[i].ID)
-		}
-	}
+	<-sub.done
+	sub.isLog(t, s)
 	t.Logf("%d appends across the leader's death", len(evs))
 }
 

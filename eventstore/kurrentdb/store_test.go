@@ -311,55 +311,30 @@ func TestSubscribeAfterDrop(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvents("test.d", 3)...)
-	var mu sync.Mutex
-	var got []domain.Envelope
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got)
-	}
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, b...)
-			return nil
-		})
-	}()
-	waitFor(t, func() bool { return count() == 3 })
+	sub := collect(ctx, s)
+	waitFor(t, func() bool { return sub.count() == 3 })
 	f.dropSubscriptions(codes.Unavailable)
 	mustAppend(t, s, "execution-1", eventstore.Exact(2), storetest.NewEvents("test.d", 2)...)
-	waitFor(t, func() bool { return count() == 5 })
+	waitFor(t, func() bool { return sub.count() == 5 })
 	f.dropSubscriptions(codes.Aborted)
 	mustAppend(t, s, "execution-2", eventstore.NoStream, storetest.NewEvents("test.d", 1)...)
-	waitFor(t, func() bool { return count() == 6 })
+	waitFor(t, func() bool { return sub.count() == 6 })
 	// A node shutting down or losing its leadership sends CANCELLED: not the
 	// caller's cancellation.
 	f.dropSubscriptions(codes.Canceled)
 	mustAppend(t, s, "execution-2", eventstore.Exact(0), storetest.NewEvents("test.d", 1)...)
-	waitFor(t, func() bool { return count() == 7 })
+	waitFor(t, func() bool { return sub.count() == 7 })
 
 	f.dropSubscriptions(codes.PermissionDenied)
 	select {
-	case err := <-done:
+	case err := <-sub.done:
 		if !errors.Is(err, ErrAccessDenied) {
 			t.Fatalf("Subscribe dropped for permissions: %v, want ErrAccessDenied", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Subscribe did not end after a non-transient drop")
 	}
-	all := mustReadAll(t, s)
-	mu.Lock()
-	defer mu.Unlock()
-	if len(got) != len(all) {
-		t.Fatalf("delivered %d events, the log holds %d", len(got), len(all))
-	}
-	for i := range all {
-		if got[i].ID != all[i].ID {
-			t.Fatalf("delivery %d is %s, the log has %s", i, got[i].ID, all[i].ID)
-		}
-	}
+	sub.isLog(t, s)
 }
 
 func waitFor(t *testing.T, cond func() bool) {
@@ -524,23 +499,8 @@ func TestClientReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvent("test.before", nil))
-	var mu sync.Mutex
-	var got []domain.Envelope
-	subDone := make(chan error, 1)
-	go func() {
-		subDone <- s.Subscribe(ctx, 0, eventstore.Filter{}, func(b []domain.Envelope) error {
-			mu.Lock()
-			defer mu.Unlock()
-			got = append(got, b...)
-			return nil
-		})
-	}()
-	delivered := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got)
-	}
-	waitFor(t, func() bool { return delivered() == 1 })
+	sub := collect(ctx, s)
+	waitFor(t, func() bool { return sub.count() == 1 })
 	sharedDone := make(chan error, 1)
 	go func() {
 		sharedDone <- shared.Subscribe(ctx, 0, eventstore.Filter{}, func([]domain.Envelope) error { return nil })
@@ -585,7 +545,7 @@ func TestClientReplaced(t *testing.T) {
 	f.start(t)
 	waitFor(t, func() bool { return head(s) == nil })
 	mustAppend(t, s, "execution-1", eventstore.Exact(0), storetest.NewEvent("test.after", nil))
-	waitFor(t, func() bool { return delivered() == 2 })
+	waitFor(t, func() bool { return sub.count() == 2 })
 	if err := head(shared); !clientGone(err) {
 		t.Fatalf("Head on the caller's closed client: %v, want its closed error", err)
 	}
@@ -593,7 +553,7 @@ func TestClientReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-subDone:
+	case err := <-sub.done:
 		if !errors.Is(err, eventstore.ErrClosed) {
 			t.Fatalf("subscription after Close: %v, want ErrClosed", err)
 		}

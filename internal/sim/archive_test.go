@@ -11,7 +11,9 @@ import (
 // trimmed at them again and again, executors (re)start from checkpoints,
 // the forwarder resumes at the live log's start; every invariant holds, and
 // the whole history audits clean (each checkpoint equal to the fold at its
-// position) and rebuilds to the live read model.
+// position) and rebuilds to the live read model; the live log alone audits
+// clean from its checkpoint, and a read model started from its newest
+// checkpoint has the whole history's statistics (livealone.go).
 func TestSimulationArchives(t *testing.T) {
 	t.Parallel()
 	trims, cps := 0, 0

@@ -5,6 +5,7 @@ package sim
 
 import (
 	"context"
+	"slices"
 
 	"github.com/turnstile/turnstile/domain"
 
@@ -13,103 +14,87 @@ import (
 	"github.com/turnstile/turnstile/eventstore/memstore"
 )
 
-// overGrant rewrites the policies in evs with max_concurrent one higher:
-// what an executor with an off-by-one limit would decide on.
-func overGrant(evs []domain.Envelope) {
+// rewrite replaces the data of every event in evs whose type is one of
+// types with change's version of it: what an executor whose fold misreads
+// one field would see. An event that does not decode, that change leaves
+// alone (false), or whose new version does not encode keeps its data.
+func rewrite(evs []domain.Envelope, change func(domain.Event) (domain.Event, bool), types ...string) {
 	for i := range evs {
 		env := &evs[i]
-		if env.Type != domain.TypeActionDefined && env.Type != domain.TypeActionPolicyChanged {
+		if !slices.Contains(types, env.Type) {
 			continue
 		}
 		ev, err := codec.Events.Decode(env)
 		if err != nil {
 			continue
 		}
-		switch e := ev.(type) {
-		case domain.ActionDefined:
-			e.Policy.MaxConcurrent++
-			ev = e
-		case domain.ActionPolicyChanged:
-			e.Policy.MaxConcurrent++
-			ev = e
-		}
-		if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
-			env.Data = re.Data
-		}
-	}
-}
-
-// noTotal rewrites the policies in evs without max_concurrent_total
-// (BugIgnoreTotal).
-func noTotal(evs []domain.Envelope) {
-	for i := range evs {
-		env := &evs[i]
-		if env.Type != domain.TypeActionDefined && env.Type != domain.TypeActionPolicyChanged {
-			continue
-		}
-		ev, err := codec.Events.Decode(env)
-		if err != nil {
-			continue
-		}
-		switch e := ev.(type) {
-		case domain.ActionDefined:
-			e.Policy.MaxConcurrentTotal = 0
-			ev = e
-		case domain.ActionPolicyChanged:
-			e.Policy.MaxConcurrentTotal = 0
-			ev = e
-		}
-		if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
-			env.Data = re.Data
-		}
-	}
-}
-
-// noBackoff rewrites every execution.retry_scheduled in evs with no
-// backoff (BugEarlyRequeue).
-func noBackoff(evs []domain.Envelope) {
-	for i := range evs {
-		env := &evs[i]
-		if env.Type != domain.TypeExecutionRetryScheduled {
-			continue
-		}
-		ev, err := codec.Events.Decode(env)
-		if err != nil {
-			continue
-		}
-		if e, ok := ev.(domain.ExecutionRetryScheduled); ok {
-			e.BackoffMillis = 0
-			if re, err := codec.Events.Encode(env.ID, e, env.Owner, env.Writer); err == nil {
+		if ev, ok := change(ev); ok {
+			if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
 				env.Data = re.Data
 			}
 		}
 	}
 }
 
+// overGrant rewrites the policies in evs with max_concurrent one higher:
+// what an executor with an off-by-one limit would decide on.
+func overGrant(evs []domain.Envelope) {
+	rewrite(evs, func(ev domain.Event) (domain.Event, bool) {
+		switch e := ev.(type) {
+		case domain.ActionDefined:
+			e.Policy.MaxConcurrent++
+			return e, true
+		case domain.ActionPolicyChanged:
+			e.Policy.MaxConcurrent++
+			return e, true
+		}
+		return ev, false
+	}, domain.TypeActionDefined, domain.TypeActionPolicyChanged)
+}
+
+// noTotal rewrites the policies in evs without max_concurrent_total
+// (BugIgnoreTotal).
+func noTotal(evs []domain.Envelope) {
+	rewrite(evs, func(ev domain.Event) (domain.Event, bool) {
+		switch e := ev.(type) {
+		case domain.ActionDefined:
+			e.Policy.MaxConcurrentTotal = 0
+			return e, true
+		case domain.ActionPolicyChanged:
+			e.Policy.MaxConcurrentTotal = 0
+			return e, true
+		}
+		return ev, false
+	}, domain.TypeActionDefined, domain.TypeActionPolicyChanged)
+}
+
+// noBackoff rewrites every execution.retry_scheduled in evs with no
+// backoff (BugEarlyRequeue).
+func noBackoff(evs []domain.Envelope) {
+	rewrite(evs, func(ev domain.Event) (domain.Event, bool) {
+		e, ok := ev.(domain.ExecutionRetryScheduled)
+		if !ok {
+			return ev, false
+		}
+		e.BackoffMillis = 0
+		return e, true
+	}, domain.TypeExecutionRetryScheduled)
+}
+
 // noPriority rewrites every request and requeue in evs with the default
 // priority (BugIgnorePriority).
 func noPriority(evs []domain.Envelope) {
-	for i := range evs {
-		env := &evs[i]
-		if env.Type != domain.TypeExecutionRequested && env.Type != domain.TypeExecutionRequeued {
-			continue
-		}
-		ev, err := codec.Events.Decode(env)
-		if err != nil {
-			continue
-		}
+	rewrite(evs, func(ev domain.Event) (domain.Event, bool) {
 		switch e := ev.(type) {
 		case domain.ExecutionRequested:
 			e.Priority = 0
-			ev = e
+			return e, true
 		case domain.ExecutionRequeued:
 			e.Priority = 0
-			ev = e
+			return e, true
 		}
-		if re, err := codec.Events.Encode(env.ID, ev, env.Owner, env.Writer); err == nil {
-			env.Data = re.Data
-		}
-	}
+		return ev, false
+	}, domain.TypeExecutionRequested, domain.TypeExecutionRequeued)
 }
 
 // buggy is a log with a deliberate defect (see Bug).

@@ -684,6 +684,9 @@ func (w *world) finish() error {
 		if whole, err = historyStore(w.ctx, evs); err != nil {
 			return err
 		}
+		if err := w.checkLiveAlone(rebuilt); err != nil {
+			return err
+		}
 	}
 	rep, err := projections.Audit(w.ctx, whole, nil)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
-	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/services/command"
 )
 
@@ -66,22 +65,14 @@ func (c *checker) checkTick(id string, e domain.ExecutionRequested) string {
 // schedule, no tick), so the executor's fold never learns a tick was
 // requested (BugTickTwice).
 func noTicks(evs []domain.Envelope) {
-	for i := range evs {
-		env := &evs[i]
-		if env.Type != domain.TypeExecutionRequested {
-			continue
+	rewrite(evs, func(ev domain.Event) (domain.Event, bool) {
+		e, ok := ev.(domain.ExecutionRequested)
+		if !ok || e.Schedule == "" {
+			return ev, false
 		}
-		ev, err := codec.Events.Decode(env)
-		if err != nil {
-			continue
-		}
-		if e, ok := ev.(domain.ExecutionRequested); ok && e.Schedule != "" {
-			e.Schedule, e.Tick = "", ""
-			if re, err := codec.Events.Encode(env.ID, e, env.Owner, env.Writer); err == nil {
-				env.Data = re.Data
-			}
-		}
-	}
+		e.Schedule, e.Tick = "", ""
+		return e, true
+	}, domain.TypeExecutionRequested)
 }
 
 // tickElsewhere moves a tick's request to a stream and event id of its own

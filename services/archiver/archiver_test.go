@@ -13,6 +13,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/archivetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/node"
@@ -45,10 +46,7 @@ func TestArchivesBehindCheckpoints(t *testing.T) {
 	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
 	defer store.Close()
-	arch, err := archive.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	arch := archivetest.Open(t, t.TempDir())
 	log := slog.New(slog.DiscardHandler)
 	cfg := node.Config{Workers: 2, Slots: 4, Logger: log, CheckpointEvery: 50 * time.Millisecond,
 		Archive: arch, ArchiveAfter: 200 * time.Millisecond, ArchiveEvery: 20 * time.Millisecond, StopGrace: time.Second}

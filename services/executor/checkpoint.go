@@ -119,6 +119,8 @@ func (e *Executor) loadCheckpoint(ctx context.Context) {
 	switch {
 	case err != nil:
 		e.log.Warn("cannot read the log's checkpoints", "err", err)
+	case ok && !sn.StatsKept && first == 0:
+		e.log.Info("not using a checkpoint of a build that kept no statistics: the log is whole", "position", sn.Next)
 	case ok:
 		e.state = projections.RestoreState(sn)
 		e.snapshotAt = 0 // a snapshot file of it is due
@@ -129,6 +131,16 @@ func (e *Executor) loadCheckpoint(ctx context.Context) {
 		e.log.Error("the live log starts after the fold, and no checkpoint there can be read: the executor cannot follow it",
 			"fold", e.state.Next, "live_log_start", first, "err", errors.New("no usable checkpoint"))
 	}
+}
+
+// liveStart returns the live log's first position (0 when it cannot say).
+func (e *Executor) liveStart(ctx context.Context) uint64 {
+	if t, ok := e.cfg.Store.(eventstore.Trimmer); ok {
+		if first, _, err := t.Start(ctx); err == nil {
+			return first
+		}
+	}
+	return 0
 }
 
 // Restore replaces the fold of an executor that has not started (nor

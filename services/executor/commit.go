@@ -149,7 +149,16 @@ func (e *Executor) settle(ctx context.Context, o *op, w written, landed map[stri
 		// landed twin an idempotent replay).
 		notLanded := errors.Is(err, errNotTried) || repository.LostRace(err) || known
 		if cat, _ := domain.SplitStream(a.Stream); o.takeBack && !notLanded && cat == domain.StreamWorker {
-			e.doubted[a.Stream] = e.awaiting[a.Stream] // a lost verdict that may have landed
+			// A lost verdict that may have landed, unless the fold already
+			// shows the version it would have reached (it dropped awaiting's
+			// entry then): another event holds that version, so the
+			// verdict, fenced on the one before, cannot land any more. A
+			// doubt kept then would only clear at the worker's next event,
+			// which an idle worker never writes: it would be handed nothing
+			// ever again.
+			if v, ok := e.awaiting[a.Stream]; ok {
+				e.doubted[a.Stream] = v
+			}
 		}
 		delete(e.awaiting, a.Stream)
 		if notLanded {

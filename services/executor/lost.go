@@ -103,7 +103,7 @@ func (e *Executor) decideLeases(ops []op, now time.Time) []op {
 		if len(ops) >= e.cfg.MaxBatch {
 			break
 		}
-		if since, owes := e.state.Workers[id].OwedSince(); !owes || now.Sub(since) < e.cfg.WorkerLease {
+		if !e.state.Workers[id].LeaseLapsed(now, e.cfg.WorkerLease) {
 			continue // owes nothing, or not for a lease yet (loseWorker would refuse it, at the cost of an error's text)
 		}
 		if reason == "" {

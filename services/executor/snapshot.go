@@ -27,6 +27,10 @@ func (e *Executor) loadSnapshot(ctx context.Context) {
 	switch {
 	case err != nil:
 		e.log.Warn("not using the snapshot: folding the log from the beginning", "err", err)
+	case ok && !sn.StatsKept && e.liveStart(ctx) == 0:
+		// A build before the statistics were in the fold: its checkpoints
+		// would count them from here on; the whole log still says them all.
+		e.log.Info("not using the snapshot of a build that kept no statistics: folding the log from the beginning", "position", sn.Next)
 	case ok:
 		e.state = projections.RestoreState(&sn)
 		e.snapshotAt = sn.Next

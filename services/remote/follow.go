@@ -4,6 +4,7 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
@@ -21,32 +22,51 @@ var followTypes = []string{
 }
 
 // follow subscribes to the log from its head and keeps the sessions'
-// assignments, cancels and ends up to date.
+// assignments, cancels and ends up to date. A subscription that fails (a
+// store's failing query, a dropped connection) is opened again from the
+// position after the last event it delivered, so nothing is missed; only
+// a closed store ends it.
 func (s *Service) follow(ctx context.Context, started func()) error {
 	head, err := s.cfg.Store.Head(ctx)
 	if err != nil {
 		return err
 	}
 	started()
-	err = s.cfg.Store.Subscribe(ctx, head, eventstore.Filter{Types: followTypes}, func(batch []domain.Envelope) error {
-		var stops []*session
-		s.mu.Lock()
-		for i := range batch {
-			if ss := s.apply(&batch[i]); ss != nil {
-				stops = append(stops, ss)
+	from := head
+	for try := 0; ; try++ {
+		err = s.cfg.Store.Subscribe(ctx, from, eventstore.Filter{Types: followTypes}, func(batch []domain.Envelope) error {
+			var stops []*session
+			s.mu.Lock()
+			for i := range batch {
+				if ss := s.apply(&batch[i]); ss != nil {
+					stops = append(stops, ss)
+				}
 			}
+			s.mu.Unlock()
+			from, try = batch[len(batch)-1].Position+1, 0
+			for _, ss := range stops {
+				go func() { _ = s.stop(context.WithoutCancel(ctx), ss) }()
+			}
+			return nil
+		})
+		if ctx.Err() != nil {
+			return nil
 		}
-		s.mu.Unlock()
-		for _, ss := range stops {
-			go func() { _ = s.stop(context.WithoutCancel(ctx), ss) }()
+		if errors.Is(err, eventstore.ErrClosed) {
+			return err
 		}
-		return nil
-	})
-	if ctx.Err() != nil {
-		return nil
+		pause := min(followRetry<<min(try, 6), 5*time.Second)
+		s.log.Warn("following the log failed; following again from where it stopped", "position", from, "in", pause, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
 	}
-	return err
 }
+
+// followRetry is the first pause before a failed subscription is opened again.
+const followRetry = 50 * time.Millisecond
 
 // apply folds one followed event into the sessions. It returns a draining
 // session whose last execution just ended (to be stopped).

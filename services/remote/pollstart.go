@@ -9,6 +9,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/turnstile/turnstile/services/repository"
 )
 
 // PollStart is Poll for a worker that runs what it is handed at once: each
@@ -26,8 +28,18 @@ func (s *Service) PollStart(ctx context.Context, x Session, limit int, wait time
 		return out, err
 	}
 	errs := make([]error, len(out.Assignments))
+	if !s.fenced { // one serial fence for the batch: each start then writes without its own
+		if err := s.fenceBatch(ctx, x.s, out.Assignments); err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+		}
+	}
 	var wg sync.WaitGroup
 	for i, a := range out.Assignments { // at once, so that their appends share a group commit
+		if errs[i] != nil {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -48,7 +60,7 @@ func (s *Service) PollStart(ctx context.Context, x Session, limit int, wait time
 			}
 		case errors.Is(err, ErrEnded):
 			return PollResult{}, ErrEnded
-		case errors.Is(err, ErrUnavailable), ctx.Err() != nil:
+		case errors.Is(err, ErrUnavailable), repository.Unavailable(err), ctx.Err() != nil:
 			if as != nil {
 				as.delivered = false // offered again
 			}
@@ -62,3 +74,20 @@ func (s *Service) PollStart(ctx context.Context, x Session, limit int, wait time
 // running later polls leave it out (the worker has it, unless the answer
 // was lost): a run that ends sooner is never sent twice.
 const offerStartedAgain = 2 * time.Second
+
+// fenceBatch writes one serial fence (serialfence.go) for the runs of the
+// assignments a poll hands: their handoffs are in the log, so the
+// heartbeat, read afresh, follows them all. An error refuses every start
+// of the batch (each is then left out or offered again, as a refused
+// report's would be).
+func (s *Service) fenceBatch(ctx context.Context, ss *session, handed []Assignment) error {
+	s.mu.Lock()
+	as := make([]*assignment, 0, len(handed))
+	for _, h := range handed {
+		if a := ss.assigned[h.Execution]; a != nil && a.Attempt == h.Attempt {
+			as = append(as, a)
+		}
+	}
+	s.mu.Unlock()
+	return s.fence(ctx, ss, as...)
+}

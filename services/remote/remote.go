@@ -7,7 +7,9 @@
 // at the execution's expected version, only while the handoff it acts under
 // is the incarnation's (domain.Execution.Holds), and, on a store with atomic
 // multi-stream appends, on condition that the worker stream is at the
-// version that shows the incarnation alive. A session can therefore write
+// version that shows the incarnation alive (without them, each run's first
+// write follows a heartbeat of the incarnation appended at the worker
+// stream's version: serialfence.go). A session can therefore write
 // only for executions handed to its own incarnation, and only while that
 // incarnation lives; a lost, replaced or stopped incarnation's session is
 // refused (ErrEnded).
@@ -107,6 +109,7 @@ type assignment struct {
 	delivered bool              // a poll has returned it
 	reported  bool              // a report on it was accepted
 	started   time.Time         // when a start poll recorded it running (pollstart.go); zero: not so
+	fenced    bool              // a serial fence's heartbeat follows its handoff (serialfence.go): its run may write without another
 	x         *domain.Execution // the execution as this session last wrote it (from the handoff on), lent to one report at a time; nil: read the log
 }
 

@@ -63,7 +63,8 @@ func (s *Service) Report(ctx context.Context, x Session, r Report) (ReportResult
 	name, inc := ss.name, ss.inc
 	for round := 0; round < 2; round++ {
 		startFirst := false
-		xs, err := repository.UpdateExecutionGuarded(ctx, s.cfg.Store, r.Execution, domain.OwnerWorker, name, known, s.guard(ss),
+		held := 0 // the attempt of the handoff the decision holds (the guard's run)
+		xs, err := repository.UpdateExecutionGuarded(ctx, s.cfg.Store, r.Execution, domain.OwnerWorker, name, known, s.guard(ss, r.Execution, &held),
 			func(x *domain.Execution) (domain.Event, error) {
 				startFirst = false
 				if x.Worker() == name && x.Incarnation() == inc && (r.Attempt == 0 || r.Attempt == x.Attempt()) && string(x.Status()) == r.Status {
@@ -76,6 +77,7 @@ func (s *Service) Report(ctx context.Context, x Session, r Report) (ReportResult
 				if err := x.Holds(name, inc, attempt); err != nil {
 					return nil, err
 				}
+				held = attempt
 				if x.Status() == domain.StatusScheduled && r.Status != ReportRunning && r.Status != ReportCancelled {
 					startFirst = true
 					return x.Start(name)
@@ -155,9 +157,12 @@ func (s *Service) reported(ss *session, id string, x *domain.Execution) {
 // append carries the condition that the stream is at the version the
 // session last saw, which shows its incarnation alive; a lost verdict or a
 // new registration written meanwhile fails it atomically, and the stream is
-// read again. Without atomic multi-stream appends there is no fence (the
-// execution's version and Holds decide, as for an in-process worker).
-func (s *Service) guard(ss *session) repository.Guard {
+// read again. Without atomic multi-stream appends the first write of the
+// run of execution id at *attempt (the handoff the decision holds) follows
+// a heartbeat of the incarnation's own instead (serialfence.go), and the
+// execution's version and Holds decide the rest, as for an in-process
+// worker.
+func (s *Service) guard(ss *session, id string, attempt *int) repository.Guard {
 	return func(ctx context.Context, fresh bool) (eventstore.StreamAppend, error) {
 		s.mu.Lock()
 		st, ended := ss.state, ss.ended
@@ -166,7 +171,7 @@ func (s *Service) guard(ss *session) repository.Guard {
 			return eventstore.StreamAppend{}, fmt.Errorf("worker %s incarnation %s: %w", ss.name, ss.inc, domain.ErrWorkerReplaced)
 		}
 		if !s.fenced {
-			return eventstore.StreamAppend{}, nil
+			return eventstore.StreamAppend{}, s.fenceRun(ctx, ss, id, *attempt)
 		}
 		if st == nil || fresh {
 			var err error

@@ -1,35 +1,19 @@
-// The serial fence: without atomic multi-stream appends (KurrentDB) a run's
-// writes cannot carry a condition on the worker stream (Run.guard), so the
-// run's first write is preceded by one of the incarnation's own: a
-// worker.heartbeat appended at the worker stream's version, refused if the
-// stream holds a lost verdict (or another registration) since. The
-// heartbeat follows the handoff in the log, and the run's writes follow the
-// heartbeat. So a lost verdict and the run cannot both pass:
-//
-//   - a verdict that lands before the heartbeat refuses it (the
-//     incarnation is no longer current), and the run writes nothing;
-//   - a verdict decided on a fold without the heartbeat expects the worker
-//     stream's version before it, and is refused once the heartbeat lands;
-//   - a verdict decided on a fold with the heartbeat has the handoff in its
-//     fold too: it abandons the execution first, fenced by the execution's
-//     version against the run's own writes (services/executor, loseWorker).
-//
-// This closes, on such a log, the race between a handoff and a lost verdict
-// of two executors deciding at once that the atomic fence closes elsewhere.
-// It costs one worker-stream append per run. A heartbeat is a sign of life
-// the handoff made the incarnation owe anyway (domain.Worker.Owe).
+// The serial fence of an in-process worker's run, on a log without atomic
+// multi-stream appends: the run's first write follows a worker.heartbeat of
+// its incarnation appended at the worker stream's freshly read version, so
+// a lost verdict and the run cannot both pass. The rule and why it holds:
+// services/repository, serialfence.go (remote sessions use it too).
 
 package worker
 
 import (
 	"context"
 
-	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/services/repository"
 )
 
 // serialFence writes the run's heartbeat before its first write (once per
-// run; see the file's comment). An error refuses the run's write: the
+// run; see repository.SerialFence). An error refuses the run's write: the
 // store's (repository.Unavailable: try again), or domain.ErrWorkerReplaced
 // when the worker stream says the run's incarnation was declared lost or
 // replaced.
@@ -40,16 +24,15 @@ func (r *Run) serialFence(ctx context.Context) error {
 	w := r.w
 	now := w.cfg.Clock.Now()
 	w.mu.Lock()
-	inFlight := len(w.running)
+	inFlight, known := len(w.running), w.state // never changed in place once set
+	if w.incarnation != r.inc {
+		known = nil
+	}
 	w.mu.Unlock()
-	// The worker stream is read afresh (not the worker's own copy of it),
-	// after the handoff was delivered, so the heartbeat lands after the
-	// handoff in the log. Two runs that read the same version write the same
-	// heartbeat (its id derives from the version): the second is a replay
-	// of the first, which landed after both reads, so after both handoffs.
-	st, err := repository.UpdateWorker(ctx, w.cfg.Store, w.cfg.ID, domain.OwnerWorker, w.cfg.ID, nil, func(s *domain.Worker) (domain.Event, error) {
-		return s.Heartbeat(r.inc, inFlight)
-	})
+	// The worker stream is read afresh to its end (from the worker's own
+	// copy of it on), after the handoff was delivered, so the heartbeat
+	// lands after the handoff in the log.
+	st, err := repository.SerialFence(ctx, w.cfg.Store, w.cfg.ID, r.inc, inFlight, known)
 	if err != nil {
 		if st != nil && !repository.Unavailable(err) {
 			w.setState(r.inc, st) // the log's state: it says why

@@ -1,0 +1,77 @@
+package executor_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/clock"
+	"github.com/turnstile/turnstile/services/command"
+	"github.com/turnstile/turnstile/services/executor"
+)
+
+// TestSnapshotWithoutStatisticsIsRefolded: on a whole log (not trimmed), an
+// executor does not resume from a snapshot of a build that kept no
+// statistics in the fold (it folds the log from the beginning), so the
+// checkpoints it writes carry the statistics of the whole log; one of this
+// build it resumes from.
+func TestSnapshotWithoutStatisticsIsRefolded(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewManual(t0)
+	store := clockedStore(clk, false)
+	snaps := &projections.SnapshotFiles{Dir: t.TempDir()}
+	cmds := &command.Service{Store: store, Writer: "test"}
+	start := func() *executor.Executor {
+		t.Helper()
+		e, err := executor.New(executor.Config{Store: store, Clock: clk, Logger: slog.New(slog.DiscardHandler), WorkerLease: time.Hour,
+			Tick: 5 * time.Millisecond, Snapshots: snaps, SnapshotEvery: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	stats := func(e *executor.Executor) (from uint64, sn *projections.StateSnapshot) {
+		deadline := time.Now().Add(10 * time.Second) // a failure guard, not a timing assertion
+		for {
+			head, _ := store.Head(ctx)
+			e.Inspect(func(s *projections.State) { from, sn = s.StatsFrom(), s.Snapshot() })
+			if sn.Next == head && len(sn.Stats) > 0 && sn.Stats[0].Rejected > 0 {
+				return from, sn
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the executor's fold is at %d of %d with statistics %+v", sn.Next, head, sn.Stats)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	e := start()
+	requestOne(t, cmds, "nobody.defined") // rejected: counted
+	_, before := stats(e)
+	e.Stop()
+	// The snapshot as the build before the statistics wrote it.
+	var sn projections.StateSnapshot
+	info, ok, err := snaps.Read("executor-state", &sn)
+	if err != nil || !ok {
+		t.Fatalf("no executor snapshot after a clean stop: %v", err)
+	}
+	sn.Stats, sn.StatsFrom, sn.StatsKept = nil, 0, false
+	if err := snaps.Save("executor-state", sn.Next, info.LastEventID, &sn); err != nil {
+		t.Fatal(err)
+	}
+	e = start()
+	from, after := stats(e)
+	e.Stop()
+	if from != 0 || after.Stats[0].Rejected != before.Stats[0].Rejected {
+		t.Fatalf("resumed from a snapshot without statistics: they count from %d, %+v (before: %+v)", from, after.Stats, before.Stats)
+	}
+	e = start() // from this build's snapshot
+	defer e.Stop()
+	if from, again := stats(e); from != 0 || again.Stats[0].Rejected != before.Stats[0].Rejected {
+		t.Fatalf("resumed from this build's snapshot: from %d, %+v", from, again.Stats)
+	}
+}
