@@ -67,11 +67,12 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 	dir := fset.String("dir", "", "where the data and archive directories go (default: a temporary directory, removed after)")
 	asJSON := fset.Bool("json", false, "print the windows as JSON lines")
 	memProfile := fset.String("memprofile", "", "write a heap profile (in use, after a GC) at the end to this file")
+	filterCache := fset.Int("filter-cache-bytes", archive.DefaultFilterCacheBytes, "bytes of archive segments' stream filters kept in memory")
 	inFlight := fset.Int("in-flight", 2000, "requested executions not yet ended, at most (a steady arrival rather than a window's backlog; 0: no bound)")
 	if err := parse(fset, args); err != nil {
 		return err
 	}
-	if *n < 1 || *windows < 1 || *actions < 1 || *maxConc < 1 || *submitters < 1 || *workers < 1 || *every <= 0 || *after <= 0 || *segEvents < 1 || *inFlight < 0 {
+	if *n < 1 || *windows < 1 || *actions < 1 || *maxConc < 1 || *submitters < 1 || *workers < 1 || *every <= 0 || *after <= 0 || *segEvents < 1 || *inFlight < 0 || *filterCache < 0 {
 		return usageError{errors.New("every count and duration must be positive")}
 	}
 	root := *dir
@@ -90,6 +91,7 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	arch.SetSegmentEvents(*segEvents)
+	arch.SetFilterCacheBytes(*filterCache)
 	slots := (*actions**maxConc + *workers - 1) / *workers
 	var store *embedded.Store
 	var nd *node.Node

@@ -52,6 +52,8 @@ type Archive struct {
 	cur  *cursor    // the last read's place, reused by the next read that continues it
 
 	segEvents int // events per segment written; guarded by wmu
+
+	filters *filterCache // the segments' stream filters, within a budget (a segment's hdr keeps none)
 }
 
 // segment is a segment with its header.
@@ -84,12 +86,16 @@ func Open(dir string) (*Archive, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	a := &Archive{dir: dir}
+	a := &Archive{dir: dir, filters: newFilterCache(DefaultFilterCacheBytes)}
 	if err := a.Refresh(); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
+
+// SetFilterCacheBytes sets how many bytes of segments' stream filters the
+// archive keeps in memory (DefaultFilterCacheBytes until then).
+func (a *Archive) SetFilterCacheBytes(n int) { a.filters.setBudget(n) }
 
 // Dir returns the archive's directory.
 func (a *Archive) Dir() string { return a.dir }
@@ -151,6 +157,7 @@ func scan(dir string) ([]*segment, error) {
 				return nil, fmt.Errorf("%w: %s starts after chain hash %s, but %s ends with %s", ErrArchive, name, h.PrevHash, prev.Name, prev.LastHash)
 			}
 		}
+		h.Filter = nil // read again when a look-up needs it (filtercache.go)
 		segs = append(segs, &segment{
 			Segment: Segment{Name: name, First: h.First, Last: h.Last, Count: h.Count, Bytes: h.Bytes, PrevHash: h.PrevHash, LastHash: h.LastHash},
 			hdr:     h,

@@ -169,7 +169,14 @@ func (a *Archive) Read(ctx context.Context, from uint64, limit int) ([]domain.En
 func (a *Archive) ReadStream(ctx context.Context, stream string) ([]domain.Envelope, error) {
 	var out []domain.Envelope
 	for _, s := range a.snapshot() {
-		if !filterHas(s.hdr.Filter, s.hdr.FilterK, stream) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		filter, err := a.filter(s)
+		if err != nil {
+			return nil, err
+		}
+		if !filterHas(filter, s.hdr.FilterK, stream) {
 			continue
 		}
 		positions, err := a.streamPositions(s, stream)
@@ -218,7 +225,11 @@ func (a *Archive) FindStream(ctx context.Context, stream string) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		if !filterHas(s.hdr.Filter, s.hdr.FilterK, stream) {
+		filter, err := a.filter(s)
+		if err != nil {
+			return false, err
+		}
+		if !filterHas(filter, s.hdr.FilterK, stream) {
 			continue
 		}
 		p, err := a.streamPositions(s, stream)

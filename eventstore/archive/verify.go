@@ -150,7 +150,12 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	if prev != s.LastHash {
 		return prev, 0, bad(s.Last, "the chain hash of the last event is %s, its index says %s", prev, s.LastHash)
 	}
-	// The index's streams: exactly the segment's, and all in its filter.
+	// The index's streams: exactly the segment's, and all in its filter (as
+	// the index file holds it: not the cache's, which look-ups fill).
+	onDisk, err := readHeader(filepath.Join(a.dir, indexFile(s.First, s.Last)))
+	if err != nil {
+		return prev, 0, bad(s.First, "reading the index: %v", err)
+	}
 	listed := 0
 	var mismatch error
 	err = readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), "", func(e streamEntry) bool {
@@ -164,7 +169,7 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 			mismatch = bad(pos, "the index lists stream %q at %d positions, the segment holds it at %d", e.Stream, len(e.Positions), len(got))
 			return false
 		}
-		if !filterHas(s.hdr.Filter, s.hdr.FilterK, e.Stream) {
+		if !filterHas(onDisk.Filter, onDisk.FilterK, e.Stream) {
 			mismatch = bad(e.Positions[0], "the index's stream filter misses stream %q", e.Stream)
 			return false
 		}
