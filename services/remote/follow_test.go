@@ -81,4 +81,3 @@ func (f *failingSubs) Subscribe(ctx context.Context, from uint64, filter eventst
 	}
 	return f.Store.Subscribe(ctx, from, filter, handle)
 }
-

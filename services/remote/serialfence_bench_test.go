@@ -3,8 +3,8 @@ package remote_test
 import (
 	"context"
 	"fmt"
-	"testing"
 	"github.com/turnstile/turnstile/services/remote"
+	"testing"
 )
 
 // BenchmarkSessionRuns: what the serial fence costs a session's runs, on
