@@ -10,6 +10,7 @@ package projections
 import (
 	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
@@ -26,6 +27,34 @@ type statsRecord struct {
 	timedOut, rejected, cancelled        uint64
 	waits                                []float64 // ring of the last waitWindow waits, ms
 	waitNext                             int
+	pct                                  waitPercentiles
+}
+
+// waitPercentiles caches a record's wait percentiles between two changes
+// of its waits: readers of the statistics (under the views' read lock, so
+// several at once) compute them once per change instead of sorting a copy
+// of the window on every read, which was a third of a busy server's
+// allocations. addWait, under the fold's exclusive lock, invalidates it.
+type waitPercentiles struct {
+	mu       sync.Mutex
+	valid    bool
+	p50, p95 float64
+}
+
+// percentiles returns the 50th and 95th percentiles of the waits (0, 0
+// for none).
+func (r *statsRecord) percentiles() (p50, p95 float64) {
+	if len(r.waits) == 0 {
+		return 0, 0
+	}
+	r.pct.mu.Lock()
+	defer r.pct.mu.Unlock()
+	if !r.pct.valid {
+		sorted := slices.Clone(r.waits)
+		slices.Sort(sorted)
+		r.pct.p50, r.pct.p95, r.pct.valid = percentile(sorted, 0.50), percentile(sorted, 0.95), true
+	}
+	return r.pct.p50, r.pct.p95
 }
 
 // statsFor returns action ref's statistics, made on first use.
@@ -92,6 +121,7 @@ func (r *statsRecord) addWait(ms float64) {
 	if ms < 0 {
 		ms = 0
 	}
+	r.pct.valid = false
 	if len(r.waits) < waitWindow {
 		r.waits = append(r.waits, ms)
 	} else {

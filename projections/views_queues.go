@@ -4,7 +4,6 @@
 package projections
 
 import (
-	"slices"
 	"sort"
 	"time"
 
@@ -87,9 +86,8 @@ func (v *Views) statsLocked(ref string) QueueStats {
 		}
 	}
 	if len(s.waits) > 0 {
-		sorted := slices.Clone(s.waits)
-		slices.Sort(sorted)
-		out.WaitP50Ms, out.WaitP95Ms = round3(percentile(sorted, 0.50)), round3(percentile(sorted, 0.95))
+		p50, p95 := s.percentiles()
+		out.WaitP50Ms, out.WaitP95Ms = round3(p50), round3(p95)
 	}
 	return out
 }

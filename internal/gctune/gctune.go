@@ -18,6 +18,7 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -36,6 +37,9 @@ const (
 	// target is granted for: the heap grows by at most what the process
 	// allocates in Interval (at the highest rate of the last Interval).
 	Interval = 5 * time.Second
+	// ReleaseEvery is the least time between two Releases that return
+	// memory.
+	ReleaseEvery = time.Minute
 )
 
 // Percent returns the GOGC for a live heap of live bytes, a budget, and an
@@ -94,4 +98,29 @@ func Tune(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+var release struct {
+	sync.Mutex
+	last time.Time
+}
+
+// Release returns the heap's free memory to the operating system (a
+// collection, then every free page: debug.FreeOSMemory) and reports true,
+// unless it did so less than ReleaseEvery ago. Call it after a burst of
+// short-lived allocations, such as an archive round: the burst raises the
+// allocation rate Tune grants growth for, the heap grows to the raised
+// goal, and the runtime hands those pages back only slowly, so a steady
+// process's resident memory would wander with its bursts. The price is one
+// collection and the page faults of growing the heap again, at most once
+// per ReleaseEvery.
+func Release() bool {
+	release.Lock()
+	defer release.Unlock()
+	if now := time.Now(); release.last.IsZero() || now.Sub(release.last) >= ReleaseEvery {
+		debug.FreeOSMemory()
+		release.last = time.Now()
+		return true
+	}
+	return false
 }

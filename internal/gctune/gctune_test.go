@@ -3,6 +3,7 @@ package gctune
 import (
 	"context"
 	"runtime/debug"
+	"runtime/metrics"
 	"testing"
 	"time"
 )
@@ -108,5 +109,39 @@ func waitPercent(t *testing.T, want int, what string) {
 			t.Fatalf("GOGC is %d, want %d %s", gcPercent(), want, what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRelease: after a burst that grew the heap, Release hands the freed
+// pages back to the operating system (the runtime's released bytes grow
+// by most of the burst), and a second call within ReleaseEvery does
+// nothing.
+func TestRelease(t *testing.T) {
+	released := func() uint64 {
+		s := []metrics.Sample{{Name: "/memory/classes/heap/released:bytes"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	Release() // whatever the tests before left
+	release.Lock()
+	release.last = time.Time{}
+	release.Unlock()
+	before := debug.SetGCPercent(-1) // no collection during the burst: the heap holds it all
+	burst := make([][]byte, 64)
+	for i := range burst {
+		burst[i] = make([]byte, 1<<20)
+		burst[i][0] = 1 // touch it
+	}
+	burst = nil
+	debug.SetGCPercent(before)
+	r0 := released()
+	if !Release() {
+		t.Fatal("the first Release did nothing")
+	}
+	if got := released() - r0; got < 32<<20 {
+		t.Errorf("Release returned %d MiB after a 64 MiB burst, want at least 32", got>>20)
+	}
+	if Release() {
+		t.Error("a second Release within ReleaseEvery ran again")
 	}
 }
