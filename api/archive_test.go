@@ -4,22 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/memstore"
-	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/node"
+	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // TestArchivedExecutionsAnswer: once an ended execution has left the live
@@ -28,34 +22,10 @@ import (
 // unknown id is still 404; as_of reads cross into the archive.
 func TestArchivedExecutionsAnswer(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.Start(ctx, store, node.Config{Workers: 2, Slots: 8, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	views := projections.NewViews()
-	views.Retain(1)
-	done := make(chan error, 1)
-	go func() { done <- views.Run(ctx, store) }()
-	arch, err := archive.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	queries := projections.NewQueries(views, store).WithArchive(archive.History{Archive: arch, Live: store})
-	srv := api.New(api.Config{Commands: n.Commands, Queries: queries, Logger: log, FeedHeartbeat: 50 * time.Millisecond})
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		cancel()
-		<-done
-		n.Stop()
-		arch.Close()
-		_ = store.Close()
-	})
-	e := &e2e{t: t, store: store, url: hs.URL}
+	arch := archivetest.Open(t, t.TempDir())
+	e, _ := startE2E(t, store, e2eSetup{retain: 1, archive: &archive.History{Archive: arch, Live: store}})
 
 	e.define("arch.echo", "core.echo", 1)
 	var ids []string

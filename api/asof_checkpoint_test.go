@@ -5,20 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/archivetest"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/node"
 )
@@ -35,33 +32,11 @@ import (
 // /api/v1/audit audits the live log alone from its checkpoint, saying so.
 func TestAsOfAfterTheLiveLogsStart(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx := context.Background()
 	store := memstore.New(memstore.Options{})
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	arch, err := archive.Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := node.Start(ctx, store, node.Config{Workers: 2, Slots: 2, Logger: log, CheckpointEvery: 50 * time.Millisecond,
-		Archive: arch, ArchiveAfter: 200 * time.Millisecond, ArchiveEvery: 20 * time.Millisecond, StopGrace: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	views := projections.NewViews()
-	done := make(chan error, 1)
-	go func() { done <- views.Run(ctx, store) }()
-	srv := api.New(api.Config{Commands: n.Commands, Queries: projections.NewQueries(views, store), Logger: log, FeedHeartbeat: 50 * time.Millisecond})
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.CloseClientConnections()
-		hs.Close()
-		cancel()
-		<-done
-		n.Stop()
-		arch.Close()
-		_ = store.Close()
-	})
-	e := &e2e{t: t, store: store, url: hs.URL}
+	arch := archivetest.Open(t, t.TempDir())
+	e, n := startE2E(t, store, e2eSetup{node: node.Config{Workers: 2, Slots: 2, CheckpointEvery: 50 * time.Millisecond,
+		Archive: arch, ArchiveAfter: 200 * time.Millisecond, ArchiveEvery: 20 * time.Millisecond, StopGrace: time.Second}})
 	e.define("ck.sleep", "core.sleep", 1) // one at a time: executions wait across checkpoints
 	e.define("ck.echo", "core.echo", 2)
 	var ids []string

@@ -19,6 +19,7 @@ import (
 	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/node"
@@ -38,18 +39,44 @@ func newE2E(t *testing.T) *e2e { return newE2ERetaining(t, 0) }
 // recently ended executions (0: all).
 func newE2ERetaining(t *testing.T, retain int) *e2e {
 	t.Helper()
+	e, _ := startE2E(t, memstore.New(memstore.Options{}), e2eSetup{retain: retain})
+	return e
+}
+
+// e2eSetup is what a test changes of newE2E's turnstile.
+type e2eSetup struct {
+	node   node.Config // zero Workers, Slots, Logger: 2 workers of 8 slots, no log
+	retain int         // the read model's retention (0: all)
+	// archive, if set, is what GET reads an archived execution from.
+	archive *archive.History
+}
+
+// startE2E starts newE2E's turnstile on store with setup, and returns it
+// and its node. The test's end stops it all and closes store.
+func startE2E(t *testing.T, store *memstore.Store, setup e2eSetup) (*e2e, *node.Node) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	store := memstore.New(memstore.Options{})
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.Start(ctx, store, node.Config{Workers: 2, Slots: 8, Logger: log})
+	cfg := setup.node
+	if cfg.Workers == 0 && cfg.Slots == 0 {
+		cfg.Workers, cfg.Slots = 2, 8
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	n, err := node.Start(ctx, store, cfg)
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	views := projections.NewViews()
-	views.Retain(retain)
+	views.Retain(setup.retain)
 	done := make(chan error, 1)
 	go func() { done <- views.Run(ctx, store) }()
-	srv := api.New(api.Config{Commands: n.Commands, Queries: projections.NewQueries(views, store), Logger: log, FeedHeartbeat: 50 * time.Millisecond})
+	queries := projections.NewQueries(views, store)
+	if setup.archive != nil {
+		queries = queries.WithArchive(*setup.archive)
+	}
+	srv := api.New(api.Config{Commands: n.Commands, Queries: queries, Logger: cfg.Logger, FeedHeartbeat: 50 * time.Millisecond})
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() {
 		hs.CloseClientConnections()
@@ -59,7 +86,7 @@ func newE2ERetaining(t *testing.T, retain int) *e2e {
 		n.Stop()
 		_ = store.Close()
 	})
-	return &e2e{t: t, store: store, url: hs.URL}
+	return &e2e{t: t, store: store, url: hs.URL}, n
 }
 
 // do sends a request and returns the status, headers and body.

@@ -20,52 +20,62 @@ import (
 // folds the rest from it, and checks the result equals one fold of the
 // whole log; writing the same checkpoint again is an idempotent replay.
 func TestCheckpointInTheLogResumesExactly(t *testing.T) {
+	atEveryCut(t, func(t *testing.T, store *memstore.Store, src []domain.Envelope, cut int, st *projections.State) {
+		ctx := context.Background()
+		sn := st.Snapshot()
+		m, err := projections.WriteCheckpoint(ctx, store, sn, domain.Hash{}, "executor", nil)
+		if err != nil {
+			t.Fatalf("cut %d: %v", cut, err)
+		}
+		if m2, err := projections.WriteCheckpoint(ctx, store, sn, domain.Hash{}, "executor", nil); err != nil || m2.SHA256 != m.SHA256 {
+			t.Fatalf("cut %d: writing it again: %v (%s, %s)", cut, err, m2.SHA256, m.SHA256)
+		}
+		copyLog(t, store, src[cut:])
+		got, gm, ok, err := projections.LatestCheckpoint(ctx, store, 0, nil)
+		if err != nil || !ok || gm.Position != uint64(cut) {
+			t.Fatalf("cut %d: latest checkpoint: ok %v at %d: %v", cut, ok, gm.Position, err)
+		}
+		if !slices.Contains(gm.Keep, domain.CheckpointMarkers) || (cut > 0 && !slices.Contains(gm.Keep, domain.QueueStream("a"))) {
+			t.Fatalf("cut %d: keep %v", cut, gm.Keep)
+		}
+		resumed := projections.RestoreState(got)
+		whole := projections.NewState()
+		for _, e := range readAll(t, store) {
+			if err := whole.Apply(&e); err != nil {
+				t.Fatal(err)
+			}
+			if e.Position >= resumed.Next {
+				if err := resumed.Apply(&e); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		if !bytes.Equal(gobBytes(t, resumed.Snapshot()), gobBytes(t, whole.Snapshot())) {
+			t.Fatalf("cut %d: the fold resumed from the checkpoint differs from the whole fold", cut)
+		}
+	})
+}
+
+// atEveryCut runs check on both test logs (viewsLog, singleStreamLog) at
+// every position cut of each, in parallel subtests: store holds the log's
+// first cut events (each with its own time, from the store) and st is
+// their fold.
+func atEveryCut(t *testing.T, check func(t *testing.T, store *memstore.Store, src []domain.Envelope, cut int, st *projections.State)) {
 	t.Parallel()
 	for name, mk := range map[string]func(*testing.T) eventstore.Store{"atomic": viewsLog, "single-stream": singleStreamLog} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			ctx := context.Background()
 			src := readAll(t, mk(t))
 			for cut := 0; cut <= len(src); cut++ {
 				store := memstore.New(memstore.Options{})
 				copyLog(t, store, src[:cut])
-				st := projections.NewState() // (of the copy: the store gives each event its own time)
+				st := projections.NewState()
 				for _, e := range readAll(t, store) {
 					if err := st.Apply(&e); err != nil {
 						t.Fatal(err)
 					}
 				}
-				sn := st.Snapshot()
-				m, err := projections.WriteCheckpoint(ctx, store, sn, domain.Hash{}, "executor", nil)
-				if err != nil {
-					t.Fatalf("cut %d: %v", cut, err)
-				}
-				if m2, err := projections.WriteCheckpoint(ctx, store, sn, domain.Hash{}, "executor", nil); err != nil || m2.SHA256 != m.SHA256 {
-					t.Fatalf("cut %d: writing it again: %v (%s, %s)", cut, err, m2.SHA256, m.SHA256)
-				}
-				copyLog(t, store, src[cut:])
-				got, gm, ok, err := projections.LatestCheckpoint(ctx, store, 0, nil)
-				if err != nil || !ok || gm.Position != uint64(cut) {
-					t.Fatalf("cut %d: latest checkpoint: ok %v at %d: %v", cut, ok, gm.Position, err)
-				}
-				if !slices.Contains(gm.Keep, domain.CheckpointMarkers) || (cut > 0 && !slices.Contains(gm.Keep, domain.QueueStream("a"))) {
-					t.Fatalf("cut %d: keep %v", cut, gm.Keep)
-				}
-				resumed := projections.RestoreState(got)
-				whole := projections.NewState()
-				for _, e := range readAll(t, store) {
-					if err := whole.Apply(&e); err != nil {
-						t.Fatal(err)
-					}
-					if e.Position >= resumed.Next {
-						if err := resumed.Apply(&e); err != nil {
-							t.Fatal(err)
-						}
-					}
-				}
-				if !bytes.Equal(gobBytes(t, resumed.Snapshot()), gobBytes(t, whole.Snapshot())) {
-					t.Fatalf("cut %d: the fold resumed from the checkpoint differs from the whole fold", cut)
-				}
+				check(t, store, src, cut, st)
 			}
 		})
 	}

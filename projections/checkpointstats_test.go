@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 )
@@ -18,50 +17,35 @@ import (
 // every kind of end) and fed the rest shows every action's queue_stats
 // (totals, wait percentiles, position) exactly as a fold from position 0.
 func TestCheckpointCarriesStatistics(t *testing.T) {
-	t.Parallel()
-	for name, mk := range map[string]func(*testing.T) eventstore.Store{"atomic": viewsLog, "single-stream": singleStreamLog} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			ctx := context.Background()
-			src := readAll(t, mk(t))
-			for cut := 0; cut <= len(src); cut++ {
-				store := memstore.New(memstore.Options{})
-				copyLog(t, store, src[:cut])
-				st := projections.NewState()
-				for _, e := range readAll(t, store) {
-					if err := st.Apply(&e); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if _, err := projections.WriteCheckpoint(ctx, store, st.Snapshot(), domain.Hash{}, "executor", nil); err != nil {
-					t.Fatal(err)
-				}
-				copyLog(t, store, src[cut:])
-				sn, _, ok, err := projections.LatestCheckpoint(ctx, store, 0, nil)
-				if err != nil || !ok {
-					t.Fatalf("cut %d: latest checkpoint: %v %v", cut, ok, err)
-				}
-				if !sn.StatsKept || sn.StatsFrom != 0 {
-					t.Fatalf("cut %d: the checkpoint's statistics: kept %v, from %d", cut, sn.StatsKept, sn.StatsFrom)
-				}
-				resumed := projections.ViewsFromCheckpoint(sn)
-				if err := resumed.CatchUp(ctx, store); err != nil {
-					t.Fatal(err)
-				}
-				whole := projections.NewViews()
-				if err := whole.CatchUp(ctx, store); err != nil {
-					t.Fatal(err)
-				}
-				got, want := jsonOf(t, resumed.AllStats()), jsonOf(t, whole.AllStats())
-				if !bytes.Equal(got, want) {
-					t.Fatalf("cut %d: queue_stats from the checkpoint\n%s\nfrom position 0\n%s", cut, got, want)
-				}
-				if cut == len(src) && !bytes.Contains(want, []byte(`"total_completed":1`)) {
-					t.Fatalf("the log ends no execution: %s", want) // (the test would prove nothing)
-				}
-			}
-		})
-	}
+	atEveryCut(t, func(t *testing.T, store *memstore.Store, src []domain.Envelope, cut int, st *projections.State) {
+		ctx := context.Background()
+		if _, err := projections.WriteCheckpoint(ctx, store, st.Snapshot(), domain.Hash{}, "executor", nil); err != nil {
+			t.Fatal(err)
+		}
+		copyLog(t, store, src[cut:])
+		sn, _, ok, err := projections.LatestCheckpoint(ctx, store, 0, nil)
+		if err != nil || !ok {
+			t.Fatalf("cut %d: latest checkpoint: %v %v", cut, ok, err)
+		}
+		if !sn.StatsKept || sn.StatsFrom != 0 {
+			t.Fatalf("cut %d: the checkpoint's statistics: kept %v, from %d", cut, sn.StatsKept, sn.StatsFrom)
+		}
+		resumed := projections.ViewsFromCheckpoint(sn)
+		if err := resumed.CatchUp(ctx, store); err != nil {
+			t.Fatal(err)
+		}
+		whole := projections.NewViews()
+		if err := whole.CatchUp(ctx, store); err != nil {
+			t.Fatal(err)
+		}
+		got, want := jsonOf(t, resumed.AllStats()), jsonOf(t, whole.AllStats())
+		if !bytes.Equal(got, want) {
+			t.Fatalf("cut %d: queue_stats from the checkpoint\n%s\nfrom position 0\n%s", cut, got, want)
+		}
+		if cut == len(src) && !bytes.Contains(want, []byte(`"total_completed":1`)) {
+			t.Fatalf("the log ends no execution: %s", want) // (the test would prove nothing)
+		}
+	})
 }
 
 func jsonOf(t *testing.T, v any) []byte {

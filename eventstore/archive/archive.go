@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/turnstile/turnstile/domain"
 )
@@ -101,9 +102,18 @@ func (a *Archive) SetFilterCacheBytes(n int) { a.filters.setBudget(n) }
 func (a *Archive) Dir() string { return a.dir }
 
 // Refresh reads the directory again, to see segments another process wrote
-// since Open, with the checks of Open.
+// since Open, with the checks of Open. It reads the headers of new segments
+// only: a segment's files never change once written (Verify checks them
+// against their hashes), so the headers it has read stay true, and a
+// refresh costs a directory listing however long the archive is.
 func (a *Archive) Refresh() error {
-	segs, err := scan(a.dir)
+	a.mu.Lock()
+	known := make(map[[2]uint64]header, len(a.segs))
+	for _, s := range a.segs {
+		known[[2]uint64{s.First, s.Last}] = s.hdr
+	}
+	a.mu.Unlock()
+	segs, err := scan(a.dir, known)
 	if err != nil {
 		return err
 	}
@@ -113,7 +123,12 @@ func (a *Archive) Refresh() error {
 	return nil
 }
 
-func scan(dir string) ([]*segment, error) {
+// readHeaders counts the index headers scan reads (tests).
+var readHeaders atomic.Int64
+
+// scan lists dir's segments; known holds headers already read, by a
+// segment's first and last position.
+func scan(dir string, known map[[2]uint64]header) ([]*segment, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -135,9 +150,13 @@ func scan(dir string) ([]*segment, error) {
 			return nil, fmt.Errorf("%w: %s has an index but no segment file", ErrArchive, filepath.Join(dir, segmentFile(p.first, p.last)))
 		}
 		delete(data, p)
-		h, err := readHeader(filepath.Join(dir, indexFile(p.first, p.last)))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrArchive, err)
+		h, ok := known[[2]uint64{p.first, p.last}]
+		if !ok {
+			var err error
+			if h, err = readHeader(filepath.Join(dir, indexFile(p.first, p.last))); err != nil {
+				return nil, fmt.Errorf("%w: %v", ErrArchive, err)
+			}
+			readHeaders.Add(1)
 		}
 		name := segmentFile(p.first, p.last)
 		switch {

@@ -394,3 +394,37 @@ func TestReadStreamAmongManyStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestRefreshReadsOnlyNewHeaders: a refresh reads the index headers of the
+// segments written since the last one and no others (a history that
+// refreshes on every trim of the live log would otherwise read the whole
+// archive's headers each time), and sees the new segments.
+func TestRefreshReadsOnlyNewHeaders(t *testing.T) {
+	ctx := context.Background()
+	src := fill(t, 500, 5)
+	dir := t.TempDir()
+	archivetest.Write(t, src, dir, 100, 0, 300)
+	before := archive.HeaderReads()
+	reader := archivetest.Open(t, dir)
+	if got := archive.HeaderReads() - before; got != 3 {
+		t.Fatalf("Open read %d headers, want 3", got)
+	}
+	writer := archivetest.Open(t, dir) // another process appends two segments
+	writer.SetSegmentEvents(100)
+	if err := writer.Write(ctx, src, 300, 500); err != nil {
+		t.Fatal(err)
+	}
+	before = archive.HeaderReads()
+	if err := reader.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if got := archive.HeaderReads() - before; got != 2 {
+		t.Errorf("Refresh read %d headers, want the 2 new ones", got)
+	}
+	if n, end := len(reader.Segments()), reader.End(); n != 5 || end != 500 {
+		t.Errorf("after Refresh: %d segments ending at %d, want 5 ending at 500", n, end)
+	}
+	if err := reader.Refresh(); err != nil || archive.HeaderReads()-before != 2 {
+		t.Errorf("a second Refresh with nothing new: err %v, %d headers read in all, want 2", err, archive.HeaderReads()-before)
+	}
+}

@@ -221,28 +221,18 @@ func (s recordStatus) String() string {
 
 // recordLen returns the total size of the record at the start of b as its
 // length field says, or a status when b cannot hold a record.
-func recordLen(b []byte) (int, recordStatus) {
-	if len(b) < 4 {
-		return 0, recShort
-	}
-	l := binary.LittleEndian.Uint32(b)
-	if l < minBody || l > maxBody {
-		return 0, recBadLen
-	}
-	n := prefixSize + int(l)
-	if len(b) < n {
-		return n, recShort
-	}
-	return n, recOK
-}
+func recordLen(b []byte) (int, recordStatus) { return recordLenWithin(b, minBody, maxBody) }
 
 // recordLenV1 is recordLen for a format-1 log.
-func recordLenV1(b []byte) (int, recordStatus) {
+func recordLenV1(b []byte) (int, recordStatus) { return recordLenWithin(b, minBodyV1, maxBodyV1) }
+
+// recordLenWithin is recordLen for a format whose bodies are lo..hi bytes.
+func recordLenWithin(b []byte, lo, hi uint32) (int, recordStatus) {
 	if len(b) < 4 {
 		return 0, recShort
 	}
 	l := binary.LittleEndian.Uint32(b)
-	if l < minBodyV1 || l > maxBodyV1 {
+	if l < lo || l > hi {
 		return 0, recBadLen
 	}
 	n := prefixSize + int(l)

@@ -2,13 +2,10 @@ package executor_test
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/turnstile/turnstile/projections"
-	"github.com/turnstile/turnstile/services/clock"
-	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/executor"
 )
 
@@ -19,22 +16,7 @@ import (
 // build it resumes from.
 func TestSnapshotWithoutStatisticsIsRefolded(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewManual(t0)
-	store := clockedStore(clk, false)
-	snaps := &projections.SnapshotFiles{Dir: t.TempDir()}
-	cmds := &command.Service{Store: store, Writer: "test"}
-	start := func() *executor.Executor {
-		t.Helper()
-		e, err := executor.New(executor.Config{Store: store, Clock: clk, Logger: slog.New(slog.DiscardHandler), WorkerLease: time.Hour,
-			Tick: 5 * time.Millisecond, Snapshots: snaps, SnapshotEvery: 1 << 30})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
+	store, snaps, cmds, start := snapshotting(ctx, t)
 	stats := func(e *executor.Executor) (from uint64, sn *projections.StateSnapshot) {
 		deadline := time.Now().Add(10 * time.Second) // a failure guard, not a timing assertion
 		for {

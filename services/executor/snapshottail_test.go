@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/clock"
 	"github.com/turnstile/turnstile/services/command"
@@ -20,22 +21,7 @@ import (
 // is rejected by the resumed executor.
 func TestResumesFromSnapshotTail(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewManual(t0)
-	store := clockedStore(clk, false)
-	snaps := &projections.SnapshotFiles{Dir: t.TempDir()}
-	cmds := &command.Service{Store: store, Writer: "test"}
-	start := func() *executor.Executor {
-		t.Helper()
-		e, err := executor.New(executor.Config{Store: store, Clock: clk, Logger: slog.New(slog.DiscardHandler), WorkerLease: time.Hour,
-			Tick: 5 * time.Millisecond, Snapshots: snaps, SnapshotEvery: 1 << 30})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
+	store, snaps, cmds, start := snapshotting(ctx, t)
 	rejected := func(id string) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
@@ -65,4 +51,26 @@ func TestResumesFromSnapshotTail(t *testing.T) {
 	defer e.Stop()
 	rejected(late)
 	t.Logf("resumed from the snapshot at position %d", info.Next)
+}
+
+// snapshotting returns a store, the snapshot files an executor saves its
+// fold in when it stops, a command service on the store, and start, which
+// starts an executor on them.
+func snapshotting(ctx context.Context, t *testing.T) (eventstore.Store, *projections.SnapshotFiles, *command.Service, func() *executor.Executor) {
+	clk := clock.NewManual(t0)
+	store := clockedStore(clk, false)
+	snaps := &projections.SnapshotFiles{Dir: t.TempDir()}
+	start := func() *executor.Executor {
+		t.Helper()
+		e, err := executor.New(executor.Config{Store: store, Clock: clk, Logger: slog.New(slog.DiscardHandler), WorkerLease: time.Hour,
+			Tick: 5 * time.Millisecond, Snapshots: snaps, SnapshotEvery: 1 << 30})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	return store, snaps, &command.Service{Store: store, Writer: "test"}, start
 }
