@@ -54,13 +54,16 @@ type Archive struct {
 
 	segEvents int // events per segment written; guarded by wmu
 
-	filters *filterCache // the segments' stream filters, within a budget (a segment's hdr keeps none)
+	lookups *lookupCache // the segments' filters and member tables, within a budget
 }
 
-// segment is a segment with its header.
+// segment is a segment as an Archive keeps it in memory: its summary and
+// its filter's probe count. The rest of its index header is read when
+// needed (lookupCache, Verify), so that memory does not grow with the
+// archive's length beyond a small summary per segment.
 type segment struct {
 	Segment
-	hdr header
+	filterK int
 }
 
 var (
@@ -87,16 +90,17 @@ func Open(dir string) (*Archive, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	a := &Archive{dir: dir, filters: newFilterCache(DefaultFilterCacheBytes)}
+	a := &Archive{dir: dir, lookups: newLookupCache(DefaultFilterCacheBytes)}
 	if err := a.Refresh(); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-// SetFilterCacheBytes sets how many bytes of segments' stream filters the
-// archive keeps in memory (DefaultFilterCacheBytes until then).
-func (a *Archive) SetFilterCacheBytes(n int) { a.filters.setBudget(n) }
+// SetFilterCacheBytes sets how many bytes of segments' look-up tables (their
+// stream filters, mostly) the archive keeps in memory
+// (DefaultFilterCacheBytes until then).
+func (a *Archive) SetFilterCacheBytes(n int) { a.lookups.setBudget(n) }
 
 // Dir returns the archive's directory.
 func (a *Archive) Dir() string { return a.dir }
@@ -108,9 +112,9 @@ func (a *Archive) Dir() string { return a.dir }
 // refresh costs a directory listing however long the archive is.
 func (a *Archive) Refresh() error {
 	a.mu.Lock()
-	known := make(map[[2]uint64]header, len(a.segs))
+	known := make(map[[2]uint64]*segment, len(a.segs))
 	for _, s := range a.segs {
-		known[[2]uint64{s.First, s.Last}] = s.hdr
+		known[[2]uint64{s.First, s.Last}] = s
 	}
 	a.mu.Unlock()
 	segs, err := scan(a.dir, known)
@@ -126,9 +130,9 @@ func (a *Archive) Refresh() error {
 // readHeaders counts the index headers scan reads (tests).
 var readHeaders atomic.Int64
 
-// scan lists dir's segments; known holds headers already read, by a
-// segment's first and last position.
-func scan(dir string, known map[[2]uint64]header) ([]*segment, error) {
+// scan lists dir's segments; known holds segments whose headers were read
+// already, by their first and last position.
+func scan(dir string, known map[[2]uint64]*segment) ([]*segment, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, err
@@ -150,20 +154,24 @@ func scan(dir string, known map[[2]uint64]header) ([]*segment, error) {
 			return nil, fmt.Errorf("%w: %s has an index but no segment file", ErrArchive, filepath.Join(dir, segmentFile(p.first, p.last)))
 		}
 		delete(data, p)
-		h, ok := known[[2]uint64{p.first, p.last}]
+		name := segmentFile(p.first, p.last)
+		seg, ok := known[[2]uint64{p.first, p.last}]
 		if !ok {
-			var err error
-			if h, err = readHeader(filepath.Join(dir, indexFile(p.first, p.last))); err != nil {
+			h, err := readHeader(filepath.Join(dir, indexFile(p.first, p.last)))
+			if err != nil {
 				return nil, fmt.Errorf("%w: %v", ErrArchive, err)
 			}
 			readHeaders.Add(1)
-		}
-		name := segmentFile(p.first, p.last)
-		switch {
-		case h.First != p.first || h.Last != p.last || p.last < p.first:
-			return nil, fmt.Errorf("%w: %s: its index says positions %d..%d", ErrArchive, name, h.First, h.Last)
-		case h.Count != p.last-p.first+1:
-			return nil, fmt.Errorf("%w: %s: its index counts %d events for %d positions", ErrArchive, name, h.Count, p.last-p.first+1)
+			switch {
+			case h.First != p.first || h.Last != p.last || p.last < p.first:
+				return nil, fmt.Errorf("%w: %s: its index says positions %d..%d", ErrArchive, name, h.First, h.Last)
+			case h.Count != p.last-p.first+1:
+				return nil, fmt.Errorf("%w: %s: its index counts %d events for %d positions", ErrArchive, name, h.Count, p.last-p.first+1)
+			}
+			seg = &segment{
+				Segment: Segment{Name: name, First: h.First, Last: h.Last, Count: h.Count, Bytes: h.Bytes, PrevHash: h.PrevHash, LastHash: h.LastHash},
+				filterK: h.FilterK,
+			}
 		}
 		if i > 0 {
 			prev := segs[i-1]
@@ -172,15 +180,11 @@ func scan(dir string, known map[[2]uint64]header) ([]*segment, error) {
 				return nil, fmt.Errorf("%w: gap: positions %d..%d are in no segment (between %s and %s)", ErrArchive, prev.Last+1, p.first-1, prev.Name, name)
 			case p.first <= prev.Last:
 				return nil, fmt.Errorf("%w: %s overlaps %s", ErrArchive, name, prev.Name)
-			case h.PrevHash != prev.LastHash:
-				return nil, fmt.Errorf("%w: %s starts after chain hash %s, but %s ends with %s", ErrArchive, name, h.PrevHash, prev.Name, prev.LastHash)
+			case seg.PrevHash != prev.LastHash:
+				return nil, fmt.Errorf("%w: %s starts after chain hash %s, but %s ends with %s", ErrArchive, name, seg.PrevHash, prev.Name, prev.LastHash)
 			}
 		}
-		h.Filter = nil // read again when a look-up needs it (filtercache.go)
-		segs = append(segs, &segment{
-			Segment: Segment{Name: name, First: h.First, Last: h.Last, Count: h.Count, Bytes: h.Bytes, PrevHash: h.PrevHash, LastHash: h.LastHash},
-			hdr:     h,
-		})
+		segs = append(segs, seg)
 	}
 	for p := range data { // segments without an index
 		if len(segs) == 0 || p.first > segs[len(segs)-1].Last {

@@ -34,18 +34,22 @@ func (c *cursor) close() {
 
 // openCursor opens s at the gzip member holding pos and skips to pos.
 func (a *Archive) openCursor(s *segment, pos uint64) (*cursor, error) {
+	l, err := a.lookup(s)
+	if err != nil {
+		return nil, err
+	}
 	f, err := os.Open(filepath.Join(a.dir, s.Name))
 	if err != nil {
 		return nil, err
 	}
 	var off int64
 	next := s.First
-	i, found := slices.BinarySearchFunc(s.hdr.Blocks, pos, func(b block, p uint64) int { return cmpU(b.First, p) })
+	i, found := slices.BinarySearchFunc(l.blocks, pos, func(b block, p uint64) int { return cmpU(b.First, p) })
 	if !found {
 		i--
 	}
-	if i >= 0 && i < len(s.hdr.Blocks) {
-		off, next = s.hdr.Blocks[i].Offset, s.hdr.Blocks[i].First
+	if i >= 0 && i < len(l.blocks) {
+		off, next = l.blocks[i].Offset, l.blocks[i].First
 	}
 	if _, err := f.Seek(off, io.SeekStart); err != nil {
 		f.Close()
@@ -172,11 +176,11 @@ func (a *Archive) ReadStream(ctx context.Context, stream string) ([]domain.Envel
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		filter, err := a.filter(s)
+		l, err := a.lookup(s)
 		if err != nil {
 			return nil, err
 		}
-		if !filterHas(filter, s.hdr.FilterK, stream) {
+		if !filterHas(l.filter, s.filterK, stream) {
 			continue
 		}
 		positions, err := a.streamPositions(s, stream)
@@ -225,11 +229,11 @@ func (a *Archive) FindStream(ctx context.Context, stream string) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, err
 		}
-		filter, err := a.filter(s)
+		l, err := a.lookup(s)
 		if err != nil {
 			return false, err
 		}
-		if !filterHas(filter, s.hdr.FilterK, stream) {
+		if !filterHas(l.filter, s.filterK, stream) {
 			continue
 		}
 		p, err := a.streamPositions(s, stream)

@@ -144,18 +144,19 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	if _, err := io.Copy(io.Discard, raw); err != nil {
 		return prev, 0, err
 	}
-	if got := hex.EncodeToString(sum.Sum(nil)); got != s.hdr.SHA256 || cw.n != s.hdr.Bytes {
-		return prev, 0, bad(s.First, "the segment file (%d bytes, SHA-256 %s) is not the one its index records (%d bytes, %s)", cw.n, got, s.hdr.Bytes, s.hdr.SHA256)
-	}
-	if prev != s.LastHash {
-		return prev, 0, bad(s.Last, "the chain hash of the last event is %s, its index says %s", prev, s.LastHash)
-	}
-	// The index's streams: exactly the segment's, and all in its filter (as
-	// the index file holds it: not the cache's, which look-ups fill).
+	// The index's header as the file holds it now (not as Open read it,
+	// nor the cache's, which look-ups fill).
 	onDisk, err := readHeader(filepath.Join(a.dir, indexFile(s.First, s.Last)))
 	if err != nil {
 		return prev, 0, bad(s.First, "reading the index: %v", err)
 	}
+	if got := hex.EncodeToString(sum.Sum(nil)); got != onDisk.SHA256 || cw.n != onDisk.Bytes || cw.n != s.Bytes {
+		return prev, 0, bad(s.First, "the segment file (%d bytes, SHA-256 %s) is not the one its index records (%d bytes, %s)", cw.n, got, onDisk.Bytes, onDisk.SHA256)
+	}
+	if prev != s.LastHash || prev != onDisk.LastHash {
+		return prev, 0, bad(s.Last, "the chain hash of the last event is %s, its index says %s", prev, onDisk.LastHash)
+	}
+	// The index's streams: exactly the segment's, and all in its filter.
 	listed := 0
 	var mismatch error
 	err = readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), "", func(e streamEntry) bool {
@@ -182,17 +183,17 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	if mismatch != nil {
 		return prev, 0, mismatch
 	}
-	for _, b := range s.hdr.StreamBlocks { // each lookup block starts where the header says
+	for _, b := range onDisk.StreamBlocks { // each lookup block starts where the header says
 		var first string
 		if err := readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), b.First, func(e streamEntry) bool { first = e.Stream; return false }); err != nil || first != b.First {
 			return prev, 0, bad(s.First, "the index's streams block of %q does not start with it (%q, %v)", b.First, first, err)
 		}
 	}
-	if len(streams) > 0 || listed != s.hdr.Streams {
+	if len(streams) > 0 || listed != onDisk.Streams {
 		for name, p := range streams {
 			return prev, 0, bad(p[0], "the index does not list stream %q", name)
 		}
-		return prev, 0, bad(s.First, "the index counts %d streams and lists %d", s.hdr.Streams, listed)
+		return prev, 0, bad(s.First, "the index counts %d streams and lists %d", onDisk.Streams, listed)
 	}
 	return prev, cw.n, nil
 }

@@ -286,11 +286,10 @@ func (a *Archive) writeSegment(ctx context.Context, src eventstore.Store, first,
 	if err := writeFile(a.dir, indexFile(first, last), func(w io.Writer) error { return writeIndex(w, &h, entries) }); err != nil {
 		return nil, err
 	}
-	a.filters.put(first, h.Filter)
-	h.Filter = nil
+	a.lookups.put(first, &lookup{filter: h.Filter, blocks: h.Blocks})
 	return &segment{
 		Segment: Segment{Name: name, First: first, Last: last, Count: h.Count, Bytes: h.Bytes, PrevHash: prev, LastHash: h.LastHash},
-		hdr:     h,
+		filterK: h.FilterK,
 	}, nil
 }
 
