@@ -66,7 +66,7 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 	logSegBytes := fset.Int64("log-segment-bytes", 8<<20, "the embedded log's segment file size (the unit a trim reclaims)")
 	dir := fset.String("dir", "", "where the data and archive directories go (default: a temporary directory, removed after)")
 	asJSON := fset.Bool("json", false, "print the windows as JSON lines")
-	memProfile := fset.String("memprofile", "", "write a heap profile (in use, after a GC) at the end to this file")
+	memProfile := fset.String("memprofile", "", "write a heap profile (in use, after a GC) at the end to this file; a name with %d: one after each window, numbered")
 	filterCache := fset.Int("filter-cache-bytes", archive.DefaultFilterCacheBytes, "bytes of archive segments' stream filters kept in memory")
 	inFlight := fset.Int("in-flight", 2000, "requested executions not yet ended, at most (a steady arrival rather than a window's backlog; 0: no bound)")
 	if err := parse(fset, args); err != nil {
@@ -157,6 +157,12 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		m.HeapBytes = ms.HeapAlloc
+		if strings.Contains(*memProfile, "%d") {
+			if err := writeHeapProfile(fmt.Sprintf(*memProfile, m.Window)); err != nil {
+				stop()
+				return err
+			}
+		}
 		debug.FreeOSMemory()
 		m.RSSFreedBytes = currentRSS()
 		stop()
@@ -179,7 +185,7 @@ func cmdBenchMonths(ctx context.Context, args []string, stdout, stderr io.Writer
 				float64(m.LiveBytes)/(1<<20), perEvent, m.ExecutionsPerS, float64(m.RSSBytes)/(1<<20), float64(m.RSSMedianBytes)/(1<<20), float64(m.RSSFreedBytes)/(1<<20), float64(m.HeapBytes)/(1<<20), m.RestartSeconds, m.Checkpoint)
 		}
 	}
-	if *memProfile != "" { // the restarted process's, after the last window
+	if *memProfile != "" && !strings.Contains(*memProfile, "%d") { // the restarted process's, after the last window
 		if err := writeHeapProfile(*memProfile); err != nil {
 			stop()
 			return err

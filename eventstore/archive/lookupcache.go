@@ -8,7 +8,8 @@ import (
 
 // DefaultFilterCacheBytes is how many bytes of segments' look-up tables
 // (their stream filters and gzip member tables, see lookup) an Archive
-// keeps in memory, the most recently used first. A segment of 1,000,000
+// keeps in memory, the most recently used first (reads fill it; writes do
+// not). A segment of 1,000,000
 // events (some 170,000 streams) has a filter of about 210 KB and a member
 // table of about 4 KB, so the default holds those of about 80 segments; the
 // tables of older segments are read again from their index files when a

@@ -286,7 +286,8 @@ func (a *Archive) writeSegment(ctx context.Context, src eventstore.Store, first,
 	if err := writeFile(a.dir, indexFile(first, last), func(w io.Writer) error { return writeIndex(w, &h, entries) }); err != nil {
 		return nil, err
 	}
-	a.lookups.put(first, &lookup{filter: h.Filter, blocks: h.Blocks})
+	// (Nothing goes into the look-up cache: a process that archives but
+	// never reads the archive keeps its heap flat; the first read fills it.)
 	return &segment{
 		Segment: Segment{Name: name, First: first, Last: last, Count: h.Count, Bytes: h.Bytes, PrevHash: prev, LastHash: h.LastHash},
 		filterK: h.FilterK,
