@@ -39,7 +39,7 @@ const (
 	Interval = 5 * time.Second
 	// ReleaseEvery is the least time between two Releases that return
 	// memory.
-	ReleaseEvery = time.Minute
+	ReleaseEvery = 30 * time.Second
 )
 
 // Percent returns the GOGC for a live heap of live bytes, a budget, and an

@@ -219,8 +219,8 @@ func (n *Node) startArchiver(ctx context.Context, store eventstore.Store, cfg Co
 	ex := n.Executor
 	// After a trim the read model forgets what ended before the new start,
 	// and the round's buffers are garbage: the memory the round grew the
-	// heap by goes back to the system (gctune.Release, at most once a
-	// minute), so that the RSS of a process that archives stays flat.
+	// heap by goes back to the system (gctune.Release, at most every
+	// gctune.ReleaseEvery), so that the RSS of a process that archives stays flat.
 	trimmed := func(start uint64) {
 		if cfg.Trimmed != nil {
 			cfg.Trimmed(start)
