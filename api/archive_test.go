@@ -105,3 +105,59 @@ func TestAsOfBeforeTheLiveLogIsGone(t *testing.T) {
 		t.Fatalf("as_of before the live log: %d %s", code, body)
 	}
 }
+
+// TestIdempotencyKeyAcrossTheArchive: a retry with an idempotency key whose
+// execution has left the live log for the archive is a retry still (202,
+// Idempotent-Replayed, the same id, nothing written), with another body it
+// is 409, and the history stays clean: before the fix the execution ran a
+// second time, as a second life of an ended stream the audit refuses.
+func TestIdempotencyKeyAcrossTheArchive(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := memstore.New(memstore.Options{})
+	arch := archivetest.Open(t, t.TempDir())
+	e, _ := startE2E(t, store, e2eSetup{retain: 1, archive: &archive.History{Archive: arch, Live: store}})
+	e.define("key.echo", "core.echo", 1)
+	body := map[string]any{"action": "key.echo", "input": map[string]any{"order": 42}}
+	var first wire.Execution
+	e.mustJSON("POST", "/api/v1/executions", body, http.StatusAccepted, &first, "Idempotency-Key", "order-42")
+	e.waitStatus(first.ID, domain.StatusCompleted)
+	for i := range 2 { // the read model (retaining 1) forgets the keyed one
+		e.waitStatus(e.request("key.echo", map[string]any{"i": i}), domain.StatusCompleted)
+	}
+	head, _ := store.Head(ctx)
+	if err := arch.Write(ctx, store, 0, head); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Trim(ctx, head, []string{"action-key.echo", "queue-key.echo", "worker-local-1", "worker-local-2"}); err != nil {
+		t.Fatal(err)
+	}
+
+	code, h, b := e.do("POST", "/api/v1/executions", body, "Idempotency-Key", "order-42")
+	var again wire.Execution
+	if err := json.Unmarshal(b, &again); err != nil || code != http.StatusAccepted || again.ID != first.ID || again.Status != "completed" || h.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("the retry after the archive: %d %q %s", code, h.Get("Idempotent-Replayed"), b)
+	}
+	other := map[string]any{"action": "key.echo", "input": map[string]any{"order": 43}}
+	if code, _, b := e.do("POST", "/api/v1/executions", other, "Idempotency-Key", "order-42"); code != http.StatusConflict {
+		t.Fatalf("the key with another body after the archive: %d %s, want 409", code, b)
+	}
+	if after, _ := store.Head(ctx); after != head {
+		t.Fatalf("the retries wrote %d events", after-head)
+	}
+	var got wire.Execution
+	e.mustJSON("GET", "/api/v1/executions/"+first.ID, nil, http.StatusOK, &got)
+	if !got.Archived || got.Status != "completed" {
+		t.Fatalf("the keyed execution: %+v", got)
+	}
+	fresh := e.request("key.echo", map[string]any{"i": 9}) // (a new key still creates: see below)
+	var created wire.Execution
+	e.mustJSON("POST", "/api/v1/executions", map[string]any{"action": "key.echo", "input": map[string]any{"order": 44}}, http.StatusAccepted, &created, "Idempotency-Key", "order-44")
+	e.waitStatus(fresh, domain.StatusCompleted)
+	e.waitStatus(created.ID, domain.StatusCompleted)
+	var verdict wire.AuditVerdict
+	e.mustJSON("GET", "/api/v1/audit", nil, http.StatusOK, &verdict)
+	if !verdict.OK {
+		t.Fatalf("the audit of archive + live log: %+v", verdict)
+	}
+}

@@ -47,7 +47,8 @@ func newE2ERetaining(t *testing.T, retain int) *e2e {
 type e2eSetup struct {
 	node   node.Config // zero Workers, Slots, Logger: 2 workers of 8 slots, no log
 	retain int         // the read model's retention (0: all)
-	// archive, if set, is what GET reads an archived execution from.
+	// archive, if set, is what GET reads an archived execution from, and
+	// where a request's idempotency key is looked up past the live log.
 	archive *archive.History
 }
 
@@ -75,6 +76,7 @@ func startE2E(t *testing.T, store *memstore.Store, setup e2eSetup) (*e2e, *node.
 	queries := projections.NewQueries(views, store)
 	if setup.archive != nil {
 		queries = queries.WithArchive(*setup.archive)
+		n.Commands.History = *setup.archive
 	}
 	srv := api.New(api.Config{Commands: n.Commands, Queries: queries, Logger: cfg.Logger, FeedHeartbeat: 50 * time.Millisecond})
 	hs := httptest.NewServer(srv.Handler())
@@ -115,9 +117,9 @@ func (e *e2e) do(method, path string, body any, header ...string) (int, http.Hea
 	return resp.StatusCode, resp.Header, data
 }
 
-func (e *e2e) mustJSON(method, path string, body any, wantStatus int, out any) {
+func (e *e2e) mustJSON(method, path string, body any, wantStatus int, out any, header ...string) {
 	e.t.Helper()
-	status, _, data := e.do(method, path, body)
+	status, _, data := e.do(method, path, body, header...)
 	if status != wantStatus {
 		e.t.Fatalf("%s %s = %d %s, want %d", method, path, status, data, wantStatus)
 	}

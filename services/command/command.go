@@ -46,6 +46,15 @@ type Service struct {
 	// Log, if set, receives the warnings of the command side: an action
 	// defined or changed to a runner no live worker serves.
 	Log *slog.Logger
+	// History, if set, is the archive and the live log read as one
+	// (archive.History). A request with an idempotency key whose execution
+	// has left the live log for the archive is then answered from it as a
+	// retry (or refused, with another body), instead of being requested
+	// again under the same id, which would run it twice and write a second
+	// life into a stream that has ended. It costs a request with a key new
+	// to the live log one look-up in the archive's indexes. Nil: a key
+	// holds while its execution is in the live log.
+	History eventstore.Store
 
 	// bases keeps the newest checkpoint's state for the streams whose
 	// start was archived (repository.FoldFromBase).
@@ -222,7 +231,16 @@ func (c *Service) decideRequest(r Request, p domain.Principal) (d requestDecisio
 
 // record appends a decided request: see Request.
 func (c *Service) record(ctx context.Context, r Request, d *requestDecision) (id string, created bool, err error) {
-	id, stream, hash := d.id, d.stream, d.hash
+	id, stream := d.id, d.stream
+	if r.IdempotencyKey != "" && c.History != nil {
+		first, found, err := c.archived(ctx, stream)
+		if err != nil {
+			return "", false, fmt.Errorf("idempotency key %q: %w", r.IdempotencyKey, err)
+		}
+		if found {
+			return c.retried(id, d.hash, first)
+		}
+	}
 	_ = codec.Events.Remember(&d.env) // for this process's folds
 	_, err = c.Store.Append(ctx, stream, eventstore.NoStream, d.env)
 	switch {
@@ -233,17 +251,42 @@ func (c *Service) record(ctx context.Context, r Request, d *requestDecision) (id
 		if rerr != nil || len(first) == 0 {
 			return "", false, fmt.Errorf("idempotency key %q: read the first request: %w", r.IdempotencyKey, errors.Join(err, rerr))
 		}
-		prev, derr := codec.Events.Decode(&first[0])
-		if derr != nil {
-			return "", false, derr
-		}
-		if p, ok := prev.(domain.ExecutionRequested); ok && p.RequestHash == hash {
-			return id, false, nil
-		}
-		return "", false, fmt.Errorf("execution %s: %w", id, ErrIdempotencyMismatch)
+		return c.retried(id, d.hash, &first[0])
 	default:
 		return "", false, fmt.Errorf("request execution: %w", err)
 	}
+}
+
+// archived returns the first event of stream when the live log no longer
+// holds the stream and the archive does (see History).
+func (c *Service) archived(ctx context.Context, stream string) (*domain.Envelope, bool, error) {
+	if _, err := c.Store.ReadStream(ctx, stream, 0, 1); !errors.Is(err, eventstore.ErrStreamNotFound) {
+		return nil, false, nil // in the live log (the append decides), or a failed read (the append fails too)
+	}
+	first, err := c.History.ReadStream(ctx, stream, 0, 1)
+	switch {
+	case errors.Is(err, eventstore.ErrStreamNotFound):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("look in the archive: %w", err)
+	case len(first) == 0:
+		return nil, false, nil
+	}
+	return &first[0], true, nil
+}
+
+// retried answers a request with an idempotency key whose execution id
+// already has a first event: a retry of the same request (created false),
+// or ErrIdempotencyMismatch.
+func (c *Service) retried(id, hash string, first *domain.Envelope) (string, bool, error) {
+	prev, err := codec.Events.Decode(first)
+	if err != nil {
+		return "", false, err
+	}
+	if p, ok := prev.(domain.ExecutionRequested); ok && p.RequestHash == hash {
+		return id, false, nil
+	}
+	return "", false, fmt.Errorf("execution %s: %w", id, ErrIdempotencyMismatch)
 }
 
 // requestHash identifies a request's content for idempotency checks.

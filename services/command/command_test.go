@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"reflect"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 )
 
@@ -88,5 +91,38 @@ func TestChangeActionAnswersTheLog(t *testing.T) {
 	}
 	if _, _, err := cmds.ChangeAction(ctx, "nope", command.Pause("")); !errors.Is(err, command.ErrUnknownAction) {
 		t.Errorf("pause of an unknown action: %v", err)
+	}
+}
+
+// TestWithViewsKeepsEveryField: the copy WithViews makes differs from the
+// service only in its Views (a field it forgot, as it once forgot History,
+// silently turns a feature off behind the API).
+func TestWithViewsKeepsEveryField(t *testing.T) {
+	c := &command.Service{Store: memstore.New(memstore.Options{}), Writer: "w", NewID: uuid.New, Log: slog.Default(),
+		History: memstore.New(memstore.Options{})}
+	views := projections.NewViews()
+	got := reflect.ValueOf(c.WithViews(views)).Elem()
+	want := reflect.ValueOf(c).Elem()
+	for i := range got.NumField() {
+		f := got.Type().Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		if f.Name == "Views" {
+			if got.Field(i).Interface() != views {
+				t.Error("the copy does not consult the views it was given")
+			}
+			continue
+		}
+		if want.Field(i).IsZero() {
+			t.Errorf("this test sets no %s: set it, so that its copy is checked", f.Name)
+		}
+		if got.Field(i).Kind() == reflect.Func {
+			if got.Field(i).Pointer() != want.Field(i).Pointer() {
+				t.Errorf("the copy's %s differs", f.Name)
+			}
+		} else if got.Field(i).Interface() != want.Field(i).Interface() {
+			t.Errorf("the copy's %s differs", f.Name)
+		}
 	}
 }

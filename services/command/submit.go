@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
@@ -83,6 +84,10 @@ func (c *Service) Submit(ctx context.Context, r Request, now time.Time) (Accepte
 	if !created && c.Views != nil {
 		if v, ok := c.Views.View(id); ok {
 			a.Status = v.Status
+		} else if c.History != nil { // archived (see History)
+			if v, ok, err := projections.ExecutionAsOf(ctx, c.History, id, projections.Cut{Position: math.MaxUint64}); err == nil && ok {
+				a.Status = v.Status
+			}
 		}
 	}
 	return a, nil
@@ -199,5 +204,5 @@ func (c *classified) Unwrap() []error { return []error{c.err, c.kind} }
 // Service.Views).
 func (c *Service) WithViews(views *projections.Views) *Service {
 	// (Every field but the checkpoint cache, which the copy keeps its own.)
-	return &Service{Store: c.Store, Writer: c.Writer, NewID: c.NewID, Views: views, Log: c.Log}
+	return &Service{Store: c.Store, Writer: c.Writer, NewID: c.NewID, Views: views, Log: c.Log, History: c.History}
 }

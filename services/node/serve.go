@@ -231,6 +231,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	if a, ok := arch.(*archive.Archive); ok && a != nil {
 		history := archive.History{Archive: a, Live: store}
 		parts.Queries.WithArchive(history)
+		n.Commands.History = history // (before the API starts: no request reads it yet)
 		parts.Archive = archiveStatus{history}
 	}
 	api.Handler = cfg.API(parts)
