@@ -13,6 +13,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -62,15 +63,11 @@ func (w *world) archive() error {
 			limit = min(limit, x.e.Position())
 		}
 	}
-	var oldestRetry time.Time // a request sent before it may be sent again: its execution stays live
-	for _, t := range w.retrySince {
-		if oldestRetry.IsZero() || t.Before(oldestRetry) {
-			oldestRetry = t
-		}
-	}
+	// (Requests being retried do not hold the trim back: their keys are
+	// looked up in the archive, simHistory.)
 	var cp *projections.Checkpoint
 	for i := len(cps) - 1; i >= 0; i-- {
-		if c := cps[i].Position; c > first && c <= limit && (oldestRetry.IsZero() || cps[i].Time.Before(oldestRetry)) {
+		if c := cps[i].Position; c > first && c <= limit {
 			cp = &cps[i]
 			break
 		}
@@ -169,4 +166,33 @@ func (l liveLog) Start(ctx context.Context) (uint64, domain.Hash, error) { retur
 
 func (l liveLog) Trim(ctx context.Context, before uint64, keep []string) error {
 	return l.mem.Trim(ctx, before, keep)
+}
+
+// simHistory is the archive and the live log as the command side reads a
+// stream of them (command.Service.History): its archived events, then its
+// live ones.
+type simHistory struct {
+	eventstore.Store // the live log
+	w                *world
+}
+
+func (h simHistory) ReadStream(ctx context.Context, stream string, from uint64, limit int) ([]domain.Envelope, error) {
+	var out []domain.Envelope
+	for _, e := range h.w.archived {
+		if e.Stream == stream && e.Version >= from {
+			out = append(out, e)
+		}
+	}
+	live, err := h.Store.ReadStream(ctx, stream, from, limit)
+	switch {
+	case errors.Is(err, eventstore.ErrStreamNotFound) && len(out) > 0:
+	case err != nil:
+		return nil, err
+	}
+	for _, e := range live {
+		if len(out) == 0 || e.Version > out[len(out)-1].Version { // a kept stream reads from its first live event
+			out = append(out, e)
+		}
+	}
+	return out[:min(len(out), limit)], nil
 }

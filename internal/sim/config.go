@@ -104,8 +104,10 @@ type Result struct {
 	ByStatus            map[string]int
 	DecisionsCommitted  int
 	WorkerWritesRetried int
-	// With Archive: checkpoints written, and trims of the live log.
-	Checkpoints, Trims int
+	// With Archive: checkpoints written, trims of the live log, and
+	// retries answered from the archive (their execution had left the live
+	// log: command.Service.History).
+	Checkpoints, Trims, ArchivedRetries int
 	// With SingleStream: partial writes the executors completed from the
 	// log (Stats.Repairs), and grants void because their execution had
 	// ended (the audit's VoidGrants).

@@ -5,9 +5,11 @@ package sim
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
 
 	"github.com/turnstile/turnstile/services/command"
 )
@@ -43,12 +45,12 @@ func (w *world) send(r command.Request) {
 	w.tracef("request %s %s: %s created=%v err=%v", r.IdempotencyKey, r.Action, short(id), created, err)
 	if err != nil {
 		w.retries = append(w.retries, r)
-		if _, ok := w.retrySince[r.IdempotencyKey]; !ok {
-			w.retrySince[r.IdempotencyKey] = w.now
-		}
 		return
 	}
-	delete(w.retrySince, r.IdempotencyKey)
+	w.countArchived(id, created)
+	if created && w.cfg.Archive {
+		w.sent = append(w.sent, r)
+	}
 	if created || !containsID(w.known, id) {
 		w.known = append(w.known, id)
 	}
@@ -97,3 +99,29 @@ func (w *world) policy() {
 }
 
 // ---- executors ----
+
+// resend is a client sending a request it sent long ago, whose answer it
+// lost: with the same idempotency key, it must find the execution (in the
+// live log or, once archived, in the archive) and never create it again.
+func (w *world) resend() error {
+	r := w.sent[w.rng.IntN(len(w.sent))]
+	id, created, err := w.cmds.Request(w.ctx, r)
+	w.tracef("resend %s %s: %s created=%v err=%v", r.IdempotencyKey, r.Action, short(id), created, err)
+	if err == nil && created {
+		return fmt.Errorf("a late retry of request %s created execution %s again", r.IdempotencyKey, short(id))
+	}
+	if err == nil {
+		w.countArchived(id, created)
+	}
+	return nil
+}
+
+// countArchived counts a retry answered from the archive (Result.ArchivedRetries).
+func (w *world) countArchived(id string, created bool) {
+	if created || !w.cfg.Archive {
+		return
+	}
+	if _, err := w.mem.ReadStream(w.ctx, domain.ExecutionStream(id), 0, 1); errors.Is(err, eventstore.ErrStreamNotFound) {
+		w.res.ArchivedRetries++
+	}
+}

@@ -117,10 +117,7 @@ type world struct {
 	step    int
 
 	archived []domain.Envelope // Config.Archive: the events trimmed from the live log, in order
-	// retrySince holds, per idempotency key being retried, the log time it
-	// was first sent: the archive never trims past a checkpoint that late
-	// (an idempotency key is honoured while its execution is in the live log).
-	retrySince map[string]time.Time
+	sent     []command.Request // with Config.Archive: requests that created their execution (resend)
 }
 
 type simExec struct {
@@ -192,8 +189,7 @@ func Run(cfg Config) (*Result, error) {
 		rates = *cfg.Faults
 	}
 	w := &world{cfg: cfg, ctx: context.Background(), rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), now: t0,
-		res: &Result{Seed: cfg.Seed}, log: slog.New(slog.DiscardHandler), views: projections.NewViews(), checker: newChecker(),
-		retrySince: map[string]time.Time{}}
+		res: &Result{Seed: cfg.Seed}, log: slog.New(slog.DiscardHandler), views: projections.NewViews(), checker: newChecker()}
 	w.mem = memstore.New(memstore.Options{Clock: func() time.Time { return w.now }})
 	var inner eventstore.Store = w.mem
 	if cfg.Bug != NoBug {
@@ -211,6 +207,9 @@ func Run(cfg Config) (*Result, error) {
 		w.writeTo = liveLog{Store: w.writeTo, mem: w.mem}
 	}
 	w.cmds = &command.Service{Store: w.writeTo, Writer: "api", NewID: w.newID}
+	if cfg.Archive { // keys are looked up in the archive too
+		w.cmds.History = simHistory{Store: w.writeTo, w: w}
+	}
 	w.runrs = runner.Builtins(runner.Config{})
 	for i := range cfg.Workers {
 		sw := &simWorker{id: fmt.Sprintf("w%d", i+1), slots: 1 + w.rng.IntN(3), runrs: w.runrs}
@@ -350,6 +349,7 @@ const (
 	stepViews
 	stepCheckpoint
 	stepArchive
+	stepResend // last: a zero weight leaves the other kinds' choices as they were
 	numSteps
 )
 
@@ -438,6 +438,9 @@ func (w *world) weights(out *[numSteps]float64) {
 	if w.cfg.Archive {
 		out[stepCheckpoint] = 0.3
 		out[stepArchive] = 0.2
+		if len(w.sent) > 0 {
+			out[stepResend] = 0.3
+		}
 	}
 }
 
@@ -563,6 +566,8 @@ func (w *world) take(k stepKind) error {
 		w.checkpoint()
 	case stepArchive:
 		return w.archive()
+	case stepResend:
+		return w.resend()
 	case stepViews:
 		evs, err := w.mem.ReadAll(w.ctx, w.views.Next(), 1+w.rng.IntN(64))
 		if err != nil {

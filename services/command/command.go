@@ -260,8 +260,11 @@ func (c *Service) record(ctx context.Context, r Request, d *requestDecision) (id
 // archived returns the first event of stream when the live log no longer
 // holds the stream and the archive does (see History).
 func (c *Service) archived(ctx context.Context, stream string) (*domain.Envelope, bool, error) {
-	if _, err := c.Store.ReadStream(ctx, stream, 0, 1); !errors.Is(err, eventstore.ErrStreamNotFound) {
-		return nil, false, nil // in the live log (the append decides), or a failed read (the append fails too)
+	switch _, err := c.Store.ReadStream(ctx, stream, 0, 1); {
+	case err == nil:
+		return nil, false, nil // in the live log: the append decides
+	case !errors.Is(err, eventstore.ErrStreamNotFound):
+		return nil, false, fmt.Errorf("look in the live log: %w", err) // (an append now might run it again)
 	}
 	first, err := c.History.ReadStream(ctx, stream, 0, 1)
 	switch {
