@@ -5,7 +5,9 @@
 // live log, keeping the streams the checkpoint names and its live
 // executions'. Executors that start later start from the newest checkpoint
 // the live log holds; the forwarder, finding its position trimmed, resumes
-// at the live log's start. The checker reads the live log as before; at the
+// at the live log's start; clients resend old requests, whose idempotency
+// keys the command side finds in the archive once their executions left
+// the live log (simHistory). The checker reads the live log as before; at the
 // end the whole history (archive + live log) is audited (which checks
 // every checkpoint against the fold at its position) and rebuilt.
 
