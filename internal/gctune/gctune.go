@@ -6,7 +6,7 @@
 // the live heap while that stays within a budget, and never collects more
 // often than Go's default: at a live heap of half the budget or more, it is
 // GOGC=100 again. The growth is only granted where it buys something: it is
-// what the process allocates in Interval, so a process that allocates little
+// what the process allocated in the last Interval, so a process that allocates little
 // (an idle server) keeps Go's default and an RSS near twice its live heap,
 // instead of five times it. It leaves the collector alone when GOGC is set.
 package gctune
@@ -17,7 +17,6 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
-	"slices"
 	"sync"
 	"time"
 )
@@ -35,7 +34,10 @@ const (
 	Every = 250 * time.Millisecond
 	// Interval is the least time between two collections that a larger
 	// target is granted for: the heap grows by at most what the process
-	// allocates in Interval (at the highest rate of the last Interval).
+	// allocated in the last Interval. (Not at the highest rate seen in it:
+	// a burst of a quarter second, a checkpoint's encoding, would then
+	// raise the target five seconds long, and the resident memory would
+	// follow the bursts rather than the load.)
 	Interval = 5 * time.Second
 	// ReleaseEvery is the least time between two Releases that return
 	// memory.
@@ -79,16 +81,29 @@ func Tune(ctx context.Context) {
 	tick := time.NewTicker(Every)
 	defer tick.Stop()
 	metrics.Read(sample)
-	allocs, at := read(1), time.Now()
-	var rates [int(Interval / Every)]float64 // the last Interval's rates, by tick
-	for i := 0; ; i++ {
+	// The allocation counter at each of the last Interval's ticks, oldest
+	// first once the ring is full: the rate is what was allocated since the
+	// oldest, over the time since (the time since start before the ring
+	// fills, so that a process starts with its rate, not a fifth of it).
+	type mark struct {
+		allocs uint64
+		at     time.Time
+	}
+	var ring [int(Interval / Every)]mark
+	ring[0] = mark{read(1), time.Now()}
+	for i := 1; ; i++ {
 		metrics.Read(sample)
-		now := time.Now()
-		if d := now.Sub(at).Seconds(); d > 0 {
-			rates[i%len(rates)] = float64(read(1)-allocs) / d
+		now := mark{read(1), time.Now()}
+		oldest := ring[0]
+		if i >= len(ring) {
+			oldest = ring[i%len(ring)]
 		}
-		allocs, at = read(1), now
-		if p := Percent(read(0), budget, slices.Max(rates[:])); p != set {
+		ring[i%len(ring)] = now
+		rate := 0.0
+		if d := now.at.Sub(oldest.at).Seconds(); d > 0 {
+			rate = float64(now.allocs-oldest.allocs) / d
+		}
+		if p := Percent(read(0), budget, rate); p != set {
 			debug.SetGCPercent(p)
 			set = p
 		}

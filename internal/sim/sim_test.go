@@ -54,7 +54,8 @@ func TestSimulate(t *testing.T) {
 // time (TURNSTILE_SIM_BUDGET, a Go duration; default 20s, 5s under -short;
 // at least 4 seeds) and prints the seed of any failure. Every other seed
 // runs on a log without atomic multi-stream appends (Config.SingleStream),
-// and one in four lets two executors decide at once (Config.SplitBrain).
+// one in four lets two executors decide at once (Config.SplitBrain), and
+// one in five archives (Config.Archive).
 func TestSeeds(t *testing.T) {
 	budget := 20 * time.Second
 	if testing.Short() {
@@ -76,10 +77,10 @@ func TestSeeds(t *testing.T) {
 	start := time.Now()
 	for ; seeds < 4 || time.Since(start) < budget; seeds++ {
 		seed := base + uint64(seeds)*0x9e3779b97f4a7c15
-		single, split, mixed := seeds%2 == 1, seeds%4 == 2, seeds%3 == 1
-		res, err := runSeed(sim.Config{Seed: seed, Steps: 3000, SingleStream: single, SplitBrain: split, MixedRunners: mixed})
+		single, split, mixed, archive := seeds%2 == 1, seeds%4 == 2, seeds%3 == 1, seeds%5 == 3
+		res, err := runSeed(sim.Config{Seed: seed, Steps: 3000, SingleStream: single, SplitBrain: split, MixedRunners: mixed, Archive: archive})
 		if err != nil {
-			t.Fatalf("single-stream %v, split brain %v, mixed runners %v: %v", single, split, mixed, err)
+			t.Fatalf("single-stream %v, split brain %v, mixed runners %v, archive %v: %v", single, split, mixed, archive, err)
 		}
 		total += res.Steps
 	}
