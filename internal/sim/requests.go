@@ -107,8 +107,11 @@ func (w *world) resend() error {
 	r := w.sent[w.rng.IntN(len(w.sent))]
 	id, created, err := w.cmds.Request(w.ctx, r)
 	w.tracef("resend %s %s: %s created=%v err=%v", r.IdempotencyKey, r.Action, short(id), created, err)
-	if err == nil && created {
+	switch {
+	case err == nil && created:
 		return fmt.Errorf("a late retry of request %s created execution %s again", r.IdempotencyKey, short(id))
+	case errors.Is(err, command.ErrIdempotencyMismatch):
+		return fmt.Errorf("a late retry of request %s, the same request, was refused as another: %v", r.IdempotencyKey, err)
 	}
 	if err == nil {
 		w.countArchived(id, created)

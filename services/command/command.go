@@ -257,15 +257,20 @@ func (c *Service) record(ctx context.Context, r Request, d *requestDecision) (id
 	}
 }
 
-// archived returns the first event of stream when the live log no longer
-// holds the stream and the archive does (see History).
+// archived returns the first event of stream, the execution's request, if
+// the log holds it already: read from the live log when it has the stream
+// from its start, else from History (the archive holds its start). A found
+// stream is answered without an append: an append would race the trim that
+// could make the live log forget it between the read and the append.
 func (c *Service) archived(ctx context.Context, stream string) (*domain.Envelope, bool, error) {
-	switch _, err := c.Store.ReadStream(ctx, stream, 0, 1); {
-	case err == nil:
-		return nil, false, nil // in the live log: the append decides
-	case !errors.Is(err, eventstore.ErrStreamNotFound):
+	live, err := c.Store.ReadStream(ctx, stream, 0, 1)
+	switch {
+	case err == nil && len(live) > 0 && live[0].Version == 0:
+		return &live[0], true, nil
+	case err != nil && !errors.Is(err, eventstore.ErrStreamNotFound):
 		return nil, false, fmt.Errorf("look in the live log: %w", err) // (an append now might run it again)
 	}
+	// Not in the live log, or kept there from a later event on.
 	first, err := c.History.ReadStream(ctx, stream, 0, 1)
 	switch {
 	case errors.Is(err, eventstore.ErrStreamNotFound):
