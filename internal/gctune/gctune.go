@@ -42,6 +42,14 @@ const (
 	// ReleaseEvery is the least time between two Releases that return
 	// memory.
 	ReleaseEvery = 30 * time.Second
+	// Slack is how much more heap than its goal, in percent of the goal,
+	// the runtime may keep from the system before Tune returns it
+	// (Release). The runtime's own scavenger gives back what exceeds about
+	// a tenth over the goal, slowly and only down to the goal of the last
+	// collection, so after each burst (an archive round, a checkpoint) the
+	// resident memory stayed at the burst's height and crept up over an
+	// hour's run.
+	Slack = 10
 )
 
 // Percent returns the GOGC for a live heap of live bytes, a budget, and an
@@ -61,7 +69,10 @@ func Percent(live, budget uint64, rate float64) int {
 
 // Tune adjusts GOGC every Every from the live heap until ctx ends, unless
 // the GOGC environment variable is set (then it returns at once). The
-// budget is GOMEMLIMIT if set, else DefaultBudget.
+// budget is GOMEMLIMIT if set, else DefaultBudget. When the heap the
+// runtime keeps (in use, or free and not yet returned) exceeds its goal by
+// more than Slack percent, it returns the free part (Release, at most every
+// ReleaseEvery).
 func Tune(ctx context.Context) {
 	if os.Getenv("GOGC") != "" {
 		return
@@ -70,7 +81,9 @@ func Tune(ctx context.Context) {
 	if limit := debug.SetMemoryLimit(-1); limit > 0 && limit < math.MaxInt64 {
 		budget = uint64(limit)
 	}
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"}}
+	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/heap/allocs:bytes"},
+		{Name: "/gc/heap/goal:bytes"}, {Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/memory/classes/heap/unused:bytes"}, {Name: "/memory/classes/heap/free:bytes"}}
 	read := func(i int) uint64 {
 		if sample[i].Value.Kind() == metrics.KindUint64 {
 			return sample[i].Value.Uint64()
@@ -106,6 +119,9 @@ func Tune(ctx context.Context) {
 		if p := Percent(read(0), budget, rate); p != set {
 			debug.SetGCPercent(p)
 			set = p
+		}
+		if retained := read(3) + read(4) + read(5); retained > read(2)/100*(100+Slack) {
+			Release()
 		}
 		select {
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package gctune
 
 import (
 	"context"
+	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
@@ -143,5 +144,42 @@ func TestRelease(t *testing.T) {
 	}
 	if Release() {
 		t.Error("a second Release within ReleaseEvery ran again")
+	}
+}
+
+// TestTuneReturnsWhatExceedsTheGoal: once a burst has left the heap far
+// above its goal, Tune returns the free part (Release) without waiting for
+// the runtime's scavenger.
+func TestTuneReturnsWhatExceedsTheGoal(t *testing.T) {
+	before := gcPercent()
+	defer debug.SetGCPercent(before)
+	t.Setenv("GOGC", "")
+	release.Lock()
+	release.last = time.Time{}
+	release.Unlock()
+	debug.SetGCPercent(-1) // no collection during the burst: the heap holds it all
+	burst := make([][]byte, 64)
+	for i := range burst {
+		burst[i] = make([]byte, 1<<20)
+		burst[i][0] = 1
+	}
+	burst = nil
+	debug.SetGCPercent(100)
+	runtime.GC() // the goal falls back to about twice the small live heap; the burst's pages stay
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go Tune(ctx)
+	deadline := time.Now().Add(10 * time.Second) // a failure guard, not a timing assertion
+	for {
+		release.Lock()
+		done := !release.last.IsZero()
+		release.Unlock()
+		if done {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Tune did not return the heap the burst left above its goal")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

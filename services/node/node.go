@@ -27,7 +27,6 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/eventstore"
-	"github.com/turnstile/turnstile/internal/gctune"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/archiver"
@@ -217,18 +216,8 @@ func (n *Node) startArchiver(ctx context.Context, store eventstore.Store, cfg Co
 		return errors.New("node: archiving needs checkpoints in the log (a checkpoint interval)")
 	}
 	ex := n.Executor
-	// After a trim the read model forgets what ended before the new start,
-	// and the round's buffers are garbage: the memory the round grew the
-	// heap by goes back to the system (gctune.Release, at most every
-	// gctune.ReleaseEvery), so that the RSS of a process that archives stays flat.
-	trimmed := func(start uint64) {
-		if cfg.Trimmed != nil {
-			cfg.Trimmed(start)
-		}
-		gctune.Release()
-	}
 	a, err := archiver.New(archiver.Config{Store: store, Archive: cfg.Archive, After: cfg.ArchiveAfter, Every: cfg.ArchiveEvery,
-		Active: func() bool { return ex.Active() && ex.Ready() }, Trimmed: trimmed, Logger: cfg.Logger})
+		Active: func() bool { return ex.Active() && ex.Ready() }, Trimmed: cfg.Trimmed, Logger: cfg.Logger})
 	if err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
