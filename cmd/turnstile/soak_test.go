@@ -30,7 +30,8 @@ import (
 // test is skipped without it): 85 execution requests a second, each about
 // six events in the log (some 500 events appended a second), and 115 reads
 // a second (200 API requests a second in all). It scrapes /metrics every 10
-// seconds and, after a warm-up (a fifth of the run, at most 5 minutes),
+// seconds and, after a warm-up (a fifth of the run, at most 5 minutes;
+// TURNSTILE_SOAK_WARMUP sets another),
 // measures the growth of the resident memory (the median of the samples in
 // the last tenth of the run against that of the first tenth after the
 // warm-up; the growth between single samples is printed too), the goroutine
