@@ -57,8 +57,8 @@ test-race: ## the tests with the race detector
 SEED ?= 0
 STEPS ?= 5000
 .PHONY: simulate
-simulate: ## replay one deterministic simulation: make simulate SEED=… STEPS=… [TRACE=1] [SINGLE=1] [SPLIT=1] [MIXED=1] (SEED=0 picks one and prints it; SINGLE: a log without atomic multi-stream appends; SPLIT: two executors at once now and then; MIXED: workers that serve different runners)
-	TURNSTILE_SIMULATE=1 $(GO) test -count=1 -run '^TestSimulate$$' -v ./internal/sim -args -seed=$(SEED) -steps=$(STEPS) $(if $(TRACE),-trace) $(if $(SINGLE),-single-stream) $(if $(SPLIT),-split-brain) $(if $(MIXED),-mixed-runners)
+simulate: ## replay one deterministic simulation: make simulate SEED=… STEPS=… [TRACE=1] [SINGLE=1] [SPLIT=1] [MIXED=1] [ARCHIVE=1] (SEED=0 picks one and prints it; SINGLE: a log without atomic multi-stream appends; SPLIT: two executors at once now and then; MIXED: workers that serve different runners; ARCHIVE: checkpoints, archive and trims)
+	TURNSTILE_SIMULATE=1 $(GO) test -count=1 -run '^TestSimulate$$' -v ./internal/sim -args -seed=$(SEED) -steps=$(STEPS) $(if $(TRACE),-trace) $(if $(SINGLE),-single-stream) $(if $(SPLIT),-split-brain) $(if $(MIXED),-mixed-runners) $(if $(ARCHIVE),-archive)
 
 .PHONY: bench
 bench: ## micro-benchmarks of the log (see BENCHMARKS.md for whole-system ones)

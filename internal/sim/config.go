@@ -120,8 +120,8 @@ type Failure struct {
 	Steps int // the Config.Steps of the run
 	Step  int // the step after which it was found
 	Err   error
-	// SingleStream, SplitBrain and MixedRunners are the run's Config's.
-	SingleStream, SplitBrain, MixedRunners bool
+	// SingleStream, SplitBrain, MixedRunners and Archive are the run's Config's.
+	SingleStream, SplitBrain, MixedRunners, Archive bool
 }
 
 func (f *Failure) Error() string {
@@ -134,6 +134,9 @@ func (f *Failure) Error() string {
 	}
 	if f.MixedRunners {
 		flags += " MIXED=1"
+	}
+	if f.Archive {
+		flags += " ARCHIVE=1"
 	}
 	return fmt.Sprintf("simulation seed %d failed at step %d: %v (replay: make simulate SEED=%d STEPS=%d%s)", f.Seed, f.Step, f.Err, f.Seed, f.Steps, flags)
 }

@@ -51,6 +51,8 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -250,7 +252,7 @@ func Run(cfg Config) (*Result, error) {
 }
 
 func (w *world) fail(err error) error {
-	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err, SingleStream: w.cfg.SingleStream, SplitBrain: w.cfg.SplitBrain, MixedRunners: w.cfg.MixedRunners}
+	return &Failure{Seed: w.cfg.Seed, Steps: w.cfg.Steps, Step: w.step, Err: err, SingleStream: w.cfg.SingleStream, SplitBrain: w.cfg.SplitBrain, MixedRunners: w.cfg.MixedRunners, Archive: w.cfg.Archive}
 }
 
 // newID draws a UUID (version 4 layout) from the simulation's generator.
@@ -639,7 +641,20 @@ func (w *world) heal() error {
 					open = append(open, fmt.Sprintf("%s:%s", short(id), x.Status()))
 				}
 			}
-			return fmt.Errorf("liveness: %d executions still open %d steps after the faults stopped: %v", len(open), healLimit, open)
+			slices.Sort(open)
+			why := ""
+			if len(w.execs) > 0 && w.execs[0].e != nil && len(open) > 0 { // why the first waits, as the executor sees it
+				for id := range w.checker.execs {
+					if strings.HasPrefix(open[0], short(id)+":") {
+						w.execs[0].e.Inspect(func(st *projections.State) {
+							if ex, ok := st.Explain(id, w.now); ok {
+								why = fmt.Sprintf(" (%s waits for %v)", short(id), ex.WaitingFor)
+							}
+						})
+					}
+				}
+			}
+			return fmt.Errorf("liveness: %d executions still open %d steps after the faults stopped%s: %v", len(open), healLimit, why, open)
 		}
 		if err := w.once(); err != nil {
 			return err
