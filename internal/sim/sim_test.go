@@ -55,9 +55,8 @@ func TestSimulate(t *testing.T) {
 // time (TURNSTILE_SIM_BUDGET, a Go duration; default 20s, 5s under -short;
 // at least 4 seeds) and prints the seed of any failure. Every other seed
 // runs on a log without atomic multi-stream appends (Config.SingleStream),
-// and one in four lets two executors decide at once (Config.SplitBrain).
-// (Random seeds that archive find a liveness failure not fixed yet: see
-// TestSimulationArchives and the closing notes of session 10.)
+// one in four lets two executors decide at once (Config.SplitBrain), and
+// one in five archives (Config.Archive).
 func TestSeeds(t *testing.T) {
 	budget := 20 * time.Second
 	if testing.Short() {
@@ -73,16 +72,17 @@ func TestSeeds(t *testing.T) {
 	base := uint64(time.Now().UnixNano())
 	// Printed first, so that any failure (even a panic or a hang) replays:
 	// seed i is base + i*0x9e3779b97f4a7c15, single-stream when i is odd,
-	// split brain when i%4 == 2, mixed runners when i%3 == 1.
-	t.Logf("random seeds from base %d (seed i = base + i*0x9e3779b97f4a7c15; i odd: SINGLE=1; i%%4 == 2: SPLIT=1; i%%3 == 1: MIXED=1); a failed seed joins testdata/seeds", base)
+	// split brain when i%4 == 2, mixed runners when i%3 == 1, archiving
+	// when i%5 == 3.
+	t.Logf("random seeds from base %d (seed i = base + i*0x9e3779b97f4a7c15; i odd: SINGLE=1; i%%4 == 2: SPLIT=1; i%%3 == 1: MIXED=1; i%%5 == 3: ARCHIVE=1); a failed seed joins testdata/seeds", base)
 	total, seeds := 0, 0
 	start := time.Now()
 	for ; seeds < 4 || time.Since(start) < budget; seeds++ {
 		seed := base + uint64(seeds)*0x9e3779b97f4a7c15
-		single, split, mixed := seeds%2 == 1, seeds%4 == 2, seeds%3 == 1
-		res, err := runSeed(sim.Config{Seed: seed, Steps: 3000, SingleStream: single, SplitBrain: split, MixedRunners: mixed})
+		single, split, mixed, archive := seeds%2 == 1, seeds%4 == 2, seeds%3 == 1, seeds%5 == 3
+		res, err := runSeed(sim.Config{Seed: seed, Steps: 3000, SingleStream: single, SplitBrain: split, MixedRunners: mixed, Archive: archive})
 		if err != nil {
-			t.Fatalf("single-stream %v, split brain %v, mixed runners %v: %v", single, split, mixed, err)
+			t.Fatalf("single-stream %v, split brain %v, mixed runners %v, archive %v: %v", single, split, mixed, archive, err)
 		}
 		total += res.Steps
 	}

@@ -241,7 +241,7 @@ func catchUpWorker(ctx context.Context, store eventstore.Store, w *domain.Worker
 	err := readStream(ctx, store, domain.WorkerStream(id), uint64(w.Version()+1), func(env *domain.Envelope) error {
 		if !seeded && env.Version > 0 { // its start was archived (trimmed.go)
 			seeded = true
-			b, err := workerBase(ctx, store, id)
+			b, err := WorkerBase(ctx, store, id)
 			if err != nil {
 				return &storeFailure{err}
 			}
@@ -261,7 +261,7 @@ func catchUpWorker(ctx context.Context, store eventstore.Store, w *domain.Worker
 		return nil
 	})
 	if err == nil && !seeded { // a kept stream with no event in the live log
-		b, berr := workerBase(ctx, store, id)
+		b, berr := WorkerBase(ctx, store, id)
 		if berr != nil {
 			err = &storeFailure{berr}
 		} else if b != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/services/repository"
 )
 
@@ -98,10 +99,50 @@ func (w *Worker) look(ctx context.Context, inc string, known *domain.Worker) err
 	if err != nil {
 		return err
 	}
+	if st, err = w.pastTrim(ctx, st); err != nil {
+		return err
+	}
 	if st.Incarnation() != inc || (st.Status() != domain.WorkerActive && st.Status() != domain.WorkerDrainingStatus) {
 		w.replaced(ctx, inc)
 		return nil
 	}
 	w.setState(inc, st)
 	return nil
+}
+
+// pastTrim returns st, or the worker as the live log's newest checkpoint
+// holds it, caught up, when a trim since the last look may have archived
+// events of the worker stream that st has not seen. A worker declared lost
+// while idle learns it here: its stream is kept by the trim, but from the
+// live log's start on, so a catch-up from an older version reads nothing
+// of the verdict, and the worker would wait for ever for work handed to an
+// incarnation the executor has given up on.
+func (w *Worker) pastTrim(ctx context.Context, st *domain.Worker) (*domain.Worker, error) {
+	t, ok := w.cfg.Store.(eventstore.Trimmer)
+	if !ok {
+		return st, nil
+	}
+	start, _, err := t.Start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	seen := w.seenStart
+	w.mu.Unlock()
+	if start == seen {
+		return st, nil
+	}
+	base, err := repository.WorkerBase(ctx, w.cfg.Store, w.cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	if base != nil && base.Version() > st.Version() {
+		if st, err = repository.CatchUpWorker(ctx, w.cfg.Store, w.cfg.ID, base); err != nil {
+			return nil, err
+		}
+	}
+	w.mu.Lock()
+	w.seenStart = start
+	w.mu.Unlock()
+	return st, nil
 }

@@ -107,6 +107,7 @@ type Worker struct {
 	state       *domain.Worker  // the worker stream as last written, or nil
 	owedSince   time.Time       // when (Clock) the incarnation began to owe the log a sign of life; zero: it owes none
 	handedAt    time.Time       // when (Clock) the last handoff to the incarnation was accepted
+	seenStart   uint64          // the live log's start at the last look that read past a trim (pastTrim)
 	fenced      bool            // the store appends atomically to several streams: runs' writes carry a condition on the worker stream (see Run.guard)
 	running     map[runKey]*runEntry
 	draining    bool // set by Drain: no new handoff is taken
