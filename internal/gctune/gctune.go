@@ -138,13 +138,11 @@ var release struct {
 
 // Release returns the heap's free memory to the operating system (a
 // collection, then every free page: debug.FreeOSMemory) and reports true,
-// unless it did so less than ReleaseEvery ago. Call it after a burst of
-// short-lived allocations, such as an archive round: the burst raises the
-// allocation rate Tune grants growth for, the heap grows to the raised
-// goal, and the runtime hands those pages back only slowly, so a steady
-// process's resident memory would wander with its bursts. The price is one
-// collection and the page faults of growing the heap again, at most once
-// per ReleaseEvery.
+// unless it did so less than ReleaseEvery ago. Tune calls it when the heap
+// kept exceeds its goal by more than Slack (after a burst, such as an
+// archive round, the runtime hands those pages back only slowly). The price
+// is one collection and the page faults of growing the heap again, at most
+// once per ReleaseEvery.
 func Release() bool {
 	release.Lock()
 	defer release.Unlock()
