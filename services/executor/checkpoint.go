@@ -29,6 +29,9 @@ type checkpoints struct {
 	lastTime   time.Time // log time of the newest event folded
 	lastHash   domain.Hash
 	writing    chan struct{} // closed when the write under way ends; nil: none
+	wrote      bool          // set by the writer before it closes writing: the marker is in the log
+	launchedAt uint64        // markerAt when the write under way began
+	awaiting   bool          // a marker was written and the fold has not folded it yet
 }
 
 // noteCheckpoint records what the checkpoint rule needs of a folded event.
@@ -43,6 +46,10 @@ func (e *Executor) checkpointDue() bool {
 	if e.cfg.CheckpointEvery <= 0 || e.state.Next == 0 || e.cp.writing != nil {
 		return false
 	}
+	if e.cp.awaiting && e.cp.markerAt == e.cp.launchedAt {
+		return false // the marker just written is not folded yet: it is the newest checkpoint
+	}
+	e.cp.awaiting = false
 	if e.cp.markerAt == e.state.Next {
 		return false // nothing happened since the last checkpoint
 	}
@@ -60,7 +67,7 @@ func (e *Executor) writeCheckpoint(ctx context.Context) {
 	sn, prev := e.state.Snapshot(), e.cp.lastHash
 	e.mu.Unlock()
 	done := make(chan struct{})
-	e.cp.writing = done
+	e.cp.writing, e.cp.wrote, e.cp.launchedAt = done, false, e.cp.markerAt
 	e.checkpointing.Add(1)
 	go func() {
 		defer e.checkpointing.Done()
@@ -71,6 +78,7 @@ func (e *Executor) writeCheckpoint(ctx context.Context) {
 		case err != nil && ctx.Err() == nil:
 			e.log.Warn("cannot write a checkpoint", "position", sn.Next, "err", err)
 		case err == nil:
+			e.cp.wrote = true // read by the loop after done is closed
 			e.Stats.Checkpoints.Add(1)
 			e.log.Info("wrote a checkpoint", "position", m.Position, "parts", m.Parts, "bytes", m.Bytes, "live", m.Live, "took", time.Since(start))
 		}
@@ -84,7 +92,7 @@ func (e *Executor) checkpointSettled() {
 	}
 	select {
 	case <-e.cp.writing:
-		e.cp.writing = nil
+		e.cp.writing, e.cp.awaiting = nil, e.cp.wrote
 	default:
 	}
 }

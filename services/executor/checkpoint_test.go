@@ -134,3 +134,43 @@ func gobOf(t *testing.T, v any) []byte {
 	}
 	return b.Bytes()
 }
+
+// TestOneCheckpointPerInterval: a checkpoint whose marker reaches the fold
+// late (a slow subscription) is still the newest one; the executor does not
+// write another at every tick until it has folded it.
+func TestOneCheckpointPerInterval(t *testing.T) {
+	h := newHarness(t, harnessConfig{checkpointEvery: time.Minute,
+		execStore: func(s eventstore.Store) eventstore.Store { return &lateMarkers{Store: s} }})
+	g := newGate()
+	h.define(domain.Policy{Ref: "a", Runner: "test.gate", MaxConcurrent: 1})
+	h.addWorker("w1", 1, time.Hour, map[string]runner.Runner{"test.gate": g})
+	h.request("a", "")
+	h.waitFor("the first run", func() bool { return g.Waiting() == 1 })
+	h.quiesce()
+	h.advance(2 * time.Minute)
+	h.request("a", "")
+	h.waitFor("a first checkpoint", func() bool { return h.exec.Stats.Checkpoints.Load() >= 1 })
+	h.quiesce()
+	if n := h.exec.Stats.Checkpoints.Load(); n != 1 {
+		t.Fatalf("%d checkpoints for one interval of log time, want 1", n)
+	}
+	g.ReleaseAll()
+}
+
+// lateMarkers delivers a batch holding a checkpoint marker 200 ms late,
+// some forty executor ticks.
+type lateMarkers struct{ eventstore.Store }
+
+func (s *lateMarkers) AtomicMultiStream() bool { return eventstore.AtomicMultiStream(s.Store) }
+
+func (s *lateMarkers) Subscribe(ctx context.Context, from uint64, filter eventstore.Filter, handle func([]domain.Envelope) error) error {
+	return s.Store.Subscribe(ctx, from, filter, func(b []domain.Envelope) error {
+		for i := range b {
+			if b[i].Type == domain.TypeCheckpointWritten {
+				time.Sleep(200 * time.Millisecond)
+				break
+			}
+		}
+		return handle(b)
+	})
+}
