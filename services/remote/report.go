@@ -175,7 +175,7 @@ func (s *Service) guard(ss *session, id string, attempt *int) repository.Guard {
 		}
 		if st == nil || fresh {
 			var err error
-			if st, err = repository.CatchUpWorker(ctx, s.cfg.Store, ss.name, st); err != nil {
+			if st, err = repository.RefreshWorker(ctx, s.cfg.Store, ss.name, st); err != nil {
 				return eventstore.StreamAppend{}, err
 			}
 			s.mu.Lock()

@@ -227,7 +227,14 @@ func LoadWorker(ctx context.Context, store eventstore.Store, id string) (*domain
 
 // CatchUpWorker returns known (a state of worker stream, which it does not
 // change) brought up to the stream's end: only the events after known's
-// version are read. A nil known loads the whole stream.
+// version are read. A nil known loads the whole stream. When the first event
+// the live log holds past known is not the next one (those between were
+// archived by a trim), it starts from the worker as the newest checkpoint
+// holds it (WorkerBase) instead of applying over the gap.
+//
+// A caller that knows the stream has moved past known (an append at its
+// version lost a race) uses RefreshWorker: the events past known may all
+// have been archived, leaving nothing to read here.
 func CatchUpWorker(ctx context.Context, store eventstore.Store, id string, known *domain.Worker) (*domain.Worker, error) {
 	if known == nil {
 		return LoadWorker(ctx, store, id)
@@ -235,21 +242,32 @@ func CatchUpWorker(ctx context.Context, store eventstore.Store, id string, known
 	return catchUpWorker(ctx, store, known.Clone())
 }
 
+// RefreshWorker is CatchUpWorker after a lost race: when the live log holds
+// nothing past known, the events after it were archived, and the worker is
+// loaded anew (from the newest checkpoint).
+func RefreshWorker(ctx context.Context, store eventstore.Store, id string, known *domain.Worker) (*domain.Worker, error) {
+	w, err := CatchUpWorker(ctx, store, id, known)
+	if err != nil || known == nil || w.Version() > known.Version() {
+		return w, err
+	}
+	return LoadWorker(ctx, store, id)
+}
+
 func catchUpWorker(ctx context.Context, store eventstore.Store, w *domain.Worker) (*domain.Worker, error) {
 	id := w.ID()
-	seeded := w.Version() >= 0
+	seeded, first := w.Version() >= 0, true
 	err := readStream(ctx, store, domain.WorkerStream(id), uint64(w.Version()+1), func(env *domain.Envelope) error {
-		if !seeded && env.Version > 0 { // its start was archived (trimmed.go)
-			seeded = true
+		gap := first && int64(env.Version) > w.Version()+1 // its events before it were archived (trimmed.go)
+		first, seeded = false, true
+		if gap {
 			b, err := WorkerBase(ctx, store, id)
 			if err != nil {
 				return &storeFailure{err}
 			}
-			if b != nil {
+			if b != nil && b.Version() > w.Version() {
 				w = b
 			}
 		}
-		seeded = true
 		if int64(env.Version) <= w.Version() {
 			return nil
 		}
@@ -305,7 +323,7 @@ func UpdateWorker(ctx context.Context, store eventstore.Store, id string, owner 
 		if !LostRace(err) || attempt >= MaxRetries {
 			return w, &storeFailure{fmt.Errorf("append %s to %s: %w", ev.EventType(), stream, err)}
 		}
-		if w, err = CatchUpWorker(ctx, store, id, w); err != nil { // another writer got there first: read what it wrote
+		if w, err = RefreshWorker(ctx, store, id, w); err != nil { // another writer got there first: read what it wrote
 			return nil, err
 		}
 	}

@@ -97,3 +97,71 @@ func TestStreamsWhoseStartWasArchived(t *testing.T) {
 		t.Fatalf("x2: %v version %d: %v", x2.Status(), x2.Version(), err)
 	}
 }
+
+// TestWorkerCatchUpAcrossATrim: a worker state known from before a trim is
+// brought up to date from the checkpoint, not by applying the live log's
+// later events over the archived ones: w1 was declared lost and registered
+// anew before the checkpoint, so its state says the new incarnation; w2 has
+// no event past the checkpoint, so a heartbeat at the known version loses
+// its race and is written after a reload, not refused after every retry.
+func TestWorkerCatchUpAcrossATrim(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(memstore.Options{})
+	put := func(stream string, owner domain.Owner, ev domain.Event) {
+		t.Helper()
+		env, err := codec.Events.Encode(uuid.New(), ev, owner, "w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := store.Append(ctx, stream, eventstore.Any, env); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w1, w2 := domain.WorkerStream("w1"), domain.WorkerStream("w2")
+	put(w1, domain.OwnerWorker, domain.WorkerRegistered{Slots: 1, Incarnation: "i1"})
+	put(w2, domain.OwnerWorker, domain.WorkerRegistered{Slots: 1, Incarnation: "j1"})
+	known1, err := repository.LoadWorker(ctx, store, "w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	known2, err := repository.LoadWorker(ctx, store, "w2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(w1, domain.OwnerExecutor, domain.WorkerLost{Incarnation: "i1", Reason: "lease"})
+	put(w1, domain.OwnerWorker, domain.WorkerRegistered{Slots: 2, Incarnation: "i2"})
+	put(w2, domain.OwnerWorker, domain.WorkerHeartbeat{Incarnation: "j1"})
+
+	st := projections.NewState()
+	evs, _ := store.ReadAll(ctx, 0, 100)
+	for i := range evs {
+		_ = st.Apply(&evs[i])
+	}
+	m, err := projections.WriteCheckpoint(ctx, store, st.Snapshot(), evs[len(evs)-1].Hash, "e", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(w1, domain.OwnerWorker, domain.WorkerHeartbeat{Incarnation: "i2", InFlight: 1})
+	if err := store.Trim(ctx, m.Position, m.Keep); err != nil {
+		t.Fatal(err)
+	}
+
+	got, err := repository.CatchUpWorker(ctx, store, "w1", known1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Version() != 3 || got.Incarnation() != "i2" || got.Status() != domain.WorkerActive || got.Slots() != 2 {
+		t.Fatalf("w1 caught up across the trim: version %d incarnation %s %v slots %d, want 3 i2 active 2",
+			got.Version(), got.Incarnation(), got.Status(), got.Slots())
+	}
+	if known1.Version() != 0 {
+		t.Fatal("CatchUpWorker changed the state it was given")
+	}
+
+	w, err := repository.UpdateWorker(ctx, store, "w2", domain.OwnerWorker, "w2", known2, func(w *domain.Worker) (domain.Event, error) {
+		return w.Heartbeat("j1", 0)
+	})
+	if err != nil || w.Version() != 2 {
+		t.Fatalf("a heartbeat from a state before the trim: version %d: %v", w.Version(), err)
+	}
+}

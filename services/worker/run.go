@@ -174,7 +174,7 @@ func (r *Run) guard(ctx context.Context, fresh bool) (eventstore.StreamAppend, e
 	w.mu.Unlock()
 	if st == nil || fresh {
 		var err error
-		if st, err = repository.CatchUpWorker(ctx, w.cfg.Store, w.cfg.ID, st); err != nil {
+		if st, err = repository.RefreshWorker(ctx, w.cfg.Store, w.cfg.ID, st); err != nil {
 			return eventstore.StreamAppend{}, err
 		}
 		w.setState(r.inc, st) // the log's state: the next guard starts from it
