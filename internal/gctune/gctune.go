@@ -6,7 +6,8 @@
 // the live heap while that stays within a budget, and never collects more
 // often than Go's default: at a live heap of half the budget or more, it is
 // GOGC=100 again. The growth is only granted where it buys something: it is
-// what the process allocated in the last Interval, so a process that allocates little
+// what the process allocates in an Interval (at the lower of its rates over
+// the last Interval and the last RateWindow), so a process that allocates little
 // (an idle server) keeps Go's default and an RSS near twice its live heap,
 // instead of five times it. It leaves the collector alone when GOGC is set.
 package gctune
@@ -39,6 +40,13 @@ const (
 	// raise the target five seconds long, and the resident memory would
 	// follow the bursts rather than the load.)
 	Interval = 5 * time.Second
+	// RateWindow is the longer span the rate is also taken over: the rate
+	// is the lower of the last Interval's and the last RateWindow's, so a
+	// burst (an archive round allocates some 40 MB in a second or two)
+	// raises the target by a sixth of itself rather than all of it, while a
+	// process that stops allocating falls back to Go's default within an
+	// Interval.
+	RateWindow = 30 * time.Second
 	// ReleaseEvery is the least time between two Releases that return
 	// memory.
 	ReleaseEvery = 30 * time.Second
@@ -94,28 +102,10 @@ func Tune(ctx context.Context) {
 	tick := time.NewTicker(Every)
 	defer tick.Stop()
 	metrics.Read(sample)
-	// The allocation counter at each of the last Interval's ticks, oldest
-	// first once the ring is full: the rate is what was allocated since the
-	// oldest, over the time since (the time since start before the ring
-	// fills, so that a process starts with its rate, not a fifth of it).
-	type mark struct {
-		allocs uint64
-		at     time.Time
-	}
-	var ring [int(Interval / Every)]mark
-	ring[0] = mark{read(1), time.Now()}
-	for i := 1; ; i++ {
+	r := newRates(mark{read(1), time.Now()})
+	for {
 		metrics.Read(sample)
-		now := mark{read(1), time.Now()}
-		oldest := ring[0]
-		if i >= len(ring) {
-			oldest = ring[i%len(ring)]
-		}
-		ring[i%len(ring)] = now
-		rate := 0.0
-		if d := now.at.Sub(oldest.at).Seconds(); d > 0 {
-			rate = float64(now.allocs-oldest.allocs) / d
-		}
+		rate := r.add(mark{read(1), time.Now()})
 		if p := Percent(read(0), budget, rate); p != set {
 			debug.SetGCPercent(p)
 			set = p
@@ -129,6 +119,48 @@ func Tune(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// A mark is the allocation counter at a time.
+type mark struct {
+	allocs uint64
+	at     time.Time
+}
+
+// rates keeps the marks of the last RateWindow, one per Every.
+type rates struct {
+	ring []mark // the mark of tick i at ring[i%len(ring)]
+	n    int    // marks added
+}
+
+func newRates(start mark) *rates {
+	r := &rates{ring: make([]mark, int(RateWindow/Every))}
+	r.ring[0], r.n = start, 1
+	return r
+}
+
+// add records now and returns the allocation rate in bytes a second: the
+// lower of the rates since the mark Interval ago and since the oldest
+// mark kept (RateWindow ago; the first mark before the ring fills, so that
+// a process starts with its rate rather than a fraction of it).
+func (r *rates) add(now mark) float64 {
+	since := func(back int) mark {
+		if back >= r.n {
+			back = r.n - 1
+		}
+		return r.ring[(r.n-1-back)%len(r.ring)]
+	}
+	rate := func(from mark) float64 {
+		if d := now.at.Sub(from.at).Seconds(); d > 0 {
+			return float64(now.allocs-from.allocs) / d
+		}
+		return 0
+	}
+	short := rate(since(int(Interval/Every) - 1))
+	long := rate(since(len(r.ring) - 1))
+	r.ring[r.n%len(r.ring)] = now
+	r.n++
+	return math.Min(short, long)
 }
 
 var release struct {

@@ -2,6 +2,7 @@ package gctune
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
@@ -181,5 +182,41 @@ func TestTuneReturnsWhatExceedsTheGoal(t *testing.T) {
 			t.Fatal("Tune did not return the heap the burst left above its goal")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRatesSmoothBursts: at a steady rate the rate is that rate; a burst
+// (40 MB within a second, as an archive round) raises it by its share of
+// RateWindow, not of Interval; a process that stops allocating is at zero
+// within an Interval.
+func TestRatesSmoothBursts(t *testing.T) {
+	const mb = 1 << 20
+	at := time.Unix(0, 0)
+	allocs := uint64(0)
+	r := newRates(mark{allocs, at})
+	tick := func(bytes float64) float64 {
+		at = at.Add(Every)
+		allocs += uint64(bytes)
+		return r.add(mark{allocs, at})
+	}
+	steady := 2.5 * mb * Every.Seconds()
+	var rate float64
+	for range int(time.Minute / Every) {
+		rate = tick(steady)
+	}
+	if math.Abs(rate-2.5*mb) > 1 {
+		t.Fatalf("steady: rate %.0f, want %.0f", rate, 2.5*mb)
+	}
+	for range 4 { // the burst: 40 MB in a second
+		rate = tick(steady + 10*mb)
+	}
+	if want := 2.5*mb + 40.0*mb/RateWindow.Seconds(); math.Abs(rate-want) > 1 {
+		t.Fatalf("after a burst: rate %.1f MB/s, want %.1f (its share of the window)", rate/mb, want/mb)
+	}
+	for range int(Interval / Every) {
+		rate = tick(0)
+	}
+	if rate != 0 {
+		t.Fatalf("an Interval without allocations: rate %.0f, want 0", rate)
 	}
 }
