@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/turnstile/turnstile/domain"
 )
@@ -39,6 +40,9 @@ type Segment struct {
 	Bytes    int64       // size of the segment file
 	PrevHash domain.Hash // the chain hash before First
 	LastHash domain.Hash // the chain hash of Last
+	// FirstTime and LastTime are the log times of its first and last events
+	// (zero for a segment written before they were recorded: unknown).
+	FirstTime, LastTime time.Time
 }
 
 // Archive is an archive directory. Its methods are safe for concurrent use;
@@ -169,7 +173,8 @@ func scan(dir string, known map[[2]uint64]*segment) ([]*segment, error) {
 				return nil, fmt.Errorf("%w: %s: its index counts %d events for %d positions", ErrArchive, name, h.Count, p.last-p.first+1)
 			}
 			seg = &segment{
-				Segment: Segment{Name: name, First: h.First, Last: h.Last, Count: h.Count, Bytes: h.Bytes, PrevHash: h.PrevHash, LastHash: h.LastHash},
+				Segment: Segment{Name: name, First: h.First, Last: h.Last, Count: h.Count, Bytes: h.Bytes, PrevHash: h.PrevHash, LastHash: h.LastHash,
+					FirstTime: h.FirstTime, LastTime: h.LastTime},
 				filterK: h.FilterK,
 			}
 		}

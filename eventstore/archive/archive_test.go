@@ -428,3 +428,57 @@ func TestRefreshReadsOnlyNewHeaders(t *testing.T) {
 		t.Errorf("a second Refresh with nothing new: err %v, %d headers read in all, want 2", err, archive.HeaderReads()-before)
 	}
 }
+
+// TestFirstEventReadsOnlyTheWindow: FirstEvent finds a stream's first event
+// by reading the segments whose log times reach since, newest first; a
+// stream seen there is followed back to its start however old; a stream
+// only in older segments is not found, and those segments' indexes are not
+// read.
+func TestFirstEventReadsOnlyTheWindow(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)
+	at := t0
+	src := memstore.New(memstore.Options{Clock: func() time.Time { return at }})
+	for i := range 10_000 { // one event a second, segments of 1,000
+		at = t0.Add(time.Duration(i) * time.Second)
+		stream := fmt.Sprintf("filler-%d", i%40)
+		switch i {
+		case 0, 8500:
+			stream = "old" // requested long ago, an event in the window
+		case 10, 20:
+			stream = "gone"
+		case 8200, 8300:
+			stream = "recent"
+		}
+		if _, err := src.Append(ctx, stream, eventstore.Any, domain.Envelope{ID: uuid.New(), Type: "t", Owner: domain.OwnerAPI, Data: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	archivetest.Write(t, src, dir, 1000, 0, 10_000)
+	a := archivetest.Open(t, dir) // its look-up cache empty
+	since := t0.Add(7000 * time.Second)
+
+	before := archive.LookupReads()
+	if e, found, err := a.FirstEvent(ctx, "nowhere", since); err != nil || found || e != nil {
+		t.Fatalf("an unknown stream: %v %v", found, err)
+	}
+	if n := archive.LookupReads() - before; n != 3 {
+		t.Fatalf("an unknown stream read %d segments' indexes, want the 3 of the window", n)
+	}
+	for _, c := range []struct {
+		stream string
+		pos    uint64
+	}{{"recent", 8200}, {"old", 0}} {
+		e, found, err := a.FirstEvent(ctx, c.stream, since)
+		if err != nil || !found || e.Stream != c.stream || e.Version != 0 || e.Position != c.pos {
+			t.Fatalf("%s: found %v, %+v, %v; want version 0 at %d", c.stream, found, e, err, c.pos)
+		}
+	}
+	if _, found, err := a.FirstEvent(ctx, "gone", since); err != nil || found {
+		t.Fatalf("a stream that ended before the window: found %v, %v", found, err)
+	}
+	if e, found, err := a.FirstEvent(ctx, "gone", time.Time{}); err != nil || !found || e.Position != 10 {
+		t.Fatalf("the same with no window: found %v, %+v, %v", found, e, err)
+	}
+}

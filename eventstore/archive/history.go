@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
@@ -164,6 +165,18 @@ func (h History) Fresh(ctx context.Context) error {
 		return err
 	}
 	return h.Archive.Refresh()
+}
+
+// FirstEvent returns stream's first event if the archive holds it, reading
+// the segments from since on (Archive.FirstEvent) once the archive has seen
+// every segment the live log's trims rely on (Fresh). The live log is the
+// caller's to read first: a stream it holds from its start is not looked
+// for here.
+func (h History) FirstEvent(ctx context.Context, stream string, since time.Time) (*domain.Envelope, bool, error) {
+	if err := h.Fresh(ctx); err != nil {
+		return nil, false, err
+	}
+	return h.Archive.FirstEvent(ctx, stream, since)
 }
 
 // Head returns the live log's head.

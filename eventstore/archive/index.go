@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/turnstile/turnstile/domain"
 )
@@ -51,6 +52,10 @@ type header struct {
 	SHA256   string      `json:"sha256"`    // of the segment file, hex
 	Bytes    int64       `json:"bytes"`     // of the segment file
 	Streams  int         `json:"streams"`
+	// FirstTime and LastTime are the log times of its first and last
+	// events (absent in segments written before they were recorded).
+	FirstTime time.Time `json:"first_time,omitzero"`
+	LastTime  time.Time `json:"last_time,omitzero"`
 	// Blocks are the gzip members of the segment: the first position of
 	// each and its byte offset in the file, in order.
 	Blocks []block `json:"blocks"`

@@ -4,6 +4,7 @@ import (
 	"container/list"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 )
 
 // DefaultFilterCacheBytes is how many bytes of segments' look-up tables
@@ -113,10 +114,14 @@ func (c *lookupCache) setBudget(budget int) {
 
 // lookup returns segment s's lookup: from the cache, else read from its
 // index file (and cached).
+// lookupReads counts the index headers lookup reads (tests).
+var lookupReads atomic.Int64
+
 func (a *Archive) lookup(s *segment) (*lookup, error) {
 	if l, ok := a.lookups.get(s.First); ok {
 		return l, nil
 	}
+	lookupReads.Add(1)
 	h, err := readHeader(filepath.Join(a.dir, indexFile(s.First, s.Last)))
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/turnstile/turnstile/domain"
 )
@@ -245,6 +246,69 @@ func (a *Archive) FindStream(ctx context.Context, stream string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// FirstEvent returns the first event of stream (its version 0) if the
+// archive holds it and the stream has an event in a segment whose log times
+// reach since or later; found is false otherwise. It looks at the segments
+// from the newest back, by their stream filters, and stops at the first
+// segment that ended before since, unless the stream was found in a later
+// one: then it goes on back to the stream's start, however old. So its cost
+// is that of the segments since since (plus, for a stream found, those back
+// to its start), not of the whole archive. A segment that does not record
+// its log times (written before they were) counts as reaching since.
+func (a *Archive) FirstEvent(ctx context.Context, stream string, since time.Time) (_ *domain.Envelope, found bool, err error) {
+	segs := a.snapshot()
+	var at *segment // the oldest segment seen holding the stream
+	var pos uint64
+	for i := len(segs) - 1; i >= 0; i-- {
+		s := segs[i]
+		if at == nil && !s.LastTime.IsZero() && s.LastTime.Before(since) {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		l, err := a.lookup(s)
+		if err != nil {
+			return nil, false, err
+		}
+		if !filterHas(l.filter, s.filterK, stream) {
+			continue
+		}
+		ps, err := a.streamPositions(s, stream)
+		if err != nil {
+			return nil, false, err
+		}
+		if len(ps) == 0 {
+			continue
+		}
+		at, pos = s, ps[0]
+		e, err := a.eventAt(s, pos)
+		if err != nil {
+			return nil, false, err
+		}
+		if e.Stream != stream {
+			return nil, false, fmt.Errorf("%w: %s: position %d is of stream %q, its index says %q", ErrArchive, s.Name, pos, e.Stream, stream)
+		}
+		if e.Version == 0 {
+			return &e, true, nil
+		}
+	}
+	if at != nil {
+		return nil, false, fmt.Errorf("%w: stream %q: the archive holds it from %d on but not its start", ErrArchive, stream, pos)
+	}
+	return nil, false, nil
+}
+
+// eventAt reads the event at pos of s.
+func (a *Archive) eventAt(s *segment, pos uint64) (domain.Envelope, error) {
+	c, err := a.openCursor(s, pos)
+	if err != nil {
+		return domain.Envelope{}, err
+	}
+	defer c.close()
+	return c.read()
 }
 
 // streamPositions reads stream's positions in s from its index.

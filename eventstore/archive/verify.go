@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
@@ -102,6 +103,7 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	raw := bufio.NewReaderSize(io.TeeReader(f, cw), 256<<10)
 	streams := map[string][]uint64{}
 	next := s.First
+	var firstTime, lastTime time.Time
 	zr, err := gzip.NewReader(raw)
 	if err != nil {
 		return prev, 0, bad(next, "the segment is not gzip: %v", err)
@@ -125,6 +127,10 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 		}
 		prev = h
 		streams[e.Stream] = append(streams[e.Stream], e.Position)
+		if next == s.First {
+			firstTime = e.Time
+		}
+		lastTime = e.Time
 		next++
 		if (next-s.First)%blockEvents == 0 {
 			if err := ctx.Err(); err != nil {
@@ -155,6 +161,13 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	}
 	if prev != s.LastHash || prev != onDisk.LastHash {
 		return prev, 0, bad(s.Last, "the chain hash of the last event is %s, its index says %s", prev, onDisk.LastHash)
+	}
+	// Its log times, where it records them (look-ups by time skip segments by them).
+	if !onDisk.FirstTime.IsZero() || !onDisk.LastTime.IsZero() {
+		if !onDisk.FirstTime.Equal(firstTime) || !onDisk.LastTime.Equal(lastTime) {
+			return prev, 0, bad(s.First, "the index says the segment's log times are %s to %s, its events %s to %s",
+				onDisk.FirstTime.Format(time.RFC3339Nano), onDisk.LastTime.Format(time.RFC3339Nano), firstTime.Format(time.RFC3339Nano), lastTime.Format(time.RFC3339Nano))
+		}
 	}
 	// The index's streams: exactly the segment's, and all in its filter.
 	listed := 0

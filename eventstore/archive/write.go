@@ -253,7 +253,10 @@ func (a *Archive) writeSegment(ctx context.Context, src eventstore.Store, first,
 				return err
 			}
 			streams[e.Stream] = append(streams[e.Stream], e.Position)
-			h.LastHash = e.Hash
+			h.LastHash, h.LastTime = e.Hash, e.Time
+			if pos == first {
+				h.FirstTime = e.Time
+			}
 		}
 		if err := zw.Close(); err != nil {
 			return err
@@ -289,7 +292,8 @@ func (a *Archive) writeSegment(ctx context.Context, src eventstore.Store, first,
 	// (Nothing goes into the look-up cache: a process that archives but
 	// never reads the archive keeps its heap flat; the first read fills it.)
 	return &segment{
-		Segment: Segment{Name: name, First: first, Last: last, Count: h.Count, Bytes: h.Bytes, PrevHash: prev, LastHash: h.LastHash},
+		Segment: Segment{Name: name, First: first, Last: last, Count: h.Count, Bytes: h.Bytes, PrevHash: prev, LastHash: h.LastHash,
+			FirstTime: h.FirstTime, LastTime: h.LastTime},
 		filterK: h.FilterK,
 	}, nil
 }

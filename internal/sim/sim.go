@@ -208,7 +208,7 @@ func Run(cfg Config) (*Result, error) {
 	if cfg.Archive {
 		w.writeTo = liveLog{Store: w.writeTo, mem: w.mem}
 	}
-	w.cmds = &command.Service{Store: w.writeTo, Writer: "api", NewID: w.newID}
+	w.cmds = &command.Service{Store: w.writeTo, Writer: "api", NewID: w.newID, Now: func() time.Time { return w.now }}
 	if cfg.Archive { // keys are looked up in the archive too
 		w.cmds.History = simHistory{Store: w.writeTo, w: w}
 	}

@@ -15,6 +15,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -55,6 +57,9 @@ type Service struct {
 	// to the live log one look-up in the archive's indexes. Nil: a key
 	// holds while its execution is in the live log.
 	History eventstore.Store
+	// Now, if set, is the clock idempotency keys are dated by (KeyWindow);
+	// nil: the machine's.
+	Now func() time.Time
 
 	// bases keeps the newest checkpoint's state for the streams whose
 	// start was archived (repository.FoldFromBase).
@@ -136,20 +141,56 @@ type Request struct {
 	Traceparent string
 }
 
+// KeyWindow is how long an idempotency key holds at least: a request with a
+// key is a retry of the one that key named within the last KeyWindow (by
+// the clocks of the API processes, which may differ by less than a
+// KeyWindow), however long ago that execution ended and was archived. A key
+// names one execution per KeyWindow-long period (a UTC day): a request
+// dated in day d looks for the key's executions of days d-1, d and d+1 (the
+// last one for a process whose clock runs ahead), and is a new execution of
+// day d if there is none. So a key holds for 24 to 48 hours, then may name a
+// new execution, with an id of its own: a stream never gets a second life.
+// The look-up in the archive is bounded by that window: it reads the
+// segments of the last two days, not seven years of them.
+const KeyWindow = 24 * time.Hour
+
+// keyDay is the period of KeyWindow that t is in.
+func keyDay(t time.Time) int64 {
+	return int64(math.Floor(float64(t.Unix()) / KeyWindow.Seconds()))
+}
+
 // IDForKey returns the id of the execution requested with idempotency key
-// key by the anonymous caller (see IDForPrincipalKey).
-func IDForKey(key string) string { return uuid.NewSHA1(idempotencyNS, []byte(key)).String() }
+// key by the anonymous caller in day (see IDForPrincipalKey).
+func IDForKey(key string, day int64) string {
+	return uuid.NewSHA1(idempotencyNS, []byte(key+"\x00day:"+strconv.FormatInt(day, 10))).String()
+}
 
 // IDForPrincipalKey returns the id of the execution that principal p
-// requests with idempotency key key. Keys are scoped per principal: the
-// same key from two principals names two executions, so one caller can
-// never obtain another's execution by sending its key. The anonymous
-// caller's ids are IDForKey's.
-func IDForPrincipalKey(p domain.Principal, key string) string {
+// requests with idempotency key key in day (a period of KeyWindow since the
+// Unix epoch). Keys are scoped per principal: the same key from two
+// principals names two executions, so one caller can never obtain
+// another's execution by sending its key. The anonymous caller's ids are
+// IDForKey's.
+func IDForPrincipalKey(p domain.Principal, key string, day int64) string {
 	if p.Name == "" {
-		return IDForKey(key)
+		return IDForKey(key, day)
 	}
-	return uuid.NewSHA1(idempotencyNS, []byte("principal:"+p.Name+"\x00"+key)).String()
+	return uuid.NewSHA1(idempotencyNS, []byte("principal:"+p.Name+"\x00"+key+"\x00day:"+strconv.FormatInt(day, 10))).String()
+}
+
+// keyIDs returns the ids a request of p with key at now may be a retry of:
+// the id it gets if new first (its day's), then those of the day before and
+// the day after.
+func keyIDs(p domain.Principal, key string, now time.Time) []string {
+	d := keyDay(now)
+	return []string{IDForPrincipalKey(p, key, d), IDForPrincipalKey(p, key, d-1), IDForPrincipalKey(p, key, d+1)}
+}
+
+func (c *Service) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
 }
 
 // Request appends execution.requested and returns the new execution's id.
@@ -173,6 +214,8 @@ func (c *Service) Request(ctx context.Context, r Request) (id string, created bo
 type requestDecision struct {
 	id, stream, hash string
 	env              domain.Envelope
+	at               time.Time // when it was decided
+	keyIDs           []string  // with a key: the ids it may be a retry of (keyIDs)
 }
 
 // decideRequest checks r with the domain's rule and encodes its
@@ -191,8 +234,9 @@ func (c *Service) decideRequest(r Request, p domain.Principal) (d requestDecisio
 	}
 	// only a request with an idempotency key can be retried into its stream
 	if r.IdempotencyKey != "" {
-		d.hash = requestHash(r)
-		d.id = IDForPrincipalKey(p, r.IdempotencyKey)
+		d.hash, d.at = requestHash(r), c.now()
+		d.keyIDs = keyIDs(p, r.IdempotencyKey, d.at)
+		d.id = d.keyIDs[0]
 	} else if c.NewID != nil {
 		d.id = c.NewID().String()
 	} else {
@@ -232,13 +276,19 @@ func (c *Service) decideRequest(r Request, p domain.Principal) (d requestDecisio
 // record appends a decided request: see Request.
 func (c *Service) record(ctx context.Context, r Request, d *requestDecision) (id string, created bool, err error) {
 	id, stream := d.id, d.stream
-	if r.IdempotencyKey != "" && c.History != nil {
-		first, found, err := c.archived(ctx, stream)
-		if err != nil {
-			return "", false, fmt.Errorf("idempotency key %q: %w", r.IdempotencyKey, err)
-		}
-		if found {
-			return c.retried(id, d.hash, first)
+	if r.IdempotencyKey != "" {
+		since := time.Unix((keyDay(d.at)-1)*int64(KeyWindow/time.Second), 0).Add(-KeyWindow / 24) // day d-1's start, less an hour of log time's lag
+		for _, kid := range d.keyIDs {
+			if kid == id && c.History == nil {
+				continue // the append below finds it
+			}
+			first, found, err := c.archived(ctx, domain.ExecutionStream(kid), since)
+			if err != nil {
+				return "", false, fmt.Errorf("idempotency key %q: %w", r.IdempotencyKey, err)
+			}
+			if found {
+				return c.retried(kid, d.hash, first)
+			}
 		}
 	}
 	_ = codec.Events.Remember(&d.env) // for this process's folds
@@ -262,15 +312,24 @@ func (c *Service) record(ctx context.Context, r Request, d *requestDecision) (id
 // from its start, else from History (the archive holds its start). A found
 // stream is answered without an append: an append would race the trim that
 // could make the live log forget it between the read and the append.
-func (c *Service) archived(ctx context.Context, stream string) (*domain.Envelope, bool, error) {
+func (c *Service) archived(ctx context.Context, stream string, since time.Time) (*domain.Envelope, bool, error) {
 	live, err := c.Store.ReadStream(ctx, stream, 0, 1)
 	switch {
 	case err == nil && len(live) > 0 && live[0].Version == 0:
 		return &live[0], true, nil
 	case err != nil && !errors.Is(err, eventstore.ErrStreamNotFound):
 		return nil, false, fmt.Errorf("look in the live log: %w", err) // (an append now might run it again)
+	case c.History == nil:
+		return nil, false, nil
 	}
 	// Not in the live log, or kept there from a later event on.
+	if h, ok := c.History.(firstEventer); ok {
+		first, found, err := h.FirstEvent(ctx, stream, since)
+		if err != nil {
+			return nil, false, fmt.Errorf("look in the archive: %w", err)
+		}
+		return first, found, nil
+	}
 	first, err := c.History.ReadStream(ctx, stream, 0, 1)
 	switch {
 	case errors.Is(err, eventstore.ErrStreamNotFound):
@@ -281,6 +340,13 @@ func (c *Service) archived(ctx context.Context, stream string) (*domain.Envelope
 		return nil, false, nil
 	}
 	return &first[0], true, nil
+}
+
+// firstEventer is what History offers beyond a Store for the look-up of a
+// key (archive.History): a stream's first event, reading only the segments
+// whose log times reach since, unless the stream has events in one.
+type firstEventer interface {
+	FirstEvent(ctx context.Context, stream string, since time.Time) (*domain.Envelope, bool, error)
 }
 
 // retried answers a request with an idempotency key whose execution id

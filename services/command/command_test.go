@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/turnstile/turnstile/domain"
@@ -99,7 +100,7 @@ func TestChangeActionAnswersTheLog(t *testing.T) {
 // silently turns a feature off behind the API).
 func TestWithViewsKeepsEveryField(t *testing.T) {
 	c := &command.Service{Store: memstore.New(memstore.Options{}), Writer: "w", NewID: uuid.New, Log: slog.Default(),
-		History: memstore.New(memstore.Options{})}
+		History: memstore.New(memstore.Options{}), Now: time.Now}
 	views := projections.NewViews()
 	got := reflect.ValueOf(c.WithViews(views)).Elem()
 	want := reflect.ValueOf(c).Elem()
@@ -124,5 +125,47 @@ func TestWithViewsKeepsEveryField(t *testing.T) {
 		} else if got.Field(i).Interface() != want.Field(i).Interface() {
 			t.Errorf("the copy's %s differs", f.Name)
 		}
+	}
+}
+
+// TestKeysAreDated: a key names one execution for at least KeyWindow: a
+// retry just past midnight, or on a process whose clock is behind or ahead
+// of the one that took the request, is the same execution (another body is
+// refused); two days later the key names a new execution, with another id,
+// so no stream is requested twice.
+func TestKeysAreDated(t *testing.T) {
+	ctx := context.Background()
+	store := memstore.New(memstore.Options{})
+	clock := func(at time.Time) *command.Service {
+		return &command.Service{Store: store, Writer: "api", Now: func() time.Time { return at }}
+	}
+	midnight := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	r := command.Request{Action: "a", Input: json.RawMessage(`{"n":1}`), IdempotencyKey: "order-7"}
+	id, created, err := clock(midnight.Add(-time.Second)).Request(ctx, r)
+	if err != nil || !created {
+		t.Fatalf("first request: created %v, %v", created, err)
+	}
+	for _, at := range []time.Time{midnight.Add(time.Second), midnight.Add(23 * time.Hour), midnight.Add(-5 * time.Hour)} {
+		again, created, err := clock(at).Request(ctx, r)
+		if err != nil || created || again != id {
+			t.Fatalf("a retry at %s: %s created %v, %v; want %s", at, again, created, err, id)
+		}
+	}
+	other := r
+	other.Input = json.RawMessage(`{"n":2}`)
+	if _, _, err := clock(midnight.Add(time.Hour)).Request(ctx, other); !errors.Is(err, command.ErrIdempotencyMismatch) {
+		t.Fatalf("another body the next day: %v", err)
+	}
+	// A process whose clock runs ahead took it after midnight by its clock.
+	ahead, created, err := clock(midnight.Add(10*time.Second)).Request(ctx, command.Request{Action: "a", IdempotencyKey: "order-8"})
+	if err != nil || !created {
+		t.Fatal(err)
+	}
+	if again, created, err := clock(midnight.Add(-time.Second)).Request(ctx, command.Request{Action: "a", IdempotencyKey: "order-8"}); err != nil || created || again != ahead {
+		t.Fatalf("a retry on a process whose clock is behind: %s created %v, %v; want %s", again, created, err, ahead)
+	}
+	later, created, err := clock(midnight.Add(48*time.Hour+time.Second)).Request(ctx, r)
+	if err != nil || !created || later == id {
+		t.Fatalf("two days later: %s created %v, %v; want a new execution", later, created, err)
 	}
 }

@@ -72,7 +72,7 @@ func (c *Service) Submit(ctx context.Context, r Request, now time.Time) (Accepte
 		if err := c.checkInput(ctx, r); err != nil {
 			return Accepted{}, err
 		}
-		if err := c.refuseEarly(ctx, r, d.id, now); err != nil {
+		if err := c.refuseEarly(ctx, r, d.keyIDs, now); err != nil {
 			return Accepted{}, err
 		}
 	}
@@ -112,7 +112,7 @@ func (c *Service) defined(ctx context.Context, ref string) error {
 
 // refuseEarly returns a *RefusedError for a request the read model says its
 // queue would refuse (see Submit).
-func (c *Service) refuseEarly(ctx context.Context, r Request, id string, now time.Time) error {
+func (c *Service) refuseEarly(ctx context.Context, r Request, keyIDs []string, now time.Time) error {
 	if r.WithItems != nil {
 		return nil
 	}
@@ -120,7 +120,7 @@ func (c *Service) refuseEarly(ctx context.Context, r Request, id string, now tim
 	if code == "" {
 		return nil
 	}
-	if r.IdempotencyKey != "" {
+	for _, id := range keyIDs { // a retry of a request the log took is answered as one
 		if _, ok := c.Views.View(id); ok {
 			return nil
 		}
@@ -204,5 +204,5 @@ func (c *classified) Unwrap() []error { return []error{c.err, c.kind} }
 // Service.Views).
 func (c *Service) WithViews(views *projections.Views) *Service {
 	// (Every field but the checkpoint cache, which the copy keeps its own.)
-	return &Service{Store: c.Store, Writer: c.Writer, NewID: c.NewID, Views: views, Log: c.Log, History: c.History}
+	return &Service{Store: c.Store, Writer: c.Writer, NewID: c.NewID, Views: views, Log: c.Log, History: c.History, Now: c.Now}
 }
