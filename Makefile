@@ -42,6 +42,10 @@ mutants: ## plant each bug of scripts/mutants/mutants.txt in a scratch copy; eve
 soak: ## 60 minutes of `turnstile serve` at ~500 appends/s and 200 API requests/s; fails on a missed target (RSS, lag, goroutines, audit)
 	TURNSTILE_SOAK=60m TURNSTILE_SOAK_ENFORCE=1 $(GO) test -count=1 -timeout 90m -run '^TestSoak$$' -v ./cmd/turnstile/
 
+.PHONY: soak-archive
+soak-archive: ## the soak with archiving on (after 5 min of log time, a checkpoint a minute, 100,000-event segments; warm-up 10 min); the audit reads archive + live log
+	d=$$(mktemp -d) && TURNSTILE_SOAK=60m TURNSTILE_SOAK_ENFORCE=1 TURNSTILE_SOAK_ARCHIVE=$$d TURNSTILE_SOAK_SERVE_ARGS="--archive-after 5m --checkpoint-every 1m --archive-segment-events 100000" $(GO) test -count=1 -timeout 90m -run '^TestSoak$$' -v ./cmd/turnstile/; rc=$$?; rm -rf $$d; exit $$rc
+
 .PHONY: soak-short
 soak-short: ## the soak for 3 minutes (CI: fails on audit violations, failed requests or leaking goroutines; prints the figures)
 	TURNSTILE_SOAK=3m $(GO) test -count=1 -timeout 20m -run '^TestSoak$$' -v ./cmd/turnstile/
