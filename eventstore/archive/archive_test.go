@@ -269,15 +269,15 @@ func TestReadStreamUsesTheIndex(t *testing.T) {
 		for i := range want {
 			same(t, got[i], want[i])
 		}
-		if ok, err := a.FindStream(ctx, stream); !ok || err != nil {
-			t.Fatalf("FindStream(%s) = %v, %v", stream, ok, err)
+		if e, ok, err := a.FirstEvent(ctx, stream, time.Time{}); !ok || err != nil || e.Version != 0 || e.Position != want[0].Position {
+			t.Fatalf("FirstEvent(%s) = %v, %v", stream, ok, err)
 		}
 	}
 	if got, err := a.ReadStream(ctx, "s-50"); err != nil || len(got) != 0 {
 		t.Fatalf("ReadStream of an unknown stream: %d events, %v", len(got), err)
 	}
-	if ok, err := a.FindStream(ctx, "nope"); ok || err != nil {
-		t.Fatalf("FindStream(nope) = %v, %v", ok, err)
+	if _, ok, err := a.FirstEvent(ctx, "nope", time.Time{}); ok || err != nil {
+		t.Fatalf("FirstEvent(nope) = %v, %v", ok, err)
 	}
 }
 
@@ -380,7 +380,7 @@ func TestReadStreamAmongManyStreams(t *testing.T) {
 			same(t, got[i], want[i])
 		}
 	}
-	if ok, _ := a.FindStream(ctx, "s-5000"); ok {
+	if _, ok, _ := a.FirstEvent(ctx, "s-5000", time.Time{}); ok {
 		t.Fatal("found s-5000")
 	}
 	if _, err := a.Verify(ctx, nil); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -70,8 +71,8 @@ func TestLookupsStayWithinTheirBudget(t *testing.T) {
 				t.Fatalf("%s: the cache holds %d bytes, budget %d", name, n, budget)
 			}
 		}
-		if ok, err := x.FindStream(ctx, "nope"); ok || err != nil {
-			t.Fatalf("%s: FindStream(nope) = %v, %v", name, ok, err)
+		if _, ok, err := x.FirstEvent(ctx, "nope", time.Time{}); ok || err != nil {
+			t.Fatalf("%s: FirstEvent(nope) = %v, %v", name, ok, err)
 		}
 	}
 	// With no cache at all every read takes its tables from the files.

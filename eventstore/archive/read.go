@@ -223,31 +223,6 @@ func (a *Archive) ReadStream(ctx context.Context, stream string) ([]domain.Envel
 	return out, nil
 }
 
-// FindStream reports whether the archive holds events of stream, reading
-// only indexes.
-func (a *Archive) FindStream(ctx context.Context, stream string) (bool, error) {
-	for _, s := range a.snapshot() {
-		if err := ctx.Err(); err != nil {
-			return false, err
-		}
-		l, err := a.lookup(s)
-		if err != nil {
-			return false, err
-		}
-		if !filterHas(l.filter, s.filterK, stream) {
-			continue
-		}
-		p, err := a.streamPositions(s, stream)
-		if err != nil {
-			return false, err
-		}
-		if len(p) > 0 {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
 // FirstEvent returns the first event of stream (its version 0) if the
 // archive holds it and the stream has an event in a segment whose log times
 // reach since or later; found is false otherwise. It looks at the segments
