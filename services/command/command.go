@@ -54,7 +54,8 @@ type Service struct {
 	// retry (or refused, with another body), instead of being requested
 	// again under the same id, which would run it twice and write a second
 	// life into a stream that has ended. It costs a request with a key new
-	// to the live log one look-up in the archive's indexes. Nil: a key
+	// to the live log a look-up in the indexes of the archive's segments of
+	// the key's window (KeyWindow; archive.History.FirstEvent). Nil: a key
 	// holds while its execution is in the live log.
 	History eventstore.Store
 	// Now, if set, is the clock idempotency keys are dated by (KeyWindow);
