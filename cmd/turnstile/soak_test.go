@@ -54,8 +54,8 @@ func TestSoak(t *testing.T) {
 	// A soak that archives is not in its steady state before archiving has
 	// started and the live log has turned over once: its warm-up is twice
 	// its --archive-after (if that is under half the soak). At 5 minutes it
-	// measured +6.6 to +10 % between its first minutes and its end, at 10
-	// minutes −2 to +2 % (BENCHMARKS.md, the soak with archiving).
+	// measured +5.7 to +10 % between its first minutes and its end, at 10
+	// minutes +0.4 to +2.7 % (BENCHMARKS.md, the soak with archiving).
 	// TURNSTILE_SOAK_WARMUP overrides both.
 	if d, ok := archiveAfter(os.Getenv("TURNSTILE_SOAK_SERVE_ARGS")); ok && 2*d > warmup && 2*d < dur/2 {
 		warmup = 2 * d

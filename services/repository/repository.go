@@ -230,7 +230,7 @@ func LoadWorker(ctx context.Context, store eventstore.Store, id string) (*domain
 // version are read. A nil known loads the whole stream. When the first event
 // the live log holds past known is not the next one (those between were
 // archived by a trim), it starts from the worker as the newest checkpoint
-// holds it (WorkerBase) instead of applying over the gap.
+// holds it instead of applying over the gap.
 //
 // A caller that knows the stream has moved past known (an append at its
 // version lost a race) uses RefreshWorker: the events past known may all
@@ -260,7 +260,7 @@ func catchUpWorker(ctx context.Context, store eventstore.Store, w *domain.Worker
 		gap := first && int64(env.Version) > w.Version()+1 // its events before it were archived (trimmed.go)
 		first, seeded = false, true
 		if gap {
-			b, err := WorkerBase(ctx, store, id)
+			b, err := workerBase(ctx, store, id)
 			if err != nil {
 				return &storeFailure{err}
 			}
@@ -279,7 +279,7 @@ func catchUpWorker(ctx context.Context, store eventstore.Store, w *domain.Worker
 		return nil
 	})
 	if err == nil && !seeded { // a kept stream with no event in the live log
-		b, berr := WorkerBase(ctx, store, id)
+		b, berr := workerBase(ctx, store, id)
 		if berr != nil {
 			err = &storeFailure{berr}
 		} else if b != nil {

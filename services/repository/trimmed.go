@@ -129,10 +129,10 @@ func executionBase(id string, x **domain.Execution) func(st *projections.State) 
 	}
 }
 
-// WorkerBase returns a copy of worker id as the newest checkpoint of
+// workerBase returns a copy of worker id as the newest checkpoint of
 // store's live log holds it, or nil when the live log holds the worker's
 // stream from its start (or no checkpoint holds the worker).
-func WorkerBase(ctx context.Context, store eventstore.Store, id string) (*domain.Worker, error) {
+func workerBase(ctx context.Context, store eventstore.Store, id string) (*domain.Worker, error) {
 	st, err := (*Bases)(nil).state(ctx, store)
 	if err != nil || st == nil {
 		return nil, err

@@ -110,13 +110,13 @@ func (w *Worker) look(ctx context.Context, inc string, known *domain.Worker) err
 	return nil
 }
 
-// pastTrim returns st, or the worker as the live log's newest checkpoint
-// holds it, caught up, when a trim since the last look may have archived
-// events of the worker stream that st has not seen. A worker declared lost
-// while idle learns it here: its stream is kept by the trim, but from the
-// live log's start on, so a catch-up from an older version reads nothing
-// of the verdict, and the worker would wait for ever for work handed to an
-// incarnation the executor has given up on.
+// pastTrim returns st, or, once after each trim of the live log, the
+// worker loaded anew (from the newest checkpoint: repository.LoadWorker),
+// since the trim may have archived events of the worker stream that st has
+// not seen. A worker declared lost while idle learns it here: its stream is
+// kept by the trim, but from the live log's start on, so a catch-up from an
+// older version reads nothing of the verdict, and the worker would wait for
+// ever for work handed to an incarnation the executor has given up on.
 func (w *Worker) pastTrim(ctx context.Context, st *domain.Worker) (*domain.Worker, error) {
 	t, ok := w.cfg.Store.(eventstore.Trimmer)
 	if !ok {
@@ -132,14 +132,8 @@ func (w *Worker) pastTrim(ctx context.Context, st *domain.Worker) (*domain.Worke
 	if start == seen {
 		return st, nil
 	}
-	base, err := repository.WorkerBase(ctx, w.cfg.Store, w.cfg.ID)
-	if err != nil {
+	if st, err = repository.LoadWorker(ctx, w.cfg.Store, w.cfg.ID); err != nil {
 		return nil, err
-	}
-	if base != nil && base.Version() > st.Version() {
-		if st, err = repository.CatchUpWorker(ctx, w.cfg.Store, w.cfg.ID, base); err != nil {
-			return nil, err
-		}
 	}
 	w.mu.Lock()
 	w.seenStart = start
