@@ -5,7 +5,7 @@ import (
 	"strconv"
 )
 
-// Checkpoints in the log (docs/log-over-months.md, "Checkpoints"): the
+// Checkpoints in the log (docs/checkpoints.md): the
 // executor writes its fold's whole state as of a position C into the log, so
 // that every fold can start at C instead of position 0 and the log before C
 // can leave for the archive. A checkpoint is the checkpoint.part events of

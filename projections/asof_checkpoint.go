@@ -1,7 +1,7 @@
 package projections
 
 // as_of folds that start at a checkpoint of the live log instead of
-// position 0 (docs/log-over-months.md, "Everything still answers"): so an
+// position 0 (docs/archive.md, "Everything still answers"): so an
 // as_of after the live log's start answers without an archive, and any
 // as_of past a checkpoint costs the fold from it, not from the beginning.
 

@@ -1,7 +1,7 @@
 package projections
 
 // An audit of the live log alone once the log before it was archived
-// (docs/log-over-months.md, "Everything still answers"): it starts from a
+// (docs/checkpoints.md, "The audit"): it starts from a
 // checkpoint's state instead of position 0, judges every event from the
 // checkpoint on by every rule whose state the checkpoint holds, checks the
 // hash chain from the live log's start, and says what it could not judge.

@@ -1,6 +1,6 @@
 package projections
 
-// Checkpoints in the log (docs/log-over-months.md, "Checkpoints"): a
+// Checkpoints in the log (docs/checkpoints.md): a
 // State's snapshot written into the log as the checkpoint.part events of
 // checkpoint-<C> and one checkpoint.written in checkpoint-written, and read
 // back so that a fold starts at C instead of position 0.

@@ -5,7 +5,7 @@ package projections
 // into snapshot files and into the log's checkpoints, where the audit's
 // checkpoint rule compares them with a fold of the log before the
 // checkpoint, and back into a read model started from a checkpoint
-// (docs/log-over-months.md, "Checkpoints").
+// (docs/checkpoints.md).
 
 import (
 	"maps"

@@ -1,5 +1,5 @@
 // Package archive keeps the part of the log that has left the live log
-// (docs/log-over-months.md, "Archive"): segment files of gzip-compressed JSON
+// (docs/archive.md): segment files of gzip-compressed JSON
 // lines, one event per line in position order, each with an index file, in
 // one directory. It writes segments crash-safely and idempotently (Write),
 // finds an archived stream through the indexes (ReadStream), reads the

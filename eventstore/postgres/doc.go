@@ -150,7 +150,7 @@
 // versions, is recognised as before). A look-up of a stream's head or of an
 // event id searches the index of every live partition: keep the partitions
 // in the live log to tens, not thousands (a trim drops them; see
-// docs/operations.md).
+// docs/trim.md).
 //
 // Trim (eventstore.Trimmer) runs in two steps. One transaction, under the
 // log_head lock, records the new start and the chain hash before it in

@@ -1,5 +1,5 @@
 // Package archiver moves the live log's old prefix to the archive
-// (docs/log-over-months.md, "Archive"): it finds the newest checkpoint
+// (docs/archive.md): it finds the newest checkpoint
 // whose checkpoint.written is at least Config.After old by log time (the
 // time of the log's newest event), writes the archive segments that cover
 // the log up to the checkpoint's position C, and then trims the live log at

@@ -1,4 +1,4 @@
-// Checkpoints in the log (Config.CheckpointEvery; docs/log-over-months.md):
+// Checkpoints in the log (Config.CheckpointEvery; docs/checkpoints.md):
 // the active executor, caught up, writes its fold at position C into the
 // log (projections.WriteCheckpoint: checkpoint.part events, then
 // checkpoint.written) once the newest event it folded is CheckpointEvery of

@@ -1,4 +1,4 @@
-// Streams whose start was archived (docs/log-over-months.md): after a trim
+// Streams whose start was archived (docs/checkpoints.md): after a trim
 // the live log holds a kept stream (a queue, an action, a live execution, a
 // worker, a schedule) only from its first event at the live log's start on,
 // so folding it from its first live event would miss its beginning. Such a
