@@ -7,7 +7,7 @@ import (
 )
 
 // feedOptions are serve's bounds on live feeds (see api.Config and
-// docs/operations.md): the feeds open at once, those of one token (or one
+// docs/failures.md): the feeds open at once, those of one token (or one
 // client address without a token), and how long a client may go without
 // reading before its feed is cut (it resumes with Last-Event-ID).
 type feedOptions struct {

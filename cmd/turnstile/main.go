@@ -52,7 +52,7 @@ server here); memory:// (not durable).
 func main() {
 	ctx, stop := signalContext(os.Stderr)
 	defer stop()
-	go gctune.Tune(ctx) // the collector's target from the live heap (see docs/operations.md, "Memory and the garbage collector")
+	go gctune.Tune(ctx) // the collector's target from the live heap (see docs/tuning.md, "Memory and the garbage collector")
 	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
