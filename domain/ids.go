@@ -18,7 +18,7 @@ import (
 // request, and with ids that sort by that time an index on event ids
 // (PostgreSQL's UNIQUE (id)) takes them near its right edge, on a few hot
 // pages, instead of on a random page each; that insert was a third of the
-// database's work per event (BENCHMARKS.md, "Session 6").
+// database's work per event (measured 2026-11-21; CHANGELOG.md, the figures of that wave).
 func LocalEventID(id uuid.UUID, stream string) uuid.UUID {
 	ts, ok := executionTime(stream)
 	if !ok {

@@ -20,7 +20,7 @@ import (
 )
 
 // TestDashboardVolume measures the dashboard with real volume (BENCHMARKS.md,
-// "The dashboard"): a `turnstile serve` child process with 1,000 actions and
+// "the dashboard"): a `turnstile serve` child process with 1,000 actions and
 // one paused queue of 100,000 waiters, under a steady load of requests. It
 // prints the server's CPU and RSS with no dashboard open and with 50 open
 // (each one what the queues page does: whoami, all queue statistics, then

@@ -13,7 +13,7 @@ import (
 )
 
 // TestFigures measures archive write and verify speed over a real log (the
-// figures in BENCHMARKS.md, "The archive"). It runs only when
+// figures in BENCHMARKS.md, "the archive: bytes and speed"). It runs only when
 // TURNSTILE_ARCHIVE_FIGURES names an embedded data directory's log; the
 // archive goes to TURNSTILE_ARCHIVE_OUT (default: a temporary directory).
 func TestFigures(t *testing.T) {

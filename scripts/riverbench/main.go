@@ -4,7 +4,7 @@
 // N no-op jobs on Q queues of W workers each, inserted one by one (one
 // transaction each) from S goroutines, and reports jobs/s from the first
 // insert to the last completion, so that both can be measured on one
-// machine in one state (BENCHMARKS.md, "River on this machine"). It lives
+// machine in one state (BENCHMARKS.md, "River's pattern on PostgreSQL"). It lives
 // in a module of its own so that turnstile does not depend on River.
 //
 //	go run . --url "$TURNSTILE_POSTGRES_URL" --jobs 20000 --queues 10 --workers 10 --submitters 64

@@ -129,7 +129,7 @@ func OpenStoreLogged(storeURL, dataDir string, log *slog.Logger) (eventstore.Sto
 // under load often takes longer than an fdatasync (0.2–1 ms here): the
 // core sits idle meanwhile. With one P more the other goroutines keep
 // every core busy (bench lifecycle: 4–11 % more executions/s, request →
-// running p99 41–89 → 31–37 ms; BENCHMARKS.md, "Session 6").
+// running p99 41–89 → 31–37 ms, measured 2026-11-21).
 func addSyncProc() {
 	syncProcOnce.Do(func() {
 		if os.Getenv("GOMAXPROCS") == "" {
