@@ -263,8 +263,9 @@ func (s *Service) checkNameFree(ctx context.Context, name string) error {
 // without duplicates.
 func checkRegister(req Registration) ([]string, error) {
 	switch {
-	case req.Name == "" || len(req.Name) > domain.MaxIDLen || eventstore.ValidateStream(domain.WorkerStream(req.Name)) != nil:
-		return nil, fmt.Errorf("%w: name %q must be 1..%d bytes usable in a stream name", domain.ErrInvalidRequest, clip(req.Name), domain.MaxIDLen)
+	case len(req.Name) > domain.MaxIDLen || !workerName.MatchString(req.Name) || eventstore.ValidateStream(domain.WorkerStream(req.Name)) != nil:
+		return nil, fmt.Errorf("%w: name %q must be 1..%d letters, digits, '_', '.' or '-', starting with a letter or a digit (pattern %s): "+
+			"it is a path segment of /api/v1/workers/{name}/…", domain.ErrInvalidRequest, clip(req.Name), domain.MaxIDLen, workerName)
 	case req.Slots < 1 || req.Slots > 100_000:
 		return nil, fmt.Errorf("%w: slots %d must be 1..100000", domain.ErrInvalidRequest, req.Slots)
 	case len(req.Runners) == 0 || len(req.Runners) > 1000:
@@ -282,6 +283,10 @@ func checkRegister(req Registration) ([]string, error) {
 
 // runnerName is what an action's runner may be (domain.Policy's rule).
 var runnerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+
+// workerName is what a remote worker's name may be: a host name fits, and
+// it is one path segment of the session routes, never "." or "..".
+var workerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
 
 func clip(s string) string {
 	if len(s) > 64 {
