@@ -1,15 +1,23 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/client/wire"
+	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/projections"
+	"github.com/turnstile/turnstile/services/node"
+	"github.com/turnstile/turnstile/services/remote"
 )
 
 // problemOf posts body with secret and returns the status and the problem's detail.
@@ -109,5 +117,181 @@ func TestReportAfterEndMustBeTheSame(t *testing.T) {
 	}
 	if x := l.waitStatus(t, completed, "completed"); string(x.Result) != `{"a":1,"b":[1,2]}` {
 		t.Errorf("the result: %s", x.Result)
+	}
+}
+
+// startLiveRemote is startLive (no in-process worker) with the remote
+// workers' config cfg and a log whose clock runs offset behind (the
+// offset may change while it runs).
+func startLiveRemote(t *testing.T, cfg remote.Config, offset *atomic.Int64) *liveAPI {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store := memstore.New(memstore.Options{Clock: func() time.Time { return time.Now().Add(-time.Duration(offset.Load())) }})
+	n, err := node.Start(ctx, store, node.Config{WorkerLease: 15 * time.Second, Logger: quiet, Workers: 0, Slots: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	views := projections.NewViews()
+	done := make(chan error, 1)
+	go func() { done <- views.Run(ctx, store) }()
+	cfg.Store, cfg.Logger = store, quiet
+	rs, err := remote.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rs.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-rs.Started()
+	srv := api.New(api.Config{Commands: n.Commands, Queries: projections.NewQueries(views, store), Remote: rs, Logger: quiet, Tokens: allTokens(t)})
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.CloseClientConnections()
+		hs.Close()
+		rs.Stop()
+		n.Stop()
+		cancel()
+		<-done
+		_ = store.Close()
+	})
+	return &liveAPI{url: hs.URL, store: store}
+}
+
+// workerPage answers GET /api/v1/workers?query as a reader.
+func (l *liveAPI) workerPage(t *testing.T, query string) (wire.WorkerList, int) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", l.url+"/api/v1/workers?"+query, nil)
+	req.Header.Set("Authorization", "Bearer "+secrets[api.RoleReader])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out wire.WorkerList
+	if resp.StatusCode == 200 {
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out, resp.StatusCode
+}
+
+// ids lists the workers' ids and statuses, "id:status".
+func ids(ws []wire.Worker) []string {
+	out := []string{}
+	for _, w := range ws {
+		out = append(out, w.ID+":"+w.Status)
+	}
+	return out
+}
+
+// TestWorkerNamesBoundedPerToken: one token holds live sessions for at
+// most MaxNames names; another name beyond is a 429 problem and writes
+// nothing; the same name again replaces its incarnation; another token
+// has its own bound; a drained name frees its place.
+func TestWorkerNamesBoundedPerToken(t *testing.T) {
+	var offset atomic.Int64
+	l := startLiveRemote(t, remote.Config{MaxNames: 3}, &offset)
+	reg := func(secret, name string) (int, string) {
+		return l.problemOf(t, secret, "/api/v1/workers/register", `{"name":"`+name+`","runners":["x"],"slots":1}`)
+	}
+	var sessions []wire.WorkerSession
+	for _, name := range []string{"a", "b", "c"} {
+		sessions = append(sessions, l.register(t, name, `"x"`))
+	}
+	h := l.head(t)
+	if code, detail := reg(secrets[api.RoleWorker], "d"); code != 429 || !strings.Contains(detail, "3 worker names") {
+		t.Fatalf("a fourth name: %d %q, want 429", code, detail)
+	}
+	if l.head(t) != h {
+		t.Fatalf("the refused registration wrote %d events", l.head(t)-h)
+	}
+	if code, _ := reg(secrets[api.RoleWorker], "a"); code != 201 {
+		t.Fatalf("a held name again: %d, want 201", code)
+	}
+	if code, _ := reg(secrets[api.RoleAdmin], "d"); code != 201 {
+		t.Fatalf("another token: %d, want 201", code)
+	}
+	if code := l.post(t, sessions[1].Session, "/api/v1/workers/b/drain", `{}`, nil); code != 202 {
+		t.Fatalf("drain b: %d", code)
+	}
+	if code, _ := reg(secrets[api.RoleWorker], "e"); code != 201 {
+		t.Fatalf("after a drain: %d, want 201", code)
+	}
+}
+
+// TestIdleSessionEnds: a session that holds nothing and makes no request
+// for IdleTimeout ends and its incarnation is recorded stopped; one whose
+// worker keeps polling (each poll's wait is cut to half the timeout)
+// stays; the ended one's name no longer counts against the bound.
+func TestIdleSessionEnds(t *testing.T) {
+	var offset atomic.Int64
+	l := startLiveRemote(t, remote.Config{MaxNames: 2, IdleTimeout: 400 * time.Millisecond}, &offset)
+	silent := l.register(t, "silent", `"x"`)
+	busy := l.register(t, "busy", `"x"`)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		start := time.Now()
+		if _, code := l.poll(t, busy, `{"wait_seconds":30}`); code != 200 {
+			t.Fatalf("the polling worker's session: %d", code)
+		}
+		if d := time.Since(start); d > 300*time.Millisecond {
+			t.Fatalf("a poll waited %s, more than half the idle timeout", d)
+		}
+		list, _ := l.workerPage(t, "")
+		if got := strings.Join(ids(list.Workers), " "); got == "busy:active silent:stopped" {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("workers %s, want the silent one stopped", got)
+		}
+	}
+	if _, code := l.poll(t, silent, `{"wait_seconds":0}`); code != 401 {
+		t.Errorf("the ended session: %d, want 401", code)
+	}
+	l.register(t, "third", `"x"`) // silent's place is free again
+}
+
+// TestWorkersPaged: GET /api/v1/workers pages by id (limit, after, next);
+// a worker that ended more than an hour ago (by log time) is left out
+// unless all=true; bad parameters are 400 problems.
+func TestWorkersPaged(t *testing.T) {
+	var offset atomic.Int64
+	offset.Store(int64(2 * time.Hour))
+	l := startLiveRemote(t, remote.Config{}, &offset)
+	old := l.register(t, "old", `"x"`)
+	if code := l.post(t, old.Session, "/api/v1/workers/old/drain", `{}`, nil); code != 202 {
+		t.Fatalf("drain: %d", code)
+	}
+	offset.Store(0)
+	for _, name := range []string{"w1", "w2", "w3", "w4", "w5"} {
+		l.register(t, name, `"x"`)
+	}
+	var got []string
+	deadline := time.Now().Add(10 * time.Second)
+	for after := ""; ; {
+		page, code := l.workerPage(t, "limit=2&after="+after)
+		if code != 200 || len(page.Workers) > 2 {
+			t.Fatalf("page after %q: %d %+v", after, code, page)
+		}
+		got = append(got, ids(page.Workers)...)
+		if after = page.Next; after == "" {
+			if strings.Join(got, " ") == "w1:active w2:active w3:active w4:active w5:active" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pages: %v", got)
+			}
+			got = nil // the read model is behind: read again
+		}
+	}
+	all, code := l.workerPage(t, "all=true")
+	if code != 200 || strings.Join(ids(all.Workers), " ") != "old:stopped w1:active w2:active w3:active w4:active w5:active" || all.Next != "" {
+		t.Fatalf("all=true: %d %v next %q", code, ids(all.Workers), all.Next)
+	}
+	for _, q := range []string{"limit=0", "limit=1001", "all=maybe", "after=" + strings.Repeat("x", 101), "status=active"} {
+		if _, code := l.workerPage(t, q); code != 400 {
+			t.Errorf("?%s: %d, want 400", q, code)
+		}
 	}
 }
