@@ -212,7 +212,8 @@ func (s *Service) Authenticate(name, secret string) (Session, error) {
 // slots, and returns its session; peer (the worker's address) is recorded
 // in worker.registered after RemoteHost. A live incarnation of the same
 // name registered over HTTP is replaced (the executor takes back what it
-// held); one that was not (an in-process worker) is not: ErrNameTaken.
+// held); one that was not (an in-process worker) is not: ErrNameTaken. A
+// name beyond the bound of req.By's live names is refused: ErrTooManyNames.
 func (s *Service) Register(ctx context.Context, req Registration, peer string) (Opened, error) {
 	runners, err := checkRegister(req)
 	if err != nil {
