@@ -186,15 +186,6 @@ func (s *Server) executionEvents(w http.ResponseWriter, r *http.Request) {
 	s.streamPage(w, r, domain.ExecutionStream(id))
 }
 
-func (s *Server) workers(w http.ResponseWriter, r *http.Request) {
-	if p := queryOnly(r); p != nil {
-		writeProblem(w, p)
-		return
-	}
-	v := s.cfg.Queries.CaughtUp(r.Context())
-	writeJSON(w, http.StatusOK, wire.WorkerList{Workers: each(v.Workers(), workerOut), UnservedRunners: unservedRunners(v, servedBy(v))})
-}
-
 // requestTiming reads a request's run_at (RFC 3339) and delay_seconds into
 // req: a 400 problem when run_at is in another format.
 func requestTiming(req *command.Request, body wire.ExecutionRequest) *Problem {

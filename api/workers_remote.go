@@ -59,7 +59,11 @@ func (s *Server) registerWorker(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	out, err := s.cfg.Remote.Register(r.Context(), remote.Registration(req), host)
+	by := ""
+	if who := principalOf(r); who != nil {
+		by = who.Name
+	}
+	out, err := s.cfg.Remote.Register(r.Context(), remote.Registration{Name: req.Name, Runners: req.Runners, Slots: req.Slots, By: by}, host)
 	if err != nil {
 		s.failRemote(w, r, err)
 		return
@@ -220,6 +224,8 @@ func (s *Server) remoteProblem(r *http.Request, err error) *Problem {
 		return typed(typeUnavailable, http.StatusServiceUnavailable, "%v", err)
 	case errors.Is(err, domain.ErrIncarnationReused), errors.Is(err, remote.ErrNameTaken):
 		return typed(typeConflict, http.StatusConflict, "%v", err)
+	case errors.Is(err, remote.ErrTooManyNames):
+		return typed(typeTooManyWorkers, http.StatusTooManyRequests, "%v", err)
 	}
 	if p := asProblem(err); p != nil {
 		return p

@@ -495,3 +495,30 @@ func TestLog(t *testing.T) {
 		t.Fatalf("no token: %v", err)
 	}
 }
+
+// TestWorkersFollowsPages: Workers returns every listed worker, however
+// many pages the server cuts them into (100 a page by default).
+func TestWorkersFollowsPages(t *testing.T) {
+	t.Parallel()
+	url, stop, err := startServerWith(230)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	ctx := testCtx(t)
+	c := newClient(t, url, readerToken)
+	var workers []wire.Worker
+	for deadline := time.Now().Add(20 * time.Second); len(workers) != 230 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if workers, err = c.Workers(ctx, client.AllWorkers()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(workers) != 230 {
+		t.Fatalf("Workers: %d workers, want 230", len(workers))
+	}
+	for i := 1; i < len(workers); i++ {
+		if workers[i-1].ID >= workers[i].ID {
+			t.Fatalf("Workers: %s before %s", workers[i-1].ID, workers[i].ID)
+		}
+	}
+}

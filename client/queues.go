@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/turnstile/turnstile/client/wire"
 )
@@ -30,10 +31,36 @@ func (c *Client) Queue(ctx context.Context, ref string, opts ...ReadOption) (wir
 	return q, err
 }
 
-// Workers returns the workers the log knows, sorted by id: their status,
-// last heartbeat, slots, runners and in-flight executions.
-func (c *Client) Workers(ctx context.Context) ([]wire.Worker, error) {
-	var list wire.WorkerList
-	_, err := c.call(ctx, request{method: "GET", path: "/api/v1/workers"}, &list)
-	return list.Workers, err
+// Workers returns the workers the server lists, sorted by id, following
+// its pages: their status, last heartbeat, slots, runners and in-flight
+// executions. The server leaves out workers that ended (lost or stopped)
+// more than an hour ago; with AllWorkers it lists every one.
+func (c *Client) Workers(ctx context.Context, opts ...WorkersOption) ([]wire.Worker, error) {
+	out := []wire.Worker{}
+	after := ""
+	for {
+		q := url.Values{}
+		for _, o := range opts {
+			o(q)
+		}
+		if after != "" {
+			q.Set("after", after)
+		}
+		var page wire.WorkerList
+		if _, err := c.call(ctx, request{method: "GET", path: "/api/v1/workers", query: q}, &page); err != nil {
+			return out, err
+		}
+		out = append(out, page.Workers...)
+		if page.Next == "" || page.Next <= after {
+			return out, nil
+		}
+		after = page.Next
+	}
 }
+
+// WorkersOption chooses what Workers lists.
+type WorkersOption func(url.Values)
+
+// AllWorkers makes Workers list every worker the log knows, those that
+// ended long ago too.
+func AllWorkers() WorkersOption { return func(q url.Values) { q.Set("all", "true") } }

@@ -40,11 +40,14 @@ func TestMain(m *testing.M) {
 // startServer runs a whole turnstile in this process: a memory store, the
 // executor and two in-process workers, the read model following the log,
 // and the API, with an admin and a reader token, on a real HTTP listener.
-func startServer() (url string, stop func(), err error) {
+func startServer() (url string, stop func(), err error) { return startServerWith(2) }
+
+// startServerWith is startServer with that many in-process workers.
+func startServerWith(workers int) (url string, stop func(), err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	store := memstore.New(memstore.Options{})
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	n, err := node.Start(ctx, store, node.Config{Workers: 2, Slots: 8, Logger: log})
+	n, err := node.Start(ctx, store, node.Config{Workers: workers, Slots: 8, Logger: log})
 	if err != nil {
 		cancel()
 		return "", nil, err

@@ -201,6 +201,37 @@ func (v *Views) Workers() []WorkerView {
 	return out
 }
 
+// WorkerFilter chooses a page of workers, by id.
+type WorkerFilter struct {
+	After string // only ids after this one
+	Limit int    // at most this many (< 1: no bound)
+	// EndedBefore leaves out the lost and stopped workers last seen before
+	// it (zero: none is left out).
+	EndedBefore time.Time
+}
+
+// WorkerPage returns the workers f chooses, sorted by id, and the id to
+// pass as After for the next page ("" on the last one).
+func (v *Views) WorkerPage(f WorkerFilter) (page []WorkerView, next string) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	page = []WorkerView{}
+	for _, id := range v.st.WorkerIDs() {
+		if id <= f.After && f.After != "" {
+			continue
+		}
+		w := v.st.Workers[id]
+		if ended := w.Status() == domain.WorkerLostStatus || w.Status() == domain.WorkerStoppedStatus; ended && w.LastSeen().Before(f.EndedBefore) {
+			continue
+		}
+		if f.Limit > 0 && len(page) == f.Limit {
+			return page, page[len(page)-1].ID
+		}
+		page = append(page, v.workerLocked(id))
+	}
+	return page, ""
+}
+
 func (v *Views) workerLocked(id string) WorkerView {
 	w := v.st.Workers[id]
 	info := WorkerView{ID: id, Status: w.Status(), Incarnation: w.Incarnation(), Slots: w.Slots(),

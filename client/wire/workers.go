@@ -15,9 +15,11 @@ type Worker struct {
 	Executions  []string   `json:"executions"`
 }
 
-// WorkerList is the answer of GET /api/v1/workers, sorted by id.
+// WorkerList is a page of GET /api/v1/workers, sorted by id; Next is the
+// after= of the next page ("" on the last one).
 type WorkerList struct {
 	Workers []Worker `json:"workers"`
+	Next    string   `json:"next"`
 	// UnservedRunners are the runners of defined actions that no active
 	// worker serves (their executions wait), sorted.
 	UnservedRunners []string `json:"unserved_runners"`

@@ -26,7 +26,7 @@ func startBenchRemote(ctx context.Context, store eventstore.Store, cmds *command
 	views := projections.NewViews()
 	viewsDone := make(chan struct{})
 	go func() { _ = views.Run(ctx, store); close(viewsDone) }()
-	rs, err := remote.New(remote.Config{Store: store, Logger: log})
+	rs, err := remote.New(remote.Config{Store: store, Logger: log, MaxNames: -1}) // a bench registers as many workers as it is told
 	if err != nil {
 		cancel()
 		return nil, err

@@ -161,7 +161,10 @@ func TestDashboardInBrowser(t *testing.T) {
 		return ""
 	})
 
-	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/workers"), chromedp.WaitVisible(`#w-rows tr`, chromedp.ByQuery))
+	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/workers"), chromedp.WaitVisible(`#w-rows tr[data-id="local-1"]`, chromedp.ByQuery))
+	if s := uiText(t, tab, `#w-summary`); !strings.HasPrefix(s, "1 workers, 1 not lost") { // every page of GET /api/v1/workers, followed
+		t.Errorf("workers page summary %q", s)
+	}
 	screenshot(t, tab, shots, "workers.png")
 
 	// The schedules page: a schedule's ticks link to their executions, and

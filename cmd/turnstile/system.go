@@ -16,6 +16,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/postgres"
 	"github.com/turnstile/turnstile/services/lease"
 	"github.com/turnstile/turnstile/services/node"
+	"github.com/turnstile/turnstile/services/remote"
 )
 
 // openStore opens the store --store (or --data) names (node.OpenStore).
@@ -93,6 +94,8 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	executorName := fs.String("executor-name", "", "the in-process executor's writer name in the log (default \"executor\"; on PostgreSQL executor@host:pid)")
 	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker that holds or was handed work may go without a sign of life in the log before the executor declares it lost (an idle worker writes nothing and is never lost)")
 	slots := fs.Int("slots", 16, "executions each worker runs at once")
+	maxWorkerNames := fs.Int("max-worker-names", remote.DefaultMaxNames, "live remote worker names one token may hold (a registration of another name beyond it is a 429); 0: no bound")
+	workerIdle := fs.Duration("worker-idle-timeout", remote.DefaultIdleTimeout, "a remote worker's session that holds nothing and makes no request for this long ends, and its incarnation is recorded stopped")
 	doMigrate := fs.Bool("migrate", false, "apply the PostgreSQL store's migrations before starting")
 	snapDir := fs.String("snapshots", "", "directory for snapshots of the executor's fold and the read model (default: checkpoints/ in --data for the embedded store, none for others)")
 	retainEnded := fs.Int("retain-ended", 0, "keep only this many ended executions in the read model (the most recently ended; older ones are served from the log one at a time and left out of lists); 0 keeps all")
@@ -136,6 +139,12 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	if *workers < 0 || *slots < 1 || *workerLease < 10*time.Millisecond {
 		return usageError{errors.New("--workers must be >= 0, --slots >= 1 and --worker-lease >= 10ms")}
+	}
+	if *maxWorkerNames < 0 || *workerIdle < 10*time.Millisecond {
+		return usageError{errors.New("--max-worker-names must be >= 0 and --worker-idle-timeout >= 10ms")}
+	}
+	if *maxWorkerNames == 0 {
+		*maxWorkerNames = -1 // no bound
 	}
 	var workerIDs []string
 	for i := range *workers {
@@ -201,6 +210,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	}
 	return node.Serve(ctx, node.ServeConfig{StoreURL: *storeURL, DataDir: *data, Addr: *addr, WorkerIDs: workerIDs, Slots: *slots, Grace: *grace,
 		NoExecutor: !*runExecutor, Lease: execLease, ExecutorName: *executorName, WorkerLease: *workerLease,
+		MaxWorkerNames: *maxWorkerNames, WorkerIdleTimeout: *workerIdle,
 		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners,
 		CheckpointEvery: *months.checkpointEvery, ArchiveDir: *months.dir, ArchiveAfter: *months.after, ArchiveSegmentEvents: *months.segmentEvents,
 		API: func(p node.APIParts) http.Handler {

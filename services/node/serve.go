@@ -44,6 +44,10 @@ type ServeConfig struct {
 	Lease        lease.Lease
 	ExecutorName string
 	WorkerLease  time.Duration
+	// MaxWorkerNames and WorkerIdleTimeout are the remote workers'
+	// remote.Config MaxNames and IdleTimeout (0: its defaults).
+	MaxWorkerNames    int
+	WorkerIdleTimeout time.Duration
 
 	// SnapshotDir holds snapshots of the executor's fold and the read
 	// model; "" is the embedded store's checkpoints/ directory, or none.
@@ -219,7 +223,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		defer proj.Stop()
 		reg.MustRegister(proj.Projector.Collector())
 	}
-	workers, err := remote.New(remote.Config{Store: store, Lease: cfg.WorkerLease, Logger: log})
+	workers, err := remote.New(remote.Config{Store: store, Lease: cfg.WorkerLease, MaxNames: cfg.MaxWorkerNames, IdleTimeout: cfg.WorkerIdleTimeout, Logger: log})
 	if err != nil {
 		return err
 	}

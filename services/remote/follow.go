@@ -32,6 +32,14 @@ func (s *Service) follow(ctx context.Context, started func()) error {
 		return err
 	}
 	started()
+	idleDone := make(chan struct{})
+	defer func() { <-idleDone }()
+	ictx, stopIdle := context.WithCancel(ctx)
+	defer stopIdle()
+	go func() {
+		defer close(idleDone)
+		s.expireIdle(ictx)
+	}()
 	from := head
 	for try := 0; ; try++ {
 		err = s.cfg.Store.Subscribe(ctx, from, eventstore.Filter{Types: followTypes}, func(batch []domain.Envelope) error {

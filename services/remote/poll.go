@@ -22,7 +22,9 @@ const MaxWait = 60 * time.Second
 // to half the lease: an open poll is no sign of life (a worker frozen by
 // SIGSTOP, or cut off with no reset, keeps its poll open), so such a worker
 // that owes one is declared lost one lease after its debt began, whatever
-// wait it asked for. A live worker polls again when the answer comes.
+// wait it asked for. A live worker polls again when the answer comes. The
+// wait is cut to half of Config.IdleTimeout too, so a polling worker's
+// session is never idle for it.
 func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Duration) (PollResult, error) {
 	ss := x.s
 	if err := s.renew(ctx, ss); err != nil {
@@ -31,7 +33,7 @@ func (s *Service) Poll(ctx context.Context, x Session, limit int, wait time.Dura
 	if limit < 0 {
 		limit = ss.slots
 	}
-	wait = min(max(wait, 0), MaxWait, s.cfg.Lease/2)
+	wait = min(max(wait, 0), MaxWait, s.cfg.Lease/2, s.cfg.IdleTimeout/2)
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	expired := false

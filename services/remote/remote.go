@@ -62,10 +62,32 @@ type Config struct {
 	// event: domain.Worker.Owe) and writes none for that long is declared
 	// lost. Polls and heartbeats pay the debt: the one that arrives once it
 	// is Lease/5 old writes a worker.heartbeat. An idle session writes
-	// nothing. Default 15s.
-	Lease  time.Duration
-	Logger *slog.Logger
+	// nothing (until IdleTimeout ends a silent one). Default 15s.
+	Lease time.Duration
+	// MaxNames bounds the worker names one principal (Registration.By)
+	// holds live sessions for in this process: a registration of another
+	// name beyond it is refused (ErrTooManyNames); registering a name it
+	// holds again replaces that incarnation and is not refused. Default
+	// DefaultMaxNames; negative: no bound.
+	MaxNames int
+	// IdleTimeout ends a session that holds no execution and has made no
+	// request for this long: its incarnation is recorded stopped
+	// (worker.stopped) and its worker must register again. A poll waits at
+	// most half of it, so a worker that polls is never idle that long.
+	// Default DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	Logger      *slog.Logger
 }
+
+// Defaults of Config.
+const (
+	DefaultMaxNames    = 1000
+	DefaultIdleTimeout = 5 * time.Minute
+)
+
+// ErrTooManyNames refuses a registration that would give its principal
+// more live worker names than Config.MaxNames.
+var ErrTooManyNames = errors.New("too many live worker names for this token")
 
 // Service is the server side of the worker protocol. Start it before use.
 type Service struct {
@@ -86,6 +108,7 @@ type Service struct {
 type session struct {
 	hash    [32]byte
 	name    string
+	by      string // the principal that registered it
 	inc     string
 	slots   int
 	runners []string
@@ -95,6 +118,7 @@ type session struct {
 	state     *domain.Worker // the worker stream as this session last saw it
 	owedSince time.Time      // when (this clock) the incarnation began to owe the log a sign of life; zero: it owes none
 	handedAt  time.Time      // when (this clock) the follower last saw a handoff to it
+	lastCall  time.Time      // when (this clock) its worker last made a request
 
 	assigned map[string]*assignment // by execution id
 	cancels  map[string]struct{}    // executions whose runs must stop, not yet told
@@ -120,6 +144,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 15 * time.Second
+	}
+	if cfg.MaxNames == 0 {
+		cfg.MaxNames = DefaultMaxNames
+	}
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = DefaultIdleTimeout
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -174,6 +204,7 @@ func (s *Service) Authenticate(name, secret string) (Session, error) {
 	if subtle.ConstantTimeCompare([]byte(ss.name), []byte(name)) != 1 {
 		return Session{}, ErrOtherName
 	}
+	ss.lastCall = time.Now()
 	return Session{ss}, nil
 }
 
@@ -181,7 +212,8 @@ func (s *Service) Authenticate(name, secret string) (Session, error) {
 // slots, and returns its session; peer (the worker's address) is recorded
 // in worker.registered after RemoteHost. A live incarnation of the same
 // name registered over HTTP is replaced (the executor takes back what it
-// held); one that was not (an in-process worker) is not: ErrNameTaken.
+// held); one that was not (an in-process worker) is not: ErrNameTaken. A
+// name beyond the bound of req.By's live names is refused: ErrTooManyNames.
 func (s *Service) Register(ctx context.Context, req Registration, peer string) (Opened, error) {
 	runners, err := checkRegister(req)
 	if err != nil {
@@ -195,11 +227,15 @@ func (s *Service) Register(ctx context.Context, req Registration, peer string) (
 		return Opened{}, err
 	}
 	secret := "tsw_" + base64.RawURLEncoding.EncodeToString(raw[:])
-	ss := &session{hash: sha256.Sum256([]byte(secret)), name: req.Name, inc: uuid.NewString(), slots: req.Slots, runners: runners,
-		assigned: map[string]*assignment{}, cancels: map[string]struct{}{}, wake: make(chan struct{})}
+	ss := &session{hash: sha256.Sum256([]byte(secret)), name: req.Name, by: req.By, inc: uuid.NewString(), slots: req.Slots, runners: runners,
+		assigned: map[string]*assignment{}, cancels: map[string]struct{}{}, wake: make(chan struct{}), lastCall: time.Now()}
 	// Known before worker.registered is in the log, so that no handoff to
 	// the new incarnation can pass the follower unseen.
 	s.mu.Lock()
+	if err := s.roomLocked(req); err != nil {
+		s.mu.Unlock()
+		return Opened{}, err
+	}
 	s.byInc[ss.inc] = ss
 	s.mu.Unlock()
 	ss.wmu.Lock()
@@ -226,6 +262,25 @@ func (s *Service) Register(ctx context.Context, req Registration, peer string) (
 	}
 	s.log.Info("remote worker registered", "worker", req.Name, "incarnation", ss.inc, "slots", req.Slots, "runners", runners)
 	return Opened{Name: req.Name, Incarnation: ss.inc, Session: secret, LeaseSeconds: s.cfg.Lease.Seconds()}, nil
+}
+
+// roomLocked refuses req when its principal holds live sessions for
+// MaxNames other names already.
+func (s *Service) roomLocked(req Registration) error {
+	if s.cfg.MaxNames < 0 {
+		return nil
+	}
+	names := map[string]struct{}{}
+	for _, ss := range s.byInc {
+		if !ss.ended && ss.by == req.By && ss.name != req.Name {
+			names[ss.name] = struct{}{}
+		}
+	}
+	if len(names) >= s.cfg.MaxNames {
+		return fmt.Errorf("%w: %q holds live sessions for %d worker names, the bound (a drained worker's, or one idle and silent for %s, ends)",
+			ErrTooManyNames, clip(req.By), len(names), s.cfg.IdleTimeout)
+	}
+	return nil
 }
 
 // RemoteHost prefixes the host a remote registration records in
@@ -263,8 +318,9 @@ func (s *Service) checkNameFree(ctx context.Context, name string) error {
 // without duplicates.
 func checkRegister(req Registration) ([]string, error) {
 	switch {
-	case req.Name == "" || len(req.Name) > domain.MaxIDLen || eventstore.ValidateStream(domain.WorkerStream(req.Name)) != nil:
-		return nil, fmt.Errorf("%w: name %q must be 1..%d bytes usable in a stream name", domain.ErrInvalidRequest, clip(req.Name), domain.MaxIDLen)
+	case len(req.Name) > domain.MaxIDLen || !workerName.MatchString(req.Name) || eventstore.ValidateStream(domain.WorkerStream(req.Name)) != nil:
+		return nil, fmt.Errorf("%w: name %q must be 1..%d letters, digits, '_', '.' or '-', starting with a letter or a digit (pattern %s): "+
+			"it is a path segment of /api/v1/workers/{name}/…", domain.ErrInvalidRequest, clip(req.Name), domain.MaxIDLen, workerName)
 	case req.Slots < 1 || req.Slots > 100_000:
 		return nil, fmt.Errorf("%w: slots %d must be 1..100000", domain.ErrInvalidRequest, req.Slots)
 	case len(req.Runners) == 0 || len(req.Runners) > 1000:
@@ -282,6 +338,10 @@ func checkRegister(req Registration) ([]string, error) {
 
 // runnerName is what an action's runner may be (domain.Policy's rule).
 var runnerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
+
+// workerName is what a remote worker's name may be: a host name fits, and
+// it is one path segment of the session routes, never "." or "..".
+var workerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.\-]*$`)
 
 func clip(s string) string {
 	if len(s) > 64 {

@@ -4,10 +4,12 @@
 package remote
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
@@ -40,7 +42,8 @@ func CheckReport(r Report) error {
 // attempt, if it gives one), only where the handoff rule allows it, and only
 // while the incarnation lives. A report of the state the execution is in
 // already, by this incarnation, writes nothing and answers the same (a
-// retry). A terminal report on an execution not yet running records the
+// retry); after the end, only the report that ended it (the same result and
+// message) is one, and another is refused (domain.ErrAlreadyTerminal). A terminal report on an execution not yet running records the
 // start first. A refusal is a *domain.RuleError or wraps
 // domain.ErrWorkerReplaced (409) or ErrEnded (401); nothing is written.
 func (s *Service) Report(ctx context.Context, x Session, r Report) (ReportResult, error) {
@@ -68,6 +71,9 @@ func (s *Service) Report(ctx context.Context, x Session, r Report) (ReportResult
 			func(x *domain.Execution) (domain.Event, error) {
 				startFirst = false
 				if x.Worker() == name && x.Incarnation() == inc && (r.Attempt == 0 || r.Attempt == x.Attempt()) && string(x.Status()) == r.Status {
+					if err := sameEnd(x, name, r); err != nil {
+						return nil, err
+					}
 					return nil, nil // reported already: a retry
 				}
 				attempt := r.Attempt
@@ -101,6 +107,61 @@ func (s *Service) Report(ctx context.Context, x Session, r Report) (ReportResult
 		return ReportResult{Execution: r.Execution, Status: string(xs.Status())}, nil
 	}
 	return ReportResult{}, fmt.Errorf("report on %s: the start was recorded but the end was not decided", r.Execution)
+}
+
+// sameEnd refuses report r on x, which ended (or runs) as r says, unless
+// r is the report that ended it: the same result and, for a failure or a
+// cancellation that gives one, the same message. Only the same report
+// again is a retry; another is a conflict (domain.ErrAlreadyTerminal).
+func sameEnd(x *domain.Execution, writer string, r Report) error {
+	if !x.Status().Terminal() {
+		return nil
+	}
+	st := x.State()
+	same := sameJSON(st.Result, r.Result)
+	switch r.Status {
+	case ReportFailed:
+		msg := r.Error
+		if msg == "" {
+			msg = "the worker reported a failure"
+		}
+		ev, _ := x.Fail(domain.OwnerWorker, writer, msg, nil) // the message as the log keeps it
+		same = same && ev.Error == st.Error
+	case ReportCancelled:
+		if r.Error != "" {
+			ev, _ := x.Cancel(domain.OwnerWorker, writer, r.Error)
+			same = same && ev.Reason == st.Error
+		}
+	}
+	if !same {
+		return fmt.Errorf("execution %s ended %s with another result or message: only the same report again is a retry: %w", x.ID(), x.Status(), domain.ErrAlreadyTerminal)
+	}
+	return nil
+}
+
+// sameJSON reports whether a and b hold the same JSON value (an absent
+// value and null are the same); key order and white space do not count.
+func sameJSON(a, b json.RawMessage) bool {
+	a, b = bytes.TrimSpace(a), bytes.TrimSpace(b)
+	if isNull(a) || isNull(b) {
+		return isNull(a) && isNull(b)
+	}
+	if bytes.Equal(a, b) {
+		return true
+	}
+	va, erra := decodeValue(a)
+	vb, errb := decodeValue(b)
+	return erra == nil && errb == nil && reflect.DeepEqual(va, vb)
+}
+
+func isNull(v []byte) bool { return len(v) == 0 || string(v) == "null" }
+
+func decodeValue(v []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(v))
+	dec.UseNumber()
+	var out any
+	err := dec.Decode(&out)
+	return out, err
 }
 
 // ErrNotHanded is the refusal of a report on an execution that does not exist (409).

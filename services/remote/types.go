@@ -10,6 +10,7 @@ type Registration struct {
 	Name    string
 	Runners []string
 	Slots   int
+	By      string // the principal registering (the token's name), for Config.MaxNames
 }
 
 // Opened is a registration's answer: the session secret, shown once.

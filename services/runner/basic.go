@@ -45,6 +45,9 @@ func (echoRunner) Run(ctx context.Context, input json.RawMessage) (json.RawMessa
 // input is one JSON object.
 func decodeEcho(input []byte) (json.RawMessage, error) {
 	trimmed := bytes.TrimSpace(input)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		return nil, errors.New(`no input: core.echo returns its input, a JSON object (request it with "input": {…})`)
+	}
 	if !json.Valid(trimmed) {
 		return nil, errors.New("not valid JSON")
 	}

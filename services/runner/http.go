@@ -61,6 +61,9 @@ func decodeHTTPConfig(config []byte) (httpConfig, error) {
 		case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
 			return c, errors.New(`core.http runner_config: "url": no query or fragment (a request's "path" may carry a query)`)
 		}
+		if _, err := pathSegments(u); err != nil {
+			return c, fmt.Errorf(`core.http runner_config: "url": %w`, err)
+		}
 		c.base = u
 	}
 	if c.Methods != nil {
@@ -254,8 +257,8 @@ func joinPath(base *url.URL, p string) (*url.URL, error) {
 		u.RawPath = strings.TrimSuffix(base.EscapedPath(), "/") + "/" + rel.RawPath
 	}
 	u.RawQuery, u.ForceQuery = rel.RawQuery, rel.ForceQuery
-	if !underPrefix(&u, base) {
-		return nil, fmt.Errorf("%q leaves the action's url", p)
+	if err := checkUnder(&u, base); err != nil {
+		return nil, fmt.Errorf("%q leaves the action's url: %w", p, err)
 	}
 	return &u, nil
 }

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,18 +35,30 @@ var internalPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("fd00:ec2::254/128"), // EC2's IPv6 metadata (also in fc00::/7)
 }
 
-// nat64 is the well-known NAT64 prefix: its addresses carry an IPv4 one.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// ipv4Carriers are the IPv6 ranges whose addresses carry an IPv4 address
+// that a translator, a tunnel or the host itself may deliver to: such an
+// address is internal when the IPv4 address it carries is. IPv4-compatible
+// addresses (deprecated) and local-use NAT64 ones are refused whatever
+// they carry. IPv4-mapped ones (::ffff:a.b.c.d) are unmapped first.
+var ipv4Carriers = []struct {
+	prefix netip.Prefix
+	name   string
+	always bool                   // refused whatever IPv4 address it carries
+	at     func([16]byte) [4]byte // the carried IPv4 address
+}{
+	{netip.MustParsePrefix("::/96"), "IPv4-compatible", true, func(b [16]byte) [4]byte { return [4]byte(b[12:]) }},
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "IPv4-translated", false, func(b [16]byte) [4]byte { return [4]byte(b[12:]) }},
+	{netip.MustParsePrefix("64:ff9b::/96"), "NAT64", false, func(b [16]byte) [4]byte { return [4]byte(b[12:]) }},
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "local-use NAT64", true, func(b [16]byte) [4]byte { return [4]byte{b[6], b[7], b[9], b[10]} }},
+	{netip.MustParsePrefix("2002::/16"), "6to4", false, func(b [16]byte) [4]byte { return [4]byte(b[2:6]) }},
+	{netip.MustParsePrefix("2001::/32"), "Teredo", false, func(b [16]byte) [4]byte { // the client's address, obfuscated
+		return [4]byte{b[12] ^ 0xff, b[13] ^ 0xff, b[14] ^ 0xff, b[15] ^ 0xff}
+	}},
+}
 
 // internalAddr says why ip is internal, or "" when it is not.
 func internalAddr(ip netip.Addr) string {
 	ip = ip.Unmap().WithZone("")
-	if nat64.Contains(ip) {
-		b := ip.As16()
-		if why := internalAddr(netip.AddrFrom4([4]byte(b[12:]))); why != "" {
-			return why + " (through NAT64)"
-		}
-	}
 	std := net.IP(ip.AsSlice())
 	switch {
 	case ip.String() == "169.254.169.254" || ip.String() == "fd00:ec2::254":
@@ -60,6 +73,18 @@ func internalAddr(ip netip.Addr) string {
 		return "a private address"
 	case std.IsMulticast(), std.IsInterfaceLocalMulticast():
 		return "a multicast address"
+	}
+	for _, c := range ipv4Carriers {
+		if !c.prefix.Contains(ip) {
+			continue
+		}
+		v4 := netip.AddrFrom4(c.at(ip.As16()))
+		if why := internalAddr(v4); why != "" {
+			return fmt.Sprintf("%s (%s, as the %s address %s)", why, v4, c.name, ip)
+		}
+		if c.always {
+			return "a reserved address (" + c.name + ")"
+		}
 	}
 	for _, p := range internalPrefixes {
 		if p.Contains(ip) {
@@ -121,8 +146,10 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("redirect to %q: scheme must be http or https", u.Redacted())
 	}
-	if reach.prefix != nil && !underPrefix(u, reach.prefix) {
-		return fmt.Errorf("redirect to %q leaves the action's url %q", u.Redacted(), reach.prefix.Redacted())
+	if reach.prefix != nil {
+		if err := checkUnder(u, reach.prefix); err != nil {
+			return fmt.Errorf("redirect to %q leaves the action's url %q: %w", u.Redacted(), reach.prefix.Redacted(), err)
+		}
 	}
 	if !reach.allowPrivate {
 		if ip, err := netip.ParseAddr(strings.Trim(u.Hostname(), "[]")); err == nil {
@@ -134,15 +161,63 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 	return nil
 }
 
-// underPrefix reports whether u is prefix or lies below it: same scheme
-// and host, and a path that extends prefix's at a segment boundary.
-func underPrefix(u, prefix *url.URL) bool {
+// checkUnder refuses u unless it is prefix or lies below it: same scheme
+// and host, and a path whose segments, decoded, extend prefix's (see
+// pathSegments), so that no server, however many times it decodes the
+// path, reads it as leaving prefix.
+func checkUnder(u, prefix *url.URL) error {
 	if !strings.EqualFold(u.Scheme, prefix.Scheme) || !strings.EqualFold(u.Host, prefix.Host) {
-		return false
+		return errors.New("another scheme or host")
 	}
-	base := strings.TrimSuffix(prefix.EscapedPath(), "/")
-	p := u.EscapedPath()
-	return p == base || strings.HasPrefix(p, base+"/") || (base == "" && p == "")
+	base, err := pathSegments(prefix)
+	if err != nil {
+		return err
+	}
+	if len(base) > 1 && base[len(base)-1] == "" {
+		base = base[:len(base)-1]
+	}
+	segs, err := pathSegments(u)
+	if err != nil {
+		return err
+	}
+	if len(segs) < len(base) || !slices.Equal(segs[:len(base)], base) {
+		return errors.New("a path outside it")
+	}
+	return nil
+}
+
+// maxUnescapes bounds the layers of percent-encoding pathSegments peels.
+const maxUnescapes = 4
+
+// pathSegments returns u's path as the segments a server sees that decodes
+// it once, or again and again: each segment of the escaped path,
+// percent-decoded until it no longer changes. It refuses a path a server
+// could read otherwise: a segment that decodes to "." or ".." (a dot
+// segment), or to something holding "/" or "\" (an encoded slash), or that
+// is still encoded after maxUnescapes layers.
+func pathSegments(u *url.URL) ([]string, error) {
+	segs := strings.Split(u.EscapedPath(), "/")
+	for i, seg := range segs {
+		d := seg
+		for n := 0; ; n++ {
+			next, err := url.PathUnescape(d)
+			if err != nil || next == d {
+				break
+			}
+			if n == maxUnescapes {
+				return nil, fmt.Errorf("segment %q: more than %d layers of percent-encoding", seg, maxUnescapes)
+			}
+			d = next
+		}
+		switch {
+		case d == "." || d == "..":
+			return nil, fmt.Errorf("dot segment %q", seg)
+		case strings.ContainsAny(d, "/\\"):
+			return nil, fmt.Errorf("encoded slash in segment %q", seg)
+		}
+		segs[i] = d
+	}
+	return segs, nil
 }
 
 // newHTTPClient returns a client for core.http over a clone of base's

@@ -57,6 +57,9 @@ func TestShellInputCannotChooseTheProgram(t *testing.T) {
 		{"args without input_args", fixed, `{"args":["--help"]}`, "input_args is false"},
 		{"command key in other case", appendable, `{"Command":"/bin/sh"}`, `unknown field "Command"`},
 		{"duplicate args key", appendable, `{"args":["a"],"args":["b"]}`, `duplicate field "args"`},
+		{"null argument", appendable, `{"args":[null]}`, `"args"[0] is null`},
+		{"null after a string", appendable, `{"args":["a",null]}`, `"args"[1] is null`},
+		{"args not an array", appendable, `{"args":"a"}`, `"args" must be an array of strings`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -158,6 +161,10 @@ func TestValidateConfig(t *testing.T) {
 		{NameShell, `{"command":"/bin/echo","env":{"PATH":""}}`, "PATH"},
 		{NameShell, `{"command":"/bin/echo","dir":"rel"}`, "absolute"},
 		{NameShell, `["/bin/echo"]`, "JSON object"},
+		{NameShell, `{"command":"/bin/echo","args":["-n",null]}`, `"args"[1] is null`},
+		{NameHTTP, `{"url":"https://x/a/../b/"}`, "dot segment"},
+		{NameHTTP, `{"url":"https://x/a/%2e%2e/b/"}`, "dot segment"},
+		{NameHTTP, `{"url":"https://x/a%2fb/"}`, "encoded"},
 		{NameHTTP, ``, ""},
 		{NameHTTP, `{"url":"https://api.example.com/v1/","methods":["GET","post"],"allow_private":false}`, ""},
 		{NameHTTP, `{"allow_private":true}`, ""},
@@ -208,12 +215,16 @@ func TestInternalAddr(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"127.0.0.1", "127.9.9.9", "::1", "169.254.169.254", "169.254.1.1", "fe80::1", "fd00:ec2::254",
 		"10.1.2.3", "172.16.0.1", "192.168.1.1", "fc00::1", "0.0.0.0", "::", "::ffff:127.0.0.1", "::ffff:169.254.169.254",
-		"100.100.100.200", "64:ff9b::7f00:1", "224.0.0.1", "255.255.255.255"} {
+		"100.100.100.200", "64:ff9b::7f00:1", "224.0.0.1", "255.255.255.255",
+		// IPv6 forms that carry an internal IPv4 address, or are never a public target.
+		"::127.0.0.1", "::7f00:1", "::169.254.169.254", "::8.8.8.8", "::ffff:0:7f00:1", "::ffff:0:a00:1",
+		"64:ff9b:1::a00:1", "64:ff9b:1:808:8:800::", "2002:7f00:1::1", "2002:a9fe:a9fe::", "2001:0:4136:e378:8000:63bf:80ff:fffe"} {
 		if internalAddr(netip.MustParseAddr(s)) == "" {
 			t.Errorf("%s is not refused", s)
 		}
 	}
-	for _, s := range []string{"93.184.215.14", "8.8.8.8", "2606:4700:4700::1111", "64:ff9b::808:808"} {
+	for _, s := range []string{"93.184.215.14", "8.8.8.8", "2606:4700:4700::1111", "64:ff9b::808:808", "2002:808:808::1",
+		"2001:0:4136:e378:8000:63bf:f7f7:f7f7"} {
 		if why := internalAddr(netip.MustParseAddr(s)); why != "" {
 			t.Errorf("%s refused as %s", s, why)
 		}
@@ -254,6 +265,9 @@ func TestHTTPInternalAddressesRefused(t *testing.T) {
 	refusedHTTP(t, plain, `{"url":"`+srv.URL+`/debug/pprof/cmdline"}`, &hits)
 	refusedHTTP(t, plain, `{"url":"http://localhost:`+port+`/"}`, &hits) // a DNS name resolving to loopback
 	refusedHTTP(t, plain, `{"url":"http://[::1]:`+port+`/"}`, &hits)
+	refusedHTTP(t, plain, `{"url":"http://[::127.0.0.1]:`+port+`/"}`, &hits)      // IPv4-compatible
+	refusedHTTP(t, plain, `{"url":"http://[::ffff:127.0.0.1]:`+port+`/"}`, &hits) // IPv4-mapped
+	refusedHTTP(t, plain, `{"url":"http://[64:ff9b::127.0.0.1]:`+port+`/"}`, &hits)
 	refusedHTTP(t, plain, `{"url":"http://169.254.169.254/latest/meta-data/"}`, &hits)
 	refusedHTTP(t, plain, `{"url":"http://[fd00:ec2::254]/latest/meta-data/"}`, &hits)
 	refusedHTTP(t, plain, `{"url":"http://0.0.0.0:`+port+`/"}`, &hits)
@@ -342,6 +356,9 @@ func TestHTTPFixedURL(t *testing.T) {
 		{`{"path":"a/../../admin"}`, "climb out"},
 		{`{"path":"%2e%2e/admin"}`, "climb out"},
 		{`{"path":"..%2fadmin"}`, "climb out"},
+		{`{"path":"%252e%252e/admin"}`, "leaves the action's url: dot segment"},
+		{`{"path":"a/%252e%252e%252f..%252fadmin"}`, "leaves the action's url"},
+		{`{"path":"a%252fb"}`, "encoded slash"},
 		{`{"path":"/admin"}`, "relative"},
 		{`{"path":"//evil.example/x"}`, "relative"},
 		{`{"path":"http://evil.example/"}`, "relative path"},
@@ -363,5 +380,42 @@ func TestHTTPFixedURL(t *testing.T) {
 	out, err := withConfig(mustRunner(t, Config{}, NameHTTP), privateOK).Run(context.Background(), json.RawMessage(`{"path":"x"}`))
 	if out != nil || err == nil || !strings.Contains(err.Error(), `"path" needs a "url"`) {
 		t.Fatalf("path without a url: %s, %v", out, err)
+	}
+}
+
+// TestHTTPRedirectPathDecoded: a redirect stays under the definition's url
+// by its decoded path, whatever its encoding: an escaped dot segment or an
+// escaped slash, once or twice encoded, is refused before anything is
+// requested there; an ordinary redirect under the url is followed.
+func TestHTTPRedirectPathDecoded(t *testing.T) {
+	t.Parallel()
+	var outside atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.URL.Path == "/ok/go":
+			w.Header().Set("Location", r.URL.Query().Get("to"))
+			w.WriteHeader(http.StatusFound)
+		case strings.HasPrefix(r.URL.Path, "/ok/") && !strings.Contains(r.URL.RawPath, "%"):
+			_, _ = w.Write([]byte("landed " + r.URL.Path))
+		default:
+			outside.Add(1)
+			_, _ = w.Write([]byte("admin"))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	r := withConfig(mustRunner(t, Config{}, NameHTTP), `{"url":"`+srv.URL+`/ok/","allow_private":true}`)
+	for _, to := range []string{"/ok/%252e%252e/admin", "/ok/..%2fadmin", "/ok/%2e%2e/admin", "/ok/..%252fadmin", "/ok/%2E%2E%2Fadmin",
+		srv.URL + "/ok/%252e%252e/admin"} {
+		out, err := r.Run(context.Background(), json.RawMessage(`{"path":"go?to=`+url.QueryEscape(to)+`"}`))
+		if out != nil || err == nil || !strings.Contains(err.Error(), "leaves the action's url") {
+			t.Errorf("redirect to %s: %s, %v; want it refused as leaving the url", to, out, err)
+		}
+	}
+	if n := outside.Load(); n != 0 {
+		t.Fatalf("%d requests reached a path outside /ok/", n)
+	}
+	out, err := r.Run(context.Background(), json.RawMessage(`{"path":"go?to=`+url.QueryEscape("/ok/fine/1")+`"}`))
+	if err != nil || decodeHTTPResult(t, out).Body != "landed /ok/fine/1" {
+		t.Fatalf("a redirect under the url: %s, %v", out, err)
 	}
 }

@@ -30,7 +30,7 @@ type shellRunner struct {
 // action's definition.
 type shellConfig struct {
 	Command   string            `json:"command"`
-	Args      []string          `json:"args"`
+	Args      argList           `json:"args"`
 	Env       map[string]string `json:"env"`
 	Dir       string            `json:"dir"`
 	InputArgs bool              `json:"input_args"`
@@ -41,9 +41,34 @@ type shellConfig struct {
 // be refused with a clear message.
 type shellInput struct {
 	Command string            `json:"command"`
-	Args    []string          `json:"args"`
+	Args    argList           `json:"args"`
 	Env     map[string]string `json:"env"`
 	Dir     string            `json:"dir"`
+}
+
+// argList is "args": an array of strings; a null element is refused (it
+// would otherwise become an empty argument).
+type argList []string
+
+// UnmarshalJSON decodes an array of strings, refusing null elements.
+func (a *argList) UnmarshalJSON(b []byte) error {
+	var elems []*string
+	if err := json.Unmarshal(b, &elems); err != nil {
+		return errors.New(`"args" must be an array of strings`)
+	}
+	if elems == nil {
+		*a = nil
+		return nil
+	}
+	out := make(argList, len(elems))
+	for i, e := range elems {
+		if e == nil {
+			return fmt.Errorf(`"args"[%d] is null: each argument must be a string`, i)
+		}
+		out[i] = *e
+	}
+	*a = out
+	return nil
 }
 
 type shellResult struct {

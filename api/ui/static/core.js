@@ -61,6 +61,22 @@ export async function api(path, opts = {}) {
   return body;
 }
 
+// allWorkers answers GET /api/v1/workers with every page followed (the
+// server pages by id; lost or stopped workers drop out an hour after their
+// last heartbeat): {workers, unserved_runners}.
+export async function allWorkers() {
+  let after = '';
+  const out = { workers: [], unserved_runners: [] };
+  for (let i = 0; i < 100; i++) {
+    const page = await api('/api/v1/workers?limit=1000' + (after ? '&after=' + encodeURIComponent(after) : ''));
+    out.workers.push(...(page.workers || []));
+    out.unserved_runners = page.unserved_runners || [];
+    if (!page.next || page.next === after) break;
+    after = page.next;
+  }
+  return out;
+}
+
 // optional calls a route that may not exist on this server yet: it answers
 // undefined when the route is missing.
 export async function optional(path, opts) {

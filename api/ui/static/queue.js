@@ -2,7 +2,7 @@
 // (GET …/waiters?offset=&limit=), so a queue of 100,000 puts PAGE rows in
 // the page, never all; the page refreshes (at most once a second) when the
 // action's statistics feed says the queue changed.
-import { api, optional, feed, h, setText, fmtMs, fmtAge, fmtTime, tag, errorBox, may, throttle, ApiError } from './core.js';
+import { api, allWorkers, optional, feed, h, setText, fmtMs, fmtAge, fmtTime, tag, errorBox, may, throttle, ApiError } from './core.js';
 
 const PAGE = 50;
 
@@ -62,7 +62,7 @@ export function render(main, ref) {
     try {
       const [page, ws] = await Promise.all([
         api('/api/v1/actions/' + enc + '/waiters?offset=' + offset + '&limit=' + PAGE),
-        api('/api/v1/workers').catch(() => ({ workers: [] })),
+        allWorkers().catch(() => ({ workers: [] })),
       ]);
       if (stopped) return;
       total = page.total;

@@ -1,7 +1,7 @@
 // workers.js: the workers (incarnation, runners, slots in use, last
 // heartbeat; lost ones struck through). Refreshed when the queues change
 // (their feed) and every few seconds for the heartbeats' ages.
-import { api, feed, h, fmtAge, fmtTime, tag, errorBox, throttle } from './core.js';
+import { allWorkers, feed, h, fmtAge, fmtTime, tag, errorBox, throttle } from './core.js';
 
 export function render(main) {
   let stopped = false;
@@ -15,11 +15,12 @@ export function render(main) {
 
   async function load() {
     try {
-      const ws = (await api('/api/v1/workers')).workers || [];
+      const ws = (await allWorkers()).workers;
       if (stopped) return;
       ws.sort((a, b) => (a.status === 'lost') - (b.status === 'lost') || a.id.localeCompare(b.id));
       const alive = ws.filter((w) => w.status !== 'lost').length;
-      summary.textContent = ws.length + ' workers, ' + alive + ' not lost, ' + ws.reduce((n, w) => n + (w.in_flight || 0), 0) + ' executions in flight';
+      summary.textContent = ws.length + ' workers, ' + alive + ' not lost, ' + ws.reduce((n, w) => n + (w.in_flight || 0), 0) + ' executions in flight' +
+        ' (workers lost or stopped over an hour ago are not shown)';
       body.replaceChildren(...ws.map((w) => h('tr', { 'data-id': w.id, class: w.status === 'lost' ? 'lost' : '' },
         h('td', {}, w.id), h('td', {}, tag(w.status)), h('td', {}, w.incarnation || '—'), h('td', {}, (w.runners || []).join(', ') || 'all built-in'),
         h('td', { class: 'num' }, w.in_flight + ' / ' + w.slots), h('td', { title: fmtTime(w.last_heartbeat) }, fmtAge(w.last_heartbeat)),
