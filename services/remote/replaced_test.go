@@ -66,7 +66,7 @@ func testReplacedElsewhere(t *testing.T, single bool, status string) {
 		return rs
 	}
 	f := &fixture{store: store, rs: start(blind{store})} // the first process: its follower lags behind registrations
-	other := start(store)                                 // the second process
+	other := start(store)                                // the second process
 	old := f.register(t)
 	const id = "x1"
 	f.request(t, id)
