@@ -110,3 +110,72 @@ func TestTotalLimitValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTotalLimitPriorityTies: under a total limit the round robin grants
+// each key value's next waiter in that value's grant order: priority 1
+// first, then 2, 3, 4, and within one priority the oldest request first.
+// Catches: a tie within one priority broken for the newest (the key
+// value's next waiter, fifo.first, keeping the last of the best priority
+// it meets), which the round robin, Next and CheckGrant would all share.
+func TestTotalLimitPriorityTies(t *testing.T) {
+	t.Parallel()
+	l := newQLog(t)
+	l.define(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 5, MaxConcurrentTotal: 2, ConcurrencyKey: "tenant"})
+	for _, r := range []struct {
+		id   string
+		prio int
+	}{{"a1", 3}, {"b1", 4}, {"a2", 2}, {"a3", 3}, {"b2", 4}, {"a4", 2}, {"a5", 1}, {"b3", 2}, {"a6", 4}, {"a7", 1}, {"b4", 2}} {
+		l.apply(domain.ExecutionStream(r.id), domain.ExecutionRequested{Action: "act", Input: tenantInput(r.id[:1]), Priority: r.prio})
+	}
+	q := l.qs.Get("act")
+	// a: a5 a7 (1), a2 a4 (2), a1 a3 (3), a6 (4); b: b3 b4 (2), b1 b2 (4);
+	// one of each value per round while both wait, a first (the smallest).
+	for i, want := range [][]string{{"a5", "b3"}, {"a7", "b4"}, {"a2", "b1"}, {"a4", "b2"}, {"a1"}, {"a3"}, {"a6"}} {
+		if next, ok := q.Key("a").Next(); ok && next.Execution != want[0] {
+			t.Fatalf("round %d: Next of key a = %s, want %s", i, next.Execution, want[0])
+		}
+		got := ids(q.Grantable(10, t0))
+		if !slices.Equal(got, want) {
+			t.Fatalf("round %d: Grantable = %v, want %v", i, got, want)
+		}
+		for _, id := range got {
+			l.mustGrant(id, "act", id[:1])
+		}
+		for _, id := range got {
+			l.end(id, domain.ExecutionCompleted{})
+		}
+	}
+}
+
+// TestTotalLimitWaiterEndHoldsNoSlot: a waiter that ends before its grant
+// (cancelled, or timed out in the queue) frees no total slot: it held
+// none. Catches: a waiter's end counted off the action's running total
+// (Queue.ActiveTotal), which lets the next grants exceed
+// max_concurrent_total.
+func TestTotalLimitWaiterEndHoldsNoSlot(t *testing.T) {
+	t.Parallel()
+	l := newQLog(t)
+	l.define(domain.Policy{Ref: "act", Runner: "r", MaxConcurrent: 2, MaxConcurrentTotal: 2, ConcurrencyKey: "tenant"})
+	for _, r := range [][2]string{{"a1", "a"}, {"b1", "b"}, {"a2", "a"}, {"a3", "a"}, {"b2", "b"}} {
+		l.request(r[0], "act", r[1])
+	}
+	q := l.qs.Get("act")
+	l.mustGrant("a1", "act", "a")
+	l.mustGrant("b1", "act", "b")
+	l.end("a2", domain.ExecutionCancelled{Reason: "cancelled by its client"})
+	l.end("a3", domain.ExecutionCancelled{Code: domain.CancelQueueTimeout, Reason: "it waited longer than the queue timeout"})
+	for _, r := range []*domain.Queue{q, domain.RestoreQueues(l.qs.Snapshot()).Get("act")} {
+		if r.ActiveTotal() != 2 || r.TotalFree() != 0 {
+			t.Fatalf("after two waiters ended: active total %d, free %d; want 2 and 0 (a1 and b1 run)", r.ActiveTotal(), r.TotalFree())
+		}
+		if got := ids(r.Grantable(10, t0)); len(got) != 0 {
+			t.Fatalf("Grantable with the total full = %v", got)
+		}
+	}
+	wantErr(t, "over the total", q.CheckGrant("b2", "b", l.at), "max_concurrent_total")
+	l.end("a1", domain.ExecutionCompleted{})
+	if got := ids(q.Grantable(10, t0)); !slices.Equal(got, []string{"b2"}) || q.ActiveTotal() != 1 {
+		t.Fatalf("after a1 ended: Grantable = %v, active total %d; want [b2] and 1", got, q.ActiveTotal())
+	}
+	l.mustGrant("b2", "act", "b")
+}

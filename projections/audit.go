@@ -244,8 +244,9 @@ func audit(ctx context.Context, store eventstore.Store, base *auditBase, progres
 				leases.execution(id, x, prevWorker, prevStatus, ev, env.Time)
 				trackFanout(fans, id, x, ev)
 			}
+			was := cancels.locate(queues, cat, id)
 			queues.Apply(env, ev)
-			cancels.track(queues, env, ev, cat, id)
+			cancels.track(queues, env, ev, cat, id, was)
 		}
 		if progress != nil {
 			progress(from)
