@@ -65,6 +65,8 @@ type failingSubs struct {
 	calls atomic.Int32
 }
 
+func (f *failingSubs) AtomicMultiStream() bool { return eventstore.AtomicMultiStream(f.Store) }
+
 func (f *failingSubs) Subscribe(ctx context.Context, from uint64, filter eventstore.Filter, handle func([]domain.Envelope) error) error {
 	switch f.calls.Add(1) {
 	case 1:
