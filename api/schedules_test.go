@@ -30,6 +30,8 @@ func TestScheduleInput(t *testing.T) {
 		{`{"ref":"s1","action":"s.a","cron":"0 0 30 2 *"}`, "never fires"},
 		{`{"ref":"s1","action":"nope","cron":"0 2 * * *"}`, `action "nope" is not defined`},
 		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","timezone":"Mars/Olympus"}`, `unknown timezone "Mars/Olympus"`},
+		{`{"ref":"s1","action":"s.a","cron":"CRON_TZ=Europe/Berlin 0 2 * * *","timezone":"Asia/Tokyo"}`, `names the zone "Europe/Berlin" and timezone names "Asia/Tokyo"`},
+		{`{"ref":"s1","action":"s.a","cron":"CRON_TZ=Europe/Berlin"}`, "no schedule after the zone"}, // the cron parser panics on it
 		{`{"ref":"s/1","action":"s.a","cron":"0 2 * * *"}`, "ref"},
 		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","input":[1]}`, "input must be a JSON object"},
 		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","every":1}`, "every"},
