@@ -32,6 +32,8 @@ type outageStore struct {
 	down atomic.Bool
 }
 
+func (s *outageStore) AtomicMultiStream() bool { return eventstore.AtomicMultiStream(s.Store) }
+
 func (s *outageStore) err() error {
 	return fmt.Errorf("%w: dial tcp 127.0.0.1:5432: connect: connection refused", eventstore.ErrUnavailable)
 }

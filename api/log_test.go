@@ -120,6 +120,8 @@ func TestLogPublishesTheDigest(t *testing.T) {
 // noChain is a store that keeps no chain (as KurrentDB).
 type noChain struct{ eventstore.Store }
 
+func (n noChain) AtomicMultiStream() bool { return eventstore.AtomicMultiStream(n.Store) }
+
 // trimmed pretends the live log starts at first, after the hash prev.
 type trimmed struct {
 	eventstore.Store
@@ -127,7 +129,8 @@ type trimmed struct {
 	prev  domain.Hash
 }
 
-func (t trimmed) KeepsChain() bool { return true }
+func (t trimmed) KeepsChain() bool        { return true }
+func (t trimmed) AtomicMultiStream() bool { return eventstore.AtomicMultiStream(t.Store) }
 func (t trimmed) Trim(context.Context, uint64, []string) error {
 	return errors.New("not in this test")
 }

@@ -39,6 +39,17 @@ func scheduleOut(ref string, sc *domain.Schedule) wire.Schedule {
 	return out
 }
 
+// loadedScheduleOut is scheduleOut of a schedule the command side loaded:
+// its last tick is the read model's (or the base's it was folded from,
+// whichever is later), since ticks are folded from executions and the
+// schedule's own stream holds none. Every route answers the same last_tick.
+func (s *Server) loadedScheduleOut(ref string, sc *domain.Schedule) wire.Schedule {
+	if v, ok := s.cfg.Queries.Views().Schedule(ref); ok {
+		sc.NoteTick(v.Schedule.LastTick)
+	}
+	return scheduleOut(ref, sc)
+}
+
 // createSchedule defines a schedule: 201 when new, 200 when the same
 // definition exists, 409 when a different one does; bad input is a 400
 // problem and nothing is written.
@@ -72,7 +83,7 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusCreated
 		w.Header().Set("Location", "/api/v1/schedules/"+body.Ref)
 	}
-	writeJSON(w, status, scheduleOut(body.Ref, sc))
+	writeJSON(w, status, s.loadedScheduleOut(body.Ref, sc))
 }
 
 func (s *Server) listSchedules(w http.ResponseWriter, r *http.Request) {
@@ -109,10 +120,7 @@ func (s *Server) getSchedule(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "schedule %q is not defined", ref))
 		return
 	}
-	if v, ok := s.cfg.Queries.Views().Schedule(ref); ok {
-		sc.LastTick = v.Schedule.LastTick // ticks are folded from executions: the read model knows them
-	}
-	out := scheduleOut(ref, sc)
+	out := s.loadedScheduleOut(ref, sc)
 	for _, t := range command.RecentTicks(ref, sc, time.Now(), recentTicks) {
 		tk := wire.ScheduleTick{At: t.At, Execution: t.Execution}
 		if x, found, err := s.cfg.Queries.Execution(r.Context(), t.Execution); err == nil && found {
@@ -171,5 +179,5 @@ func (s *Server) changeSchedule(w http.ResponseWriter, r *http.Request, change f
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, ok, scheduleOut(ref, sc))
+	writeJSON(w, ok, s.loadedScheduleOut(ref, sc))
 }

@@ -30,6 +30,8 @@ func TestScheduleInput(t *testing.T) {
 		{`{"ref":"s1","action":"s.a","cron":"0 0 30 2 *"}`, "never fires"},
 		{`{"ref":"s1","action":"nope","cron":"0 2 * * *"}`, `action "nope" is not defined`},
 		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","timezone":"Mars/Olympus"}`, `unknown timezone "Mars/Olympus"`},
+		{`{"ref":"s1","action":"s.a","cron":"CRON_TZ=Europe/Berlin 0 2 * * *","timezone":"Asia/Tokyo"}`, `names the zone "Europe/Berlin" and timezone names "Asia/Tokyo"`},
+		{`{"ref":"s1","action":"s.a","cron":"CRON_TZ=Europe/Berlin"}`, "no schedule after the zone"}, // the cron parser panics on it
 		{`{"ref":"s/1","action":"s.a","cron":"0 2 * * *"}`, "ref"},
 		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","input":[1]}`, "input must be a JSON object"},
 		{`{"ref":"s1","action":"s.a","cron":"0 2 * * *","every":1}`, "every"},
@@ -130,5 +132,61 @@ func TestScheduleRoutes(t *testing.T) {
 	e.mustJSON("GET", "/api/v1/schedules", nil, http.StatusOK, &list)
 	if len(list.Schedules) != 0 {
 		t.Fatalf("list after delete %+v", list)
+	}
+}
+
+// TestScheduleLastTickAdvances: an every-second schedule's last_tick, as
+// GET reads it with the real executor running, advances second by second;
+// and every route that answers the schedule answers the same last_tick: a
+// second POST of the definition, pause, resume and the list. Before, the
+// POST routes answered the schedule's own stream, which holds no tick: no
+// last_tick at all, or, after the log's start was archived, the
+// checkpoint's forever (a last_tick that looked stuck).
+func TestScheduleLastTickAdvances(t *testing.T) {
+	e := newE2E(t)
+	e.mustJSON("POST", "/api/v1/actions", map[string]any{"ref": "s.noop", "runner": "core.noop"}, http.StatusCreated, nil)
+	def := map[string]any{"ref": "every.second", "action": "s.noop", "cron": "* * * * * *"}
+	e.mustJSON("POST", "/api/v1/schedules", def, http.StatusCreated, nil)
+	var seen []time.Time
+	deadline := time.Now().Add(30 * time.Second) // a failure guard: three ticks take three seconds
+	for len(seen) < 3 {
+		var got wire.Schedule
+		e.mustJSON("GET", "/api/v1/schedules/every.second", nil, http.StatusOK, &got)
+		if got.LastTick != nil && (len(seen) == 0 || got.LastTick.After(seen[len(seen)-1])) {
+			if got.LastTick.After(time.Now()) {
+				t.Fatalf("last_tick %v is in the future", got.LastTick)
+			}
+			seen = append(seen, *got.LastTick)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("last_tick took the values %v in 30 s, want three, one a second", seen)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	last := seen[len(seen)-1]
+	answers := map[string]*wire.Schedule{}
+	for _, c := range []struct {
+		what, method, path string
+		body               any
+		status             int
+	}{
+		{"the same definition again", "POST", "/api/v1/schedules", def, http.StatusOK},
+		{"pause", "POST", "/api/v1/schedules/every.second/pause", nil, http.StatusOK},
+		{"resume", "POST", "/api/v1/schedules/every.second/resume", nil, http.StatusOK},
+		{"get", "GET", "/api/v1/schedules/every.second", nil, http.StatusOK},
+	} {
+		var got wire.Schedule
+		e.mustJSON(c.method, c.path, c.body, c.status, &got)
+		answers[c.what] = &got
+	}
+	var list wire.ScheduleList
+	e.mustJSON("GET", "/api/v1/schedules", nil, http.StatusOK, &list)
+	if len(list.Schedules) == 1 {
+		answers["the list"] = &list.Schedules[0]
+	}
+	for what, got := range answers {
+		if got.LastTick == nil || got.LastTick.Before(last) {
+			t.Errorf("%s answers last_tick %v, want at least %v (GET's a moment before)", what, got.LastTick, last)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -54,10 +55,26 @@ func (ScheduleDeleted) EventType() string { return TypeScheduleDeleted }
 // first, and the descriptors (@daily, @every 1h, …).
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-// ParseCron parses expr in timezone tz (an IANA name; empty: UTC). A bad
+// ParseCron parses expr in timezone tz (an IANA name; empty: UTC). expr may
+// name its zone itself with a CRON_TZ= (or TZ=) prefix, as a crontab line
+// does, when tz is empty; a zone in both is refused, naming both. A bad
 // expression or an unknown zone fails with ErrInvalidRequest, saying which
 // field is wrong (the parser's message).
 func ParseCron(expr, tz string) (cron.Schedule, error) {
+	if len(expr) > 200 {
+		return nil, fmt.Errorf("%w: cron %q: longer than 200 bytes", ErrInvalidRequest, clip(expr))
+	}
+	spec := expr
+	if zone, rest, ok := cronZone(expr); ok {
+		if tz != "" {
+			return nil, fmt.Errorf("%w: cron %q names the zone %q and timezone names %q: give the zone once (timezone, or the cron's CRON_TZ= prefix)",
+				ErrInvalidRequest, clip(expr), clip(zone), clip(tz))
+		}
+		if rest == "" {
+			return nil, fmt.Errorf("%w: cron %q: no schedule after the zone", ErrInvalidRequest, clip(expr))
+		}
+		spec, tz = rest, zone
+	}
 	loc := time.UTC
 	if tz != "" {
 		l, err := time.LoadLocation(tz)
@@ -66,10 +83,7 @@ func ParseCron(expr, tz string) (cron.Schedule, error) {
 		}
 		loc = l
 	}
-	if len(expr) > 200 {
-		return nil, fmt.Errorf("%w: cron %q: longer than 200 bytes", ErrInvalidRequest, clip(expr))
-	}
-	s, err := cronParser.Parse(expr)
+	s, err := cronParser.Parse(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: cron %q does not parse: %v", ErrInvalidRequest, clip(expr), err)
 	}
@@ -77,6 +91,30 @@ func ParseCron(expr, tz string) (cron.Schedule, error) {
 		ss.Location = loc
 	}
 	return s, nil
+}
+
+// cronZone splits a CRON_TZ= or TZ= prefix off expr: the zone it names and
+// the schedule after it. (The cron parser's own reading of the prefix
+// panics on a prefix with nothing after it, and ParseCron sets the zone
+// itself after parsing, which would override it.)
+func cronZone(expr string) (zone, rest string, ok bool) {
+	for _, p := range []string{"CRON_TZ=", "TZ="} {
+		if after, found := strings.CutPrefix(expr, p); found {
+			zone, rest, _ = strings.Cut(after, " ")
+			return zone, strings.TrimSpace(rest), true
+		}
+	}
+	return "", expr, false
+}
+
+// scheduleOf is the schedule of a definition in the log. One written before
+// ParseCron refused a zone in both its cron and its timezone is read as it
+// was then: the timezone wins.
+func scheduleOf(d ScheduleDefined) (cron.Schedule, error) {
+	if _, rest, ok := cronZone(d.Cron); ok && d.Timezone != "" {
+		return ParseCron(rest, d.Timezone)
+	}
+	return ParseCron(d.Cron, d.Timezone)
 }
 
 // scheduleNS derives tick execution ids.
@@ -164,7 +202,7 @@ func (s *Schedule) Due(now time.Time, limit int) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if s.sched == nil {
-		sc, err := ParseCron(s.Def.Cron, s.Def.Timezone)
+		sc, err := scheduleOf(s.Def)
 		if err != nil {
 			return time.Time{}, false // refused before it was written: does not happen
 		}
@@ -198,7 +236,7 @@ func (s *Schedule) Due(now time.Time, limit int) (time.Time, bool) {
 // Recent returns up to n of the schedule's ticks not later than now and
 // after its definition (or resume), latest first.
 func (s *Schedule) Recent(now time.Time, n int) []time.Time {
-	sc, err := ParseCron(s.Def.Cron, s.Def.Timezone)
+	sc, err := scheduleOf(s.Def)
 	if err != nil || n <= 0 {
 		return nil
 	}

@@ -63,7 +63,10 @@ type Store interface {
 
 // MultiStreamReporter is implemented by a Store that can say whether its
 // AppendMulti writes several streams atomically. A Store that does not
-// implement it is taken to do so (embedded, postgres, memstore).
+// implement it is taken not to: a wrapper around a store (faulty, a test's
+// decorator) must forward the method, or writers take the single-stream
+// path, which is slower but right on every store, where the other way round
+// a multi-stream append on a store without it would fail.
 type MultiStreamReporter interface {
 	// AtomicMultiStream reports whether AppendMulti of several streams is
 	// all-or-nothing. When false it fails with ErrMultiStream and writers that
@@ -72,10 +75,10 @@ type MultiStreamReporter interface {
 }
 
 // AtomicMultiStream reports whether s's AppendMulti writes several streams
-// atomically: false only if s implements MultiStreamReporter and says so.
+// atomically: true only if s implements MultiStreamReporter and says so.
 func AtomicMultiStream(s Store) bool {
 	r, ok := s.(MultiStreamReporter)
-	return !ok || r.AtomicMultiStream()
+	return ok && r.AtomicMultiStream()
 }
 
 // StreamAppend is one stream's part of an AppendMulti. Without Events it

@@ -213,8 +213,8 @@ func runClient(ctx context.Context, group string, cmds map[string]subcommand, ar
 	sc := cmds[args[0]]
 	fs := newFlags(name, stderr)
 	fs.SetOutput(stdout) // --help prints here; errors go to stderr below
-	server := fs.String("server", envOr("TURNSTILE_SERVER", "http://127.0.0.1:8080"), "the server's base URL (also $TURNSTILE_SERVER)")
-	token := fs.String("token", "", "bearer token (default $TURNSTILE_TOKEN; not shown here)")
+	server := envString(fs, "server", "TURNSTILE_SERVER", "http://127.0.0.1:8080", "the server's base URL")
+	token := fs.String("token", "", "bearer token (default: $TURNSTILE_TOKEN)")
 	asJSON := fs.Bool("json", false, "print the server's JSON documents, one per line")
 	run := sc.flags(fs)
 	fs.Usage = func() {

@@ -145,6 +145,19 @@ func newFlags(name string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// envString defines a string flag that defaults to the environment
+// variable env's value, else to def. Its help names the variable and never
+// shows its value: a store URL holds a password, a token is a secret.
+func envString(fs *flag.FlagSet, name, env, def, usage string) *string {
+	shown := "$" + env
+	if def != "" {
+		shown += ", else " + def
+	}
+	p := fs.String(name, "", usage+" (default: "+shown+")")
+	*p = envOr(env, def)
+	return p
+}
+
 func parse(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError{err}

@@ -20,7 +20,7 @@ import (
 // stand by with their fold current and take over when it goes.
 func cmdExecutor(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlags("executor", stderr)
-	storeURL := fs.String("store", os.Getenv("TURNSTILE_STORE"), "postgres:// store URL (also TURNSTILE_STORE)")
+	storeURL := envString(fs, "store", "TURNSTILE_STORE", "", "postgres:// store URL")
 	name := fs.String("name", defaultName("executor"), "this executor's writer name in the log (distinct per process)")
 	workerLease := fs.Duration("worker-lease", 15*time.Second, "how long a worker that holds or was handed work may go without a sign of life in the log before it is declared lost (an idle worker writes nothing and is never lost)")
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on this address (e.g. 0.0.0.0:8081; empty: none)")
@@ -56,7 +56,7 @@ func cmdExecutor(ctx context.Context, args []string, stderr io.Writer) error {
 // cmdWorker runs one worker as a process of its own on a shared log.
 func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := newFlags("worker", stderr)
-	storeURL := fs.String("store", os.Getenv("TURNSTILE_STORE"), "postgres:// store URL (also TURNSTILE_STORE)")
+	storeURL := envString(fs, "store", "TURNSTILE_STORE", "", "postgres:// store URL")
 	host, _ := os.Hostname()
 	id := fs.String("id", host, "worker id, unique among running workers (a second process with the same id takes it over and the first stops)")
 	slots := fs.Int("slots", 16, "executions this worker runs at once")
@@ -64,7 +64,7 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	grace := fs.Duration("grace", 10*time.Second, "on SIGTERM, how long in-flight executions may run before they are handed back (run again after the restart, within max_attempts); a second SIGTERM stops at once")
 	healthAddr := fs.String("health-addr", "", "serve /healthz and /readyz on this address (empty: none)")
 	server := fs.String("server", "", "serve over HTTP: the turnstile server's URL (then no --store: the worker needs a token of role worker, no database credentials)")
-	token := fs.String("token", "", "with --server: a token of role worker (default $TURNSTILE_TOKEN)")
+	token := fs.String("token", "", "with --server: a token of role worker (default: $TURNSTILE_TOKEN)")
 	runnerCfg := runnerFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -191,8 +190,8 @@ func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	fs := newFlags("rebuild", stderr)
 	data := fs.String("data", "", "data directory of the embedded store (offline)")
 	storeURL := fs.String("store", "", "store URL (offline)")
-	server := fs.String("server", os.Getenv("TURNSTILE_SERVER"), "a running server to compare with")
-	token := fs.String("token", os.Getenv("TURNSTILE_TOKEN"), "bearer token (admin) for --server")
+	server := envString(fs, "server", "TURNSTILE_SERVER", "", "a running server to compare with")
+	token := envString(fs, "token", "TURNSTILE_TOKEN", "", "bearer token (admin) for --server")
 	sqlCheck := fs.Bool("sql-views", false, "with a postgres:// store: compare the executions and queue_stats tables with a rebuild from position 0")
 	sqlReset := fs.Bool("sql-views-reset", false, "with a postgres:// store: empty those tables and fold them again from position 0")
 	if err := parse(fs, args); err != nil {

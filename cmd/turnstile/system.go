@@ -45,7 +45,7 @@ func asUsage(err error) error {
 // run from several processes at once; serve runs it with --migrate.
 func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("migrate", stderr)
-	storeURL := fs.String("store", os.Getenv("TURNSTILE_STORE"), "postgres:// store URL")
+	storeURL := envString(fs, "store", "TURNSTILE_STORE", "", "postgres:// store URL")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

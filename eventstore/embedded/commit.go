@@ -54,6 +54,10 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	return s.submit(ctx, r)
 }
 
+// AtomicMultiStream implements eventstore.MultiStreamReporter: AppendMulti
+// writes several streams all or nothing.
+func (s *Store) AtomicMultiStream() bool { return true }
+
 // AppendMulti appends to several streams atomically, contiguously and in the
 // order given; see eventstore.Store. It is durable like Append.
 func (s *Store) AppendMulti(ctx context.Context, appends ...eventstore.StreamAppend) (eventstore.AppendResult, error) {

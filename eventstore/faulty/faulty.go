@@ -87,6 +87,10 @@ func New(inner eventstore.Store, rates Rates, seed uint64) (*Store, error) {
 // Inner returns the wrapped store.
 func (s *Store) Inner() eventstore.Store { return s.inner }
 
+// AtomicMultiStream implements eventstore.MultiStreamReporter: the inner
+// store's answer (an injected failure writes nothing, or all).
+func (s *Store) AtomicMultiStream() bool { return eventstore.AtomicMultiStream(s.inner) }
+
 // SetEnabled turns the failures on or off (say, off to check the log at the end).
 func (s *Store) SetEnabled(on bool) { s.on.Store(on) }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/faulty"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
 )
 
 func event(t *testing.T, i int) domain.Envelope {
@@ -133,6 +134,26 @@ func TestBadRates(t *testing.T) {
 	for _, r := range []faulty.Rates{{Read: -0.1}, {Read: 1.5}, {ResourceExhausted: 0.5, Timeout: 0.4, TimeoutAfter: 0.2}, {Timeout: math.NaN()}} {
 		if _, err := faulty.New(memstore.New(memstore.Options{}), r, 1); err == nil {
 			t.Errorf("rates %+v accepted", r)
+		}
+	}
+}
+
+// TestForwardsAtomicMultiStream: the wrapper answers for its inner store,
+// so a writer takes the multi-stream path on an atomic store and the
+// single-stream one on a store without it (KurrentDB), faults or not.
+func TestForwardsAtomicMultiStream(t *testing.T) {
+	t.Parallel()
+	mem := memstore.New(memstore.Options{})
+	for _, c := range []struct {
+		inner eventstore.Store
+		want  bool
+	}{{mem, true}, {storetest.SingleStream(mem), false}} {
+		s, err := faulty.New(c.inner, faulty.DefaultRates, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := eventstore.AtomicMultiStream(s); got != c.want {
+			t.Errorf("faulty over %T: AtomicMultiStream = %v, want %v", c.inner, got, c.want)
 		}
 	}
 }

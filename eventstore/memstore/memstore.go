@@ -89,6 +89,10 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	return s.AppendMulti(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: events})
 }
 
+// AtomicMultiStream implements eventstore.MultiStreamReporter: AppendMulti
+// writes several streams all or nothing.
+func (s *Store) AtomicMultiStream() bool { return true }
+
 // AppendMulti implements eventstore.Store. All events of one call get the
 // same Time from the clock. A re-append is recognised only if every event also
 // has the content it was stored with (type, schema version, owner, ids, data

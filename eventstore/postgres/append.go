@@ -43,6 +43,10 @@ func (s *Store) Append(ctx context.Context, stream string, expected eventstore.E
 	return s.AppendMulti(ctx, eventstore.StreamAppend{Stream: stream, Expected: expected, Events: events})
 }
 
+// AtomicMultiStream implements eventstore.MultiStreamReporter: AppendMulti
+// writes several streams all or nothing.
+func (s *Store) AtomicMultiStream() bool { return true }
+
 // AppendMulti implements eventstore.Store. The events are committed when it
 // returns nil. An append waiting for its turn is withdrawn if ctx ends first;
 // once its transaction has started it waits for the outcome (at most

@@ -46,7 +46,8 @@ import (
 )
 
 func main() {
-	dbURL := flag.String("url", os.Getenv("TURNSTILE_POSTGRES_URL"), "PostgreSQL URL")
+	dbURL := flag.String("url", "", "PostgreSQL URL (default: $TURNSTILE_POSTGRES_URL)")
+	*dbURL = os.Getenv("TURNSTILE_POSTGRES_URL") // not the flag's default: -help would print it
 	mode := flag.String("mode", "direct", "direct or sql")
 	rate := flag.Int("rate", 2000, "events per second (0: unthrottled)")
 	events := flag.Int("events", 20000, "events to send")

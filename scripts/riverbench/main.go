@@ -38,7 +38,8 @@ type noopWorker struct {
 func (*noopWorker) Work(context.Context, *river.Job[noopArgs]) error { return nil }
 
 func main() {
-	url := flag.String("url", os.Getenv("TURNSTILE_POSTGRES_URL"), "PostgreSQL URL")
+	url := flag.String("url", "", "PostgreSQL URL (default: $TURNSTILE_POSTGRES_URL)")
+	*url = os.Getenv("TURNSTILE_POSTGRES_URL") // not the flag's default: -help would print it
 	schema := flag.String("schema", "", "schema for River's tables (default: a fresh one, dropped at the end)")
 	jobs := flag.Int("jobs", 20000, "no-op jobs to run")
 	queues := flag.Int("queues", 10, "queues")

@@ -22,6 +22,8 @@ type outage struct {
 	down bool
 }
 
+func (s *outage) AtomicMultiStream() bool { return eventstore.AtomicMultiStream(s.Store) }
+
 var errOutage = errors.New("outage: timed out")
 
 func (s *outage) Append(ctx context.Context, stream string, expected eventstore.ExpectedVersion, events ...domain.Envelope) (eventstore.AppendResult, error) {

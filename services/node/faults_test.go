@@ -46,16 +46,21 @@ func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 // idempotency keys, as the API tells clients to. Every execution must end,
 // exactly once, and the log must pass the audit: no event written twice
 // under another id, no grant beyond a limit, no write out of turn. On
-// "memstore-single-stream" the node writes to that store without atomic
-// multi-stream appends (storetest.SingleStream, as on KurrentDB), so the
-// faults also cut the executor's and the commands' chains of appends short.
+// "memstore-single-stream" the faults stand between the node and a store
+// without atomic multi-stream appends (storetest.SingleStream, as on
+// KurrentDB): the faulty wrapper must say so for the node to take the
+// single-stream path, and the faults also cut the executor's and the
+// commands' chains of appends short.
 func TestLifecycleUnderStoreFaults(t *testing.T) {
 	for _, backend := range []string{"memstore", "embedded", "memstore-single-stream"} {
 		t.Run(backend, func(t *testing.T) {
 			var inner eventstore.Store
-			if backend != "embedded" {
+			switch backend {
+			case "memstore":
 				inner = memstore.New(memstore.Options{})
-			} else {
+			case "memstore-single-stream":
+				inner = storetest.SingleStream(memstore.New(memstore.Options{}))
+			default:
 				s, err := embedded.Open(filepath.Join(t.TempDir(), "log"), embedded.Options{})
 				if err != nil {
 					t.Fatal(err)
@@ -66,7 +71,7 @@ func TestLifecycleUnderStoreFaults(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runUnderFaults(t, store, backend == "memstore-single-stream")
+			runUnderFaults(t, store)
 		})
 	}
 }
@@ -87,16 +92,12 @@ func retry(t *testing.T, what string, fn func() error) {
 	}
 }
 
-func runUnderFaults(t *testing.T, store *faulty.Store, single bool) {
+func runUnderFaults(t *testing.T, store *faulty.Store) {
 	ctx := context.Background()
-	var writeTo eventstore.Store = store
-	if single {
-		writeTo = storetest.SingleStream(store)
-	}
 	var n *node.Node
 	retry(t, "start the node", func() error {
 		var err error
-		n, err = node.Start(ctx, writeTo, node.Config{Workers: 3, Slots: 4, StopGrace: 5 * time.Second, Logger: quiet()})
+		n, err = node.Start(ctx, store, node.Config{Workers: 3, Slots: 4, StopGrace: 5 * time.Second, Logger: quiet()})
 		return err
 	})
 	t.Cleanup(func() { n.Stop(); _ = store.Close() })

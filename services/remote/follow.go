@@ -5,6 +5,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
@@ -25,12 +26,17 @@ var followTypes = []string{
 // assignments, cancels and ends up to date. A subscription that fails (a
 // store's failing query, a dropped connection) is opened again from the
 // position after the last event it delivered, so nothing is missed; only
-// a closed store ends it.
+// a closed store ends it. A drained session whose last execution ended is
+// stopped (worker.stopped) in a goroutine of its own, so that its append
+// does not hold up the log; follow returns only once every such goroutine
+// has, so Stop never leaves an append behind it (to a store about to close).
 func (s *Service) follow(ctx context.Context, started func()) error {
 	head, err := s.cfg.Store.Head(ctx)
 	if err != nil {
 		return err
 	}
+	var stopping sync.WaitGroup
+	defer stopping.Wait()
 	started()
 	idleDone := make(chan struct{})
 	defer func() { <-idleDone }()
@@ -53,7 +59,7 @@ func (s *Service) follow(ctx context.Context, started func()) error {
 			s.mu.Unlock()
 			from, try = batch[len(batch)-1].Position+1, 0
 			for _, ss := range stops {
-				go func() { _ = s.stop(context.WithoutCancel(ctx), ss) }()
+				stopping.Go(func() { _ = s.stop(context.WithoutCancel(ctx), ss) })
 			}
 			return nil
 		})
