@@ -63,8 +63,13 @@ type Config struct {
 	// lost. Polls and heartbeats pay the debt: the one that arrives once it
 	// is Lease/5 old writes a worker.heartbeat. An idle session writes
 	// nothing. Default 15s.
-	Lease  time.Duration
-	Logger *slog.Logger
+	Lease time.Duration
+	// MaxResultBytes bounds the result a report may carry: a larger one
+	// is refused (domain.ErrResultTooLarge) and nothing is written.
+	// Default domain.DefaultMaxResultBytes; at most
+	// domain.MaxResultBytesLimit.
+	MaxResultBytes int
+	Logger         *slog.Logger
 }
 
 // Service is the server side of the worker protocol. Start it before use.
@@ -120,6 +125,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Lease <= 0 {
 		cfg.Lease = 15 * time.Second
+	}
+	if cfg.MaxResultBytes == 0 {
+		cfg.MaxResultBytes = domain.DefaultMaxResultBytes
+	}
+	if cfg.MaxResultBytes < 0 || cfg.MaxResultBytes > domain.MaxResultBytesLimit {
+		return nil, fmt.Errorf("remote: MaxResultBytes %d must be 1..%d", cfg.MaxResultBytes, domain.MaxResultBytesLimit)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
