@@ -82,6 +82,9 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 		if isSet(fs, "store") {
 			return usageError{errors.New("worker: --server and --store exclude each other")}
 		}
+		if isSet(fs, "max-result-bytes") {
+			return usageError{errors.New("worker: with --server the server's --max-result-bytes bounds the results (a larger one is reported failed)")}
+		}
 		if *token == "" {
 			*token = os.Getenv("TURNSTILE_TOKEN")
 		}
