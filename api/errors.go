@@ -41,6 +41,7 @@ const (
 	typeQueueFull    = "https://turnstile.dev/problems/queue-full"
 	typeNoSlot       = "https://turnstile.dev/problems/no-free-slot"
 	typeRateLimited  = "https://turnstile.dev/problems/rate-limited"
+	typeResultTooBig = "https://turnstile.dev/problems/result-too-large"
 )
 
 func typed(typ string, status int, format string, args ...any) *Problem {
@@ -73,6 +74,8 @@ func asProblem(err error) *Problem {
 		return typed(typeIdempotency, http.StatusConflict, "%v", err)
 	case errors.Is(err, domain.ErrAlreadyTerminal):
 		return typed(typeAlreadyEnded, http.StatusConflict, "%v", err)
+	case errors.Is(err, domain.ErrResultTooLarge):
+		return typed(typeResultTooBig, http.StatusRequestEntityTooLarge, "%v", err)
 	case errors.As(err, &rule):
 		return typed(typeConflict, http.StatusConflict, "%v", err)
 	case errors.Is(err, domain.ErrConflict):

@@ -47,6 +47,9 @@ const (
 	ProblemQueueFull    = "https://turnstile.dev/problems/queue-full"
 	ProblemNoSlot       = "https://turnstile.dev/problems/no-free-slot"
 	ProblemRateLimited  = "https://turnstile.dev/problems/rate-limited"
+	// ProblemResultTooLarge refuses a worker's report whose result is
+	// larger than the server's --max-result-bytes (413).
+	ProblemResultTooLarge = "https://turnstile.dev/problems/result-too-large"
 )
 
 // problemOf reads a non-2xx answer.

@@ -21,13 +21,39 @@ const (
 	MaxItemsBytes = 512 << 10 // bytes of a with_items request's items together
 )
 
+// Limits on an execution's result: what a worker may record with its end.
+const (
+	// DefaultMaxResultBytes is the default bound on a result's bytes
+	// (turnstile serve and worker --max-result-bytes).
+	DefaultMaxResultBytes = 256 << 10
+	// MaxResultBytesLimit is the largest bound a process may be given: the
+	// result, the error and the rest of the event stay within one event
+	// (eventstore.MaxEventSize, 1 MiB).
+	MaxResultBytesLimit = 768 << 10
+)
+
 // Errors of execution commands other than handoff-rule refusals.
 var (
 	ErrInvalidRequest     = errors.New("invalid request")
 	ErrAttemptsExhausted  = errors.New("no attempts left")
 	ErrHandoffNotExpired  = errors.New("handoff has not expired yet")
 	ErrCancelAlreadyAsked = errors.New("cancellation already requested")
+	// ErrResultTooLarge is wrapped by CheckResult's refusal.
+	ErrResultTooLarge = errors.New("result too large")
 )
+
+// CheckResult refuses a result of more than max bytes (max <= 0:
+// DefaultMaxResultBytes) with an error that wraps ErrResultTooLarge and
+// gives both sizes.
+func CheckResult(result []byte, max int) error {
+	if max <= 0 {
+		max = DefaultMaxResultBytes
+	}
+	if len(result) > max {
+		return fmt.Errorf("%w: the result is %d bytes, the limit is %d (--max-result-bytes)", ErrResultTooLarge, len(result), max)
+	}
+	return nil
+}
 
 // childNS derives the ids of a with_items parent's children.
 var childNS = uuid.MustParse("2f7d0c1e-8b1a-4a55-9a0e-5d2b8c7e41f3")

@@ -70,7 +70,8 @@ func (r *changeRing) each(from uint64, fn func(change) bool) {
 
 // ExecutionsSince returns, in position order, the current state of each
 // execution whose last change is at a position ≥ from (of action, if not
-// ""), at most about max of them (never splitting one position), and the
+// ""), at most about max of them and about DefaultPageBytes of their JSON
+// (never splitting one position), and the
 // position to pass as from next time. Each execution appears once, with the
 // position of its latest change, so the result is a conflated feed: a reader
 // that resumes from the position after the last one it saw misses no final
@@ -80,9 +81,11 @@ func (v *Views) ExecutionsSince(from uint64, action string, max int) ([]Executio
 	defer v.mu.RUnlock()
 	match := func(rec *execRecord) bool { return action == "" || rec.action == action }
 	var out []ExecutionView
+	used := 0 // a batch ends at max executions or past DefaultPageBytes
 	next := v.sinceLocked(from, kindExecution, max, func(key string, pos uint64) {
 		if rec := v.execs.Get(key); rec != nil && rec.pos == pos && match(rec) {
 			out = append(out, v.viewLocked(key, rec))
+			used += viewSize(&out[len(out)-1].ExecutionState)
 		}
 	}, func() []keyPos {
 		var all []keyPos
@@ -92,7 +95,12 @@ func (v *Views) ExecutionsSince(from uint64, action string, max int) ([]Executio
 			}
 		})
 		return all
-	}, func() int { return len(out) })
+	}, func() int {
+		if used >= DefaultPageBytes {
+			return max
+		}
+		return len(out)
+	})
 	return out, next
 }
 

@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,4 +55,63 @@ func ids(xs []ExecutionView) []string {
 		out[i] = fmt.Sprintf("%s@%d", x.ID, x.Position)
 	}
 	return out
+}
+
+// TestFeedBatchesAreBoundedInBytes: a batch of the executions feed, from
+// the ring, from the scan and from the current state's pages, ends once it
+// holds about DefaultPageBytes, whatever its max; resuming from its next
+// position gives every execution once.
+func TestFeedBatchesAreBoundedInBytes(t *testing.T) {
+	small, big := newViews(4), newViews(1<<10)
+	pos := uint64(0)
+	put := func(stream string, ev domain.Event) {
+		env, err := codec.Events.Encode(uuid.New(), ev, domain.OwnerExecutor, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.Stream, env.Position, env.Time = stream, pos, time.Unix(int64(pos), 0)
+		pos++
+		for _, v := range []*Views{small, big} {
+			if err := v.Apply([]domain.Envelope{env}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	put(domain.ActionStream("a"), domain.ActionDefined{Policy: domain.Policy{Ref: "a", Runner: "core.noop"}.WithDefaults()})
+	const n, size = 12, 200 << 10
+	input := []byte(`{"s":"` + strings.Repeat("x", size) + `"}`)
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprintf("%d@%d", i, pos))
+		put(domain.ExecutionStream(fmt.Sprint(i)), domain.ExecutionRequested{Action: "a", Input: input})
+	}
+	perBatch := DefaultPageBytes/size + 1
+	for name, v := range map[string]*Views{"scan": small, "ring": big} {
+		var got []string
+		batches := 0
+		for from := uint64(0); ; batches++ {
+			xs, next := v.ExecutionsSince(from, "", 256)
+			if len(xs) == 0 {
+				break
+			}
+			if len(xs) > perBatch {
+				t.Errorf("%s: a batch of %d executions of %d KiB", name, len(xs), size>>10)
+			}
+			got, from = append(got, ids(xs)...), next
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) || batches < 2 {
+			t.Errorf("%s: %d batches gave %v", name, batches, got)
+		}
+	}
+	pages, _ := big.CurrentExecutions("")
+	count, npages := 0, 0
+	for xs := pages(256); len(xs) > 0; xs, npages = pages(256), npages+1 {
+		if len(xs) > perBatch {
+			t.Errorf("a page of the current state with %d executions of %d KiB", len(xs), size>>10)
+		}
+		count += len(xs)
+	}
+	if count != n || npages < 2 {
+		t.Errorf("the current state's %d pages gave %d executions, want %d", npages, count, n)
+	}
 }

@@ -6,7 +6,8 @@ import "sort"
 // the read model has folded up to (next) and a function that pages through
 // the current state of every execution that had not ended there (of action,
 // or of every action when action is ""), in the order of their latest
-// changes (position, then id), at most max a page, nil once all are sent.
+// changes (position, then id), at most max a page and little more than
+// DefaultPageBytes of their JSON, nil once all are sent.
 // An execution that changes after next is left out of the pages: the
 // changes from next (ExecutionsSince) carry its newer state. So a feed
 // that sends the pages, then the changes from next, misses nothing. Each
@@ -27,11 +28,13 @@ func (v *Views) CurrentExecutions(action string) (pages func(max int) []Executio
 		var out []ExecutionView
 		v.mu.RLock()
 		defer v.mu.RUnlock()
-		for len(keys) > 0 && len(out) < max {
+		used := 0 // a page ends at max executions or past DefaultPageBytes
+		for len(keys) > 0 && len(out) < max && used < DefaultPageBytes {
 			kp := keys[0]
 			keys = keys[1:]
 			if rec := v.execs.Get(kp.key); rec != nil && rec.pos == kp.pos {
 				out = append(out, v.viewLocked(kp.key, rec))
+				used += viewSize(&out[len(out)-1].ExecutionState)
 			}
 		}
 		return out

@@ -207,32 +207,66 @@ type EventPage struct {
 	Next   uint64
 }
 
-// Events returns up to limit events of the whole log from position from on.
+// Events returns up to limit events of the whole log from position from
+// on, and at most about DefaultPageBytes of them (at least one event):
+// Next says where the rest begins.
 func (q *Queries) Events(ctx context.Context, from uint64, limit int) (EventPage, error) {
-	evs, err := q.store.ReadAll(ctx, from, limit)
+	evs, err := readPage(limit, func(n int) ([]domain.Envelope, error) { return q.store.ReadAll(ctx, from, n) },
+		func(last *domain.Envelope) { from = last.Position + 1 })
 	if err != nil {
 		return EventPage{}, storeError(err)
 	}
-	next := from
-	if len(evs) > 0 {
-		next = evs[len(evs)-1].Position + 1
-	}
-	return EventPage{Events: evs, Next: next}, nil
+	return EventPage{Events: evs, Next: from}, nil
 }
 
-// Stream returns up to limit events of one stream from version from on. A
-// stream that does not exist is ErrUnknownStream.
+// Stream returns up to limit events of one stream from version from on,
+// within the byte budget Events keeps. A stream that does not exist is
+// ErrUnknownStream.
 func (q *Queries) Stream(ctx context.Context, stream string, from uint64, limit int) (EventPage, error) {
-	evs, err := q.store.ReadStream(ctx, stream, from, limit)
+	evs, err := readPage(limit, func(n int) ([]domain.Envelope, error) { return q.store.ReadStream(ctx, stream, from, n) },
+		func(last *domain.Envelope) { from = last.Version + 1 })
 	if err != nil {
 		return EventPage{}, storeError(err)
 	}
-	next := from
-	if len(evs) > 0 {
-		next = evs[len(evs)-1].Version + 1
-	}
-	return EventPage{Events: evs, Next: next}, nil
+	return EventPage{Events: evs, Next: from}, nil
 }
+
+// readPage reads a page of up to limit events in chunks (read reads n
+// events from where the chunk before ended; moved is told the page's last
+// event after each chunk) and ends it before the event that would take
+// its events past DefaultPageBytes (never before its first). A chunk is
+// sized on the events read so far, so that a page of large events reads a
+// few events past its end at most, never a thousand.
+func readPage(limit int, read func(n int) ([]domain.Envelope, error), moved func(last *domain.Envelope)) ([]domain.Envelope, error) {
+	out := []domain.Envelope{}
+	used, chunk := 0, 8
+	for len(out) < limit {
+		ask := min(chunk, limit-len(out))
+		evs, err := read(ask)
+		if err != nil {
+			return nil, err
+		}
+		for i := range evs {
+			size := eventSize(&evs[i])
+			if len(out) > 0 && used+size > DefaultPageBytes {
+				moved(&out[len(out)-1])
+				return out, nil
+			}
+			out, used = append(out, evs[i]), used+size
+		}
+		if len(evs) > 0 {
+			moved(&out[len(out)-1])
+		}
+		if len(evs) < ask || used >= DefaultPageBytes {
+			break
+		}
+		chunk = (DefaultPageBytes-used)/max(used/len(out), 1) + 1
+	}
+	return out, nil
+}
+
+// eventSize is about the bytes of e's JSON in a page.
+func eventSize(e *domain.Envelope) int { return 256 + len(e.Data) + len(e.Metadata) }
 
 // Head returns the position the next event committed to the log will take.
 func (q *Queries) Head(ctx context.Context) (uint64, error) {

@@ -424,6 +424,11 @@ type ListFilter struct {
 	Parent string
 	After  string // an execution id: list executions requested before it
 	Limit  int
+	// MaxBytes bounds a page's size as well (<= 0: DefaultPageBytes): a
+	// page ends before the execution that would take its executions' JSON
+	// past MaxBytes, unless it is the page's first (a page is never
+	// empty while executions are left).
+	MaxBytes int
 	// ActionPrefixes, if not empty, keeps only executions of an action
 	// whose ref starts with one of them (a scoped token's view).
 	ActionPrefixes []string
@@ -441,6 +446,11 @@ func prefixed(ref string, prefixes []string) bool {
 
 // MaxListLimit caps a page of List.
 const MaxListLimit = 1000
+
+// DefaultPageBytes is the default byte budget of a page of executions or
+// events: with inputs and results up to 256 KiB each, a page of 1,000
+// items could otherwise hold a gigabyte.
+const DefaultPageBytes = 1 << 20
 
 // ErrUnknownCursor is returned by List when After names no execution.
 var ErrUnknownCursor = errors.New("unknown cursor")
@@ -482,19 +492,39 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 		return (f.Action == "" || rec.action == f.Action) && (f.Status == "" || rec.status.status() == f.Status) &&
 			(f.Parent == "" || rec.parent == f.Parent) && prefixed(rec.action, f.ActionPrefixes)
 	}
-	visit := func(seq int) bool { // reports whether the page is full
+	budget := f.MaxBytes
+	if budget <= 0 {
+		budget = DefaultPageBytes
+	}
+	// last is the seq of the page's last execution; visit reports
+	// whether the page is full.
+	used, last, full := 0, -1, false
+	visit := func(seq int) bool {
 		id := v.order[seq]
 		rec := v.execs.Get(id)
-		if rec != nil && match(rec) { // nil: a forgotten execution (Retain)
-			out = append(out, v.viewLocked(id, rec))
+		if rec == nil || !match(rec) { // nil: a forgotten execution (Retain)
+			return false
 		}
-		return len(out) == f.Limit
+		size := len(rec.final) // an ended execution's size is known before it is decoded
+		var view ExecutionView
+		if rec.final == nil {
+			view = v.viewLocked(id, rec)
+			size = viewSize(&view.ExecutionState)
+		}
+		if len(out) > 0 && used+size > budget {
+			full = true
+			return true
+		}
+		if rec.final != nil {
+			view = v.viewLocked(id, rec)
+		}
+		out, used, last = append(out, view), used+size, seq
+		full = len(out) == f.Limit
+		return full
 	}
-	last := -1
 	if seqs == nil && f.Parent == "" && f.Action == "" {
 		for i := start - 1; i >= 0; i-- {
 			if visit(i) {
-				last = i
 				break
 			}
 		}
@@ -502,15 +532,20 @@ func (v *Views) List(f ListFilter) ([]ExecutionView, string, error) {
 		i, _ := slices.BinarySearch(seqs, start)
 		for i--; i >= 0; i-- {
 			if visit(seqs[i]) {
-				last = seqs[i]
 				break
 			}
 		}
 	}
-	if last <= 0 {
+	if !full || last <= 0 {
 		return out, "", nil
 	}
 	return out, v.order[last], nil
+}
+
+// viewSize is about the bytes of st's JSON: its input, result and children,
+// plus its other fields.
+func viewSize(st *domain.ExecutionState) int {
+	return 512 + len(st.Input) + len(st.Result) + len(st.Error) + 40*len(st.Children)
 }
 
 // Run folds the log into v from v.Next() until ctx ends or the store fails.

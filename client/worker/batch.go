@@ -126,6 +126,11 @@ func (w *Worker) sendBatch(sess *session, batch []*pendingReport) {
 		switch {
 		case err == nil && len(results) == len(batch):
 			for i, p := range batch {
+				if pr := results[i].Problem; pr != nil && pr.Status == http.StatusRequestEntityTooLarge && p.rep.Result != nil {
+					p.rep = withoutResult(p.rep, pr.Detail)
+					w.sendBatch(sess, []*pendingReport{p})
+					continue
+				}
 				if pr := results[i].Problem; pr != nil {
 					w.log.Warn("report refused", "execution", p.rep.Execution, "status", p.rep.Status, "problem", pr.Detail)
 					p.done <- false
@@ -140,6 +145,9 @@ func (w *Worker) sendBatch(sess *session, batch []*pendingReport) {
 			sess.end()
 			answer(false)
 			return
+		case status == http.StatusRequestEntityTooLarge && len(batch) == 1 && batch[0].rep.Result != nil:
+			batch[0].rep = withoutResult(batch[0].rep, err.Error())
+			continue
 		case status/100 == 4 && status != http.StatusTooManyRequests:
 			if len(batch) > 1 {
 				for _, p := range batch {
@@ -162,4 +170,16 @@ func (w *Worker) sendBatch(sess *session, batch []*pendingReport) {
 		}
 		sleep(context.Background(), backoff(try))
 	}
+}
+
+// withoutResult is rep once the server refused its result as too large
+// (413: larger than its --max-result-bytes, or than a request body): a
+// completed run is reported failed, saying why; another end keeps its
+// status and loses its result.
+func withoutResult(rep wire.WorkerReport, why string) wire.WorkerReport {
+	rep.Result = nil
+	if rep.Status == wire.ReportCompleted {
+		rep.Status, rep.Error = wire.ReportFailed, "the server refused the result: "+why
+	}
+	return rep
 }

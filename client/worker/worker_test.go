@@ -2,7 +2,9 @@ package worker_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -226,6 +228,39 @@ func TestDrainLetsRunsFinish(t *testing.T) {
 	x, err := srv.waitEnd(id, 5*time.Second)
 	if err != nil || x.Status != "completed" {
 		t.Fatalf("after the drain: %+v %v", x, err)
+	}
+	audit(t, srv)
+}
+
+// TestRefusedResultIsReportedFailed: a result the server refuses as too
+// large (413, over its --max-result-bytes or over a request body) is
+// reported again as a failure that says why, with no result, instead of
+// leaving the execution running until its timeout; a result that fits is
+// recorded as it is.
+func TestRefusedResultIsReportedFailed(t *testing.T) {
+	srv := serverForTest(t, 15*time.Second)
+	w := worker.New(worker.Config{Server: srv.URL, Name: "w", Slots: 4, Logger: quiet, PollWait: time.Second})
+	w.Handle("big", func(ctx context.Context, job worker.Job) (any, error) {
+		var in struct{ N int }
+		_ = json.Unmarshal(job.Input, &in)
+		return map[string]string{"s": strings.Repeat("x", in.N)}, nil
+	})
+	runWorker(t, w)
+	if _, err := do("POST", srv.URL+"/api/v1/actions", `{"ref":"b","runner":"big","max_concurrent":4}`, nil); err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range map[int]string{100: "completed", 300 << 10: "failed", 2 << 20: "failed"} {
+		id, err := srv.request("b", fmt.Sprintf(`{"n":%d}`, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := srv.waitEnd(id, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if x.Status != want || (want == "failed" && (x.Result != nil || !strings.Contains(x.Error, "the server refused the result"))) {
+			t.Errorf("a result of %d bytes: %s %q, %d bytes of result; want %s", n, x.Status, x.Error, len(x.Result), want)
+		}
 	}
 	audit(t, srv)
 }

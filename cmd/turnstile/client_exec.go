@@ -148,7 +148,14 @@ var execCommands = map[string]subcommand{
 			if pageSize == 0 {
 				pageSize = 100
 			}
-			if len(page.Events) == pageSize && !c.asJSON {
+			more := len(page.Events) == pageSize
+			if !more && len(page.Events) > 0 && !c.asJSON {
+				// A page also ends at its byte budget (docs/api.md): a
+				// short one may not be the last.
+				rest, err := c.api.ExecutionEvents(ctx, pos[0], page.Next, 1)
+				more = err == nil && len(rest.Events) > 0
+			}
+			if more && !c.asJSON {
 				fmt.Fprintf(c.stderr, "more: --from %d\n", page.Next)
 			}
 			return nil

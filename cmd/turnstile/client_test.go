@@ -303,9 +303,12 @@ func TestClientExecutions(t *testing.T) {
 	}
 
 	// events: the audit trail, in order.
-	evs := mustCLI(t, srv, "exec", "events", id)
-	if !regexp.MustCompile(`(?s)execution\.requested.*execution\.scheduling.*execution\.scheduled.*execution\.running.*execution\.completed`).MatchString(evs) {
-		t.Errorf("exec events:\n%s", evs)
+	code, evs, errOut := cli(t, srv, "exec", "events", id)
+	if code != 0 || errOut != "" || !regexp.MustCompile(`(?s)execution\.requested.*execution\.scheduling.*execution\.scheduled.*execution\.running.*execution\.completed`).MatchString(evs) {
+		t.Errorf("exec events: exit %d\n%s\nstderr %q", code, evs, errOut)
+	}
+	if code, _, errOut := cli(t, srv, "exec", "events", id, "--limit", "2"); code != 0 || errOut != "more: --from 2\n" {
+		t.Errorf("exec events --limit 2: exit %d, stderr %q", code, errOut)
 	}
 
 	wantExit(t, srv, exitNotFound, `^turnstile: no execution "nope" \(404\)\n$`, "exec", "get", "nope")

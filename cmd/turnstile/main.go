@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/internal/gctune"
 	"github.com/turnstile/turnstile/services/runner"
 )
@@ -178,6 +179,19 @@ func newLogger(stderr io.Writer) *slog.Logger {
 
 // version is set at build time (-ldflags "-X main.version=…").
 var version = "dev"
+
+// maxResultFlag adds --max-result-bytes; its result, called after
+// parsing, gives the bound (or a usage error).
+func maxResultFlag(fs *flag.FlagSet) func() (int, error) {
+	n := fs.Int("max-result-bytes", domain.DefaultMaxResultBytes,
+		fmt.Sprintf("the largest result a run may record, in bytes (at most %d): a larger one fails the run (in-process runners) or is refused with 413 (remote workers' reports)", domain.MaxResultBytesLimit))
+	return func() (int, error) {
+		if *n < 1 || *n > domain.MaxResultBytesLimit {
+			return 0, usageError{fmt.Errorf("--max-result-bytes must be 1..%d", domain.MaxResultBytesLimit)}
+		}
+		return *n, nil
+	}
+}
 
 // runnerFlags adds the flags that choose the built-in runners a process
 // offers; its result, called after parsing, gives the runner.Config (or a

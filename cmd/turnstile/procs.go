@@ -66,6 +66,7 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	server := fs.String("server", "", "serve over HTTP: the turnstile server's URL (then no --store: the worker needs a token of role worker, no database credentials)")
 	token := fs.String("token", "", "with --server: a token of role worker (default: $TURNSTILE_TOKEN)")
 	runnerCfg := runnerFlags(fs)
+	maxResult := maxResultFlag(fs)
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -73,9 +74,16 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	maxResultBytes, err := maxResult()
+	if err != nil {
+		return err
+	}
 	if *server != "" {
 		if isSet(fs, "store") {
 			return usageError{errors.New("worker: --server and --store exclude each other")}
+		}
+		if isSet(fs, "max-result-bytes") {
+			return usageError{errors.New("worker: with --server the server's --max-result-bytes bounds the results (a larger one is reported failed)")}
 		}
 		if *token == "" {
 			*token = os.Getenv("TURNSTILE_TOKEN")
@@ -92,7 +100,7 @@ func cmdWorker(ctx context.Context, args []string, stderr io.Writer) error {
 		return usageError{errors.New("--id must be set, --slots must be 1..100000 and --heartbeat at least 1ms")}
 	}
 	return node.RunWorker(ctx, node.WorkerProcessConfig{StoreURL: *storeURL, ID: *id, Slots: *slots, Heartbeat: *heartbeat, Grace: *grace,
-		HealthAddr: *healthAddr, Runners: runners, Logger: newLogger(stderr)})
+		HealthAddr: *healthAddr, Runners: runners, MaxResultBytes: maxResultBytes, Logger: newLogger(stderr)})
 }
 
 // isSet reports whether flag name was given on the command line.

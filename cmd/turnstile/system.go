@@ -111,6 +111,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	otlpEndpoint := fs.String("otlp-endpoint", "", "export traces over OTLP/HTTP to this collector (http://host:4318; also OTEL_EXPORTER_OTLP_ENDPOINT); off by default")
 	feeds := feedFlags(fs)
 	runnerCfg := runnerFlags(fs)
+	maxResult := maxResultFlag(fs)
 	months := archiveFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return err
@@ -127,6 +128,10 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 		}
 	}
 	runners, err := runnerCfg()
+	if err != nil {
+		return err
+	}
+	maxResultBytes, err := maxResult()
 	if err != nil {
 		return err
 	}
@@ -211,7 +216,7 @@ func cmdServe(ctx context.Context, args []string, stderr interface{ Write([]byte
 	return node.Serve(ctx, node.ServeConfig{StoreURL: *storeURL, DataDir: *data, Addr: *addr, WorkerIDs: workerIDs, Slots: *slots, Grace: *grace,
 		NoExecutor: !*runExecutor, Lease: execLease, ExecutorName: *executorName, WorkerLease: *workerLease,
 		MaxWorkerNames: *maxWorkerNames, WorkerIdleTimeout: *workerIdle,
-		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners,
+		SnapshotDir: *snapDir, SnapshotEvery: *snapEvery, RetainEnded: *retainEnded, SQLViews: *sqlViews, Runners: runners, MaxResultBytes: maxResultBytes,
 		CheckpointEvery: *months.checkpointEvery, ArchiveDir: *months.dir, ArchiveAfter: *months.after, ArchiveSegmentEvents: *months.segmentEvents,
 		API: func(p node.APIParts) http.Handler {
 			return api.New(api.Config{Commands: p.Commands, Queries: p.Queries, Tokens: toks, Logger: p.Logger, CORSOrigins: corsOrigins, Remote: p.Remote, Archive: p.Archive,

@@ -20,6 +20,12 @@ const (
 	memoBits = 14
 	memoSets = 1 << memoBits
 	memoWays = 2
+	// memoMaxData is the largest event data the memo keeps: a larger
+	// event is decoded by each fold that reads it. (The memo keeps its data
+	// and its decoded event; without a bound, 32,768 events of up to 1 MiB
+	// each could stay in memory twice over. Bounded, the memo holds at
+	// most 32,768 × 4 KiB of data.)
+	memoMaxData = 4 << 10
 )
 
 // memo remembers recently decoded events by id in a set-associative table:
@@ -70,7 +76,7 @@ func (m *memo) get(env *domain.Envelope) (domain.Event, bool) {
 }
 
 func (m *memo) put(env *domain.Envelope, ev domain.Event) {
-	if env.ID == (uuid.UUID{}) {
+	if env.ID == (uuid.UUID{}) || len(env.Data) > memoMaxData {
 		return
 	}
 	// A copy: the caller may reuse its buffer.

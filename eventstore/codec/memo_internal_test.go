@@ -1,6 +1,7 @@
 package codec
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -68,5 +69,20 @@ func TestMemo(t *testing.T) {
 	m.forget()
 	if _, ok := m.get(env(same[2], `{}`)); ok {
 		t.Error("a hit after forget")
+	}
+}
+
+// TestMemoKeepsNoLargeEvent: an event whose data is over memoMaxData is
+// not remembered (each fold decodes it), so the memo's 32,768 slots hold
+// at most that much data each, not a megabyte each.
+func TestMemoKeepsNoLargeEvent(t *testing.T) {
+	var m memo
+	ev := domain.ExecutionCompleted{}
+	for _, n := range []int{memoMaxData, memoMaxData + 1} {
+		e := &domain.Envelope{ID: uuid.New(), Type: domain.TypeExecutionCompleted, SchemaVersion: 1, Data: []byte(strings.Repeat(" ", n))}
+		m.put(e, ev)
+		if _, ok := m.get(e); ok != (n <= memoMaxData) {
+			t.Errorf("data of %d bytes remembered: %v, want %v", n, ok, n <= memoMaxData)
+		}
 	}
 }

@@ -377,10 +377,15 @@ func (s *Store) publish() {
 			s.tail, s.tailFrom = make([]domain.Envelope, tailSize), s.fresh[0].Position
 		}
 		for i := range s.fresh {
-			s.tail[s.fresh[i].Position%tailSize] = s.fresh[i]
+			e := &s.fresh[i]
+			for e.Position-s.tailFrom >= tailSize {
+				s.dropTail() // its slot is e's
+			}
+			s.tail[e.Position%tailSize] = *e
+			s.tailBytes += len(e.Data) + len(e.Metadata)
 		}
-		if s.next-s.tailFrom > tailSize {
-			s.tailFrom = s.next - tailSize
+		for s.tailBytes > tailMaxBytes {
+			s.dropTail()
 		}
 	}
 	s.end = s.wend
@@ -633,8 +638,21 @@ func (s *Store) preallocate() {
 }
 
 // tailSize is how many of the last committed events the store keeps for
-// subscriptions (see Store.tail).
-const tailSize = 1 << 14
+// subscriptions (see Store.tail), and tailMaxBytes how many bytes of data
+// and metadata they may hold: past either, the oldest leave. (Without
+// the second, 16,384 events of up to 1 MiB each could stay in memory.)
+const (
+	tailSize     = 1 << 14
+	tailMaxBytes = 32 << 20
+)
+
+// dropTail forgets the oldest event of the tail. Its caller holds mu.
+func (s *Store) dropTail() {
+	e := &s.tail[s.tailFrom%tailSize]
+	s.tailBytes -= len(e.Data) + len(e.Metadata)
+	*e = domain.Envelope{}
+	s.tailFrom++
+}
 
 // committed returns event e, staged at pos and version of stream with
 // commit time micros, as a subscription reading its record would receive

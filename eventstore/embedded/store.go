@@ -67,9 +67,10 @@ type Store struct {
 	// that keeps up takes them from memory instead of reading and checking
 	// their records in the file: positions tailFrom up to head are there.
 	// Guarded by mu; allocated at the first commit.
-	tail     []domain.Envelope
-	tailFrom uint64
-	fresh    []domain.Envelope // committer only: the chunk being staged, for tail
+	tail      []domain.Envelope
+	tailFrom  uint64
+	tailBytes int               // of the data and metadata of the events in tail
+	fresh     []domain.Envelope // committer only: the chunk being staged, for tail
 
 	// Owned by the committer goroutine (and by Open before it starts).
 	ids        *idIndex    // hot event id → position - base, committed and staged (writes under mu)

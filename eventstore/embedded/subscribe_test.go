@@ -13,6 +13,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/storetest"
 )
 
 // sub runs a subscription in the background and records what it gets.
@@ -400,4 +401,26 @@ func TestSubscribeFallsBehindMemory(t *testing.T) {
 	if len(log) != total || !reflect.DeepEqual(got, log) {
 		t.Fatalf("subscription got %d events, the log holds %d; equal: %v", len(got), len(log), reflect.DeepEqual(got, log))
 	}
+}
+
+// TestTailIsBoundedInBytes: the committed events the store keeps in memory
+// for subscriptions hold at most tailMaxBytes of data, however large the
+// events; a subscription from before them reads the rest from the file,
+// with no gap.
+func TestTailIsBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	s := openT(t, t.TempDir(), Options{})
+	const n, size = 48, 900 << 10 // 42 MiB of data
+	for i := range n {
+		e := storetest.NewEvent("test.big", map[string]string{"s": strings.Repeat("x", size)})
+		mustAppend(t, s, fmt.Sprintf("execution-big-%d", i), eventstore.NoStream, e)
+	}
+	s.mu.RLock()
+	held, from := s.tailBytes, s.tailFrom
+	s.mu.RUnlock()
+	if held > tailMaxBytes || from == 0 {
+		t.Fatalf("the tail holds %d bytes from position %d; at most %d, so not from 0", held, from, tailMaxBytes)
+	}
+	all := startSub(s, 0, eventstore.Filter{}, n)
+	all.check(t, "all", readAllT(t, s))
 }

@@ -83,6 +83,9 @@ type Config struct {
 	// Runners configures the built-in runners the in-process workers offer
 	// (the zero value: runner.DefaultEnabled, neither core.shell nor core.http).
 	Runners runner.Config
+	// MaxResultBytes bounds the result an in-process worker's run records
+	// (worker.Config.MaxResultBytes; 0: domain.DefaultMaxResultBytes).
+	MaxResultBytes int
 	// ForwardFromHead starts the forwarder at the log's head as it is when
 	// the node starts (before its workers register, so none of their
 	// handoffs can be earlier) instead of at its checkpoint: for a log that
@@ -174,7 +177,7 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 	runners := runner.Builtins(cfg.Runners) // one registry, shared by the workers
 	for _, id := range ids {
 		w, err := worker.New(worker.Config{ID: id, Slots: cfg.Slots, Store: store, Bus: n.Bus, Logger: cfg.Logger, Heartbeat: cfg.Heartbeat, Runners: runners,
-			MarkEvery: markEvery(cfg)})
+			MarkEvery: markEvery(cfg), MaxResultBytes: cfg.MaxResultBytes})
 		if err != nil {
 			return fail(err)
 		}

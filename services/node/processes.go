@@ -101,7 +101,9 @@ type WorkerProcessConfig struct {
 	Grace      time.Duration
 	HealthAddr string        // "" serves no health endpoints
 	Runners    runner.Config // the built-in runners this worker offers
-	Logger     *slog.Logger
+	// MaxResultBytes bounds the result a run records (0: the default).
+	MaxResultBytes int
+	Logger         *slog.Logger
 }
 
 // RunWorker runs one worker until ctx ends, then drains it within Grace.
@@ -133,7 +135,8 @@ func RunWorker(ctx context.Context, cfg WorkerProcessConfig) error {
 	}
 	defer store.Close()
 	n, err := Start(context.WithoutCancel(ctx), store, Config{NoExecutor: true, WorkerIDs: []string{cfg.ID}, Slots: cfg.Slots,
-		Heartbeat: cfg.Heartbeat, ForwardFromHead: true, StopGrace: cfg.Grace, Runners: cfg.Runners, Logger: log})
+		Heartbeat: cfg.Heartbeat, ForwardFromHead: true, StopGrace: cfg.Grace, Runners: cfg.Runners,
+		MaxResultBytes: cfg.MaxResultBytes, Logger: log})
 	if err != nil {
 		return err
 	}

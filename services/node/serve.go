@@ -56,6 +56,10 @@ type ServeConfig struct {
 	RetainEnded   int           // ended executions the read model keeps (0: all)
 	SQLViews      bool          // with a PostgreSQL store, keep the SQL read model tables
 	Runners       runner.Config // the built-in runners the in-process workers offer
+	// MaxResultBytes bounds the result a run records, whether an
+	// in-process worker's or a remote worker's report (0:
+	// domain.DefaultMaxResultBytes).
+	MaxResultBytes int
 	// CheckpointEvery is how much log time passes between the executor's
 	// checkpoints in the log (0: none). ArchiveDir, if set, is the archive
 	// (eventstore/archive): what the live log no longer holds answers from
@@ -175,7 +179,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	n, err := Start(context.WithoutCancel(ctx), store, Config{WorkerIDs: cfg.WorkerIDs, Slots: cfg.Slots, LoseWorkers: !shared,
 		CheckpointDir: CheckpointDir(storeKind, where), SnapshotDir: snapDir, SnapshotEvery: cfg.SnapshotEvery, Logger: log, StopGrace: cfg.Grace,
 		NoExecutor: cfg.NoExecutor, Standby: cfg.Lease != nil, ExecutorName: cfg.ExecutorName, WorkerLease: cfg.WorkerLease, ForwardFromHead: shared,
-		Runners: cfg.Runners, CheckpointEvery: cfg.CheckpointEvery, Archive: arch, ArchiveAfter: cfg.ArchiveAfter, Trimmed: views.ForgetBefore})
+		Runners: cfg.Runners, MaxResultBytes: cfg.MaxResultBytes, CheckpointEvery: cfg.CheckpointEvery, Archive: arch, ArchiveAfter: cfg.ArchiveAfter, Trimmed: views.ForgetBefore})
 	if err != nil {
 		return err
 	}
@@ -223,7 +227,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		defer proj.Stop()
 		reg.MustRegister(proj.Projector.Collector())
 	}
-	workers, err := remote.New(remote.Config{Store: store, Lease: cfg.WorkerLease, MaxNames: cfg.MaxWorkerNames, IdleTimeout: cfg.WorkerIdleTimeout, Logger: log})
+	workers, err := remote.New(remote.Config{Store: store, Lease: cfg.WorkerLease, MaxNames: cfg.MaxWorkerNames, IdleTimeout: cfg.WorkerIdleTimeout, MaxResultBytes: cfg.MaxResultBytes, Logger: log})
 	if err != nil {
 		return err
 	}

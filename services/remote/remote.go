@@ -76,7 +76,12 @@ type Config struct {
 	// most half of it, so a worker that polls is never idle that long.
 	// Default DefaultIdleTimeout.
 	IdleTimeout time.Duration
-	Logger      *slog.Logger
+	// MaxResultBytes bounds the result a report may carry: a larger one
+	// is refused (domain.ErrResultTooLarge) and nothing is written.
+	// Default domain.DefaultMaxResultBytes; at most
+	// domain.MaxResultBytesLimit.
+	MaxResultBytes int
+	Logger         *slog.Logger
 }
 
 // Defaults of Config.
@@ -150,6 +155,12 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	if cfg.MaxResultBytes == 0 {
+		cfg.MaxResultBytes = domain.DefaultMaxResultBytes
+	}
+	if cfg.MaxResultBytes < 0 || cfg.MaxResultBytes > domain.MaxResultBytesLimit {
+		return nil, fmt.Errorf("remote: MaxResultBytes %d must be 1..%d", cfg.MaxResultBytes, domain.MaxResultBytesLimit)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

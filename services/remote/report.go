@@ -45,10 +45,15 @@ func CheckReport(r Report) error {
 // retry); after the end, only the report that ended it (the same result and
 // message) is one, and another is refused (domain.ErrAlreadyTerminal). A terminal report on an execution not yet running records the
 // start first. A refusal is a *domain.RuleError or wraps
-// domain.ErrWorkerReplaced (409) or ErrEnded (401); nothing is written.
+// domain.ErrWorkerReplaced (409), ErrEnded (401) or, for a result larger
+// than Config.MaxResultBytes, domain.ErrResultTooLarge (413); nothing is
+// written.
 func (s *Service) Report(ctx context.Context, x Session, r Report) (ReportResult, error) {
 	if err := CheckReport(r); err != nil {
 		return ReportResult{}, err
+	}
+	if err := domain.CheckResult(r.Result, s.cfg.MaxResultBytes); err != nil {
+		return ReportResult{}, fmt.Errorf("report on %s: %w", clip(r.Execution), err)
 	}
 	ss := x.s
 	s.mu.Lock()

@@ -234,6 +234,7 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 		return nil
 	}
 	timeout := time.Duration(r.sched.TimeoutMillis) * time.Millisecond
+	result, runErr = w.bound(id, result, runErr)
 	var failure *runner.Failure
 	var partial json.RawMessage
 	if runErr != nil {
@@ -281,6 +282,33 @@ func (r *Run) End(ctx context.Context, result json.RawMessage, runErr error) err
 	}
 	r.x = x
 	return nil
+}
+
+// bound keeps what a run returned within MaxResultBytes: a result beyond
+// it turns the run into a failure that says so, and a failure's or an
+// interruption's result beyond it is left out (the message says so).
+// Nothing larger is ever written.
+func (w *Worker) bound(id string, result json.RawMessage, runErr error) (json.RawMessage, error) {
+	max := w.cfg.MaxResultBytes
+	if runErr == nil {
+		if err := domain.CheckResult(result, max); err != nil {
+			w.log.Warn("run failed: its result is too large to record", "execution", id, "bytes", len(result), "max", max)
+			return nil, &runner.Failure{Message: err.Error(), Err: err}
+		}
+		return result, nil
+	}
+	var failure *runner.Failure
+	if errors.As(runErr, &failure) {
+		if err := domain.CheckResult(failure.Result, max); err != nil {
+			return nil, &runner.Failure{Message: "(its result is left out: " + err.Error() + ") " + failure.Error(), Err: failure.Err}
+		}
+		return result, runErr
+	}
+	var intr *runner.Interrupted
+	if errors.As(runErr, &intr) && domain.CheckResult(intr.Result, max) != nil {
+		return result, intr.Err // the partial result is left out; the cause is kept
+	}
+	return result, runErr
 }
 
 // isDraining reports whether Drain has begun.

@@ -49,7 +49,12 @@ type Config struct {
 	Store   eventstore.Store
 	Bus     *bus.Bus
 	Runners *runner.Registry // default runner.Builtins(runner.Config{}): neither core.shell nor core.http
-	Logger  *slog.Logger
+	// MaxResultBytes bounds the result a run records: a run whose result
+	// is larger fails, saying so, and a larger partial result or failure
+	// result is left out. Default domain.DefaultMaxResultBytes; at most
+	// domain.MaxResultBytesLimit.
+	MaxResultBytes int
+	Logger         *slog.Logger
 	// Heartbeat is how often the worker looks at its lease: it writes a
 	// worker.heartbeat if it owes one (see MarkEvery), else it reads its
 	// stream to learn whether it was declared lost or replaced. Default 2s.
@@ -90,6 +95,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("worker: Heartbeat %s below 1ms", c.Heartbeat)
 	case c.MarkEvery < 0:
 		return fmt.Errorf("worker: MarkEvery %s is negative", c.MarkEvery)
+	case c.MaxResultBytes < 1 || c.MaxResultBytes > domain.MaxResultBytesLimit:
+		return fmt.Errorf("worker: MaxResultBytes %d must be 1..%d", c.MaxResultBytes, domain.MaxResultBytesLimit)
 	}
 	return nil
 }
@@ -174,6 +181,9 @@ func New(cfg Config) (*Worker, error) {
 	}
 	if cfg.Runners == nil {
 		cfg.Runners = runner.Builtins(runner.Config{})
+	}
+	if cfg.MaxResultBytes == 0 {
+		cfg.MaxResultBytes = domain.DefaultMaxResultBytes
 	}
 	if cfg.NewIncarnation == nil {
 		cfg.NewIncarnation = uuid.NewString

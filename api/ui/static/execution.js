@@ -93,9 +93,9 @@ export function render(main, id) {
 
   async function refresh() {
     try {
-      const [x, page] = await Promise.all([api('/api/v1/executions/' + enc), api('/api/v1/executions/' + enc + '/events?limit=1000')]);
+      const [x, evs] = await Promise.all([api('/api/v1/executions/' + enc), allEvents()]);
       if (stopped) return;
-      events = page.events || [];
+      events = evs;
       drawEvents();
       if (live) showState(x, 'now');
       explain(x);
@@ -103,6 +103,21 @@ export function render(main, id) {
     } catch (e) { if (!stopped) main.append(errorBox(e)); }
   }
   const refreshSoon = throttle(refresh, 300);
+
+  // allEvents reads the execution's stream page by page: a page ends at
+  // 1,000 events or about 1 MiB (docs/api.md), so a short page whose last
+  // event does not end the execution may have more behind it.
+  async function allEvents() {
+    let out = [], from = 0;
+    for (;;) {
+      const page = await api('/api/v1/executions/' + enc + '/events?limit=1000&from=' + from);
+      const evs = page.events || [];
+      out = out.concat(evs);
+      const last = evs[evs.length - 1];
+      if (!evs.length || (evs.length < 1000 && ENDED.has(last.type.replace('execution.', '')))) return out;
+      from = page.next;
+    }
+  }
 
   async function explain(x) {
     if (ENDED.has(x.status)) { explainPanel.hidden = true; return; }
