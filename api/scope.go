@@ -103,20 +103,20 @@ func (s *Server) inScope(r *http.Request, rt Route) *Problem {
 	case ScopeBySchedule:
 		return s.maySeeSchedule(r, vars["ref"])
 	case ScopeAllActions:
-		return mayReadLog(r)
+		return maySeeAllActions(r)
 	}
 	return nil
 }
 
 // maySeeSchedule is nil when r's principal may see schedule ref (its
-// action is in scope, or it is not defined: the handler answers that),
-// else a 404 problem.
+// action is in scope, or it was never defined: the handler answers that),
+// else a 404 problem. A deleted schedule's action still decides.
 func (s *Server) maySeeSchedule(r *http.Request, ref string) *Problem {
 	if domain.ValidateRef(ref) != nil {
 		return nil
 	}
 	sc, err := s.cfg.Commands.LoadSchedule(r.Context(), ref)
-	if err != nil || !sc.Exists || principalOf(r).InScope(sc.Def.Action) {
+	if err != nil || sc.Def.Action == "" || principalOf(r).InScope(sc.Def.Action) {
 		return nil
 	}
 	return scheduleNotFound(ref)
@@ -178,9 +178,9 @@ func (s *Server) maySeeStream(r *http.Request, stream string) *Problem {
 	return typed(typeNotFound, http.StatusNotFound, "no stream %q", clip(stream))
 }
 
-// mayReadLog is nil unless r's principal is scoped: the whole log (and
+// maySeeAllActions is nil unless r's principal is scoped: the whole log (and
 // every route that shows or serves every action) shows every action.
-func mayReadLog(r *http.Request) *Problem {
+func maySeeAllActions(r *http.Request) *Problem {
 	if p := principalOf(r); p.Scoped() {
 		return typed(typeForbidden, http.StatusForbidden, "token %s is limited to actions %v: this route shows or serves every action; read their streams (GET /api/v1/streams/…) or their feeds (?action=)", p.Name, p.Scope)
 	}

@@ -89,6 +89,8 @@ func newScopeWorld(t *testing.T) *scopeWorld {
 	w.idCli = w.request(secrets[api.RoleClient], "billing.pay", "client's")
 	w.must(admin, "POST", "/api/v1/schedules", `{"ref":"sched.in","action":"billing.pay","cron":"0 2 * * *","input":{}}`, http.StatusCreated)
 	w.must(admin, "POST", "/api/v1/schedules", `{"ref":"sched.out","action":"ops.secret","cron":"0 2 * * *","input":{"note":"`+leakMarker+`"}}`, http.StatusCreated)
+	w.must(admin, "POST", "/api/v1/schedules", `{"ref":"sched.gone","action":"ops.secret","cron":"0 2 * * *","input":{}}`, http.StatusCreated)
+	w.must(admin, "DELETE", "/api/v1/schedules/sched.gone", "", http.StatusNoContent)
 	// Wait for the executor to queue them: the waiters then hold their ids.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		_, body := w.send(admin, "GET", "/api/v1/actions/ops.secret/waiters", "")
@@ -330,6 +332,16 @@ func TestEveryRouteAppliesRolesAndScope(t *testing.T) {
 			leaks(t, rt.Method+" "+path+" "+body, got)
 		})
 	}
+
+	// A deleted schedule of an action out of scope is 404 for dana, as one
+	// that never was.
+	t.Run("scope/deleted-schedule", func(t *testing.T) {
+		for _, ref := range []string{"sched.gone", "sched.nosuch"} {
+			if status, got := w.send(scopedSecret, "DELETE", "/api/v1/schedules/"+ref, ""); status != http.StatusNotFound {
+				t.Errorf("DELETE %s: %d %s, want 404", ref, status, clipped(got))
+			}
+		}
+	})
 
 	// 2. In scope, with dana: served (writes after reads, as sorted).
 	for _, rt := range walk {
