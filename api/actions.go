@@ -83,9 +83,6 @@ func (s *Server) getAction(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		p = queryOnly(r)
 	}
-	if p == nil {
-		p = maySee(r, ref)
-	}
 	if p != nil {
 		writeProblem(w, p)
 		return
@@ -117,9 +114,6 @@ func (s *Server) resumeAction(w http.ResponseWriter, r *http.Request) { s.pauseO
 // action (or resuming a running one) changes nothing and is not an error.
 func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause bool) {
 	ref, p := refParam(r)
-	if p == nil {
-		p = mayWrite(r, ref)
-	}
 	var reason string
 	if p == nil {
 		reason, p = s.decodeReason(w, r)
@@ -143,9 +137,6 @@ func (s *Server) pauseOrResume(w http.ResponseWriter, r *http.Request, pause boo
 // changePolicy replaces an action's policy; it applies from the next grant.
 func (s *Server) changePolicy(w http.ResponseWriter, r *http.Request) {
 	ref, p := refParam(r)
-	if p == nil {
-		p = mayWrite(r, ref)
-	}
 	var body policyBody
 	if p == nil {
 		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &body, false)

@@ -31,6 +31,7 @@ var (
 	adminOnly   = []Role{RoleAdmin}
 	clients     = []Role{RoleAdmin, RoleClient}
 	readers     = []Role{RoleAdmin, RoleClient, RoleReader}
+	auditors    = []Role{RoleAdmin, RoleReader}
 	everyone    = []Role{RoleAdmin, RoleClient, RoleReader, RoleWorker}
 	publicRoute []Role // nil: no token needed
 )

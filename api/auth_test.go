@@ -122,6 +122,26 @@ func startAPI(t testing.TB, cfg api.Config) (*testAPI, string) {
 	return &testAPI{srv: api.New(cfg), store: store, cmds: cmds, remote: cfg.Remote}, id
 }
 
+// localRequest is httptest.NewRequest as a local client sends it: to
+// localhost (a server without tokens refuses other hosts), with a body
+// declared JSON.
+func localRequest(method, target string, body io.Reader) *http.Request {
+	req := httptest.NewRequest(method, target, body)
+	req.Host = "localhost"
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return req
+}
+
+// jsonBody declares req's body JSON when it has one (the API refuses a
+// body without Content-Type: application/json).
+func jsonBody(req *http.Request, body string) {
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+}
+
 // oldFormName is the name ParseTokens gives a ROLE:SECRET token.
 func oldFormName(role api.Role, secret string) string {
 	h := sha256.Sum256([]byte(secret))
@@ -161,6 +181,7 @@ func call(t *testing.T, base string, rt api.Route, execID, token string) int {
 	if err != nil {
 		t.Fatal(err)
 	}
+	jsonBody(req, sampleBody(rt))
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -251,7 +272,7 @@ func TestAuthSchemes(t *testing.T) {
 		{"Bearer ", 401},
 		{"Bearer " + secrets[api.RoleReader] + "x", 401},
 	} {
-		req := httptest.NewRequest("GET", "/api/v1/workers", nil)
+		req := localRequest("GET", "/api/v1/workers", nil)
 		req.Header.Set("Authorization", tc.header)
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -265,7 +286,7 @@ func TestAnonymousWithoutTokens(t *testing.T) {
 	for _, toks := range []*api.Tokens{nil, mustTokens(t)} {
 		a, _ := newTestAPI(t, toks)
 		rec := httptest.NewRecorder()
-		a.srv.Handler().ServeHTTP(rec, httptest.NewRequest("POST", "/api/v1/admin/rebuild", nil))
+		a.srv.Handler().ServeHTTP(rec, localRequest("POST", "/api/v1/admin/rebuild", nil))
 		if rec.Code != http.StatusOK {
 			t.Errorf("tokens %v: anonymous admin route got %d, want 200", toks, rec.Code)
 		}

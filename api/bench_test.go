@@ -15,7 +15,7 @@ func BenchmarkRequestExecution(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		rec := httptest.NewRecorder()
-		req := httptest.NewRequest(http.MethodPost, "/api/v1/executions", strings.NewReader(`{"action":"demo","input":{"seconds":1}}`))
+		req := localRequest(http.MethodPost, "/api/v1/executions", strings.NewReader(`{"action":"demo","input":{"seconds":1}}`))
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusAccepted {
 			b.Fatalf("%d %s", rec.Code, rec.Body)

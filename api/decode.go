@@ -18,8 +18,8 @@ import (
 // (413 beyond), UTF-8 (JSON's encoding: raw values such as an execution's
 // input are kept and served as they came), no unknown fields, keys spelled
 // in their field's exact case, no key twice in one object at any depth
-// (checkStrict), nothing after the value. The Content-Type is not checked (curl sends a form type by
-// default): the body must parse as JSON whatever it claims. An empty body
+// (checkStrict), nothing after the value. The Content-Type was checked
+// before any route ran (guard: JSON, or no body and no type). An empty body
 // is allowed only when optional is true (dst is left as it is).
 func decodeJSON(w http.ResponseWriter, r *http.Request, max int64, dst any, optional bool) *Problem {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))

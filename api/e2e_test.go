@@ -105,6 +105,9 @@ func (e *e2e) do(method, path string, body any, header ...string) (int, http.Hea
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}

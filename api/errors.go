@@ -42,6 +42,10 @@ const (
 	typeNoSlot       = "https://turnstile.dev/problems/no-free-slot"
 	typeRateLimited  = "https://turnstile.dev/problems/rate-limited"
 	typeResultTooBig = "https://turnstile.dev/problems/result-too-large"
+	// typeUnsupportedMedia: a body not declared JSON (415).
+	typeUnsupportedMedia = "https://turnstile.dev/problems/unsupported-media-type"
+	// typeMisdirected: a server without tokens addressed by a name other than localhost (421).
+	typeMisdirected = "https://turnstile.dev/problems/misdirected-request"
 )
 
 func typed(typ string, status int, format string, args ...any) *Problem {

@@ -80,9 +80,6 @@ func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) {
 	if p == nil {
 		p = queryOnly(r, "as_of")
 	}
-	if p == nil {
-		p = s.maySeeExecution(r, id)
-	}
 	if p != nil {
 		writeProblem(w, p)
 		return
@@ -154,9 +151,6 @@ func statusNames() []string {
 // execution, 409 for one that has ended.
 func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) {
 	id, p := idParam(r)
-	if p == nil {
-		p = s.maySeeExecution(r, id)
-	}
 	var reason string
 	if p == nil {
 		reason, p = s.decodeReason(w, r)
@@ -176,9 +170,6 @@ func (s *Server) cancelExecution(w http.ResponseWriter, r *http.Request) {
 // executionEvents pages through an execution's stream.
 func (s *Server) executionEvents(w http.ResponseWriter, r *http.Request) {
 	id, p := idParam(r)
-	if p == nil {
-		p = s.maySeeExecution(r, id)
-	}
 	if p != nil {
 		writeProblem(w, p)
 		return

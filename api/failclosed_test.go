@@ -220,7 +220,7 @@ func TestSlowFeedClientCut(t *testing.T) {
 	if tc, ok := conn.(*net.TCPConn); ok {
 		_ = tc.SetReadBuffer(4096)
 	}
-	fmt.Fprintf(conn, "GET /api/v1/feeds/events?from=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+	fmt.Fprintf(conn, "GET /api/v1/feeds/events?from=0 HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	// Read nothing until the server has cut the feed.
 	deadline := time.Now().Add(20 * time.Second)
 	for !strings.Contains(logs.String(), "feed client cut") {

@@ -76,7 +76,7 @@ func newFuzzTarget(f *testing.F) *fuzzTarget {
 // request builds a request whose path is given decoded (as the router
 // matches it), so any string can be a path segment.
 func request(method, path, rawQuery, body string) *http.Request {
-	req := httptest.NewRequest(method, "/", strings.NewReader(body))
+	req := localRequest(method, "/", strings.NewReader(body))
 	req.URL.Path = path
 	req.URL.RawPath = ""
 	req.URL.RawQuery = rawQuery

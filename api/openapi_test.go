@@ -36,6 +36,7 @@ type openAPI struct {
 type operation struct {
 	OperationID string          `json:"operationId"`
 	Roles       *[]string       `json:"x-roles"`
+	Scope       string          `json:"x-scope"`
 	Security    *[]any          `json:"security"`
 	Parameters  []parameter     `json:"parameters"`
 	RequestBody *requestBody    `json:"requestBody"`
@@ -76,7 +77,7 @@ type schema struct {
 func loadOpenAPI(t testing.TB, h http.Handler) *openAPI {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/openapi.json", nil))
+	h.ServeHTTP(rec, localRequest("GET", "/api/v1/openapi.json", nil))
 	if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" {
 		t.Fatalf("GET /api/v1/openapi.json: %d %s", rec.Code, rec.Header().Get("Content-Type"))
 	}
@@ -169,6 +170,12 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 		case !slices.Equal(*op.Roles, want) && !(len(*op.Roles) == 0 && len(want) == 0):
 			t.Errorf("%s: x-roles %v, want %v", key, *op.Roles, want)
 		}
+		if !rt.Scope.Declared() {
+			t.Errorf("%s: the route declares no scope rule (api.ScopeRule)", key)
+		}
+		if op.Scope != rt.Scope.Kind.String() {
+			t.Errorf("%s: x-scope %q, want %q", key, op.Scope, rt.Scope.Kind)
+		}
 		if public := rt.Roles == nil; public != (op.Security != nil && len(*op.Security) == 0) {
 			t.Errorf("%s: public=%v but security is %v", key, public, op.Security)
 		}
@@ -206,6 +213,15 @@ func TestOpenAPIResponses(t *testing.T) {
 				if _, ok := op.Responses[code]; !ok {
 					t.Errorf("%s does not document %s", rt.Name, code)
 				}
+			}
+		}
+		codes := []string{"421"} // any route, on a server without tokens addressed by another name
+		if rt.Method != http.MethodGet {
+			codes = append(codes, "415")
+		}
+		for _, code := range codes {
+			if _, ok := op.Responses[code]; !ok {
+				t.Errorf("%s does not document %s", rt.Name, code)
 			}
 		}
 		success := 0
@@ -344,7 +360,7 @@ func TestOpenAPIRequestBodies(t *testing.T) {
 		}
 		post := func(body string) (int, api.Problem) {
 			rec := httptest.NewRecorder()
-			req := httptest.NewRequest(rt.Method, samplePath(rt, execID), strings.NewReader(body))
+			req := localRequest(rt.Method, samplePath(rt, execID), strings.NewReader(body))
 			if rt.IsSessionRoute() {
 				req.Header.Set("Authorization", "Bearer "+session)
 				ctx, cancel := context.WithTimeout(req.Context(), 50*time.Millisecond) // a poll waits for work
@@ -391,7 +407,7 @@ func TestOpenAPIQueryParameters(t *testing.T) {
 		}
 		op := doc.Paths[openAPIPath(rt.Path)][strings.ToLower(rt.Method)]
 		get := func(query string) (int, api.Problem) {
-			req := httptest.NewRequest("GET", samplePath(rt, execID)+"?"+query, nil)
+			req := localRequest("GET", samplePath(rt, execID)+"?"+query, nil)
 			if strings.HasPrefix(rt.Name, "feed") {
 				ctx, cancel := context.WithCancel(req.Context())
 				cancel() // a feed then returns once it has started

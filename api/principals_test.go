@@ -61,6 +61,7 @@ func (p *principalAPI) do(secret, method, path, body string, header ...string) (
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	jsonBody(req, body)
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}

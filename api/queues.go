@@ -32,9 +32,6 @@ func (s *Server) actionRead(w http.ResponseWriter, r *http.Request, read func(*p
 	if p == nil {
 		p = queryOnly(r, "as_of")
 	}
-	if p == nil {
-		p = maySee(r, ref)
-	}
 	if p != nil {
 		writeProblem(w, p)
 		return
@@ -72,9 +69,6 @@ func (s *Server) allQueueStats(w http.ResponseWriter, r *http.Request) {
 // and compares: any difference is a bug in the incremental fold.
 func (s *Server) rebuild(w http.ResponseWriter, r *http.Request) {
 	p := queryOnly(r)
-	if p == nil {
-		p = mayReadLog(r)
-	}
 	if p == nil { // no body, or an empty object
 		var none struct{}
 		p = decodeJSON(w, r, s.cfg.MaxBodyBytes, &none, true)

@@ -54,6 +54,7 @@ func TestOversizedReportRefused(t *testing.T) {
 		body := `{"execution":"` + acc.ID + `","status":"` + status + `","result":` + over + `}`
 		req, _ := http.NewRequest("POST", l.url+"/api/v1/workers/w-big/report", strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+w.Session)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

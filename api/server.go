@@ -73,10 +73,13 @@ const maxReadyLag = 10_000
 
 // Route describes one route: for the router, auth, docs and tests.
 type Route struct {
-	Name    string
-	Method  string
-	Path    string // gorilla/mux template
-	Roles   []Role // nil: public
+	Name   string
+	Method string
+	Path   string // gorilla/mux template
+	Roles  []Role // nil: public
+	// Scope is how a scoped token is limited on the route (scope.go); every
+	// route declares one.
+	Scope   ScopeRule
 	handler http.HandlerFunc
 }
 
@@ -126,49 +129,51 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// Handler returns the API's handler (with CORS when Config.CORSOrigins
-// names origins).
-func (s *Server) Handler() http.Handler { return s.cors(s.router) }
+// Handler returns the API's handler: CORS when Config.CORSOrigins names
+// origins, and the browser guards (guard.go) before every route.
+func (s *Server) Handler() http.Handler { return s.cors(s.guard(s.router)) }
 
 // Routes returns the route table.
 func (s *Server) Routes() []Route { return append([]Route(nil), s.routes...) }
 
 func (s *Server) routeTable() []Route {
 	return append([]Route{
-		{"createAction", "POST", "/api/v1/actions", adminOnly, s.createAction},
-		{"listActions", "GET", "/api/v1/actions", everyone, s.listActions},
-		{"getAction", "GET", "/api/v1/actions/{ref}", everyone, s.getAction},
-		{"pauseAction", "POST", "/api/v1/actions/{ref}/pause", adminOnly, s.pauseAction},
-		{"resumeAction", "POST", "/api/v1/actions/{ref}/resume", adminOnly, s.resumeAction},
-		{"changePolicy", "PUT", "/api/v1/actions/{ref}/policy", adminOnly, s.changePolicy},
-		{"actionQueueStats", "GET", "/api/v1/actions/{ref}/queue-stats", readers, s.actionQueueStats},
-		{"actionQueue", "GET", "/api/v1/actions/{ref}/queue", readers, s.actionQueue},
-		{"allQueueStats", "GET", "/api/v1/queue-stats", readers, s.allQueueStats},
-		{"requestExecution", "POST", "/api/v1/executions", clients, s.requestExecution},
-		{"listExecutions", "GET", "/api/v1/executions", readers, s.listExecutions},
-		{"getExecution", "GET", "/api/v1/executions/{id}", everyone, s.getExecution},
-		{"cancelExecution", "POST", "/api/v1/executions/{id}/cancel", clients, s.cancelExecution},
-		{"executionEvents", "GET", "/api/v1/executions/{id}/events", everyone, s.executionEvents},
-		{"explainExecution", "GET", "/api/v1/executions/{id}/explain", everyone, s.explainExecution},
-		{"events", "GET", "/api/v1/events", readers, s.events},
-		{"stream", "GET", "/api/v1/streams/{stream}", readers, s.stream},
-		{"feedQueueStats", "GET", "/api/v1/feeds/queue-stats", readers, s.feedQueueStats},
-		{"feedExecutions", "GET", "/api/v1/feeds/executions", readers, s.feedExecutions},
-		{"feedEvents", "GET", "/api/v1/feeds/events", readers, s.feedEvents},
-		{"createFeedTicket", "POST", "/api/v1/feeds/ticket", readers, s.feedTicket},
-		{"workers", "GET", "/api/v1/workers", everyone, s.workers},
-		{"actionWaiters", "GET", "/api/v1/actions/{ref}/waiters", readers, s.waiters},
-		{"whoami", "GET", "/api/v1/whoami", everyone, s.whoami},
-		{"audit", "GET", "/api/v1/audit", readers, s.audit},
-		{"rebuild", "POST", "/api/v1/admin/rebuild", adminOnly, s.rebuild},
-		{"openapi", "GET", "/api/v1/openapi.json", publicRoute, s.openapi},
-		{"healthz", "GET", "/healthz", publicRoute, s.healthz},
-		{"readyz", "GET", "/readyz", publicRoute, s.readyz},
-		{"metrics", "GET", "/metrics", readers, s.metricsHandler},
+		{"createAction", "POST", "/api/v1/actions", adminOnly, byBody, s.createAction},
+		{"listActions", "GET", "/api/v1/actions", everyone, filtered, s.listActions},
+		{"getAction", "GET", "/api/v1/actions/{ref}", everyone, byRef, s.getAction},
+		{"pauseAction", "POST", "/api/v1/actions/{ref}/pause", adminOnly, byRef, s.pauseAction},
+		{"resumeAction", "POST", "/api/v1/actions/{ref}/resume", adminOnly, byRef, s.resumeAction},
+		{"changePolicy", "PUT", "/api/v1/actions/{ref}/policy", adminOnly, byRef, s.changePolicy},
+		{"actionQueueStats", "GET", "/api/v1/actions/{ref}/queue-stats", readers, byRef, s.actionQueueStats},
+		{"actionQueue", "GET", "/api/v1/actions/{ref}/queue", readers, byRef, s.actionQueue},
+		{"allQueueStats", "GET", "/api/v1/queue-stats", readers, filtered, s.allQueueStats},
+		{"requestExecution", "POST", "/api/v1/executions", clients, byBody, s.requestExecution},
+		{"listExecutions", "GET", "/api/v1/executions", readers, filtered, s.listExecutions},
+		{"getExecution", "GET", "/api/v1/executions/{id}", everyone, byExecution, s.getExecution},
+		{"cancelExecution", "POST", "/api/v1/executions/{id}/cancel", clients, byExecution, s.cancelExecution},
+		{"executionEvents", "GET", "/api/v1/executions/{id}/events", everyone, byExecution, s.executionEvents},
+		{"explainExecution", "GET", "/api/v1/executions/{id}/explain", everyone, byExecution, s.explainExecution},
+		{"events", "GET", "/api/v1/events", readers, allActions, s.events},
+		{"stream", "GET", "/api/v1/streams/{stream}", readers, byStream, s.stream},
+		{"feedQueueStats", "GET", "/api/v1/feeds/queue-stats", readers, byFeed, s.feedQueueStats},
+		{"feedExecutions", "GET", "/api/v1/feeds/executions", readers, byFeed, s.feedExecutions},
+		{"feedEvents", "GET", "/api/v1/feeds/events", readers, byFeed, s.feedEvents},
+		{"createFeedTicket", "POST", "/api/v1/feeds/ticket", readers, noScope("the ticket carries the token's scope, and the feeds apply it"), s.feedTicket},
+		// workers: each lists the executions it runs, of any action
+		{"workers", "GET", "/api/v1/workers", everyone, allActions, s.workers},
+		{"actionWaiters", "GET", "/api/v1/actions/{ref}/waiters", readers, byRef, s.waiters},
+		{"whoami", "GET", "/api/v1/whoami", everyone, noScope("it answers the caller's own role and name"), s.whoami},
+		{"audit", "GET", "/api/v1/audit", auditors, allActions, s.audit},
+		{"rebuild", "POST", "/api/v1/admin/rebuild", adminOnly, allActions, s.rebuild},
+		{"openapi", "GET", "/api/v1/openapi.json", publicRoute, noScope("public: the API's description"), s.openapi},
+		{"healthz", "GET", "/healthz", publicRoute, noScope("public: the process's liveness"), s.healthz},
+		{"readyz", "GET", "/readyz", publicRoute, noScope("public: the read model's lag, no action's data"), s.readyz},
+		// metrics: every action's figures, labelled by ref
+		{"metrics", "GET", "/metrics", readers, allActions, s.metricsHandler},
 	}, append(append(s.remoteRoutes(), s.scheduleRoutes()...), s.logRoutes()...)...)
 }
 
-// wrap adds auth, metrics, panic recovery and security headers to a route.
+// wrap adds auth, the route's scope rule, metrics, panic recovery and security headers to a route.
 func (s *Server) wrap(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -194,7 +199,12 @@ func (s *Server) wrap(rt Route) http.Handler {
 		if ticketOK {
 			dropTicket(r)
 		}
-		rt.handler(rec, r.WithContext(withPrincipal(r.Context(), who)))
+		r = r.WithContext(withPrincipal(r.Context(), who))
+		if p := s.inScope(r, rt); p != nil {
+			writeProblem(rec, p)
+			return
+		}
+		rt.handler(rec, r)
 	})
 }
 

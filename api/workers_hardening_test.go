@@ -25,6 +25,7 @@ func (l *liveAPI) problemOf(t *testing.T, secret, path, body string) (int, strin
 	t.Helper()
 	req, _ := http.NewRequest("POST", l.url+path, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,8 @@ const RoleSession Role = "session"
 var (
 	workerRegistrars = []Role{RoleAdmin, RoleWorker}
 	sessionRoute     = []Role{RoleSession}
+	// sessionScope: a session is no token; it was registered by an unscoped one
+	sessionScope = noScope("a worker session's route: the session, not a token, is checked, and only an unscoped token registers one")
 )
 
 // IsSessionRoute reports whether a route takes a worker session, not a token.
@@ -35,11 +37,12 @@ func (rt Route) IsSessionRoute() bool { return len(rt.Roles) == 1 && rt.Roles[0]
 
 func (s *Server) remoteRoutes() []Route {
 	return []Route{
-		{"registerWorker", "POST", "/api/v1/workers/register", workerRegistrars, s.registerWorker},
-		{"pollWorker", "POST", "/api/v1/workers/{name}/poll", sessionRoute, s.pollWorker},
-		{"reportWorker", "POST", "/api/v1/workers/{name}/report", sessionRoute, s.reportWorker},
-		{"heartbeatWorker", "POST", "/api/v1/workers/{name}/heartbeat", sessionRoute, s.heartbeatWorker},
-		{"drainWorker", "POST", "/api/v1/workers/{name}/drain", sessionRoute, s.drainWorker},
+		// a worker is handed executions of every action its runners serve
+		{"registerWorker", "POST", "/api/v1/workers/register", workerRegistrars, allActions, s.registerWorker},
+		{"pollWorker", "POST", "/api/v1/workers/{name}/poll", sessionRoute, sessionScope, s.pollWorker},
+		{"reportWorker", "POST", "/api/v1/workers/{name}/report", sessionRoute, sessionScope, s.reportWorker},
+		{"heartbeatWorker", "POST", "/api/v1/workers/{name}/heartbeat", sessionRoute, sessionScope, s.heartbeatWorker},
+		{"drainWorker", "POST", "/api/v1/workers/{name}/drain", sessionRoute, sessionScope, s.drainWorker},
 	}
 }
 

@@ -65,6 +65,7 @@ func startLive(t *testing.T, lease time.Duration, inProcess int) *liveAPI {
 func (l *liveAPI) post(t *testing.T, secret, path, body string, out any) int {
 	t.Helper()
 	req, _ := http.NewRequest("POST", l.url+path, strings.NewReader(body))
+	jsonBody(req, body)
 	if secret != "" {
 		req.Header.Set("Authorization", "Bearer "+secret)
 	}

@@ -87,7 +87,8 @@ func (c *Client) newRequest(ctx context.Context, r request) (*http.Request, erro
 	for k, v := range r.header {
 		req.Header[k] = v
 	}
-	if r.body != nil {
+	if r.body != nil || r.method != http.MethodGet {
+		// a body-less POST says JSON too: the server refuses other types
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if c.token != "" {

@@ -69,6 +69,9 @@ func do(method, url, body string, out any) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err

@@ -45,6 +45,7 @@ func TestTraceAcrossRemoteWorker(t *testing.T) {
 
 	const traceID, callerSpan = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 	req, _ := http.NewRequest("POST", srv.URL+"/api/v1/executions", strings.NewReader(`{"action":"t","input":{}}`))
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("traceparent", "00-"+traceID+"-"+callerSpan+"-01")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

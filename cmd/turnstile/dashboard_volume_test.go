@@ -64,6 +64,7 @@ func TestDashboardVolume(t *testing.T) {
 			go func(i int) {
 				req, _ := http.NewRequestWithContext(ctx, "POST", base+"/api/v1/executions",
 					strings.NewReader(fmt.Sprintf(`{"action":"vol.a%04d"}`, i%actions)))
+				req.Header.Set("Content-Type", "application/json")
 				if res, err := http.DefaultClient.Do(req); err == nil {
 					_, _ = io.Copy(io.Discard, res.Body)
 					res.Body.Close()

@@ -55,6 +55,7 @@ func TestOverloadThroughHTTP(t *testing.T) {
 	post := func(body map[string]any) (answer, error) {
 		b, _ := json.Marshal(body)
 		req, _ := http.NewRequestWithContext(ctx, "POST", srv.url+"/api/v1/executions", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return answer{}, err

@@ -213,6 +213,7 @@ func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 		if err != nil {
 			return 2, usageError{err}
 		}
+		req.Header.Set("Content-Type", "application/json")
 		if *token != "" {
 			req.Header.Set("Authorization", "Bearer "+*token)
 		}

@@ -45,10 +45,10 @@ function headers(extra) {
 // api calls a route and answers its JSON body; a problem throws ApiError.
 export async function api(path, opts = {}) {
   const init = { method: opts.method || 'GET', headers: headers() };
-  if (opts.body !== undefined) {
-    init.headers['Content-Type'] = 'application/json';
-    init.body = JSON.stringify(opts.body);
-  }
+  // Every write says JSON, a body-less one too (the server refuses a
+  // write of any other type).
+  if (init.method !== 'GET') init.headers['Content-Type'] = 'application/json';
+  if (opts.body !== undefined) init.body = JSON.stringify(opts.body);
   const res = await fetch(path, init);
   let body = null;
   const text = await res.text();
