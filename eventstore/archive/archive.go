@@ -68,6 +68,10 @@ type Archive struct {
 type segment struct {
 	Segment
 	filterK int
+
+	vmu     sync.Mutex // serialises its verification
+	checked bool       // verified (or found not to verify: bad)
+	bad     error      // the *Mismatch it failed with
 }
 
 var (

@@ -133,8 +133,15 @@ func (a *Archive) Close() error {
 
 // Read returns up to limit archived events from position from (inclusive)
 // in position order, crossing segments; nothing when from is outside
-// [First, End).
+// [First, End). It serves nothing from a segment that does not verify (see
+// verified: the first read of a segment reads it whole once).
 func (a *Archive) Read(ctx context.Context, from uint64, limit int) ([]domain.Envelope, error) {
+	return a.read(ctx, from, limit, true)
+}
+
+// read is Read; with check false it does not verify the segments it reads
+// (for a reader that checks the chain itself).
+func (a *Archive) read(ctx context.Context, from uint64, limit int, check bool) ([]domain.Envelope, error) {
 	segs := a.snapshot()
 	var out []domain.Envelope
 	for len(out) < limit {
@@ -144,6 +151,11 @@ func (a *Archive) Read(ctx context.Context, from uint64, limit int) ([]domain.En
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if check {
+			if err := a.verified(ctx, s); err != nil {
+				return nil, err
+			}
 		}
 		c, err := a.take(s, from)
 		if err != nil {
@@ -170,8 +182,15 @@ func (a *Archive) Read(ctx context.Context, from uint64, limit int) ([]domain.En
 // ReadStream returns every archived event of stream, in version order
 // (nil if the archive holds none). It reads the index of each segment whose
 // stream filter matches, and the segments' gzip members that hold the
-// stream's events, never a whole segment.
+// stream's events; it serves nothing from a segment that does not verify
+// (see verified: the first read of a segment reads it whole once).
 func (a *Archive) ReadStream(ctx context.Context, stream string) ([]domain.Envelope, error) {
+	return a.readStream(ctx, stream, true)
+}
+
+// readStream is ReadStream; with check false it does not verify the
+// segments it reads.
+func (a *Archive) readStream(ctx context.Context, stream string, check bool) ([]domain.Envelope, error) {
 	var out []domain.Envelope
 	for _, s := range a.snapshot() {
 		if err := ctx.Err(); err != nil {
@@ -187,6 +206,11 @@ func (a *Archive) ReadStream(ctx context.Context, stream string) ([]domain.Envel
 		positions, err := a.streamPositions(s, stream)
 		if err != nil {
 			return nil, err
+		}
+		if check && len(positions) > 0 {
+			if err := a.verified(ctx, s); err != nil {
+				return nil, err
+			}
 		}
 		var c *cursor
 		for _, p := range positions {
@@ -231,7 +255,8 @@ func (a *Archive) ReadStream(ctx context.Context, stream string) ([]domain.Envel
 // one: then it goes on back to the stream's start, however old. So its cost
 // is that of the segments since since (plus, for a stream found, those back
 // to its start), not of the whole archive. A segment that does not record
-// its log times (written before they were) counts as reaching since.
+// its log times (written before they were) counts as reaching since. It
+// serves nothing from a segment that does not verify (see verified).
 func (a *Archive) FirstEvent(ctx context.Context, stream string, since time.Time) (_ *domain.Envelope, found bool, err error) {
 	segs := a.snapshot()
 	var at *segment // the oldest segment seen holding the stream
@@ -257,6 +282,9 @@ func (a *Archive) FirstEvent(ctx context.Context, stream string, since time.Time
 		}
 		if len(ps) == 0 {
 			continue
+		}
+		if err := a.verified(ctx, s); err != nil {
+			return nil, false, err
 		}
 		at, pos = s, ps[0]
 		e, err := a.eventAt(s, pos)

@@ -295,6 +295,7 @@ func (a *Archive) writeSegment(ctx context.Context, src eventstore.Store, first,
 		Segment: Segment{Name: name, First: first, Last: last, Count: h.Count, Bytes: h.Bytes, PrevHash: prev, LastHash: h.LastHash,
 			FirstTime: h.FirstTime, LastTime: h.LastTime},
 		filterK: h.FilterK,
+		checked: true, // written from a log whose chain it checked
 	}, nil
 }
 
