@@ -6,12 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // maxLine bounds a segment line: an event's data and metadata (at most
@@ -21,7 +21,7 @@ const maxLine = 8 << 20
 // cursor reads one segment's lines from some position on.
 type cursor struct {
 	seg  *segment
-	f    *os.File
+	f    diskfs.File
 	zr   *gzip.Reader
 	sc   *bufio.Scanner
 	next uint64 // the position of the next line
@@ -39,8 +39,13 @@ func (a *Archive) openCursor(s *segment, pos uint64) (*cursor, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(a.dir, s.Name))
+	f, err := a.fs.Open(filepath.Join(a.dir, s.Name))
 	if err != nil {
+		return nil, err
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	var off int64
@@ -52,11 +57,7 @@ func (a *Archive) openCursor(s *segment, pos uint64) (*cursor, error) {
 	if i >= 0 && i < len(l.blocks) {
 		off, next = l.blocks[i].Offset, l.blocks[i].First
 	}
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		f.Close()
-		return nil, err
-	}
-	zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))
+	zr, err := gzip.NewReader(bufio.NewReaderSize(io.NewSectionReader(f, off, max(size-off, 0)), 64<<10))
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s at byte %d: %v", ErrArchive, s.Name, off, err)
@@ -317,7 +318,7 @@ func (a *Archive) eventAt(s *segment, pos uint64) (domain.Envelope, error) {
 // streamPositions reads stream's positions in s from its index.
 func (a *Archive) streamPositions(s *segment, stream string) ([]uint64, error) {
 	var out []uint64
-	err := readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), stream, func(e streamEntry) bool {
+	err := readStreams(a.fs, filepath.Join(a.dir, indexFile(s.First, s.Last)), stream, func(e streamEntry) bool {
 		if e.Stream == stream {
 			out = e.Positions
 		}

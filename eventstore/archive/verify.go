@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -139,14 +138,18 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	bad := func(pos uint64, format string, args ...any) error {
 		return &Mismatch{Position: pos, Segment: s.Name, Reason: fmt.Sprintf(format, args...)}
 	}
-	f, err := os.Open(filepath.Join(a.dir, s.Name))
+	f, err := a.fs.Open(filepath.Join(a.dir, s.Name))
 	if err != nil {
 		return prev, 0, err
 	}
 	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return prev, 0, err
+	}
 	sum := sha256.New()
 	cw := &countingWriter{w: sum}
-	raw := bufio.NewReaderSize(io.TeeReader(f, cw), 256<<10)
+	raw := bufio.NewReaderSize(io.TeeReader(io.NewSectionReader(f, 0, size), cw), 256<<10)
 	streams := map[string][]uint64{}
 	next := s.First
 	var firstTime, lastTime time.Time
@@ -198,7 +201,7 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	}
 	// The index's header as the file holds it now (not as Open read it,
 	// nor the cache's, which look-ups fill).
-	onDisk, err := readHeader(filepath.Join(a.dir, indexFile(s.First, s.Last)))
+	onDisk, err := readHeader(a.fs, filepath.Join(a.dir, indexFile(s.First, s.Last)))
 	if err != nil {
 		return prev, 0, bad(s.First, "reading the index: %v", err)
 	}
@@ -218,7 +221,7 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	// The index's streams: exactly the segment's, and all in its filter.
 	listed := 0
 	var mismatch error
-	err = readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), "", func(e streamEntry) bool {
+	err = readStreams(a.fs, filepath.Join(a.dir, indexFile(s.First, s.Last)), "", func(e streamEntry) bool {
 		listed++
 		got := streams[e.Stream]
 		if !slices.Equal(got, e.Positions) {
@@ -244,7 +247,7 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	}
 	for _, b := range onDisk.StreamBlocks { // each lookup block starts where the header says
 		var first string
-		if err := readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), b.First, func(e streamEntry) bool { first = e.Stream; return false }); err != nil || first != b.First {
+		if err := readStreams(a.fs, filepath.Join(a.dir, indexFile(s.First, s.Last)), b.First, func(e streamEntry) bool { first = e.Stream; return false }); err != nil || first != b.First {
 			return prev, 0, bad(s.First, "the index's streams block of %q does not start with it (%q, %v)", b.First, first, err)
 		}
 	}
