@@ -84,9 +84,9 @@ func (OS) ReadDir(dir string) ([]string, error) {
 	return names, nil
 }
 
-// MkdirAll creates dir and its missing parents with DirMode (chmod after
-// the creation, so the umask does not widen nor narrow it); an existing
-// directory keeps its mode.
+// MkdirAll creates dir and its missing parents with DirMode (dir is
+// chmodded after its creation, so that it is DirMode whatever the umask);
+// an existing directory keeps its mode.
 func (OS) MkdirAll(dir string) error {
 	if info, err := os.Stat(dir); err == nil && info.IsDir() {
 		return nil
@@ -101,6 +101,7 @@ func (OS) Open(path string) (File, error) { return wrapOS(os.Open(path)) }
 
 func (OS) OpenRW(path string) (File, error) { return wrapOS(os.OpenFile(path, os.O_RDWR, 0)) }
 
+// Create creates path with FileMode, or truncates it and sets FileMode.
 func (OS) Create(path string) (File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, FileMode)
 	if err != nil {
