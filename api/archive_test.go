@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/internal/archivetest"
+	"github.com/turnstile/turnstile/services/node"
 )
 
 // TestArchivedExecutionsAnswer: once an ended execution has left the live
@@ -174,7 +176,9 @@ func TestATamperedArchiveIsNotServed(t *testing.T) {
 	store := memstore.New(memstore.Options{})
 	dir := t.TempDir()
 	reader := archivetest.Open(t, dir) // the server's: it sees the segment after the tampering
-	e, _ := startE2E(t, store, e2eSetup{retain: 1, archive: &archive.History{Archive: reader, Live: store}})
+	var logs syncBuffer
+	e, _ := startE2E(t, store, e2eSetup{retain: 1, archive: &archive.History{Archive: reader, Live: store},
+		node: node.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	e.define("arch.echo", "core.echo", 1)
 	var ids []string
 	for i := range 3 {
@@ -208,6 +212,9 @@ func TestATamperedArchiveIsNotServed(t *testing.T) {
 	}
 	if code, _, body := e.do("GET", "/api/v1/executions/"+ids[0]+"?as_of=1", nil); code != http.StatusInternalServerError || strings.Contains(string(body), "FORGED") {
 		t.Fatalf("GET as_of in the tampered segment: %d %s", code, body)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "does not verify") || !strings.Contains(l, reader.Segments()[0].Name) {
+		t.Fatalf("the server's log says nothing of the segment that does not verify:\n%s", l)
 	}
 	var verdict wire.AuditVerdict
 	e.mustJSON("GET", "/api/v1/audit", nil, http.StatusOK, &verdict)
