@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/internal/archivetest"
+	"github.com/turnstile/turnstile/services/node"
 )
 
 // TestArchivedExecutionsAnswer: once an ended execution has left the live
@@ -159,5 +162,63 @@ func TestIdempotencyKeyAcrossTheArchive(t *testing.T) {
 	e.mustJSON("GET", "/api/v1/audit", nil, http.StatusOK, &verdict)
 	if !verdict.OK {
 		t.Fatalf("the audit of archive + live log: %+v", verdict)
+	}
+}
+
+// TestATamperedArchiveIsNotServed: one input changed inside an archived
+// segment (the segment rewritten as an editor would, its index kept):
+// GET of the execution refuses the segment (500, …/problems/log-corrupt)
+// and never shows the changed input; GET /api/v1/audit reports rule chain
+// at the changed event's position.
+func TestATamperedArchiveIsNotServed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := memstore.New(memstore.Options{})
+	dir := t.TempDir()
+	reader := archivetest.Open(t, dir) // the server's: it sees the segment after the tampering
+	var logs syncBuffer
+	e, _ := startE2E(t, store, e2eSetup{retain: 1, archive: &archive.History{Archive: reader, Live: store},
+		node: node.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+	e.define("arch.echo", "core.echo", 1)
+	var ids []string
+	for i := range 3 {
+		id := e.request("arch.echo", map[string]any{"secret": fmt.Sprintf("value-%d", i)})
+		e.waitStatus(id, domain.StatusCompleted)
+		ids = append(ids, id)
+	}
+	head, _ := store.Head(ctx)
+	archivetest.Move(t, archivetest.Write(t, store, dir, 0, 0, 0), store, head, []string{"action-arch.echo", "queue-arch.echo", "worker-local-1", "worker-local-2"})
+	if err := reader.Refresh(); err != nil || len(reader.Segments()) != 1 {
+		t.Fatalf("the archive: %v %v", reader.Segments(), err)
+	}
+	seg := filepath.Join(dir, reader.Segments()[0].Name)
+	lines := archivetest.SegmentLines(t, seg)
+	changed := -1
+	for i, l := range lines {
+		if strings.Contains(l, `"value-0"`) && strings.Contains(l, `"execution.requested"`) {
+			lines[i], changed = strings.Replace(l, `"value-0"`, `"FORGED-0"`, 1), i
+		}
+	}
+	if changed < 0 {
+		t.Fatal("no execution.requested line with the input")
+	}
+	archivetest.WriteSegment(t, seg, lines)
+
+	code, _, body := e.do("GET", "/api/v1/executions/"+ids[0], nil)
+	var p wire.Problem
+	if err := json.Unmarshal(body, &p); err != nil || code != http.StatusInternalServerError || p.Type != "https://turnstile.dev/problems/log-corrupt" ||
+		strings.Contains(string(body), "FORGED") || !strings.Contains(p.Detail, reader.Segments()[0].Name) {
+		t.Fatalf("GET an execution of the tampered segment: %d %s", code, body)
+	}
+	if code, _, body := e.do("GET", "/api/v1/executions/"+ids[0]+"?as_of=1", nil); code != http.StatusInternalServerError || strings.Contains(string(body), "FORGED") {
+		t.Fatalf("GET as_of in the tampered segment: %d %s", code, body)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=ERROR") || !strings.Contains(l, "does not verify") || !strings.Contains(l, reader.Segments()[0].Name) {
+		t.Fatalf("the server's log says nothing of the segment that does not verify:\n%s", l)
+	}
+	var verdict wire.AuditVerdict
+	e.mustJSON("GET", "/api/v1/audit", nil, http.StatusOK, &verdict)
+	if verdict.OK || len(verdict.Violations) != 1 || verdict.Violations[0].Rule != "chain" || verdict.Violations[0].Position != uint64(changed) {
+		t.Fatalf("GET /api/v1/audit of the tampered archive: %+v, want one chain violation at %d", verdict, changed)
 	}
 }

@@ -37,6 +37,7 @@ const (
 	typeForbidden    = "https://turnstile.dev/problems/forbidden"
 	typeUnavailable  = "https://turnstile.dev/problems/unavailable"
 	typeArchived     = "https://turnstile.dev/problems/archived"
+	typeCorrupt      = "https://turnstile.dev/problems/log-corrupt"
 	typeInternal     = "https://turnstile.dev/problems/internal"
 	typeQueueFull    = "https://turnstile.dev/problems/queue-full"
 	typeNoSlot       = "https://turnstile.dev/problems/no-free-slot"
@@ -86,6 +87,8 @@ func asProblem(err error) *Problem {
 		return typed(typeConflict, http.StatusConflict, "%v", err)
 	case errors.Is(err, projections.ErrArchived):
 		return typed(typeArchived, http.StatusGone, "%v (a server started with --archive DIR reads the archive)", err)
+	case errors.Is(err, projections.ErrCorrupt):
+		return typed(typeCorrupt, http.StatusInternalServerError, "%v (the operator's turnstile verify --archive names the damage)", err)
 	case errors.Is(err, domain.ErrNotFound), errors.Is(err, projections.ErrUnknownStream):
 		return typed(typeNotFound, http.StatusNotFound, "%v", err)
 	case errors.Is(err, domain.ErrInvalidPolicy), errors.Is(err, domain.ErrInvalidRequest),

@@ -208,9 +208,14 @@ func (s *Server) wrap(rt Route) http.Handler {
 	})
 }
 
-// fail writes err as a problem; unexpected errors are logged and hidden.
+// fail writes err as a problem; unexpected errors are logged and hidden,
+// and so is a part of the log that does not verify, for the operator.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if p := asProblem(err); p != nil {
+		if p.Type == typeCorrupt {
+			s.log.Error("a read needs a part of the log that does not verify: nothing of it is served (turnstile verify --archive names the damage)",
+				"method", r.Method, "path", r.URL.Path, "err", err)
+		}
 		writeProblem(w, p)
 		return
 	}

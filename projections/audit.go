@@ -75,7 +75,10 @@ const MaxViolations = 10_000
 // cancellations are justified by on_limit cancel_in_progress
 // (RuleCancelInProgress, auditCancels). On a store that keeps the hash
 // chain, every event carries the hash the chain gives it (RuleChain,
-// auditChain). Each checkpoint in the log is the
+// auditChain), the archived part too: a log that refuses to serve what does
+// not verify (archive.History) is read through its Unverified view, so the
+// audit names the first broken link instead of failing. Each checkpoint in
+// the log is the
 // fold of the log before it (RuleCheckpoint, auditcheckpoint.go). progress, if
 // not nil, is called with the position
 // reached now and then.
@@ -86,6 +89,9 @@ func Audit(ctx context.Context, store eventstore.Store, progress func(pos uint64
 // audit is Audit from position 0 (base nil) or from a checkpoint
 // (AuditLive).
 func audit(ctx context.Context, store eventstore.Store, base *auditBase, progress func(pos uint64)) (*AuditReport, error) {
+	if u, ok := store.(unverifiedReader); ok {
+		store = u.Unverified() // damage is a violation at its position, not a failed read
+	}
 	rep := &AuditReport{ByStatus: map[string]int{}}
 	execs := map[string]*domain.Execution{}
 	queues := domain.NewQueues()

@@ -38,3 +38,10 @@ func (a *auditChain) check(env *domain.Envelope) string {
 	}
 	return fmt.Sprintf("the event carries hash %s, the chain gives %s: it, or the event before it, was changed, dropped, added or moved", env.Hash, want)
 }
+
+// unverifiedReader is a log that checks what it serves and refuses what
+// does not verify (archive.History): Unverified reads it without that
+// check, for the audit, which checks the chain itself.
+type unverifiedReader interface {
+	Unverified() eventstore.Store
+}

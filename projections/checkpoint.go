@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // Checkpoints stores, per reader name, the log position it has processed up to
@@ -54,11 +56,11 @@ func (f *FileCheckpoints) Save(_ context.Context, name string, next uint64) erro
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
+	if err := (diskfs.OS{}).MkdirAll(f.Dir); err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", name, err)
 	}
 	tmp := filepath.Join(f.Dir, "."+name+".tmp")
-	fh, err := os.Create(tmp)
+	fh, err := (diskfs.OS{}).Create(tmp) // the owner's alone, as the log's files
 	if err != nil {
 		return fmt.Errorf("save checkpoint %s: %w", name, err)
 	}

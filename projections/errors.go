@@ -28,6 +28,10 @@ var (
 	// WithArchive). It wraps eventstore.ErrTrimmed, whose message names
 	// the live log's first position.
 	ErrArchived = fmt.Errorf("archived: %w", eventstore.ErrTrimmed)
+	// ErrCorrupt: what the query needs does not verify (an archive
+	// segment whose hash chain is broken): nothing of it is served (500).
+	// It wraps eventstore.ErrCorrupt.
+	ErrCorrupt = fmt.Errorf("the log does not verify: %w", eventstore.ErrCorrupt)
 )
 
 // classified is a store error that also matches one of the sentinels above;
@@ -51,6 +55,8 @@ func storeError(err error) error {
 		kind = ErrUnavailable
 	case errors.Is(err, eventstore.ErrTrimmed):
 		kind = ErrArchived
+	case errors.Is(err, eventstore.ErrCorrupt):
+		kind = ErrCorrupt
 	default:
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // SnapshotFiles keeps snapshots of folds as files in a directory, one per
@@ -72,10 +73,10 @@ func (f SnapshotFiles) Save(name string, next uint64, lastID string, v any) (err
 			err = fmt.Errorf("save snapshot %s: %w", name, err)
 		}
 	}()
-	if err := os.MkdirAll(f.Dir, 0o755); err != nil {
+	if err := (diskfs.OS{}).MkdirAll(f.Dir); err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(f.Dir, "."+name+".*.tmp")
+	tmp, err := os.CreateTemp(f.Dir, "."+name+".*.tmp") // mode 0600: the owner's alone, as the log's files
 	if err != nil {
 		return err
 	}

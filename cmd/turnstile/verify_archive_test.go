@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -107,3 +108,51 @@ func TestServeWithArchive(t *testing.T) {
 		t.Fatalf("serve on a broken archive: exit %d\n%s", q.state.ExitCode(), q.logs.String())
 	}
 }
+
+// One input changed inside an archived segment (the segment rewritten as an
+// editor would, its index kept): audit --archive reports rule chain at
+// that position, verify names it, and replay serves nothing of the
+// segment, so the changed input is never shown.
+func TestAuditWithATamperedArchive(t *testing.T) {
+	dir := t.TempDir()
+	writeLog(t, dir, 8)
+	a := archiveLog(t, dir, 5, 15)
+	data, arch := dir, filepath.Join(dir, "archive")
+	s := a.Segments()[1]
+	seg := filepath.Join(arch, s.Name)
+	lines := archivetest.SegmentLines(t, seg)
+	at := -1
+	for i, l := range lines {
+		if m := requestedInput.FindStringIndex(l); m != nil && strings.Contains(l, `"execution.requested"`) {
+			lines[i], at = l[:m[0]]+`"input":{"i":99}`+l[m[1]:], i
+			break
+		}
+	}
+	if at < 0 {
+		t.Fatalf("no execution.requested in %s", s.Name)
+	}
+	archivetest.WriteSegment(t, seg, lines)
+	pos := s.First + uint64(at)
+
+	code, out, errs := runInProcess("audit", "--data", data, "--archive", arch, "--json")
+	var rep struct {
+		Violations []struct {
+			Position uint64
+			Rule     string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || len(rep.Violations) != 1 || rep.Violations[0].Rule != "chain" || rep.Violations[0].Position != pos {
+		t.Fatalf("audit --archive of a tampered archive: exit %d, want 1 and one chain violation at %d\n%s%s", code, pos, out, errs)
+	}
+	if code, out, _ := runInProcess("audit", "--data", data, "--archive", arch); code != 1 || !strings.Contains(out, fmt.Sprintf("position %d ", pos)) || !strings.Contains(out, "[chain]") {
+		t.Fatalf("audit --archive, text: exit %d\n%s", code, out)
+	}
+	if code, out, _ := runInProcess("verify", "--data", data, "--archive", arch); code != 1 || !strings.Contains(out, fmt.Sprintf("MISMATCH at position %d", pos)) {
+		t.Fatalf("verify --archive: exit %d\n%s", code, out)
+	}
+	if code, out, errs := runInProcess("replay", "--data", data, "--archive", arch, "--json"); code == 0 || strings.Contains(out, `"i":99`) || !strings.Contains(errs, "does not verify") {
+		t.Fatalf("replay --archive of a tampered archive: exit %d, want a failure naming the segment\n%s%s", code, out, errs)
+	}
+}
+
+var requestedInput = regexp.MustCompile(`"input":\{"i":\d+\}`)

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -25,6 +24,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // ErrArchive marks an archive directory that is not consistent: a missing
@@ -49,6 +49,7 @@ type Segment struct {
 // one process writes a directory at a time (the archiver holds the
 // executor's lease), others may read it.
 type Archive struct {
+	fs  diskfs.FS
 	dir string
 
 	wmu  sync.Mutex // serialises Write
@@ -68,6 +69,10 @@ type Archive struct {
 type segment struct {
 	Segment
 	filterK int
+
+	vmu     sync.Mutex // serialises its verification
+	checked bool       // verified (or found not to verify: bad)
+	bad     error      // the *Mismatch it failed with
 }
 
 var (
@@ -89,12 +94,18 @@ func indexFile(first, last uint64) string   { return baseName(first, last) + ".i
 // positions with no gap and no overlap, each starting with the chain hash
 // its predecessor ended with. A segment without its index after the last
 // indexed one is a write that a crash interrupted: it does not count, and
-// Write writes it again. Files of other names are ignored.
-func Open(dir string) (*Archive, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+// Write writes it again. Files of other names are ignored. A directory it
+// creates is the owner's alone (diskfs.DirMode), and so is every file Write
+// writes (diskfs.FileMode).
+func Open(dir string) (*Archive, error) { return OpenFS(diskfs.OS{}, dir) }
+
+// OpenFS is Open on the file system fsys (a simulated disk in power-loss
+// tests).
+func OpenFS(fsys diskfs.FS, dir string) (*Archive, error) {
+	if err := fsys.MkdirAll(dir); err != nil {
 		return nil, err
 	}
-	a := &Archive{dir: dir, lookups: newLookupCache(DefaultFilterCacheBytes)}
+	a := &Archive{fs: fsys, dir: dir, lookups: newLookupCache(DefaultFilterCacheBytes)}
 	if err := a.Refresh(); err != nil {
 		return nil, err
 	}
@@ -121,7 +132,7 @@ func (a *Archive) Refresh() error {
 		known[[2]uint64{s.First, s.Last}] = s
 	}
 	a.mu.Unlock()
-	segs, err := scan(a.dir, known)
+	segs, err := scan(a.fs, a.dir, known)
 	if err != nil {
 		return err
 	}
@@ -136,18 +147,18 @@ var readHeaders atomic.Int64
 
 // scan lists dir's segments; known holds segments whose headers were read
 // already, by their first and last position.
-func scan(dir string, known map[[2]uint64]*segment) ([]*segment, error) {
-	entries, err := os.ReadDir(dir)
+func scan(fsys diskfs.FS, dir string, known map[[2]uint64]*segment) ([]*segment, error) {
+	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return nil, err
 	}
 	type pair struct{ first, last uint64 }
 	data := map[pair]bool{}
 	var indexes []pair
-	for _, e := range entries {
-		if m := segmentName.FindStringSubmatch(e.Name()); m != nil {
+	for _, name := range names {
+		if m := segmentName.FindStringSubmatch(name); m != nil {
 			data[pair{atou(m[1]), atou(m[2])}] = true
-		} else if m := indexName.FindStringSubmatch(e.Name()); m != nil {
+		} else if m := indexName.FindStringSubmatch(name); m != nil {
 			indexes = append(indexes, pair{atou(m[1]), atou(m[2])})
 		}
 	}
@@ -161,7 +172,7 @@ func scan(dir string, known map[[2]uint64]*segment) ([]*segment, error) {
 		name := segmentFile(p.first, p.last)
 		seg, ok := known[[2]uint64{p.first, p.last}]
 		if !ok {
-			h, err := readHeader(filepath.Join(dir, indexFile(p.first, p.last)))
+			h, err := readHeader(fsys, filepath.Join(dir, indexFile(p.first, p.last)))
 			if err != nil {
 				return nil, fmt.Errorf("%w: %v", ErrArchive, err)
 			}

@@ -482,3 +482,54 @@ func TestFirstEventReadsOnlyTheWindow(t *testing.T) {
 		t.Fatalf("the same with no window: found %v, %+v, %v", found, e, err)
 	}
 }
+
+// TestReadsServeNothingOfASegmentThatDoesNotVerify: after one event's data
+// changed in the second segment, reads of that segment (Read, ReadStream,
+// FirstEvent, History) fail with a *Mismatch naming it, every time, and
+// the other segments still read; History's Unverified view reads it (for
+// the audit, which checks the chain itself).
+func TestReadsServeNothingOfASegmentThatDoesNotVerify(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := fill(t, 6000, 7)
+	dir := t.TempDir()
+	a := archivetest.Write(t, src, dir, 2000, 0, 6000)
+	seg := filepath.Join(dir, a.Segments()[1].Name)
+	l := archivetest.SegmentLines(t, seg)
+	l[2] = strings.Replace(l[2], `"data":{"a":1}`, `"data":{"a":2}`, 1)
+	archivetest.WriteSegment(t, seg, l)
+	if evs, err := a.Read(ctx, 2002, 1); err != nil || len(evs) != 1 {
+		t.Fatalf("the writer's own segments count as verified: %v", err) // (it wrote them from a log it checked)
+	}
+	b := archivetest.Open(t, dir)
+	stream := l[2][strings.Index(l[2], `"stream":"`)+10:]
+	stream = stream[:strings.IndexByte(stream, '"')]
+	for range 2 { // the second time from the remembered verdict
+		for name, read := range map[string]func() error{
+			"Read":       func() error { _, err := b.Read(ctx, 3999, 1); return err },
+			"ReadStream": func() error { _, err := b.ReadStream(ctx, stream); return err },
+			"FirstEvent": func() error { _, _, err := b.FirstEvent(ctx, stream, time.Time{}); return err },
+			"History": func() error {
+				_, err := archive.History{Archive: b, Live: src}.ReadAll(ctx, 2500, 10)
+				return err
+			},
+		} {
+			err := read()
+			var m *archive.Mismatch
+			if !errors.As(err, &m) || !errors.Is(err, eventstore.ErrCorrupt) || m.Position != 2002 || m.Segment != a.Segments()[1].Name {
+				t.Fatalf("%s of the tampered segment: %v, want a Mismatch at 2002", name, err)
+			}
+		}
+	}
+	if evs, err := b.Read(ctx, 0, 2000); err != nil || len(evs) != 2000 {
+		t.Fatalf("the first segment: %d events, %v", len(evs), err)
+	}
+	if evs, err := b.Read(ctx, 4000, 10); err != nil || len(evs) != 10 {
+		t.Fatalf("the third segment: %d events, %v", len(evs), err)
+	}
+	raw := archive.History{Archive: b, Live: src}.Unverified()
+	evs, err := raw.ReadAll(ctx, 2002, 1)
+	if err != nil || len(evs) != 1 || string(evs[0].Data) != `{"a":2}` {
+		t.Fatalf("the unverified view: %+v %v", evs, err)
+	}
+}

@@ -25,12 +25,30 @@ var ErrReadOnly = fmt.Errorf("archive.History is read-only: append to the live l
 // History is an eventstore.Store for readers (replay, audit, a fold of one
 // stream): Append and AppendMulti fail with ErrReadOnly, Head is the live
 // log's, Close closes neither the archive nor the live log.
+//
+// It serves nothing from an archive segment that does not verify (the
+// Archive's reads check each segment before its first read), unless it is
+// the view Unverified returns.
 type History struct {
 	Archive *Archive
 	Live    eventstore.Store
+
+	unverified bool
 }
 
 var _ eventstore.Store = History{}
+
+// Unverified returns h reading the archive's segments without verifying
+// them first: for a reader that checks the hash chain itself and reports
+// damage at its position (the audit), where h would fail the read.
+func (h History) Unverified() eventstore.Store {
+	h.unverified = true
+	return h
+}
+
+// KeepsChain implements eventstore.ChainReporter: true when the live log
+// keeps the chain (archived events always carry their hashes).
+func (h History) KeepsChain() bool { return eventstore.KeepsChain(h.Live) }
 
 // liveStart returns the live log's first position.
 func (h History) liveStart(ctx context.Context) (uint64, error) {
@@ -64,7 +82,7 @@ func (h History) readAll(ctx context.Context, from uint64, limit int) ([]domain.
 		if from < first {
 			return nil, &eventstore.TrimmedError{From: from, First: first}
 		}
-		return h.Archive.Read(ctx, from, limit)
+		return h.Archive.read(ctx, from, limit, !h.unverified)
 	}
 	start, err := h.liveStart(ctx)
 	if err != nil {
@@ -83,7 +101,7 @@ func (h History) ReadStream(ctx context.Context, stream string, from uint64, lim
 	if err := h.Fresh(ctx); err != nil {
 		return nil, err
 	}
-	archived, err := h.Archive.ReadStream(ctx, stream)
+	archived, err := h.Archive.readStream(ctx, stream, !h.unverified)
 	if err != nil {
 		return nil, err
 	}

@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // An index file, segment-<first>-<last>.index.json.gz, is gzip-compressed
@@ -101,17 +101,21 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // openIndex reads the header of the index file at path; the file is left
 // open after the first member, whose end in the file is at.
-func openIndex(path string) (f *os.File, h header, at int64, err error) {
-	f, err = os.Open(path)
+func openIndex(fsys diskfs.FS, path string) (f diskfs.File, h header, at int64, size int64, err error) {
+	f, err = fsys.Open(path)
 	if err != nil {
-		return nil, h, 0, err
+		return nil, h, 0, 0, err
 	}
-	cr := &countingReader{r: f}
+	if size, err = f.Size(); err != nil {
+		f.Close()
+		return nil, h, 0, 0, err
+	}
+	cr := &countingReader{r: io.NewSectionReader(f, 0, size)}
 	br := bufio.NewReader(cr)
 	zr, err := gzip.NewReader(br)
 	if err != nil {
 		f.Close()
-		return nil, h, 0, fmt.Errorf("index %s: %w", path, err)
+		return nil, h, 0, 0, fmt.Errorf("index %s: %w", path, err)
 	}
 	zr.Multistream(false)
 	dec := json.NewDecoder(zr)
@@ -123,18 +127,18 @@ func openIndex(path string) (f *os.File, h header, at int64, err error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, h, 0, fmt.Errorf("index %s: header: %w", path, err)
+		return nil, h, 0, 0, fmt.Errorf("index %s: header: %w", path, err)
 	}
 	if h.Format != indexFormat {
 		f.Close()
-		return nil, h, 0, fmt.Errorf("index %s: format %d, this build reads %d", path, h.Format, indexFormat)
+		return nil, h, 0, 0, fmt.Errorf("index %s: format %d, this build reads %d", path, h.Format, indexFormat)
 	}
-	return f, h, cr.n - int64(br.Buffered()), nil
+	return f, h, cr.n - int64(br.Buffered()), size, nil
 }
 
 // readHeader reads only the header of the index file at path.
-func readHeader(path string) (header, error) {
-	f, h, _, err := openIndex(path)
+func readHeader(fsys diskfs.FS, path string) (header, error) {
+	f, h, _, _, err := openIndex(fsys, path)
 	if err == nil {
 		f.Close()
 	}
@@ -144,8 +148,8 @@ func readHeader(path string) (header, error) {
 // readStreams calls each for the stream entries of the index file at path,
 // in name order, from the block that may hold from ("" for all), until
 // each returns false or the list ends.
-func readStreams(path, from string, each func(streamEntry) bool) error {
-	f, h, at, err := openIndex(path)
+func readStreams(fsys diskfs.FS, path, from string, each func(streamEntry) bool) error {
+	f, h, at, size, err := openIndex(fsys, path)
 	if err != nil {
 		return err
 	}
@@ -157,10 +161,8 @@ func readStreams(path, from string, each func(streamEntry) bool) error {
 	if !found && i > 0 {
 		i--
 	}
-	if _, err := f.Seek(at+h.StreamBlocks[i].Offset, io.SeekStart); err != nil {
-		return err
-	}
-	zr, err := gzip.NewReader(bufio.NewReader(f))
+	off := at + h.StreamBlocks[i].Offset
+	zr, err := gzip.NewReader(bufio.NewReader(io.NewSectionReader(f, off, max(size-off, 0))))
 	if err != nil {
 		return fmt.Errorf("index %s: streams: %w", path, err)
 	}

@@ -122,7 +122,7 @@ func (a *Archive) lookup(s *segment) (*lookup, error) {
 		return l, nil
 	}
 	lookupReads.Add(1)
-	h, err := readHeader(filepath.Join(a.dir, indexFile(s.First, s.Last)))
+	h, err := readHeader(a.fs, filepath.Join(a.dir, indexFile(s.First, s.Last)))
 	if err != nil {
 		return nil, err
 	}

@@ -6,12 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // maxLine bounds a segment line: an event's data and metadata (at most
@@ -21,7 +21,7 @@ const maxLine = 8 << 20
 // cursor reads one segment's lines from some position on.
 type cursor struct {
 	seg  *segment
-	f    *os.File
+	f    diskfs.File
 	zr   *gzip.Reader
 	sc   *bufio.Scanner
 	next uint64 // the position of the next line
@@ -39,8 +39,13 @@ func (a *Archive) openCursor(s *segment, pos uint64) (*cursor, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(filepath.Join(a.dir, s.Name))
+	f, err := a.fs.Open(filepath.Join(a.dir, s.Name))
 	if err != nil {
+		return nil, err
+	}
+	size, err := f.Size()
+	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	var off int64
@@ -52,11 +57,7 @@ func (a *Archive) openCursor(s *segment, pos uint64) (*cursor, error) {
 	if i >= 0 && i < len(l.blocks) {
 		off, next = l.blocks[i].Offset, l.blocks[i].First
 	}
-	if _, err := f.Seek(off, io.SeekStart); err != nil {
-		f.Close()
-		return nil, err
-	}
-	zr, err := gzip.NewReader(bufio.NewReaderSize(f, 64<<10))
+	zr, err := gzip.NewReader(bufio.NewReaderSize(io.NewSectionReader(f, off, max(size-off, 0)), 64<<10))
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%w: %s at byte %d: %v", ErrArchive, s.Name, off, err)
@@ -133,8 +134,15 @@ func (a *Archive) Close() error {
 
 // Read returns up to limit archived events from position from (inclusive)
 // in position order, crossing segments; nothing when from is outside
-// [First, End).
+// [First, End). It serves nothing from a segment that does not verify (see
+// verified: the first read of a segment reads it whole once).
 func (a *Archive) Read(ctx context.Context, from uint64, limit int) ([]domain.Envelope, error) {
+	return a.read(ctx, from, limit, true)
+}
+
+// read is Read; with check false it does not verify the segments it reads
+// (for a reader that checks the chain itself).
+func (a *Archive) read(ctx context.Context, from uint64, limit int, check bool) ([]domain.Envelope, error) {
 	segs := a.snapshot()
 	var out []domain.Envelope
 	for len(out) < limit {
@@ -144,6 +152,11 @@ func (a *Archive) Read(ctx context.Context, from uint64, limit int) ([]domain.En
 		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
+		}
+		if check {
+			if err := a.verified(ctx, s); err != nil {
+				return nil, err
+			}
 		}
 		c, err := a.take(s, from)
 		if err != nil {
@@ -170,8 +183,15 @@ func (a *Archive) Read(ctx context.Context, from uint64, limit int) ([]domain.En
 // ReadStream returns every archived event of stream, in version order
 // (nil if the archive holds none). It reads the index of each segment whose
 // stream filter matches, and the segments' gzip members that hold the
-// stream's events, never a whole segment.
+// stream's events; it serves nothing from a segment that does not verify
+// (see verified: the first read of a segment reads it whole once).
 func (a *Archive) ReadStream(ctx context.Context, stream string) ([]domain.Envelope, error) {
+	return a.readStream(ctx, stream, true)
+}
+
+// readStream is ReadStream; with check false it does not verify the
+// segments it reads.
+func (a *Archive) readStream(ctx context.Context, stream string, check bool) ([]domain.Envelope, error) {
 	var out []domain.Envelope
 	for _, s := range a.snapshot() {
 		if err := ctx.Err(); err != nil {
@@ -187,6 +207,11 @@ func (a *Archive) ReadStream(ctx context.Context, stream string) ([]domain.Envel
 		positions, err := a.streamPositions(s, stream)
 		if err != nil {
 			return nil, err
+		}
+		if check && len(positions) > 0 {
+			if err := a.verified(ctx, s); err != nil {
+				return nil, err
+			}
 		}
 		var c *cursor
 		for _, p := range positions {
@@ -231,7 +256,8 @@ func (a *Archive) ReadStream(ctx context.Context, stream string) ([]domain.Envel
 // one: then it goes on back to the stream's start, however old. So its cost
 // is that of the segments since since (plus, for a stream found, those back
 // to its start), not of the whole archive. A segment that does not record
-// its log times (written before they were) counts as reaching since.
+// its log times (written before they were) counts as reaching since. It
+// serves nothing from a segment that does not verify (see verified).
 func (a *Archive) FirstEvent(ctx context.Context, stream string, since time.Time) (_ *domain.Envelope, found bool, err error) {
 	segs := a.snapshot()
 	var at *segment // the oldest segment seen holding the stream
@@ -257,6 +283,9 @@ func (a *Archive) FirstEvent(ctx context.Context, stream string, since time.Time
 		}
 		if len(ps) == 0 {
 			continue
+		}
+		if err := a.verified(ctx, s); err != nil {
+			return nil, false, err
 		}
 		at, pos = s, ps[0]
 		e, err := a.eventAt(s, pos)
@@ -289,7 +318,7 @@ func (a *Archive) eventAt(s *segment, pos uint64) (domain.Envelope, error) {
 // streamPositions reads stream's positions in s from its index.
 func (a *Archive) streamPositions(s *segment, stream string) ([]uint64, error) {
 	var out []uint64
-	err := readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), stream, func(e streamEntry) bool {
+	err := readStreams(a.fs, filepath.Join(a.dir, indexFile(s.First, s.Last)), stream, func(e streamEntry) bool {
 		if e.Stream == stream {
 			out = e.Positions
 		}

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -19,7 +18,8 @@ import (
 )
 
 // ErrMismatch marks an archive that does not verify (inside a *Mismatch).
-var ErrMismatch = errors.New("archive does not verify")
+// It matches eventstore.ErrCorrupt.
+var ErrMismatch = fmt.Errorf("archive does not verify: %w", eventstore.ErrCorrupt)
 
 // Mismatch names the first position at which the archive does not verify.
 type Mismatch struct {
@@ -76,6 +76,7 @@ func (a *Archive) Verify(ctx context.Context, progress func(pos uint64)) (Verifi
 			return v, &Mismatch{Position: s.First, Segment: s.Name, Reason: fmt.Sprintf("the index says the chain hash before the segment is %s, the previous segment ends with %s", s.PrevHash, prev)}
 		}
 		last, n, err := a.verifySegment(ctx, s, prev, &chain, progress)
+		s.settle(err)
 		if err != nil {
 			return v, err
 		}
@@ -87,20 +88,68 @@ func (a *Archive) Verify(ctx context.Context, progress func(pos uint64)) (Verifi
 	return v, nil
 }
 
+// verified returns nil once s verifies by itself (verifySegment, from the
+// chain hash its index names before it, which Open checked against its
+// predecessor's last): what a read serves from s is then the history the
+// chain and the live log vouch for. It checks s once per Archive (a
+// segment's files never change once written; Write's own segments count
+// as checked) and remembers a segment that does not verify: every later
+// read of it fails at once with the same *Mismatch (ErrMismatch, which
+// matches eventstore.ErrCorrupt), naming the segment and the first bad
+// position. Concurrent first reads of s wait for one check.
+func (a *Archive) verified(ctx context.Context, s *segment) error {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	if !s.checked {
+		var err error
+		if s.First == 0 && !s.PrevHash.IsZero() {
+			err = &Mismatch{Position: 0, Segment: s.Name, Reason: "the segment starts at position 0, but its index says the chain hash before it is " + s.PrevHash.String() + ", not the zero hash"}
+		} else {
+			var chain eventstore.Chainer
+			_, _, err = a.verifySegment(ctx, s, s.PrevHash, &chain, nil)
+		}
+		if s.settleLocked(err); !s.checked {
+			return err // it could not be read: checked again next time
+		}
+	}
+	if s.bad != nil {
+		return fmt.Errorf("archive: nothing is served from %s, it does not verify (turnstile verify --archive checks the whole archive): %w", s.Name, s.bad)
+	}
+	return nil
+}
+
+// settle records the outcome of s's verification, if it is one (nil or a
+// *Mismatch; not a failure to read).
+func (s *segment) settle(err error) {
+	s.vmu.Lock()
+	defer s.vmu.Unlock()
+	s.settleLocked(err)
+}
+
+func (s *segment) settleLocked(err error) {
+	if m := (*Mismatch)(nil); err == nil || errors.As(err, &m) {
+		s.checked, s.bad = true, err
+	}
+}
+
 // verifySegment checks one segment; it returns the chain hash of its last
 // event and the file's size.
 func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Hash, chain *eventstore.Chainer, progress func(uint64)) (domain.Hash, int64, error) {
 	bad := func(pos uint64, format string, args ...any) error {
 		return &Mismatch{Position: pos, Segment: s.Name, Reason: fmt.Sprintf(format, args...)}
 	}
-	f, err := os.Open(filepath.Join(a.dir, s.Name))
+	f, err := a.fs.Open(filepath.Join(a.dir, s.Name))
 	if err != nil {
 		return prev, 0, err
 	}
 	defer f.Close()
+	size, err := f.Size()
+	if err != nil {
+		return prev, 0, err
+	}
 	sum := sha256.New()
 	cw := &countingWriter{w: sum}
-	raw := bufio.NewReaderSize(io.TeeReader(f, cw), 256<<10)
+	raw := bufio.NewReaderSize(io.TeeReader(io.NewSectionReader(f, 0, size), cw), 256<<10)
 	streams := map[string][]uint64{}
 	next := s.First
 	var firstTime, lastTime time.Time
@@ -152,7 +201,7 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	}
 	// The index's header as the file holds it now (not as Open read it,
 	// nor the cache's, which look-ups fill).
-	onDisk, err := readHeader(filepath.Join(a.dir, indexFile(s.First, s.Last)))
+	onDisk, err := readHeader(a.fs, filepath.Join(a.dir, indexFile(s.First, s.Last)))
 	if err != nil {
 		return prev, 0, bad(s.First, "reading the index: %v", err)
 	}
@@ -172,7 +221,7 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	// The index's streams: exactly the segment's, and all in its filter.
 	listed := 0
 	var mismatch error
-	err = readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), "", func(e streamEntry) bool {
+	err = readStreams(a.fs, filepath.Join(a.dir, indexFile(s.First, s.Last)), "", func(e streamEntry) bool {
 		listed++
 		got := streams[e.Stream]
 		if !slices.Equal(got, e.Positions) {
@@ -198,7 +247,7 @@ func (a *Archive) verifySegment(ctx context.Context, s *segment, prev domain.Has
 	}
 	for _, b := range onDisk.StreamBlocks { // each lookup block starts where the header says
 		var first string
-		if err := readStreams(filepath.Join(a.dir, indexFile(s.First, s.Last)), b.First, func(e streamEntry) bool { first = e.Stream; return false }); err != nil || first != b.First {
+		if err := readStreams(a.fs, filepath.Join(a.dir, indexFile(s.First, s.Last)), b.First, func(e streamEntry) bool { first = e.Stream; return false }); err != nil || first != b.First {
 			return prev, 0, bad(s.First, "the index's streams block of %q does not start with it (%q, %v)", b.First, first, err)
 		}
 	}

@@ -6,12 +6,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
@@ -62,7 +61,7 @@ func (a *Archive) Write(ctx context.Context, src eventstore.Store, from, to uint
 	if from == to {
 		return nil
 	}
-	removeTemps(a.dir)
+	a.removeTemps()
 	segs := a.snapshot()
 	end := endOf(segs)
 	switch {
@@ -221,7 +220,7 @@ func (a *Archive) writeSegment(ctx context.Context, src eventstore.Store, first,
 	h := header{Format: indexFormat, First: first, Last: last, Count: last - first + 1, PrevHash: prev, FilterK: filterK}
 	streams := map[string][]uint64{}
 	sum := sha256.New()
-	err := writeFile(a.dir, name, func(w io.Writer) error {
+	err := a.writeFile(name, func(w io.Writer) error {
 		bw := bufio.NewWriterSize(io.MultiWriter(w, sum), 256<<10)
 		cw := &countingWriter{w: bw}
 		r := &source{src: src, next: first, prev: prev}
@@ -286,7 +285,7 @@ func (a *Archive) writeSegment(ctx context.Context, src eventstore.Store, first,
 	for _, e := range entries {
 		filterAdd(h.Filter, h.FilterK, e.Stream)
 	}
-	if err := writeFile(a.dir, indexFile(first, last), func(w io.Writer) error { return writeIndex(w, &h, entries) }); err != nil {
+	if err := a.writeFile(indexFile(first, last), func(w io.Writer) error { return writeIndex(w, &h, entries) }); err != nil {
 		return nil, err
 	}
 	// (Nothing goes into the look-up cache: a process that archives but
@@ -295,35 +294,33 @@ func (a *Archive) writeSegment(ctx context.Context, src eventstore.Store, first,
 		Segment: Segment{Name: name, First: first, Last: last, Count: h.Count, Bytes: h.Bytes, PrevHash: prev, LastHash: h.LastHash,
 			FirstTime: h.FirstTime, LastTime: h.LastTime},
 		filterK: h.FilterK,
+		checked: true, // written from a log whose chain it checked
 	}, nil
 }
 
 // removeTemps removes the temporary files of writes a crash interrupted
 // (the writer is alone: it holds the executor's lease).
-func removeTemps(dir string) {
-	temps, _ := filepath.Glob(filepath.Join(dir, ".segment-*.tmp"))
-	for _, t := range temps {
-		os.Remove(t)
+func (a *Archive) removeTemps() {
+	names, _ := a.fs.ReadDir(a.dir)
+	for _, n := range names {
+		if strings.HasPrefix(n, ".segment-") && strings.HasSuffix(n, ".tmp") {
+			_ = a.fs.Remove(filepath.Join(a.dir, n))
+		}
 	}
 }
 
 // writeFile writes dir/name crash-safely: a temporary file, fsync, rename,
-// fsync of the directory.
-func writeFile(dir, name string, fill func(io.Writer) error) (err error) {
-	f, err := os.CreateTemp(dir, "."+name+".*.tmp")
+// fsync of the directory. The file is the owner's alone (diskfs.FileMode).
+func (a *Archive) writeFile(name string, fill func(io.Writer) error) (err error) {
+	tmp := filepath.Join(a.dir, "."+name+".tmp")
+	f, err := a.fs.Create(tmp)
 	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	if err = f.Chmod(0o644); err != nil { // CreateTemp makes 0600: an auditor may read as another user
-		f.Close()
-		os.Remove(tmp)
 		return err
 	}
 	defer func() {
 		if err != nil {
 			f.Close()
-			os.Remove(tmp)
+			_ = a.fs.Remove(tmp)
 		}
 	}()
 	if err = fill(f); err != nil {
@@ -335,20 +332,8 @@ func writeFile(dir, name string, fill func(io.Writer) error) (err error) {
 	if err = f.Close(); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+	if err = a.fs.Rename(tmp, filepath.Join(a.dir, name)); err != nil {
 		return err
 	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, os.ErrInvalid) {
-		return err
-	}
-	return nil
+	return a.fs.SyncDir(a.dir)
 }

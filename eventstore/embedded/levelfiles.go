@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // The level files of the sealed part: a seal writes one, a merge makes one of
@@ -125,7 +127,7 @@ func (s *Store) removeStaleLevels() error {
 			_, _, ok = parseLevelName(tmp) // a level file a seal, merge or trim cut short
 		}
 		if (ok || name == sealedName) && !used[name] {
-			if err := s.fs.Remove(filepath.Join(s.dir, name)); err != nil && !isNotExist(err) {
+			if err := s.fs.Remove(filepath.Join(s.dir, name)); err != nil && !diskfs.IsNotExist(err) {
 				return err
 			}
 			removed = true

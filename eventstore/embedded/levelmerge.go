@@ -8,13 +8,15 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // mergeLevels writes to path the level that indexes what the levels ls
 // (contiguous, oldest first) do, reading each one's sections sequentially
 // once per pass (k-way merges of their sorted ids and stream names). It
 // returns the new level's in-memory state (without its file).
-func mergeLevels(fsys fileSystem, path string, ls []*sealed, doSync bool) (_ *sealed, err error) {
+func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sealed, err error) {
 	_ = fsys.Remove(path) // a new file, never one a reader may still have open
 	f, err := fsys.Create(path)
 	if err != nil {

@@ -1,6 +1,6 @@
 package embedded
 
-// Power-loss tests: the store runs on a simulated disk (diskFS) that a power
+// Power-loss tests: the store runs on a simulated disk (diskfs.Sim) that a power
 // cut at a random operation leaves holding only what was synced, plus a
 // prefix of the unsynced tail torn at any byte. After each cut the store is
 // reopened from the surviving bytes and checked: every acknowledged event
@@ -25,6 +25,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 	"github.com/turnstile/turnstile/eventstore/storetest"
 )
 
@@ -33,7 +34,7 @@ import (
 // system for everything the store does.
 func TestConformanceSimulatedDisk(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) eventstore.Store {
-		s, err := openFS(newDiskFS(), "/data", Options{})
+		s, err := OpenFS(diskfs.NewSim(), "/data", Options{})
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
@@ -79,14 +80,14 @@ func TestPowerLoss(t *testing.T) {
 		}
 	}
 	t.Logf("power loss: %d cuts (%d during Open, %d during Close; %d unsynced operations met, %d writes torn), %d events checked after reopens (%d of them acknowledged), %d appends acknowledged, in %v",
-		total.cuts, total.openCuts, total.closeCuts, total.disk.pendingOps, total.disk.torn, total.checked, total.ackChecked, total.acked, time.Since(start).Round(time.Millisecond))
+		total.cuts, total.openCuts, total.closeCuts, total.disk.PendingOps, total.disk.Torn, total.checked, total.ackChecked, total.acked, time.Since(start).Round(time.Millisecond))
 }
 
 type powerStats struct {
 	cuts, openCuts, closeCuts int
 	checked, ackChecked       int
 	acked                     int
-	disk                      cutStats
+	disk                      diskfs.CutStats
 }
 
 func (p *powerStats) add(o powerStats) {
@@ -96,8 +97,8 @@ func (p *powerStats) add(o powerStats) {
 	p.checked += o.checked
 	p.ackChecked += o.ackChecked
 	p.acked += o.acked
-	p.disk.pendingOps += o.disk.pendingOps
-	p.disk.torn += o.disk.torn
+	p.disk.PendingOps += o.disk.PendingOps
+	p.disk.Torn += o.disk.Torn
 }
 
 // powerLossRun runs gens generations on one simulated disk: each opens the
@@ -109,11 +110,11 @@ func powerLossRun(t *testing.T, seed uint64, gens int) powerStats {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	m := newLogModel()
 	var st powerStats
-	var img *diskImage
+	var img *diskfs.Image
 	for gen := range gens {
-		disk := newDiskFS()
+		disk := diskfs.NewSim()
 		if img != nil {
-			disk = fromImage(img)
+			disk = diskfs.FromImage(img)
 		}
 		opts := Options{
 			HotEvents:       []int{4, 40, -1, 0}[rng.IntN(4)],
@@ -125,17 +126,17 @@ func powerLossRun(t *testing.T, seed uint64, gens int) powerStats {
 		diskRng := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 		early := rng.IntN(4) == 0
 		if early {
-			disk.planCut(1+rng.IntN(6), diskRng) // during Open's recovery, or right after
+			disk.PlanCut(1+rng.IntN(6), diskRng) // during Open's recovery, or right after
 		}
-		s, err := openFS(disk, dir, opts)
+		s, err := OpenFS(disk, dir, opts)
 		if err != nil {
-			if !early || !errors.Is(err, errPowerCut) {
+			if !early || !errors.Is(err, diskfs.ErrPowerCut) {
 				t.Fatalf("gen %d: Open: %v", gen, err)
 			}
-			img = disk.cutNow()
+			img = disk.CutNow()
 			st.cuts++
 			st.openCuts++
-			st.disk.add(disk.stats)
+			addCuts(&st.disk, disk.Stats())
 			continue
 		}
 		m.check(t, fmt.Sprintf("gen %d (seed %d)", gen, seed), s, &st)
@@ -145,7 +146,7 @@ func powerLossRun(t *testing.T, seed uint64, gens int) powerStats {
 		}
 		closing := !early && rng.IntN(4) == 0
 		if !early && !closing {
-			disk.planCut(1+rng.IntN(400), diskRng)
+			disk.PlanCut(1+rng.IntN(400), diskRng)
 		}
 		steps := 100_000 // until the cut stops the writers
 		if closing {
@@ -155,22 +156,22 @@ func powerLossRun(t *testing.T, seed uint64, gens int) powerStats {
 		if closing {
 			// Writers done; the cut comes during Close (its seal, its
 			// trim, their syncs), or just after.
-			disk.planCut(1+rng.IntN(16), diskRng)
+			disk.PlanCut(1+rng.IntN(16), diskRng)
 			_ = s.Close()
-			if disk.wasCut() {
+			if disk.WasCut() {
 				st.closeCuts++
 			}
 		}
-		img = disk.cutNow()
+		img = disk.CutNow()
 		_ = s.Close() // fails: the disk is gone
 		st.cuts++
-		st.disk.add(disk.stats)
+		addCuts(&st.disk, disk.Stats())
 		st.acked += m.takeAcked()
 	}
 	// The last image, then a clean close and reopen.
 	for i := range 2 {
-		disk := fromImage(img)
-		s, err := openFS(disk, dir, Options{})
+		disk := diskfs.FromImage(img)
+		s, err := OpenFS(disk, dir, Options{})
 		if err != nil {
 			t.Fatalf("final Open %d: %v", i, err)
 		}
@@ -178,15 +179,10 @@ func powerLossRun(t *testing.T, seed uint64, gens int) powerStats {
 		if err := s.Close(); err != nil {
 			t.Fatalf("final Close: %v", err)
 		}
-		img = disk.cutNow()
+		img = disk.CutNow()
 	}
 	st.acked += m.takeAcked()
 	return st
-}
-
-func (c *cutStats) add(o cutStats) {
-	c.pendingOps += o.pendingOps
-	c.torn += o.torn
 }
 
 // logModel is what the writers asked for and what the store acknowledged.
@@ -330,7 +326,7 @@ func (m *logModel) write(t *testing.T, s *Store, gen int, rng *rand.Rand, steps 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := wr.run(steps); err != nil && !errors.Is(err, errPowerCut) && !errors.Is(err, eventstore.ErrClosed) {
+			if err := wr.run(steps); err != nil && !errors.Is(err, diskfs.ErrPowerCut) && !errors.Is(err, eventstore.ErrClosed) {
 				t.Errorf("gen %d writer %d: %v", gen, w, err)
 			}
 		}()
@@ -451,4 +447,9 @@ func (p *powerWriter) run(steps int) error {
 		}
 	}
 	return nil
+}
+
+func addCuts(c *diskfs.CutStats, o diskfs.CutStats) {
+	c.PendingOps += o.PendingOps
+	c.Torn += o.Torn
 }

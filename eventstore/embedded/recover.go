@@ -11,6 +11,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // scanChunk is the size of the reads recovery makes.
@@ -19,9 +20,9 @@ const scanChunk = 4 << 20
 // inspectDir looks at dir without changing it. It reports whether dir holds a
 // log, and fails with ErrNotOurs when dir holds files but no turnstile log
 // (or a log with another header).
-func inspectDir(fsys fileSystem, dir string) (hasLog bool, err error) {
+func inspectDir(fsys diskfs.FS, dir string) (hasLog bool, err error) {
 	entries, err := fsys.ReadDir(dir)
-	if isNotExist(err) {
+	if diskfs.IsNotExist(err) {
 		return false, nil
 	}
 	if err != nil {
@@ -68,7 +69,7 @@ func inspectDir(fsys fileSystem, dir string) (hasLog bool, err error) {
 
 // checkHeader checks the header of the log file (segment) f at path:
 // format 2, or with v1 also format 1 (a log that Open upgrades).
-func checkHeader(f file, path string, v1 bool) error {
+func checkHeader(f diskfs.File, path string, v1 bool) error {
 	h := make([]byte, headerSize)
 	if _, err := f.ReadAt(h, 0); err != nil || string(h[:8]) != logMagic || string(h[8:12]) != logKind {
 		return fmt.Errorf("embedded: %s: not a turnstile log (bad header): %w", path, eventstore.ErrNotOurs)
@@ -82,7 +83,7 @@ func checkHeader(f file, path string, v1 bool) error {
 // logFormat returns the format version in the header of dir's first
 // segment, which inspectDir has accepted. A format-1 log is the single file
 // "log" (segments came with format 2).
-func logFormat(fsys fileSystem, dir string) (uint32, error) {
+func logFormat(fsys diskfs.FS, dir string) (uint32, error) {
 	names, err := fsys.ReadDir(dir)
 	if err != nil {
 		return 0, fmt.Errorf("embedded: reading data directory: %w", err)
@@ -120,7 +121,7 @@ func (s *Store) initLog() error {
 	return nil
 }
 
-func writeFileSync(fsys fileSystem, path string, data []byte, doSync bool) error {
+func writeFileSync(fsys diskfs.FS, path string, data []byte, doSync bool) error {
 	f, err := fsys.Create(path)
 	if err != nil {
 		return err

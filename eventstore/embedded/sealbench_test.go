@@ -13,17 +13,18 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 	"github.com/turnstile/turnstile/eventstore/storetest"
 )
 
 // countingFS counts the bytes written to the files whose names start with
 // "sealed" (the index) and to the others (the log).
 type countingFS struct {
-	fileSystem
+	diskfs.FS
 	sealed, log *atomic.Int64
 }
 
-func (c countingFS) wrap(path string, f file, err error) (file, error) {
+func (c countingFS) wrap(path string, f diskfs.File, err error) (diskfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -31,32 +32,32 @@ func (c countingFS) wrap(path string, f file, err error) (file, error) {
 	if strings.HasPrefix(filepath.Base(path), "sealed") {
 		n = c.sealed
 	}
-	return countingFile{file: f, n: n}, nil
+	return countingFile{File: f, n: n}, nil
 }
 
-func (c countingFS) Create(path string) (file, error) {
-	f, err := c.fileSystem.Create(path)
+func (c countingFS) Create(path string) (diskfs.File, error) {
+	f, err := c.FS.Create(path)
 	return c.wrap(path, f, err)
 }
 
-func (c countingFS) OpenRW(path string) (file, error) {
-	f, err := c.fileSystem.OpenRW(path)
+func (c countingFS) OpenRW(path string) (diskfs.File, error) {
+	f, err := c.FS.OpenRW(path)
 	return c.wrap(path, f, err)
 }
 
 type countingFile struct {
-	file
+	diskfs.File
 	n *atomic.Int64
 }
 
 func (f countingFile) Write(b []byte) (int, error) {
 	f.n.Add(int64(len(b)))
-	return f.file.Write(b)
+	return f.File.Write(b)
 }
 
 func (f countingFile) WriteAt(b []byte, off int64) (int, error) {
 	f.n.Add(int64(len(b)))
-	return f.file.WriteAt(b, off)
+	return f.File.WriteAt(b, off)
 }
 
 // BenchmarkSealWrites appends TURNSTILE_BENCH_EVENTS (default 2,000,000)
@@ -73,7 +74,7 @@ func BenchmarkSealWrites(b *testing.B) {
 	for range b.N {
 		dir := b.TempDir()
 		var sealed, logged atomic.Int64
-		s, err := openFS(countingFS{fileSystem: osFS{}, sealed: &sealed, log: &logged}, dir, Options{NoSync: true})
+		s, err := OpenFS(countingFS{FS: diskfs.OS{}, sealed: &sealed, log: &logged}, dir, Options{NoSync: true})
 		if err != nil {
 			b.Fatal(err)
 		}

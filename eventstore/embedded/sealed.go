@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // Sealed file layout. See doc.go.
@@ -105,12 +106,12 @@ func (s *sums) addVersion(nameHash, version, pos uint64) {
 // published; a store replaces it whole. Its file is closed by the os.File
 // finaliser once no view refers to it (or by Close for the current one).
 type sealed struct {
-	f          file   // nil when n == first
-	first      uint64 // first position covered (the live log's start)
-	n          uint64 // positions below n are sealed
-	firstOff   int64  // logical offset of the record of position first
-	end        int64  // log bytes covered: the end of the record of position n-1
-	m          uint64 // streams
+	f          diskfs.File // nil when n == first
+	first      uint64      // first position covered (the live log's start)
+	n          uint64      // positions below n are sealed
+	firstOff   int64       // logical offset of the record of position first
+	end        int64       // log bytes covered: the end of the record of position n-1
+	m          uint64      // streams
 	idsOff     int64
 	streamsOff int64
 	listsOff   int64

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // TestLoadSealedSurvivesMutations: 2,000 copies of a real sealed file with
@@ -75,7 +76,7 @@ func exerciseSealed(t *testing.T, b []byte) bool {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	sl, err := loadSealed(osFS{}, path, 1<<40)
+	sl, err := loadSealed(diskfs.OS{}, path, 1<<40)
 	if err != nil || sl == nil {
 		return false
 	}

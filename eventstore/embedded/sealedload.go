@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // Loading a level file: its checks, and the fences and filters kept in memory.
@@ -19,10 +20,10 @@ import (
 // logSize bytes: its checksum, that its sections add up, and that its ids and
 // names are sorted. It builds the fences and filters from one sequential
 // read. It does not look at the log. (nil, nil) means there is no file.
-func loadSealed(fsys fileSystem, path string, logSize int64) (_ *sealed, err error) {
+func loadSealed(fsys diskfs.FS, path string, logSize int64) (_ *sealed, err error) {
 	f, err := fsys.Open(path)
 	if err != nil {
-		if isNotExist(err) {
+		if diskfs.IsNotExist(err) {
 			return nil, nil
 		}
 		return nil, err

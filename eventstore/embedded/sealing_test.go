@@ -17,6 +17,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 )
 
@@ -424,9 +425,9 @@ func TestSealFailure(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	// A file system on which creating a level file fails.
-	fsys := &failCreate{fileSystem: osFS{}, prefix: filepath.Join(dir, levelPrefix)}
+	fsys := &failCreate{FS: diskfs.OS{}, prefix: filepath.Join(dir, levelPrefix)}
 	logs := &logRecorder{}
-	s, err := openFS(fsys, dir, Options{HotEvents: 5, NoSync: true, Logger: slog.New(logs)})
+	s, err := OpenFS(fsys, dir, Options{HotEvents: 5, NoSync: true, Logger: slog.New(logs)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -613,13 +614,13 @@ func TestSealsSpacedInABurst(t *testing.T) {
 // failCreate is a file system on which creating a file whose path starts
 // with prefix fails.
 type failCreate struct {
-	fileSystem
+	diskfs.FS
 	prefix string
 }
 
-func (f *failCreate) Create(path string) (file, error) {
+func (f *failCreate) Create(path string) (diskfs.File, error) {
 	if strings.HasPrefix(path, f.prefix) {
 		return nil, errors.New("simulated failure to create " + path)
 	}
-	return f.fileSystem.Create(path)
+	return f.FS.Create(path)
 }

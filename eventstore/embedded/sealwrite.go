@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // Writing a level file from the hot part (a seal).
@@ -105,7 +107,7 @@ func (c *crcWriter) Write(b []byte) (int, error) {
 // finish ends a sealed file: its footer ft (encoded into b's space), the
 // CRC-32C of everything before, the buffer flushed and, with doSync, the
 // file synced. It returns the file's size; the caller closes f.
-func (c *crcWriter) finish(f file, ft sealedFooter, b []byte, doSync bool) (int64, error) {
+func (c *crcWriter) finish(f diskfs.File, ft sealedFooter, b []byte, doSync bool) (int64, error) {
 	if _, err := c.Write(ft.append(b[:0])); err != nil {
 		return 0, err
 	}
@@ -127,7 +129,7 @@ func (c *crcWriter) finish(f file, ft sealedFooter, b []byte, doSync bool) (int6
 // base+len(hot)): old's sections merged with the hot part, read and written
 // sequentially. It returns the new sealed part's in-memory state (without
 // its file).
-func writeSealedFile(fsys fileSystem, path string, old *sealed, base uint64, hot *hotPart, end int64, doSync bool) (_ *sealed, err error) {
+func writeSealedFile(fsys diskfs.FS, path string, old *sealed, base uint64, hot *hotPart, end int64, doSync bool) (_ *sealed, err error) {
 	_ = fsys.Remove(path) // a new file, never one a reader may still have open (see Trim)
 	f, err := fsys.Create(path)
 	if err != nil {

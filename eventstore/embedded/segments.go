@@ -27,6 +27,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 const (
@@ -63,7 +65,7 @@ func parseSegName(name string) (uint64, bool) {
 type segment struct {
 	first uint64 // position of its first record (from its name)
 	path  string
-	f     file
+	f     diskfs.File
 	base  int64 // logical offset of its first record (file offset headerSize)
 	// gone is set when a trim has removed the segment: its file is closed,
 	// and a read that meets it is a read below the live log's start.
@@ -82,7 +84,7 @@ type segLog struct {
 	mu   sync.Mutex // serialises changes to the list (a roll and a trim)
 }
 
-var _ file = (*segLog)(nil)
+var _ diskfs.File = (*segLog)(nil)
 
 func newSegLog(segs []*segment) *segLog {
 	l := &segLog{}
@@ -271,7 +273,7 @@ func (s *Store) openSegments(st *startState) (*segLog, error) {
 	base := st.segBase
 	for i, first := range firsts {
 		path := filepath.Join(s.dir, segName(first))
-		var f file
+		var f diskfs.File
 		if i == len(firsts)-1 {
 			f, err = s.fs.OpenRW(path)
 		} else {

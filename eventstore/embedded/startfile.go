@@ -30,6 +30,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 const (
@@ -120,9 +121,9 @@ func decodeStart(b []byte) (*startState, error) {
 }
 
 // loadStart reads the start file in dir: zeroStart if there is none.
-func loadStart(fsys fileSystem, dir string) (*startState, error) {
+func loadStart(fsys diskfs.FS, dir string) (*startState, error) {
 	f, err := fsys.Open(filepath.Join(dir, startName))
-	if isNotExist(err) {
+	if diskfs.IsNotExist(err) {
 		return zeroStart, nil
 	}
 	if err != nil {

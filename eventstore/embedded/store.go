@@ -15,6 +15,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // File names inside the data directory.
@@ -36,7 +37,7 @@ type Store struct {
 	dir  string
 	opts Options
 	log  *slog.Logger
-	fs   fileSystem // the data directory's files (osFS but in power-loss tests)
+	fs   diskfs.FS // the data directory's files (diskfs.OS but in power-loss tests)
 	lock io.Closer
 	f    *segLog // the log's segments, addressed by logical offset (segments.go)
 
@@ -152,11 +153,12 @@ type stream struct {
 // eventstore.ErrNotOurs, and one that another Store (in this process or
 // another) has open fails with eventstore.ErrLocked; both change nothing.
 func Open(dir string, opts Options) (*Store, error) {
-	return openFS(osFS{}, dir, opts)
+	return OpenFS(diskfs.OS{}, dir, opts)
 }
 
-// openFS is Open on the file system fsys.
-func openFS(fsys fileSystem, dir string, opts Options) (*Store, error) {
+// OpenFS is Open on the file system fsys (diskfs.OS for Open; a simulated
+// disk in power-loss tests, the archive's included).
+func OpenFS(fsys diskfs.FS, dir string, opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -290,6 +292,15 @@ func (s *Store) close() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// unlockDir releases the lock taken by the file system's Lock (closing the
+// only descriptor of the lock file releases its flock). The lock file stays.
+func unlockDir(l io.Closer) error {
+	if err := l.Close(); err != nil {
+		return fmt.Errorf("embedded: releasing lock: %w", err)
+	}
+	return nil
 }
 
 func (s *Store) isClosed() bool {

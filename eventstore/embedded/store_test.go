@@ -14,6 +14,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 	"github.com/turnstile/turnstile/eventstore/storetest"
 )
 
@@ -414,7 +415,7 @@ func TestWriteFailureStopsAppends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last.f = osFile{ro}
+	last.f = diskfs.OSFile(ro)
 	for i := range 2 {
 		_, err := s.Append(ctxT(t), "execution-1", eventstore.Any, ev("test.fail", i))
 		if err == nil || errors.Is(err, eventstore.ErrWrongExpectedVersion) {

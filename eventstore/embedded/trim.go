@@ -37,6 +37,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 var _ eventstore.Trimmer = (*Store)(nil)
@@ -198,7 +199,7 @@ func (s *Store) finishTrim(st *startState) error {
 	for _, sg := range gone {
 		sg.gone.Store(true)
 		_ = sg.f.Close() // read-only; a reader that meets it gets a TrimmedError
-		if err := s.fs.Remove(sg.path); err != nil && !isNotExist(err) {
+		if err := s.fs.Remove(sg.path); err != nil && !diskfs.IsNotExist(err) {
 			errs = append(errs, err)
 		}
 	}

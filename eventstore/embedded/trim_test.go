@@ -12,6 +12,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // trimLog is the log of the trim tests: n appends of one event each, where
@@ -347,15 +348,15 @@ func TestTrimPowerLoss(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	cuts := 0
 	for k := 1; ; k++ {
-		disk := newDiskFS()
-		s, err := openFS(disk, "/data", opts)
+		disk := diskfs.NewSim()
+		s, err := OpenFS(disk, "/data", opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		all := appendTrimLog(t, s, evs)
-		disk.planCut(k, rng)
+		disk.PlanCut(k, rng)
 		err = s.Trim(ctxT(t), before, keep)
-		if !disk.wasCut() {
+		if !disk.WasCut() {
 			if err != nil {
 				t.Fatalf("Trim: %v", err)
 			}
@@ -367,12 +368,12 @@ func TestTrimPowerLoss(t *testing.T) {
 			return
 		}
 		cuts++
-		img := disk.cutNow()
+		img := disk.CutNow()
 		_ = s.Close()
 		what := fmt.Sprintf("cut at operation %d", k)
 		for round := range 2 {
-			disk = fromImage(img)
-			s, err = openFS(disk, "/data", opts)
+			disk = diskfs.FromImage(img)
+			s, err = OpenFS(disk, "/data", opts)
 			if err != nil {
 				t.Fatalf("%s: Open: %v", what, err)
 			}
@@ -408,7 +409,7 @@ func TestTrimPowerLoss(t *testing.T) {
 			if err := s.Close(); err != nil {
 				t.Fatalf("%s: Close: %v", what, err)
 			}
-			img = disk.cutNow()
+			img = disk.CutNow()
 		}
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"github.com/google/uuid"
+
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // A trim rewrites the level that holds the new start without the positions
@@ -42,7 +44,7 @@ func (s *Store) writeTrimmedLevel(l *sealed, first uint64, firstOff int64) (*sea
 // first on (first inside old): their record offsets, ids, and the streams
 // with events among them. It returns its in-memory state (without its
 // file).
-func writeTrimmedSealed(fsys fileSystem, path string, old *sealed, first uint64, firstOff int64, doSync bool) (_ *sealed, err error) {
+func writeTrimmedSealed(fsys diskfs.FS, path string, old *sealed, first uint64, firstOff int64, doSync bool) (_ *sealed, err error) {
 	le := binary.LittleEndian
 	section := func(off, n int64) *bufio.Reader {
 		return bufio.NewReaderSize(io.NewSectionReader(old.f, off, n), 256<<10)

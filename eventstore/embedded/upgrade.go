@@ -6,6 +6,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 )
 
 // The upgrade of a format-1 log (records without chain hashes) to format 2,
@@ -52,7 +53,7 @@ func (s *Store) upgradeV1() error {
 		_ = s.fs.Remove(tmp) // the format-1 log is untouched: that error is the one to report
 		return fmt.Errorf("embedded: upgrading the log to format %d: %w", formatVersion, err)
 	}
-	if err := s.fs.Remove(filepath.Join(s.dir, sealedName)); err != nil && !isNotExist(err) {
+	if err := s.fs.Remove(filepath.Join(s.dir, sealedName)); err != nil && !diskfs.IsNotExist(err) {
 		return fmt.Errorf("embedded: upgrading the log: removing the old sealed file: %w", err)
 	}
 	if err := s.fs.Rename(tmp, path); err != nil {
@@ -68,7 +69,7 @@ func (s *Store) upgradeV1() error {
 // copyV1 writes the format-2 header and the records of every complete
 // commit of the format-1 log f (size bytes) to out, with their chain
 // hashes, and returns how many events it wrote.
-func copyV1(f file, size int64, out file) (uint64, error) {
+func copyV1(f diskfs.File, size int64, out diskfs.File) (uint64, error) {
 	w := window{v1: true, f: f, size: size}
 	var (
 		r      rec

@@ -63,7 +63,7 @@ func RunExecutor(ctx context.Context, cfg ExecutorProcessConfig) error {
 		return err
 	}
 	defer store.Close()
-	arch, err := openArchive(cfg.ArchiveDir, cfg.ArchiveSegmentEvents)
+	arch, err := openArchive(cfg.ArchiveDir, cfg.ArchiveSegmentEvents, log)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/archiver"
@@ -160,7 +161,7 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 		return err
 	}
 	views.Retain(cfg.RetainEnded)
-	arch, err := openArchive(cfg.ArchiveDir, cfg.ArchiveSegmentEvents)
+	arch, err := openArchive(cfg.ArchiveDir, cfg.ArchiveSegmentEvents, log)
 	if err != nil {
 		return err
 	}
@@ -281,8 +282,9 @@ func Serve(ctx context.Context, cfg ServeConfig) error {
 	return nil
 }
 
-// openArchive opens the archive in dir for the archiver (nil: dir is "").
-func openArchive(dir string, segmentEvents int) (archiver.Archive, error) {
+// openArchive opens the archive in dir for the archiver (nil: dir is ""),
+// warning of entries readable by others than the owner.
+func openArchive(dir string, segmentEvents int, log *slog.Logger) (archiver.Archive, error) {
 	if dir == "" {
 		return nil, nil
 	}
@@ -290,6 +292,7 @@ func openArchive(dir string, segmentEvents int) (archiver.Archive, error) {
 	if err != nil {
 		return nil, fmt.Errorf("archive %s: %w", dir, err)
 	}
+	diskfs.WarnLoose(log, "archive", dir)
 	if segmentEvents > 0 {
 		a.SetSegmentEvents(segmentEvents)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/diskfs"
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/kurrentdb"
 	"github.com/turnstile/turnstile/eventstore/memstore"
@@ -98,6 +99,7 @@ func OpenStoreLogged(storeURL, dataDir string, log *slog.Logger) (eventstore.Sto
 		if err != nil {
 			return nil, "", fmt.Errorf("open embedded store in %s: %w", where, err)
 		}
+		diskfs.WarnLoose(log, "data directory", where)
 		return s, where, nil
 	case "memory":
 		return memstore.New(memstore.Options{}), "", nil

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package embedded
+package diskfs
 
 import "os"
 

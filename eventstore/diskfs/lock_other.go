@@ -1,10 +1,9 @@
 //go:build !unix
 
-package embedded
+package diskfs
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 )
@@ -13,5 +12,3 @@ import (
 func lockDir(path string) (*os.File, error) {
 	return nil, fmt.Errorf("embedded: locking %s: not supported on %s", path, runtime.GOOS)
 }
-
-func unlockDir(f io.Closer) error { return f.Close() }

@@ -1,6 +1,6 @@
-package embedded
+package diskfs
 
-// A simulated disk for the power-loss tests: a fileSystem in memory that
+// A simulated disk for the power-loss tests: an FS in memory that
 // knows which bytes a sync made durable. A power cut at an operation chosen
 // in advance freezes the disk as a machine would leave it: synced data, the
 // directory entries of the last directory sync, and of what was written
@@ -20,11 +20,13 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 )
 
-var errPowerCut = errors.New("simulated power cut")
+// ErrPowerCut is what every operation of a Sim fails with from its power
+// cut on.
+var ErrPowerCut = errors.New("simulated power cut")
 
-// diskFS is the simulated disk. Paths are compared as given (the store
-// always joins them from its dir).
-type diskFS struct {
+// Sim is the simulated disk. Paths are compared as given (the stores
+// always join them from their dirs).
+type Sim struct {
 	mu      sync.Mutex
 	dirs    map[string]bool   // directories (always durable: the test makes them)
 	names   map[string]*inode // path → file, as processes see it
@@ -34,14 +36,21 @@ type diskFS struct {
 	ops   int        // mutating operations so far
 	cutAt int        // the operation that meets the power cut (0: none planned)
 	rng   *rand.Rand // chooses how much of the unsynced tail survives
-	image *diskImage // the disk as the cut left it (nil: no cut yet)
-	stats cutStats
+	image *Image     // the disk as the cut left it (nil: no cut yet)
+	stats CutStats
 }
 
-// cutStats count what the cuts met.
-type cutStats struct {
-	pendingOps int // unsynced operations the cuts found, over all files
-	torn       int // writes that the cut tore in the middle
+// CutStats count what the cuts met.
+type CutStats struct {
+	PendingOps int // unsynced operations the cuts found, over all files
+	Torn       int // writes that the cut tore in the middle
+}
+
+// Stats returns what the cut met.
+func (d *Sim) Stats() CutStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats
 }
 
 // inode is one file: its bytes as processes read them, as the disk holds
@@ -58,19 +67,22 @@ type pendingOp struct {
 	trunc bool
 }
 
-// diskImage is the bytes on a disk: path → contents.
-type diskImage struct {
+// Image is the bytes on a disk: path → contents.
+type Image struct {
 	dirs  []string
 	files map[string][]byte
 }
 
-func newDiskFS() *diskFS {
-	return &diskFS{dirs: map[string]bool{}, names: map[string]*inode{}, durable: map[string]*inode{}, locks: map[string]bool{}}
+var _ FS = (*Sim)(nil)
+
+// NewSim returns an empty disk.
+func NewSim() *Sim {
+	return &Sim{dirs: map[string]bool{}, names: map[string]*inode{}, durable: map[string]*inode{}, locks: map[string]bool{}}
 }
 
-// fromImage is a disk holding img, everything durable, after a reboot.
-func fromImage(img *diskImage) *diskFS {
-	d := newDiskFS()
+// FromImage is a disk holding img, everything durable, after a reboot.
+func FromImage(img *Image) *Sim {
+	d := NewSim()
 	for _, dir := range img.dirs {
 		d.dirs[dir] = true
 	}
@@ -81,16 +93,16 @@ func fromImage(img *diskImage) *diskFS {
 	return d
 }
 
-// planCut makes the operation after another n ones meet a power cut,
+// PlanCut makes the operation after another n ones meet a power cut,
 // tearing the unsynced tail with rng's choices.
-func (d *diskFS) planCut(n int, rng *rand.Rand) {
+func (d *Sim) PlanCut(n int, rng *rand.Rand) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cutAt, d.rng = d.ops+n, rng
 }
 
-// cutNow cuts the power now if the planned cut has not come yet.
-func (d *diskFS) cutNow() *diskImage {
+// CutNow cuts the power now if the planned cut has not come yet.
+func (d *Sim) CutNow() *Image {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.image == nil {
@@ -99,36 +111,36 @@ func (d *diskFS) cutNow() *diskImage {
 	return d.image
 }
 
-// wasCut reports whether the power has been cut.
-func (d *diskFS) wasCut() bool {
+// WasCut reports whether the power has been cut.
+func (d *Sim) WasCut() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.image != nil
 }
 
 // step counts a mutating operation; it fails from the cut on. Under mu.
-func (d *diskFS) step() error {
+func (d *Sim) step() error {
 	if d.image != nil {
-		return errPowerCut
+		return ErrPowerCut
 	}
 	d.ops++
 	if d.cutAt > 0 && d.ops >= d.cutAt {
 		d.cutLocked()
-		return errPowerCut
+		return ErrPowerCut
 	}
 	return nil
 }
 
 // cutLocked freezes the disk: for each durable name, its synced bytes plus
 // a prefix of its pending operations, the last one of which may be torn.
-func (d *diskFS) cutLocked() {
-	img := &diskImage{files: map[string][]byte{}}
+func (d *Sim) cutLocked() {
+	img := &Image{files: map[string][]byte{}}
 	for dir := range d.dirs {
 		img.dirs = append(img.dirs, dir)
 	}
 	for p, n := range d.durable {
 		b := slices.Clone(n.synced)
-		d.stats.pendingOps += len(n.pending)
+		d.stats.PendingOps += len(n.pending)
 		if d.rng != nil && len(n.pending) > 0 {
 			k := d.rng.IntN(len(n.pending) + 1)
 			for _, op := range n.pending[:k] {
@@ -138,7 +150,7 @@ func (d *diskFS) cutLocked() {
 				op := n.pending[k]
 				op.b = op.b[:d.rng.IntN(len(op.b))]
 				b = apply(b, op)
-				d.stats.torn++
+				d.stats.Torn++
 			}
 		}
 		img.files[p] = b
@@ -160,7 +172,7 @@ func apply(b []byte, op pendingOp) []byte {
 	return b
 }
 
-func (d *diskFS) ReadDir(dir string) ([]string, error) {
+func (d *Sim) ReadDir(dir string) ([]string, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.dirs[dir] {
@@ -176,7 +188,7 @@ func (d *diskFS) ReadDir(dir string) ([]string, error) {
 	return out, nil
 }
 
-func (d *diskFS) MkdirAll(dir string) error {
+func (d *Sim) MkdirAll(dir string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for ; dir != "." && dir != "/" && !d.dirs[dir]; dir = filepath.Dir(dir) {
@@ -185,11 +197,11 @@ func (d *diskFS) MkdirAll(dir string) error {
 	return nil
 }
 
-func (d *diskFS) Open(path string) (file, error) { return d.open(path, false) }
+func (d *Sim) Open(path string) (File, error) { return d.open(path, false) }
 
-func (d *diskFS) OpenRW(path string) (file, error) { return d.open(path, true) }
+func (d *Sim) OpenRW(path string) (File, error) { return d.open(path, true) }
 
-func (d *diskFS) open(path string, rw bool) (file, error) {
+func (d *Sim) open(path string, rw bool) (File, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	n := d.names[path]
@@ -199,7 +211,7 @@ func (d *diskFS) open(path string, rw bool) (file, error) {
 	return &diskFile{d: d, n: n, path: path, rw: rw}, nil
 }
 
-func (d *diskFS) Create(path string) (file, error) {
+func (d *Sim) Create(path string) (File, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if !d.dirs[filepath.Dir(path)] {
@@ -219,7 +231,7 @@ func (d *diskFS) Create(path string) (file, error) {
 	return &diskFile{d: d, n: n, path: path, rw: true}, nil
 }
 
-func (d *diskFS) Rename(from, to string) error {
+func (d *Sim) Rename(from, to string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.step(); err != nil {
@@ -234,7 +246,7 @@ func (d *diskFS) Rename(from, to string) error {
 	return nil
 }
 
-func (d *diskFS) Remove(path string) error {
+func (d *Sim) Remove(path string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.step(); err != nil {
@@ -248,7 +260,7 @@ func (d *diskFS) Remove(path string) error {
 }
 
 // SyncDir makes dir's entries as processes see them the durable ones.
-func (d *diskFS) SyncDir(dir string) error {
+func (d *Sim) SyncDir(dir string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.step(); err != nil {
@@ -267,8 +279,8 @@ func (d *diskFS) SyncDir(dir string) error {
 	return nil
 }
 
-// Lock holds path in memory: a reboot (fromImage) frees it.
-func (d *diskFS) Lock(path string) (io.Closer, error) {
+// Lock holds path in memory: a reboot (FromImage) frees it.
+func (d *Sim) Lock(path string) (io.Closer, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.locks[path] {
@@ -287,10 +299,10 @@ type lockCloser func() error
 
 func (l lockCloser) Close() error { return l() }
 
-// diskFile is an open file of a diskFS. Reads see what processes see,
+// diskFile is an open file of a Sim. Reads see what processes see,
 // also after a cut (the store under test is only shutting down then).
 type diskFile struct {
-	d    *diskFS
+	d    *Sim
 	n    *inode
 	path string
 	rw   bool

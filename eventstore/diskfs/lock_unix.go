@@ -1,11 +1,10 @@
 //go:build unix
 
-package embedded
+package diskfs
 
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"strconv"
 	"syscall"
@@ -17,8 +16,12 @@ import (
 // that one open Store at a time, in any process, owns the directory. Locks
 // belong to the open file, so a second Open in the same process fails too.
 func lockDir(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, FileMode)
 	if err != nil {
+		return nil, fmt.Errorf("embedded: opening lock file: %w", err)
+	}
+	if err := f.Chmod(FileMode); err != nil {
+		_ = f.Close()
 		return nil, fmt.Errorf("embedded: opening lock file: %w", err)
 	}
 	rc, err := f.SyscallConn()
@@ -49,13 +52,4 @@ func lockDir(path string) (*os.File, error) {
 		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	return f, nil
-}
-
-// unlockDir releases the lock taken by lockDir. The lock file stays.
-func unlockDir(f io.Closer) error {
-	// Closing the only descriptor of the open file releases the flock.
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("embedded: releasing lock: %w", err)
-	}
-	return nil
 }
