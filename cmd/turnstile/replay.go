@@ -192,11 +192,14 @@ func cmdRebuild(ctx context.Context, args []string, stdout, stderr io.Writer) (i
 	data := fs.String("data", "", "data directory of the embedded store (offline)")
 	storeURL := fs.String("store", "", "store URL (offline)")
 	server := fs.String("server", os.Getenv("TURNSTILE_SERVER"), "a running server to compare with")
-	token := fs.String("token", os.Getenv("TURNSTILE_TOKEN"), "bearer token (admin) for --server")
+	token := fs.String("token", "", "bearer token (admin) for --server (default $TURNSTILE_TOKEN; not shown here)")
 	sqlCheck := fs.Bool("sql-views", false, "with a postgres:// store: compare the executions and queue_stats tables with a rebuild from position 0")
 	sqlReset := fs.Bool("sql-views-reset", false, "with a postgres:// store: empty those tables and fold them again from position 0")
 	if err := parse(fs, args); err != nil {
 		return 2, err
+	}
+	if *token == "" {
+		*token = os.Getenv("TURNSTILE_TOKEN")
 	}
 	if *sqlCheck || *sqlReset {
 		if kind, _, err := storeLocation(*storeURL, ""); err != nil || kind != "postgres" || *sqlCheck == *sqlReset {
