@@ -175,3 +175,26 @@ func TestCLIDocFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpHidesTokens: no command's --help prints the token it would take
+// from $TURNSTILE_TOKEN (a help is pasted into tickets and chats).
+func TestHelpHidesTokens(t *testing.T) {
+	const secret = "help-must-not-show-this-secret"
+	t.Setenv("TURNSTILE_TOKEN", secret)
+	var cmds [][]string
+	for name := range commandHelp {
+		cmds = append(cmds, strings.Fields(name))
+	}
+	for g, sub := range map[string]map[string]subcommand{"actions": actionsCommands, "exec": execCommands, "watch": watchCommands, "log": logCommands} {
+		for name := range sub {
+			cmds = append(cmds, []string{g, name})
+		}
+	}
+	for _, args := range cmds {
+		var out bytes.Buffer
+		run(context.Background(), append(args, "--help"), &out, &out)
+		if strings.Contains(out.String(), secret) {
+			t.Errorf("turnstile %s --help shows $TURNSTILE_TOKEN", strings.Join(args, " "))
+		}
+	}
+}
