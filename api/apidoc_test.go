@@ -11,6 +11,7 @@ import (
 
 	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/projections"
 )
 
 // docRoute finds a route in docs/api.md: a table row that starts with
@@ -131,9 +132,14 @@ func TestAPIDocAnswerFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	policy := map[string]bool{}
+	for _, f := range jsonFields(reflect.TypeOf(wire.Policy{})) {
+		policy[f] = true // the policy table has them
+	}
 	for route, typ := range map[string]reflect.Type{
 		"GET /api/v1/executions/{id}/explain":   reflect.TypeOf(wire.Explanation{}),
 		"GET /api/v1/actions/{ref}/queue-stats": reflect.TypeOf(wire.QueueStats{}),
+		"GET /api/v1/actions/{ref}":             reflect.TypeOf(wire.Action{}),
 	} {
 		var row string
 		for _, line := range strings.Split(string(raw), "\n") {
@@ -146,7 +152,7 @@ func TestAPIDocAnswerFields(t *testing.T) {
 			continue
 		}
 		for _, f := range jsonFields(typ) {
-			if !strings.Contains(row, `"`+f+`"`) {
+			if !policy[f] && !strings.Contains(row, `"`+f+`"`) && !strings.Contains(row, "`"+f+"`") {
 				t.Errorf("docs/api.md's row for %s does not name %q", route, f)
 			}
 		}
@@ -185,5 +191,33 @@ func TestAPIDocProblemTypes(t *testing.T) {
 	}
 	if len(seen) < 10 {
 		t.Fatalf("found %d problem types in the code", len(seen))
+	}
+}
+
+// TestAPIDocExecutionState fails when docs/api.md's paragraph on an
+// execution's state does not name a field the server answers, or a code it
+// may carry.
+func TestAPIDocExecutionState(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, para, ok := strings.Cut(string(raw), "\nAn execution's state: ")
+	if !ok {
+		t.Fatal(`docs/api.md has no paragraph "An execution's state: …"`)
+	}
+	para, _, _ = strings.Cut(para, "\n\n")
+	for _, f := range jsonFields(reflect.TypeOf(projections.ExecutionView{})) {
+		if !strings.Contains(para, "`"+f+"`") {
+			t.Errorf("docs/api.md's execution state does not name %q", f)
+		}
+	}
+	for _, code := range []string{domain.RejectUnknownAction, domain.RejectQueueFull, domain.RejectNoSlot, domain.RejectInvalidInput,
+		domain.RejectRateLimited, domain.FailScheduledTimeout, domain.FailWorkerLost, domain.FailDrain, domain.FailItems,
+		domain.CancelRequested, domain.CancelQueueTimeout, domain.CancelParentCancelled} {
+		if !strings.Contains(para, "`"+code+"`") {
+			t.Errorf("docs/api.md's execution state does not list the code %q", code)
+		}
 	}
 }
