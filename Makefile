@@ -26,7 +26,7 @@ test: ## vet, every test with the race detector (PostgreSQL and the browser test
 	@# The simulation's random seeds run ~9x faster without the race detector:
 	@# a minute of them is over a million simulated lifecycle steps.
 	TURNSTILE_SIM_BUDGET=60s $(GO) test -count=1 -run '^TestSeeds$$' -v ./internal/sim
-	@# Eight of the curated mutants (~1 min), a window of the list chosen by the day: the whole list in 4 days (all at once: make mutants).
+	@# Eight of the curated mutants (~1 min), a window of the list chosen by the day: consecutive days cover the whole list (all at once: make mutants).
 	$(GO) run ./scripts/mutants -rotate 8 -baseline=false
 	$(MAKE) --no-print-directory soak-short
 

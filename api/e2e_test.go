@@ -422,11 +422,13 @@ func TestCancelAndPauseThroughTheAPI(t *testing.T) {
 
 	e.mustJSON("POST", "/api/v1/executions/"+waiting+"/cancel", map[string]any{"reason": "not needed"}, http.StatusAccepted, nil)
 	v := e.waitStatus(waiting, domain.StatusCancelled)
-	if !strings.Contains(v.Error, "not needed") {
-		t.Errorf("cancelled waiter's reason = %q, want the client's", v.Error)
+	if !strings.Contains(v.Error, "not needed") || v.Code != "cancel_requested" {
+		t.Errorf("cancelled waiter's reason = %q, code %q; want the client's, cancel_requested", v.Error, v.Code)
 	}
 	e.mustJSON("POST", "/api/v1/executions/"+running+"/cancel", nil, http.StatusAccepted, nil)
-	e.waitStatus(running, domain.StatusCancelled)
+	if v := e.waitStatus(running, domain.StatusCancelled); v.Code != "cancel_requested" {
+		t.Errorf("cancelled while running: code %q, want cancel_requested", v.Code)
+	}
 	if st, _, b := e.do("POST", "/api/v1/executions/"+running+"/cancel", nil); st != http.StatusConflict {
 		t.Errorf("cancelling an ended execution: %d %s, want 409", st, b)
 	}
@@ -442,6 +444,13 @@ func TestCancelAndPauseThroughTheAPI(t *testing.T) {
 	e.mustJSON("GET", "/api/v1/actions/c.sleep/queue-stats", nil, http.StatusOK, &st)
 	if !st.Paused || st.QueueLength != 1 || st.ActiveCount != 0 {
 		t.Errorf("paused queue: %+v", st)
+	}
+	// Its place in the queue is queue_place, and position (its name before
+	// issue 35) still says the same.
+	var why map[string]any
+	e.mustJSON("GET", "/api/v1/executions/"+held+"/explain", nil, http.StatusOK, &why)
+	if why["queue_place"] != 1.0 || why["position"] != 1.0 || why["ahead"] != 0.0 {
+		t.Errorf("explain of the one paused waiter: %v, want queue_place and position 1, ahead 0", why)
 	}
 	e.mustJSON("POST", "/api/v1/actions/c.sleep/resume", nil, http.StatusOK, nil)
 	e.waitStatus(held, domain.StatusCompleted)

@@ -23,6 +23,6 @@ func (s *Server) explainExecution(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no execution %q", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.Explanation{Status: string(e.Status), Position: e.Position, Ahead: e.Ahead,
+	writeJSON(w, http.StatusOK, wire.Explanation{Status: string(e.Status), QueuePlace: e.Position, Position: e.Position, Ahead: e.Ahead,
 		WaitingFor: e.WaitingFor, LogPosition: e.LogAt})
 }

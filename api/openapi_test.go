@@ -284,6 +284,7 @@ func TestOpenAPISchemasMatchGoTypes(t *testing.T) {
 		"Event":         domain.Envelope{},
 		"LogStatus":     wire.LogStatus{},
 		"AuditVerdict":  wire.AuditVerdict{},
+		"Explanation":   wire.Explanation{},
 		// The worker protocol's documents.
 		"WorkerRegister":     wire.WorkerRegister{},
 		"WorkerSession":      wire.WorkerSession{},

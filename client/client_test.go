@@ -459,9 +459,8 @@ func TestProblemFromAnythingElse(t *testing.T) {
 	if p := client.AsProblem(err); !client.IsRateLimited(err) || p.RetryAfter != 3*time.Second || p.Type != client.ProblemRateLimited {
 		t.Errorf("a rate limit: %#v", err)
 	}
-	// Explain, as API.md documents its answer (the server of this branch
-	// does not serve it yet).
-	if e, err := c.Explain(ctx, "x"); err != nil || e.Status != "requested" || e.Position != 2 || e.Ahead != 1 || strings.Join(e.WaitingFor, ",") != "slot,paused" {
+	// Explain, as a server before queue_place answers it (position alone).
+	if e, err := c.Explain(ctx, "x"); err != nil || e.Status != "requested" || e.QueuePlace != 2 || e.Ahead != 1 || strings.Join(e.WaitingFor, ",") != "slot,paused" {
 		t.Errorf("Explain: %+v, %v", e, err)
 	}
 	if got := err.Error(); got != "429 Too Many Requests: rate limit" {

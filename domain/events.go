@@ -180,10 +180,23 @@ const (
 	FailDrain            = "drain"             // its worker drained and it did not finish within the grace period (builds before issue 16; such a run is now handed back and runs again)
 	FailItems            = "items_failed"      // a with_items parent: some children did not complete
 
-	CancelRequested       = "requested"        // a client asked
+	CancelRequested       = "cancel_requested" // its cancellation was requested (execution.cancel_requested: a client's, or on_limit cancel_in_progress)
 	CancelQueueTimeout    = "queue_timeout"    // it waited longer than the queue timeout
 	CancelParentCancelled = "parent_cancelled" // its with_items parent was cancelled
+
+	// CancelRequestedBefore is CancelRequested as logs written before issue
+	// 35 hold it; folds read it as CancelRequested (CancelCode).
+	CancelRequestedBefore = "requested"
 )
+
+// CancelCode is the code an execution.cancelled event's code stands for:
+// CancelRequestedBefore is read as CancelRequested, any other as it is.
+func CancelCode(code string) string {
+	if code == CancelRequestedBefore {
+		return CancelRequested
+	}
+	return code
+}
 
 // ExecutionCancelRequested records a cancellation request (a client's, or
 // the executor's for the children of a cancelled with_items parent); it

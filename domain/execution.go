@@ -608,7 +608,7 @@ func (x *Execution) Apply(ev Event, version uint64, at time.Time) {
 		x.status, x.endedAt, x.result = StatusTimedOut, at, e.Result
 		x.errMsg = fmt.Sprintf("timed out after %s", time.Duration(e.TimeoutMillis)*time.Millisecond)
 	case ExecutionCancelled:
-		x.status, x.endedAt, x.errMsg, x.code, x.result = StatusCancelled, at, e.Reason, e.Code, e.Result
+		x.status, x.endedAt, x.errMsg, x.code, x.result = StatusCancelled, at, e.Reason, CancelCode(e.Code), e.Result
 	case ExecutionCancelRequested:
 		if !x.cancelRequested {
 			x.cancelReason = e.Reason

@@ -524,3 +524,26 @@ func items(raw ...string) []json.RawMessage {
 	}
 	return out
 }
+
+// TestCancelledCodeBeforeIssue35: an execution.cancelled of an older log
+// says "requested"; its fold, and a snapshot of that fold taken then, say
+// cancel_requested as a newer log's does.
+func TestCancelledCodeBeforeIssue35(t *testing.T) {
+	t.Parallel()
+	for _, code := range []string{domain.CancelRequestedBefore, domain.CancelRequested} {
+		l := newExecLog(t, "e1")
+		l.must(l.x.Request(domain.ExecutionRequested{Action: "act"}))
+		l.apply(domain.ExecutionCancelled{Reason: "asked", Code: code})
+		if got := l.x.State().Code; got != domain.CancelRequested {
+			t.Errorf("folded from a cancellation coded %q: code %q, want %q", code, got, domain.CancelRequested)
+		}
+		old := l.x.Snapshot()
+		old.Code = code
+		if got := domain.RestoreExecution(old).State().Code; got != domain.CancelRequested {
+			t.Errorf("restored from a snapshot coded %q: code %q, want %q", code, got, domain.CancelRequested)
+		}
+	}
+	if got := domain.CancelCode(domain.CancelQueueTimeout); got != domain.CancelQueueTimeout {
+		t.Errorf("CancelCode(%q) = %q", domain.CancelQueueTimeout, got)
+	}
+}

@@ -66,7 +66,7 @@ func RestoreExecution(s ExecutionSnapshot) *Execution {
 		runs: s.Runs, deferredUntil: s.DeferredUntil, priority: s.Priority,
 		version: s.Version, requestedAt: s.RequestedAt, grantedAt: s.GrantedAt,
 		scheduledAt: s.ScheduledAt, runningAt: s.RunningAt, endedAt: s.EndedAt,
-		scheduledTimeout: s.ScheduledTimeout, result: s.Result, errMsg: s.Error, code: s.Code,
+		scheduledTimeout: s.ScheduledTimeout, result: s.Result, errMsg: s.Error, code: restoredCode(s),
 	}
 }
 
@@ -333,4 +333,13 @@ func setOf(keys []string) map[string]struct{} {
 		m[k] = struct{}{}
 	}
 	return m
+}
+
+// restoredCode is a snapshot's code as a fold from the log would have it: a
+// snapshot taken before issue 35 may hold CancelRequestedBefore.
+func restoredCode(s ExecutionSnapshot) string {
+	if s.Status == StatusCancelled {
+		return CancelCode(s.Code)
+	}
+	return s.Code
 }

@@ -123,7 +123,7 @@ var execCommands = map[string]subcommand{
 				return err
 			}
 			c.output(e, func(w io.Writer) {
-				fmt.Fprintf(w, "status:\t%s\nposition:\t%d\nahead:\t%d\nwaiting_for:\t%s\n", e.Status, e.Position, e.Ahead, dash(strings.Join(e.WaitingFor, " ")))
+				fmt.Fprintf(w, "status:\t%s\nqueue_place:\t%d\nahead:\t%d\nwaiting_for:\t%s\n", e.Status, e.QueuePlace, e.Ahead, dash(strings.Join(e.WaitingFor, " ")))
 			})
 			return nil
 		}

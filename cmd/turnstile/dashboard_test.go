@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -91,7 +92,16 @@ func TestDashboardInBrowser(t *testing.T) {
 		}
 		return ""
 	})
+	uiEventually(t, "the queues page's state column", 30*time.Second, func() string {
+		if run, hold := uiText(t, tab, `#q-rows [data-action="ui.sleep"] .state`), uiText(t, tab, `#q-rows [data-action="ui.held"] .state`); run != "active" || hold != "paused" {
+			return fmt.Sprintf("state %q for a queue that grants, %q for a paused one; want active, paused", run, hold)
+		}
+		return ""
+	})
 	screenshot(t, tab, shots, "queues.png")
+	if os.Getenv("TURNSTILE_UPDATE_SCREENSHOT") == "1" { // docs/dashboard.md's picture, refreshed
+		screenshot(t, tab, "../../docs", "dashboard.png")
+	}
 
 	// The queue page lists the waiters in FIFO order; cancel one from it.
 	victim := ids[2] // ids[0] runs; ids[1..4] wait
@@ -143,7 +153,8 @@ func TestDashboardInBrowser(t *testing.T) {
 	// behind ids[0], which holds the only slot for two minutes).
 	uiRun(t, tab, chromedp.Navigate(base+"/ui/#/execution/"+ids[1]), chromedp.WaitVisible(`#x-explain`, chromedp.ByQuery))
 	uiEventually(t, "the explain panel says the waiter waits for a slot", 30*time.Second, func() string {
-		if got := uiText(t, tab, "#x-explain"); !strings.Contains(got, "waiting for:") || !strings.Contains(got, "slot") {
+		// ids[4] (priority 1) is first, then ids[1]: ids[2] was cancelled.
+		if got := uiText(t, tab, "#x-explain"); !strings.Contains(got, "waiting for:") || !strings.Contains(got, "slot") || !strings.Contains(got, "number 2 in its queue, 1 ahead") {
 			return "explain panel: " + got
 		}
 		return ""

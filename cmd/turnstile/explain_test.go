@@ -18,11 +18,11 @@ func TestClientExplain(t *testing.T) {
 	id := strings.TrimSpace(mustCLI(t, srv, "exec", "request", "demo.held"))
 	out := mustCLI(t, srv, "exec", "explain", id)
 	if !field("status", "requested").MatchString(out) || !field("waiting_for", "paused").MatchString(out) ||
-		!field("position", "1").MatchString(out) || !field("ahead", "0").MatchString(out) {
+		!field("queue_place", "1").MatchString(out) || !field("ahead", "0").MatchString(out) {
 		t.Fatalf("exec explain of a paused waiter:\n%s", out)
 	}
 	e := decode[wire.Explanation](t, mustCLI(t, srv, "exec", "explain", id, "--json"))
-	if e.Status != "requested" || e.Position != 1 || len(e.WaitingFor) == 0 || e.WaitingFor[0] != "paused" {
+	if e.Status != "requested" || e.QueuePlace != 1 || e.Position != 1 || len(e.WaitingFor) == 0 || e.WaitingFor[0] != "paused" {
 		t.Fatalf("exec explain --json: %+v", e)
 	}
 	mustCLI(t, srv, "actions", "resume", "demo.held")

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,5 +119,51 @@ func TestParseRefusesBadLists(t *testing.T) {
 		if _, err := parse(bad); err == nil {
 			t.Errorf("parse accepted %q", bad)
 		}
+	}
+}
+
+// TestMutantFiguresInDocs: the figures the docs repeat about the list are
+// the list's. BENCHMARKS.md's mutant-suite row counts the mutants of
+// mutants.txt (its time was measured with that many: a mutant added means
+// running make mutants again and recording both), and the daily window
+// that README.md and BENCHMARKS.md state is the Makefile's -rotate.
+func TestMutantFiguresInDocs(t *testing.T) {
+	root := filepath.Join("..", "..")
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	text := read("scripts/mutants/mutants.txt")
+	ms, err := parse(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries := len(regexp.MustCompile(`(?m)^=== `).FindAllString(text, -1)); entries != len(ms) {
+		t.Fatalf("mutants.txt has %d \"=== \" entries, parse found %d mutants", entries, len(ms))
+	}
+	figure := func(file, pattern string) int {
+		t.Helper()
+		m := regexp.MustCompile(pattern).FindStringSubmatch(read(file))
+		if m == nil {
+			t.Fatalf("%s has no %s", file, pattern)
+		}
+		n, err := strconv.Atoi(m[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := figure("BENCHMARKS.md", `\*\*(\d+) mutants, all killed\*\*`); n != len(ms) {
+		t.Errorf("BENCHMARKS.md says %d mutants, all killed; mutants.txt holds %d: run make mutants and record its count and time", n, len(ms))
+	}
+	rotate := figure("Makefile", `scripts/mutants -rotate (\d+)`)
+	if n := figure("README.md", `make test .*, (\d+) mutants, `); n != rotate {
+		t.Errorf("README.md says make test runs %d mutants; the Makefile's -rotate is %d", n, rotate)
+	}
+	if n := figure("BENCHMARKS.md", `a daily window of (\d+) `); n != rotate {
+		t.Errorf("BENCHMARKS.md says a daily window of %d mutants; the Makefile's -rotate is %d", n, rotate)
 	}
 }

@@ -125,8 +125,9 @@ export function render(main, id) {
       const w = await optional('/api/v1/executions/' + enc + '/explain');
       if (w === undefined || stopped) return;
       explainPanel.hidden = false;
+      const place = w.queue_place ?? w.position; // position: a server before queue_place
       explainPanel.replaceChildren(h('h2', {}, 'Why it waits'),
-        h('p', {}, w.position ? ('number ' + w.position + ' in its queue, ' + w.ahead + ' ahead') : '',
+        h('p', {}, place ? ('number ' + place + ' in its queue, ' + w.ahead + ' ahead') : '',
           ' ', (w.waiting_for || []).length ? 'waiting for: ' + w.waiting_for.join(', ') : 'not waiting'));
     } catch (e) { explainPanel.hidden = true; }
   }

@@ -42,7 +42,7 @@ export function render(main, ref) {
     stats = s;
     setText(fig.len, s.queue_length);
     setText(fig.active, s.active_count + ' / ' + s.max_concurrent);
-    setText(fig.state, s.paused ? 'paused' : 'running');
+    setText(fig.state, s.paused ? 'paused' : 'active');
     setText(fig.p50, fmtMs(s.wait_p50_ms));
     setText(fig.p95, fmtMs(s.wait_p95_ms));
     setText(fig.position, s.position);

@@ -85,7 +85,7 @@ export function render(main) {
       const s = r.stats, c = r.cells;
       setText(c.len, s.queue_length);
       setText(c.active, s.active_count + ' / ' + s.max_concurrent);
-      setText(c.state, s.paused ? 'paused' : 'running');
+      setText(c.state, s.paused ? 'paused' : 'active');
       r.el.classList.toggle('paused', !!s.paused);
       setText(c.p50, fmtMs(s.wait_p50_ms));
       setText(c.p95, fmtMs(s.wait_p95_ms));
