@@ -22,8 +22,8 @@ type layer struct {
 }
 
 // layers, top-down reading of DESIGN.md's table. A package matches the
-// longest prefix. internal/ holds only what the layers below the services
-// share, so it imports nothing of ours but itself; the simulation drives the
+// longest prefix. internal/ holds only small helpers the layers share, so
+// it imports nothing of ours but internal/; the simulation drives the
 // services, so it stands above them, below api.
 var layers = []layer{
 	{"domain", nil},
@@ -42,7 +42,7 @@ var layers = []layer{
 func layerOf(rel string) (layer, bool) {
 	best, found := layer{}, false
 	for _, l := range layers {
-		if rel == l.prefix || strings.HasPrefix(rel, l.prefix+"/") {
+		if under(rel, l.prefix) {
 			if !found || len(l.prefix) > len(best.prefix) {
 				best, found = l, true
 			}
@@ -53,13 +53,14 @@ func layerOf(rel string) (layer, bool) {
 
 func allowed(l layer, dep string) bool {
 	for _, p := range l.mayImport {
-		if p == "" || dep == p || strings.HasPrefix(dep, p+"/") {
+		if p == "" || under(dep, p) {
 			return true
 		}
 	}
 	return false
 }
 
+// under says whether package rel is prefix or below it.
 func under(rel, prefix string) bool { return rel == prefix || strings.HasPrefix(rel, prefix+"/") }
 
 // arrow says what is wrong with package rel importing package dep (both
