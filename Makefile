@@ -25,7 +25,7 @@ test: ## vet, every test with the race detector (PostgreSQL and the browser test
 	TURNSTILE_SIM_BUDGET=5s scripts/with-postgres.sh scripts/with-chromium.sh $(GO) test -race -count=1 -timeout 30m ./...
 	@# The simulation's random seeds run ~9x faster without the race detector:
 	@# a minute of them is over a million simulated lifecycle steps.
-	TURNSTILE_SIM_BUDGET=60s $(GO) test -count=1 -run '^TestSeeds$$' -v ./internal/sim
+	TURNSTILE_SIM_BUDGET=60s $(GO) test -count=1 -run '^TestSeeds$$' -v ./sim
 	@# Eight of the curated mutants (~1 min), a window of the list chosen by the day: consecutive days cover the whole list (all at once: make mutants).
 	$(GO) run ./scripts/mutants -rotate 8 -baseline=false
 	$(MAKE) --no-print-directory soak-short
@@ -62,7 +62,7 @@ SEED ?= 0
 STEPS ?= 5000
 .PHONY: simulate
 simulate: ## replay one deterministic simulation: make simulate SEED=… STEPS=… [TRACE=1] [SINGLE=1] [SPLIT=1] [MIXED=1] [ARCHIVE=1] (SEED=0 picks one and prints it; SINGLE: a log without atomic multi-stream appends; SPLIT: two executors at once now and then; MIXED: workers that serve different runners; ARCHIVE: checkpoints, archive and trims)
-	TURNSTILE_SIMULATE=1 $(GO) test -count=1 -run '^TestSimulate$$' -v ./internal/sim -args -seed=$(SEED) -steps=$(STEPS) $(if $(TRACE),-trace) $(if $(SINGLE),-single-stream) $(if $(SPLIT),-split-brain) $(if $(MIXED),-mixed-runners) $(if $(ARCHIVE),-archive)
+	TURNSTILE_SIMULATE=1 $(GO) test -count=1 -run '^TestSimulate$$' -v ./sim -args -seed=$(SEED) -steps=$(STEPS) $(if $(TRACE),-trace) $(if $(SINGLE),-single-stream) $(if $(SPLIT),-split-brain) $(if $(MIXED),-mixed-runners) $(if $(ARCHIVE),-archive)
 
 .PHONY: bench
 bench: ## micro-benchmarks of the log (see BENCHMARKS.md for whole-system ones)

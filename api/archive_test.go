@@ -14,8 +14,8 @@ import (
 	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore/archive"
+	"github.com/turnstile/turnstile/eventstore/archive/archivetest"
 	"github.com/turnstile/turnstile/eventstore/memstore"
-	"github.com/turnstile/turnstile/internal/archivetest"
 	"github.com/turnstile/turnstile/services/node"
 )
 

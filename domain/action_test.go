@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/internal/valuediff"
 )
 
 func TestPolicyWithDefaults(t *testing.T) {
@@ -18,7 +19,7 @@ func TestPolicyWithDefaults(t *testing.T) {
 		TimeoutSeconds: domain.DefaultTimeoutSeconds, ScheduledTimeoutSeconds: domain.DefaultScheduledTimeoutSecs,
 		MaxAttempts: domain.DefaultMaxAttempts, OnLimit: domain.OnLimitQueue,
 	}
-	if d := sameValue(got, want); d != "" {
+	if d := valuediff.Diff(got, want); d != "" {
 		t.Fatalf("WithDefaults() = %+v, want %+v (%s)", got, want, d)
 	}
 	if err := got.Validate(); err != nil {
@@ -176,7 +177,7 @@ func TestActionDefine(t *testing.T) {
 	}
 	l := &actionLog{t: t, a: a}
 	l.must(ev, err)
-	if !a.Defined() || a.Version() != 0 || sameValue(a.Policy(), def.Policy) != "" {
+	if !a.Defined() || a.Version() != 0 || valuediff.Diff(a.Policy(), def.Policy) != "" {
 		t.Fatalf("after define: defined %v version %d policy %+v", a.Defined(), a.Version(), a.Policy())
 	}
 

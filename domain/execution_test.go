@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/internal/valuediff"
 )
 
 func TestRequestValidation(t *testing.T) {
@@ -98,7 +99,7 @@ func TestScheduleAttempts(t *testing.T) {
 		Worker: "w1", Incarnation: "w1-a", Attempt: 1, Action: "act", Runner: "core.echo",
 		Input: json.RawMessage(`{"a":1}`), TimeoutMillis: 2500, ScheduledTimeoutMS: 10000,
 	}
-	if d := sameValue(ev, want); d != "" {
+	if d := valuediff.Diff(ev, want); d != "" {
 		t.Fatalf("Schedule = %+v, want %+v (%s)", ev, want, d)
 	}
 	at := l.apply(ev)
@@ -228,7 +229,7 @@ func TestStateTimestamps(t *testing.T) {
 		Worker: "w1", Attempt: 1, Input: json.RawMessage(`{"i":2}`), Result: json.RawMessage(`{"ok":true}`), Version: 4,
 		RequestedAt: st.RequestedAt, SchedulingAt: st.SchedulingAt, ScheduledAt: st.ScheduledAt, RunningAt: st.RunningAt, EndedAt: st.EndedAt,
 	}
-	if d := sameValue(st, want); d != "" {
+	if d := valuediff.Diff(st, want); d != "" {
 		t.Errorf("State() = %+v\nwant %+v (%s)", st, want, d)
 	}
 	if x.Version() != 4 || x.Action() != "act" || x.ConcurrencyKey() != "k" || x.IsParent() || string(x.Input()) != `{"i":2}` {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
-	"github.com/turnstile/turnstile/internal/valuediff"
 )
 
 // t0 is the log time of the first event in the tests' hand-built streams.
@@ -241,6 +240,3 @@ func execIn(t testing.TB, s domain.Status, parent bool) (x *domain.Execution, fo
 	}
 	return x, false
 }
-
-// sameValue compares two decoded payloads (see valuediff.Diff).
-func sameValue(a, b any) string { return valuediff.Diff(a, b) }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/internal/valuediff"
 )
 
 // workerLog applies worker events at consecutive versions and given times.
@@ -58,7 +59,7 @@ func TestWorkerRegister(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := domain.WorkerRegistered{Slots: 100_000, Runners: []string{"core.noop"}, Host: "host", PID: 42, Incarnation: "i1"}
-	if d := sameValue(ev, want); d != "" {
+	if d := valuediff.Diff(ev, want); d != "" {
 		t.Fatalf("Register = %+v, want %+v", ev, want)
 	}
 	l := &workerLog{t: t, w: w}

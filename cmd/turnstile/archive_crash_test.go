@@ -15,8 +15,8 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
+	"github.com/turnstile/turnstile/eventstore/archive/archivetest"
 	"github.com/turnstile/turnstile/eventstore/embedded"
-	"github.com/turnstile/turnstile/internal/archivetest"
 	"github.com/turnstile/turnstile/services/crashpoint"
 )
 

@@ -11,8 +11,8 @@ import (
 	"testing"
 
 	"github.com/turnstile/turnstile/eventstore/archive"
+	"github.com/turnstile/turnstile/eventstore/archive/archivetest"
 	"github.com/turnstile/turnstile/eventstore/embedded"
-	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // archiveLog archives positions [0, head-keep) of the embedded log in

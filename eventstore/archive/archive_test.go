@@ -17,8 +17,8 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
+	"github.com/turnstile/turnstile/eventstore/archive/archivetest"
 	"github.com/turnstile/turnstile/eventstore/memstore"
-	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // awkward data and metadata: each must come back byte for byte.

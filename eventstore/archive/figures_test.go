@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/turnstile/turnstile/eventstore/archive/archivetest"
 	"github.com/turnstile/turnstile/eventstore/embedded"
-	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // TestFigures measures archive write and verify speed over a real log (the

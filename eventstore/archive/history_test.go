@@ -12,8 +12,8 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
+	"github.com/turnstile/turnstile/eventstore/archive/archivetest"
 	"github.com/turnstile/turnstile/eventstore/memstore"
-	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // trimming is a memstore that a test can trim: reads below its start fail

@@ -17,8 +17,8 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
+	"github.com/turnstile/turnstile/eventstore/archive/archivetest"
 	"github.com/turnstile/turnstile/eventstore/embedded"
-	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // childEnv, when set to LOG:ARCHIVE, makes the test binary a writer that

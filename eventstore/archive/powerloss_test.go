@@ -12,9 +12,9 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
+	"github.com/turnstile/turnstile/eventstore/archive/archivetest"
 	"github.com/turnstile/turnstile/eventstore/diskfs"
 	"github.com/turnstile/turnstile/eventstore/embedded"
-	"github.com/turnstile/turnstile/internal/archivetest"
 )
 
 // TestArchiveAndTrimPowerLoss: the archiver's move (Write the log before a

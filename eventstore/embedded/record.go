@@ -219,18 +219,23 @@ func (s recordStatus) String() string {
 	return "ok"
 }
 
+// bodyBounds returns the sizes a record's body may have: lo..hi bytes, in a
+// format-1 log (v1) or the current format.
+func bodyBounds(v1 bool) (lo, hi uint32) {
+	if v1 {
+		return minBodyV1, maxBodyV1
+	}
+	return minBody, maxBody
+}
+
 // recordLen returns the total size of the record at the start of b as its
-// length field says, or a status when b cannot hold a record.
-func recordLen(b []byte) (int, recordStatus) { return recordLenWithin(b, minBody, maxBody) }
-
-// recordLenV1 is recordLen for a format-1 log.
-func recordLenV1(b []byte) (int, recordStatus) { return recordLenWithin(b, minBodyV1, maxBodyV1) }
-
-// recordLenWithin is recordLen for a format whose bodies are lo..hi bytes.
-func recordLenWithin(b []byte, lo, hi uint32) (int, recordStatus) {
+// length field says, or a status when b cannot hold a record of the format
+// (v1 for a format-1 log).
+func recordLen(b []byte, v1 bool) (int, recordStatus) {
 	if len(b) < 4 {
 		return 0, recShort
 	}
+	lo, hi := bodyBounds(v1)
 	l := binary.LittleEndian.Uint32(b)
 	if l < lo || l > hi {
 		return 0, recBadLen
@@ -246,7 +251,7 @@ func recordLenWithin(b []byte, lo, hi uint32) (int, recordStatus) {
 // (a zero hash in r). r's slices alias *scratch, where the format-1 body is
 // copied with room for the hash: valid until the next call with it.
 func parseRecordV1(b []byte, r *rec, scratch *[]byte) (int, recordStatus) {
-	n, st := recordLenV1(b)
+	n, st := recordLen(b, true)
 	if st != recOK {
 		return n, st
 	}
@@ -263,7 +268,7 @@ func parseRecordV1(b []byte, r *rec, scratch *[]byte) (int, recordStatus) {
 // parseRecord checks and decodes the record at the start of b. It returns the
 // record's total size on disk.
 func parseRecord(b []byte, r *rec) (int, recordStatus) {
-	n, st := recordLen(b)
+	n, st := recordLen(b, false)
 	if st != recOK {
 		return n, st
 	}

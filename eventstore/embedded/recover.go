@@ -353,12 +353,11 @@ func (w *window) record(off int64, r *rec) (int, recordStatus, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	lenOf, parse := recordLen, parseRecord
+	parse := parseRecord
 	if w.v1 {
-		lenOf = recordLenV1
 		parse = func(b []byte, r *rec) (int, recordStatus) { return parseRecordV1(b, r, &w.scratch) }
 	}
-	n, st := lenOf(b)
+	n, st := recordLen(b, w.v1)
 	if st == recShort && n > len(b) && off+int64(n) <= w.size {
 		if b, err = w.at(off, n); err != nil {
 			return 0, 0, err
@@ -497,10 +496,7 @@ func (s *Store) checkTorn(w *window, off int64, st recordStatus) error {
 // checkTornAt is checkTorn for the bad record at off that should hold
 // position pos.
 func checkTornAt(w *window, off int64, st recordStatus, pos uint64) error {
-	lo, hi := uint32(minBody), uint32(maxBody)
-	if w.v1 {
-		lo, hi = minBodyV1, maxBodyV1
-	}
+	lo, hi := bodyBounds(w.v1)
 	maxPos := pos + uint64((w.size-off)/minRecord) + 1
 	var r rec
 	minRec := prefixSize + int(lo)

@@ -84,8 +84,8 @@
 // Commit writes its appends one stream at a time; "two timed cycles" are two
 // calls of Decide(true). Snapshots of the fold carry its partial writes
 // (projections.StateSnapshot), so a restarted executor completes them too.
-// internal/sim runs the executor on such a log (sim.Config.SingleStream),
-// where the log's faults cut these chains short.
+// The simulation (package sim) runs the executor on such a log
+// (sim.Config.SingleStream), where the log's faults cut these chains short.
 //
 // Not covered by any fence, on either kind of store: two executors that run
 // at once can still hand an execution to a worker the other has just

@@ -26,7 +26,7 @@ import (
 // same cycle: the two appends are independent, so if the timeout's append
 // fails (or lands second) the log would show the second waiter granted
 // while the first still waits, out of FIFO order. Found by the simulation
-// (internal/sim).
+// (package sim).
 func TestNoGrantPastAWaiterBeingCancelled(t *testing.T) {
 	bothLogs(t, testNoGrantPastAWaiterBeingCancelled)
 }
@@ -169,7 +169,7 @@ func oneWorkerSteps(t *testing.T, clk *clock.Manual, store eventstore.Store) (cm
 // handoff to it: so no handoff to a worker is decided in the cycle that
 // declares it lost, and no verdict is decided while a handoff to it is not
 // yet in the fold. Otherwise a live but stalled worker could start a run
-// handed to its lost incarnation. Found by the simulation (internal/sim).
+// handed to its lost incarnation. Found by the simulation (package sim).
 func TestLostVerdictCoversEveryHandoff(t *testing.T) {
 	bothLogs(t, testLostVerdictCoversEveryHandoff)
 }
@@ -228,7 +228,7 @@ func testLostVerdictCoversEveryHandoff(t *testing.T, single bool) {
 // version: the verdict may be in the log, and a handoff decided on a fold
 // without it would go to a lost incarnation. When the worker writes (the
 // verdict did not land), or when the verdict is decided again, the doubt
-// ends. Found by the simulation (internal/sim).
+// ends. Found by the simulation (package sim).
 func TestVerdictOfUnknownOutcomeHoldsHandoffs(t *testing.T) {
 	bothLogs(t, func(t *testing.T, single bool) {
 		for _, executed := range []bool{true, false} {

@@ -3,7 +3,7 @@ package sim_test
 import (
 	"testing"
 
-	"github.com/turnstile/turnstile/internal/sim"
+	"github.com/turnstile/turnstile/sim"
 )
 
 // TestSimulationArchives runs seeds with Config.Archive on both kinds of

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/turnstile/turnstile/internal/sim"
+	"github.com/turnstile/turnstile/sim"
 )
 
 // TestSimulationDrivesLeases: a plain seed's workers pay their debts of a

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/turnstile/turnstile/internal/sim"
+	"github.com/turnstile/turnstile/sim"
 )
 
 var (

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/turnstile/turnstile/internal/sim"
+	"github.com/turnstile/turnstile/sim"
 )
 
 // corpusSeed is one line of testdata/seeds.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/turnstile/turnstile/internal/sim"
+	"github.com/turnstile/turnstile/sim"
 )
 
 // TestSimulationDrivesRetries: the simulation's actions retry failed runs,

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/turnstile/turnstile/internal/sim"
+	"github.com/turnstile/turnstile/sim"
 )
 
 // TestSimulationDrivesSchedules: a plain seed and a split-brain seed define
