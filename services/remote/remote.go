@@ -104,6 +104,7 @@ type Service struct {
 	byHash map[[32]byte]*session
 	byInc  map[string]*session // incarnation → its session
 	byExec map[string]*session // execution id → the session it is assigned to
+	due    deadlines           // the started runs, by deadline (deadline.go)
 
 	run *startstop.Func
 }
@@ -140,6 +141,13 @@ type assignment struct {
 	started   time.Time         // when a start poll recorded it running (pollstart.go); zero: not so
 	fenced    bool              // a serial fence's heartbeat follows its handoff (serialfence.go): its run may write without another
 	x         *domain.Execution // the execution as this session last wrote it (from the handoff on), lent to one report at a time; nil: read the log
+
+	// The run's deadline (deadline.go), from the start on.
+	ss           *session
+	runningSince time.Time // when (this clock) its running event was written or first seen written; zero: not started
+	due          time.Time // runningSince + its timeout + DeadlineGrace
+	dueAt        int       // its index in Service.due while it is there
+	overdue      bool      // the service is ending it timed_out: its worker must stop it
 }
 
 // New checks cfg and returns a service; Start follows the log.
@@ -369,10 +377,11 @@ func (s *Service) endLocked(ss *session) {
 	ss.ended = true
 	delete(s.byHash, ss.hash)
 	delete(s.byInc, ss.inc)
-	for id := range ss.assigned {
+	for id, a := range ss.assigned {
 		if s.byExec[id] == ss {
 			delete(s.byExec, id)
 		}
+		s.forgetLocked(a)
 	}
 	ss.assigned = map[string]*assignment{}
 	s.wakeLocked(ss)
