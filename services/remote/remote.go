@@ -17,6 +17,10 @@
 // Assignments reach a session from the log: the service follows it from its
 // head as it is at Start and keeps, per incarnation, the handoffs addressed
 // to it that have not ended, the cancel requests for them and the take-backs.
+// A run that has not ended within its action's timeout plus DeadlineGrace
+// after its start is ended timed_out on its worker's behalf, with the same
+// fences (deadline.go), and the worker is told to stop it.
+//
 // Sessions live in this process's memory: after a restart of the server a
 // worker registers again (a new incarnation; the executor takes back what
 // the old one held, as for any replaced incarnation).
