@@ -12,9 +12,15 @@
 //     end is reported once, retried across network errors and server
 //     restarts of the connection until the server answers (a report is
 //     idempotent on the server, so a retry never duplicates anything).
+//   - The worker keeps its lease by itself while handlers run, however
+//     long they take: its polls go on, at most half a lease apart (the
+//     server cuts a poll's wait to that), and each renews the lease. A
+//     handler never has to heartbeat.
 //   - The handler's ctx is cancelled when a client asks to cancel the
 //     execution, when the server takes it back (the worker was too slow to
-//     start it, or was declared lost), when the action's timeout passes, or
+//     start it, or was declared lost), when the action's timeout passes
+//     (Job.Timeout, from the start; the run then reports timed_out, ahead
+//     of the server's own deadline, which is the timeout plus a grace), or
 //     when the drain's grace period is over.
 //   - When Run's ctx ends (say, on SIGTERM via signal.NotifyContext) the
 //     worker drains: it takes nothing new, lets its runs finish within

@@ -40,11 +40,17 @@ func (s *Service) follow(ctx context.Context, started func()) error {
 	started()
 	idleDone := make(chan struct{})
 	defer func() { <-idleDone }()
-	ictx, stopIdle := context.WithCancel(ctx)
+	deadlinesDone := make(chan struct{})
+	defer func() { <-deadlinesDone }()
+	ictx, stopIdle := context.WithCancel(ctx) // ends the idle and deadline loops before they are waited for
 	defer stopIdle()
 	go func() {
 		defer close(idleDone)
 		s.expireIdle(ictx)
+	}()
+	go func() {
+		defer close(deadlinesDone)
+		s.keepDeadlines(ictx)
 	}()
 	from := head
 	for try := 0; ; try++ {
@@ -133,8 +139,11 @@ func (s *Service) apply(env *domain.Envelope) *session {
 			return nil
 		}
 		if old := s.byExec[id]; old != nil && old != ss {
+			s.forgetLocked(old.assigned[id])
 			delete(old.assigned, id)
 		}
+		// An earlier run of it handed to this incarnation leaves the deadlines.
+		s.forgetLocked(ss.assigned[id])
 		x := domain.NewExecution(id) // the handoff alone rebuilds the state a report decides on (as an in-process worker's run does)
 		x.Apply(sched, env.Version, env.Time)
 		ss.assigned[id] = &assignment{x: x, position: env.Position, Assignment: Assignment{Execution: id, Action: sched.Action, Runner: sched.Runner,
@@ -157,8 +166,9 @@ func (s *Service) apply(env *domain.Envelope) *session {
 		a := ss.assigned[id]
 		delete(ss.assigned, id)
 		delete(ss.cancels, id)
-		if a != nil && a.delivered && (env.Type == domain.TypeExecutionAbandoned || env.Type == domain.TypeExecutionHandoffExpired) {
-			ss.cancels[id] = struct{}{} // taken back: the worker must stop its run (its reports are refused)
+		s.forgetLocked(a)
+		if a != nil && (a.overdue || a.delivered && (env.Type == domain.TypeExecutionAbandoned || env.Type == domain.TypeExecutionHandoffExpired)) {
+			ss.cancels[id] = struct{}{} // taken back, or ended past its deadline: the worker must stop its run (its reports are refused)
 			s.wakeLocked(ss)
 		}
 		if ss.draining && len(ss.assigned) == 0 && !ss.ended {

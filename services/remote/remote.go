@@ -17,6 +17,10 @@
 // Assignments reach a session from the log: the service follows it from its
 // head as it is at Start and keeps, per incarnation, the handoffs addressed
 // to it that have not ended, the cancel requests for them and the take-backs.
+// A run that has not ended within its action's timeout plus DeadlineGrace
+// after its start is ended timed_out on its worker's behalf, with the same
+// fences (deadline.go), and the worker is told to stop it.
+//
 // Sessions live in this process's memory: after a restart of the server a
 // worker registers again (a new incarnation; the executor takes back what
 // the old one held, as for any replaced incarnation).
@@ -104,6 +108,7 @@ type Service struct {
 	byHash map[[32]byte]*session
 	byInc  map[string]*session // incarnation → its session
 	byExec map[string]*session // execution id → the session it is assigned to
+	due    deadlines           // the started runs, by deadline (deadline.go)
 
 	run *startstop.Func
 }
@@ -140,6 +145,13 @@ type assignment struct {
 	started   time.Time         // when a start poll recorded it running (pollstart.go); zero: not so
 	fenced    bool              // a serial fence's heartbeat follows its handoff (serialfence.go): its run may write without another
 	x         *domain.Execution // the execution as this session last wrote it (from the handoff on), lent to one report at a time; nil: read the log
+
+	// The run's deadline (deadline.go), from the start on.
+	ss           *session
+	runningSince time.Time // when (this clock) its running event was written or first seen written; zero: not started
+	due          time.Time // runningSince + its timeout + DeadlineGrace
+	dueAt        int       // its index in Service.due while it is there
+	overdue      bool      // the service is ending it timed_out: its worker must stop it
 }
 
 // New checks cfg and returns a service; Start follows the log.
@@ -369,10 +381,11 @@ func (s *Service) endLocked(ss *session) {
 	ss.ended = true
 	delete(s.byHash, ss.hash)
 	delete(s.byInc, ss.inc)
-	for id := range ss.assigned {
+	for id, a := range ss.assigned {
 		if s.byExec[id] == ss {
 			delete(s.byExec, id)
 		}
+		s.forgetLocked(a)
 	}
 	ss.assigned = map[string]*assignment{}
 	s.wakeLocked(ss)

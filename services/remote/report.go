@@ -217,6 +217,9 @@ func (s *Service) reported(ss *session, id string, x *domain.Execution) {
 		return
 	}
 	a.reported, a.x = true, x
+	if x.Status() == domain.StatusRunning && x.Attempt() == a.Attempt {
+		s.startedLocked(ss, a, time.Now()) // its deadline runs from here
+	}
 }
 
 // guard fences a session's execution writes with its worker stream: the
