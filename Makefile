@@ -68,6 +68,14 @@ simulate: ## replay one deterministic simulation: make simulate SEED=â€¦ STEPS=â
 bench: ## micro-benchmarks of the log (see BENCHMARKS.md for whole-system ones)
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./eventstore/...
 
+BASE ?=
+PAIRS ?= 5
+BENCH ?= lifecycle,freeslot
+.PHONY: bench-compare
+bench-compare: ## compare a base revision with the current tree: make bench-compare BASE=<rev> [PAIRS=5] [BENCH=lifecycle,freeslot,postgres] [EXECUTIONS=N]; interleaved pairs, ratios per pair and their median
+	@test -n "$(BASE)" || { echo "usage: make bench-compare BASE=<rev> [PAIRS=5] [BENCH=lifecycle,freeslot,postgres]" >&2; exit 2; }
+	$(if $(findstring postgres,$(BENCH)),scripts/with-postgres.sh) $(GO) run ./scripts/benchcompare --base $(BASE) --pairs $(PAIRS) --bench $(BENCH) $(if $(EXECUTIONS),--executions $(EXECUTIONS))
+
 .PHONY: lint
 lint: $(TOOLS)/golangci-lint ## golangci-lint (installed into bin/tools at a pinned version)
 	$(TOOLS)/golangci-lint run ./...

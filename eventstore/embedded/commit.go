@@ -501,7 +501,8 @@ func (s *Store) findID(id uuid.UUID) (uint64, bool, error) {
 // lookup returns stream name's hot state (nil if it has no hot events) and
 // how many versions it has, staged included. Committer only.
 func (s *Store) lookup(name string) (*stream, uint64, error) {
-	slot := &s.recent[hashName(name)%uint64(len(s.recent))]
+	h := hashName(name)
+	slot := &s.recent[h%uint64(len(s.recent))]
 	if st := *slot; st != nil && st.name == name {
 		return st, st.sealed + uint64(len(st.positions)), nil
 	}
@@ -509,7 +510,7 @@ func (s *Store) lookup(name string) (*stream, uint64, error) {
 		*slot = st
 		return st, st.sealed + uint64(len(st.positions)), nil
 	}
-	n, ok, err := s.sealed.count(name)
+	n, ok, err := s.sealed.countHashed(name, h)
 	if !ok {
 		n = s.start.kept[name]
 	}

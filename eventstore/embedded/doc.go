@@ -112,7 +112,7 @@
 // part of the live log, positions [F, S) (F its start), that index lives in
 // level files; memory holds, for each level, only a fence over its sorted
 // ids (8 bytes of every 128th id) and over its sorted stream names (every
-// 32nd name), and a blocked Bloom filter of 10 bits per id and per stream
+// 32nd name), and a blocked Bloom filter of 10 bits per id and 16 per stream
 // name: about 1.5 to 2 bytes per sealed event in all (1.25 for the id
 // filters, the rest for streams, at some 6 events per stream). A look-up
 // asks the levels' filters, newest first, and reads one block of a level's

@@ -34,7 +34,7 @@ func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sea
 		streams += l.m
 	}
 	ns := &sealed{first: first.first, firstOff: first.firstOff, n: last.n, end: last.end,
-		ids: newBloom(int(n)), names: newBloom(int(streams))}
+		ids: newBloom(int(n), idBloomBits), names: newBloom(int(streams), nameBloomBits)}
 	w := &crcWriter{w: bufio.NewWriterSize(f, 1<<20)}
 	le := binary.LittleEndian
 	section := func(l *sealed, off, n int64) *bufio.Reader {

@@ -121,8 +121,9 @@ func (x *index) offsets(from uint64, out []int64, buf []byte) error {
 // findID returns the position of the sealed event whose id is id, asking
 // the newest level first.
 func (x *index) findID(id uuid.UUID) (uint64, bool, error) {
+	h := hashID(id)
 	for i := len(x.levels) - 1; i >= 0; i-- {
-		if p, ok, err := x.levels[i].findID(id); ok || err != nil {
+		if p, ok, err := x.levels[i].findIDHashed(id, h); ok || err != nil {
 			return p, ok, err
 		}
 	}
@@ -146,8 +147,9 @@ type levelStream struct {
 // findStream looks a stream up in every level.
 func (x *index) findStream(name string) (indexStream, bool, error) {
 	var out indexStream
+	h := hashName(name)
 	for _, l := range x.levels {
-		ss, ok, err := l.findStream(name)
+		ss, ok, err := l.findStreamHashed(name, h)
 		if err != nil {
 			return indexStream{}, false, err
 		}
@@ -165,8 +167,13 @@ func (x *index) findStream(name string) (indexStream, bool, error) {
 // count returns the stream's versions up to its last sealed event, from
 // the newest level that holds it (false: none does).
 func (x *index) count(name string) (uint64, bool, error) {
+	return x.countHashed(name, hashName(name))
+}
+
+// countHashed is count for a name whose hashName is h.
+func (x *index) countHashed(name string, h uint64) (uint64, bool, error) {
 	for i := len(x.levels) - 1; i >= 0; i-- {
-		ss, ok, err := x.levels[i].findStream(name)
+		ss, ok, err := x.levels[i].findStreamHashed(name, h)
 		if ok || err != nil {
 			return ss.base + ss.count, ok, err
 		}

@@ -161,7 +161,13 @@ func (s *sealed) readAt(b []byte, off int64) error {
 
 // findID returns the position of the sealed event whose id is id.
 func (s *sealed) findID(id uuid.UUID) (uint64, bool, error) {
-	if !s.ids.has(hashID(id)) {
+	return s.findIDHashed(id, hashID(id))
+}
+
+// findIDHashed is findID for an id whose hashID is h (an index asks each
+// of its levels with the one hash).
+func (s *sealed) findIDHashed(id uuid.UUID, h uint64) (uint64, bool, error) {
+	if !s.ids.has(h) {
 		return 0, false, nil
 	}
 	s.count()
@@ -195,7 +201,12 @@ type sealedStream struct {
 
 // findStream looks a stream up by name.
 func (s *sealed) findStream(name string) (sealedStream, bool, error) {
-	if !s.names.has(hashName(name)) {
+	return s.findStreamHashed(name, hashName(name))
+}
+
+// findStreamHashed is findStream for a name whose hashName is h.
+func (s *sealed) findStreamHashed(name string, h uint64) (sealedStream, bool, error) {
+	if !s.names.has(h) {
 		return sealedStream{}, false, nil
 	}
 	s.count()

@@ -76,7 +76,7 @@ func loadSealed(fsys diskfs.FS, path string, logSize int64) (_ *sealed, err erro
 		return nil, bad("covers %d bytes of a log of %d", ft.end, logSize)
 	}
 	s := &sealed{f: f, name: filepath.Base(path), size: size, first: ft.first, n: ft.n, firstOff: ft.firstOff, end: ft.end, m: ft.m, idsOff: ft.idsOff, streamsOff: ft.streamsOff, listsOff: ft.listsOff,
-		ids: newBloom(int(n)), names: newBloom(int(ft.m))}
+		ids: newBloom(int(n), idBloomBits), names: newBloom(int(ft.m), nameBloomBits)}
 	// The checksum is taken of what the buffered reader reads from the file,
 	// in big chunks; everything up to the trailer is read before it is
 	// compared.

@@ -142,7 +142,7 @@ func writeSealedFile(fsys diskfs.FS, path string, old *sealed, base uint64, hot 
 	}()
 	hotIDs, hotStreams := hot.sorted(base)
 	n := base + uint64(len(hot.offsets))
-	ns := &sealed{first: old.first, firstOff: old.firstOff, n: n, end: end, ids: newBloom(int(n - old.first)), names: newBloom(int(old.m) + len(hotStreams))}
+	ns := &sealed{first: old.first, firstOff: old.firstOff, n: n, end: end, ids: newBloom(int(n-old.first), idBloomBits), names: newBloom(int(old.m)+len(hotStreams), nameBloomBits)}
 	w := &crcWriter{w: bufio.NewWriterSize(f, 1<<20)}
 	le := binary.LittleEndian
 	b := make([]byte, 0, 64<<10)

@@ -87,7 +87,7 @@ func writeTrimmedSealed(fsys diskfs.FS, path string, old *sealed, first uint64, 
 			_ = f.Close() // the write error is the one to report
 		}
 	}()
-	ns := &sealed{first: first, firstOff: firstOff, n: old.n, end: old.end, ids: newBloom(int(n))}
+	ns := &sealed{first: first, firstOff: firstOff, n: old.n, end: old.end, ids: newBloom(int(n), idBloomBits)}
 	w := &crcWriter{w: bufio.NewWriterSize(f, 1<<20)}
 	var b []byte
 	b = append(b, sealedMagic...)
@@ -150,7 +150,7 @@ func writeTrimmedSealed(fsys diskfs.FS, path string, old *sealed, first uint64, 
 		}
 		idx += c
 	}
-	ns.names = newBloom(len(names))
+	ns.names = newBloom(len(names), nameBloomBits)
 	for _, name := range names {
 		ns.names.add(hashNameB(name))
 	}
