@@ -1,0 +1,67 @@
+package startstop_test
+
+import (
+	"context"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/turnstile/turnstile/internal/startstop"
+)
+
+// part is the smallest part built on Base: one goroutine until Stop.
+type part struct {
+	startstop.Base
+	starts int
+}
+
+func (p *part) Start(ctx context.Context) error {
+	ctx, ok := p.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	p.starts++
+	p.Go(func() { <-ctx.Done() })
+	p.MarkStarted()
+	return nil
+}
+
+var _ startstop.Service = (*part)(nil)
+
+// TestBase: a second Start does nothing (no second goroutine), Stop waits
+// for the goroutine, Stop twice and Stop before Start are fine, and a
+// stopped part does not start again.
+func TestBase(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	p := &part{}
+	p.Stop() // before Start
+	ctx := context.Background()
+	_ = p.Start(ctx)
+	_ = p.Start(ctx)
+	if p.starts != 1 {
+		t.Fatalf("two Starts ran %d times, want once", p.starts)
+	}
+	<-p.Started()
+	p.Stop()
+	p.Stop()
+	_ = p.Start(ctx)
+	if p.starts != 1 {
+		t.Fatal("a stopped part started again")
+	}
+}
+
+// TestBaseStartFailed: after StartFailed a later Start runs.
+func TestBaseStartFailed(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var b startstop.Base
+	ctx, ok := b.StartInit(context.Background())
+	if !ok {
+		t.Fatal("first StartInit refused")
+	}
+	b.Go(func() { <-ctx.Done() })
+	b.StartFailed() // ends ctx and waits for the goroutine
+	if _, ok := b.StartInit(context.Background()); !ok {
+		t.Fatal("StartInit refused after StartFailed")
+	}
+	b.Stop()
+}
