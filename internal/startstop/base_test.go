@@ -2,7 +2,9 @@ package startstop_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -13,6 +15,7 @@ import (
 type part struct {
 	startstop.Base
 	starts int
+	ended  atomic.Bool // its goroutine returned
 }
 
 func (p *part) Start(ctx context.Context) error {
@@ -21,7 +24,11 @@ func (p *part) Start(ctx context.Context) error {
 		return nil
 	}
 	p.starts++
-	p.Go(func() { <-ctx.Done() })
+	p.Go(func() {
+		<-ctx.Done()
+		time.Sleep(20 * time.Millisecond) // a part that takes a while to end
+		p.ended.Store(true)
+	})
 	p.MarkStarted()
 	return nil
 }
@@ -43,6 +50,9 @@ func TestBase(t *testing.T) {
 	}
 	<-p.Started()
 	p.Stop()
+	if !p.ended.Load() {
+		t.Fatal("Stop returned before the part's goroutine did")
+	}
 	p.Stop()
 	_ = p.Start(ctx)
 	if p.starts != 1 {
