@@ -21,6 +21,7 @@ func TestForwarderLifecycle(t *testing.T) {
 	defer store.Close()
 	b := bus.NewInProcess(slog.New(slog.DiscardHandler))
 	defer b.Close()
+	before := goleak.IgnoreCurrent() // the store's and the bus's own
 	f, err := bus.NewForwarder(bus.ForwarderConfig{Store: store, Publisher: b.Publisher, Checkpoints: &projections.MemCheckpoints{}})
 	if err != nil {
 		t.Fatal(err)
@@ -34,6 +35,7 @@ func TestForwarderLifecycle(t *testing.T) {
 	}
 	<-f.Started()
 	f.Stop()
+	goleak.VerifyNone(t, before) // while the store is open: a forwarding goroutine would still follow it
 	f.Stop()
 	if err := f.Err(); err != nil {
 		t.Fatalf("Err after Stop = %v, want nil", err)
