@@ -52,8 +52,17 @@ func (b *Base) StartFailed() {
 }
 
 // Go runs fn in a goroutine the part owns: Stop waits for it to return.
+// Once Stop has begun (a Stop that ran while Start was still going), fn
+// still runs, under the context Stop ended, but Stop does not wait for it.
 func (b *Base) Go(fn func()) {
+	b.mu.Lock()
+	if b.stopped {
+		b.mu.Unlock()
+		go fn()
+		return
+	}
 	b.wg.Add(1)
+	b.mu.Unlock()
 	go func() {
 		defer b.wg.Done()
 		fn()

@@ -75,3 +75,22 @@ func TestBaseStartFailed(t *testing.T) {
 	}
 	b.Stop()
 }
+
+// TestBaseStopDuringStart: a Stop that comes while Start is still going
+// ends the context Start got; a goroutine Start runs after it still runs,
+// sees that context ended, and nothing panics.
+func TestBaseStopDuringStart(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	var b startstop.Base
+	ctx, ok := b.StartInit(context.Background())
+	if !ok {
+		t.Fatal("StartInit refused")
+	}
+	b.Stop()
+	ran := make(chan error, 1)
+	b.Go(func() { ran <- ctx.Err() })
+	if err := <-ran; err == nil {
+		t.Fatal("a goroutine run after Stop got a live context")
+	}
+	b.Stop()
+}
