@@ -42,6 +42,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"os"
@@ -467,7 +468,20 @@ func (w *Worker) call(ctx context.Context, secret, path string, body, out any) (
 	return resp.StatusCode, nil
 }
 
-func backoff(try int) time.Duration { return min(10*time.Millisecond<<min(try, 7), time.Second) }
+// backoff is the wait before try number try+1 of a request: 10ms doubling
+// up to 1s, with equal jitter (half of it, plus a random part of the other
+// half) so that workers failing together do not try again together. The
+// client module imports nothing of the server, so this is its own small
+// copy of the server's internal/backoff.
+func backoff(try int) time.Duration {
+	return jitter(min(10*time.Millisecond<<min(try, 7), time.Second), rand.Int64N)
+}
+
+// jitter spreads d over [d/2, d) with rnd, a random number in [0, n).
+func jitter(d time.Duration, rnd func(n int64) int64) time.Duration {
+	half := d / 2
+	return half + time.Duration(rnd(int64(d-half)))
+}
 
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -63,8 +64,8 @@ func TestHelpEveryCommand(t *testing.T) {
 	}
 	for name, sc := range map[string]map[string]subcommand{"actions": actionsCommands, "exec": execCommands, "watch": watchCommands, "log": logCommands} {
 		for sub := range sc {
-			if clientWhat[name+" "+sub] == "" {
-				t.Errorf("turnstile %s %s --help does not say what it does (clientWhat)", name, sub)
+			if c, _ := commandNamed(name + " " + sub); c.what == "" || c.example == "" {
+				t.Errorf("turnstile %s %s --help does not say what it does or show an example (commands)", name, sub)
 			}
 		}
 	}
@@ -244,12 +245,28 @@ func TestMakeRunArgs(t *testing.T) {
 }
 
 // TestCLIDoc: docs/cli.md documents every exit code exactly as turnstile
-// --help prints them, and make run ARGS.
+// --help prints them, and make run ARGS; its command list is the one the
+// command table gives (commandList; TURNSTILE_WRITE_CLI_DOC=1 writes it).
 func TestCLIDoc(t *testing.T) {
 	t.Parallel()
 	doc, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	const begin, end = "<!-- commands: from cmd/turnstile's command table, checked by TestCLIDoc -->\n", "<!-- end of commands -->\n"
+	i, j := bytes.Index(doc, []byte(begin)), bytes.Index(doc, []byte(end))
+	if i < 0 || j < i {
+		t.Fatalf("docs/cli.md has no command list between %q and %q", begin, end)
+	}
+	if got, want := string(doc[i+len(begin):j]), commandList(); got != want {
+		if os.Getenv("TURNSTILE_WRITE_CLI_DOC") == "1" {
+			doc = append(append(append([]byte{}, doc[:i+len(begin)]...), want...), doc[j:]...)
+			if err := os.WriteFile("../../docs/cli.md", doc, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			t.Errorf("docs/cli.md's command list is not the command table's (TURNSTILE_WRITE_CLI_DOC=1 writes it); want:\n%s", want)
+		}
 	}
 	if !strings.Contains(string(doc), "```\n"+exitCodesHelp+"```\n") {
 		t.Errorf("docs/cli.md does not hold turnstile --help's exit codes as they are:\n%s", exitCodesHelp)
@@ -259,4 +276,17 @@ func TestCLIDoc(t *testing.T) {
 			t.Errorf("docs/cli.md does not show %s", want)
 		}
 	}
+}
+
+// commandList is docs/cli.md's command list: every command of the table
+// that says what it does, in the table's order.
+func commandList() string {
+	var b strings.Builder
+	b.WriteString("| command | what it does |\n| --- | --- |\n")
+	for _, c := range commands {
+		if c.what != "" {
+			fmt.Fprintf(&b, "| `turnstile %s` | %s |\n", c.name, strings.ReplaceAll(c.what, "|", "\\|"))
+		}
+	}
+	return b.String()
 }

@@ -89,14 +89,11 @@ func contains(list []string, s string) bool {
 }
 
 // flagsDoc is docs/cli.md's flags section as the commands print their flags
-// today: every command of commandHelp, then every client command.
+// today: every command of the table, then every client command.
 func flagsDoc(t *testing.T) string {
 	var b strings.Builder
 	b.WriteString(flagsDocStart)
-	var names []string
-	for name := range commandHelp {
-		names = append(names, name)
-	}
+	names := commandNames()
 	sort.Strings(names)
 	for _, name := range names {
 		fmt.Fprintf(&b, "\n### `turnstile %s`\n\n%s", name, flagsTable(helpFlags(t, strings.Fields(name)...), nil))
@@ -182,7 +179,7 @@ func TestHelpHidesTokens(t *testing.T) {
 	const secret = "help-must-not-show-this-secret"
 	t.Setenv("TURNSTILE_TOKEN", secret)
 	var cmds [][]string
-	for name := range commandHelp {
+	for _, name := range commandNames() {
 		cmds = append(cmds, strings.Fields(name))
 	}
 	for g, sub := range map[string]map[string]subcommand{"actions": actionsCommands, "exec": execCommands, "watch": watchCommands, "log": logCommands} {
@@ -197,4 +194,18 @@ func TestHelpHidesTokens(t *testing.T) {
 			t.Errorf("turnstile %s --help shows $TURNSTILE_TOKEN", strings.Join(args, " "))
 		}
 	}
+}
+
+// commandNames names every command of the table but the client ones (the
+// groups actions, exec, watch and log, listed apart) and help.
+func commandNames() []string {
+	var names []string
+	for _, c := range commands {
+		switch strings.Fields(c.name)[0] {
+		case "actions", "exec", "watch", "log", "help":
+			continue
+		}
+		names = append(names, c.name)
+	}
+	return names
 }

@@ -173,20 +173,16 @@ func exitCode(err error, cmd string, stderr io.Writer) int {
 	}
 }
 
-// subcommand is one client command: its positional arguments, an example,
-// and a function that declares its flags and returns what runs it.
+// subcommand is one client command: its positional arguments and a
+// function that declares its flags and returns what runs it. What it does
+// and an example are its row of commands (help.go).
 type subcommand struct {
-	args    []string // names of the positional arguments
-	example string
-	flags   func(fs *flag.FlagSet) runFunc
+	args  []string // names of the positional arguments
+	flags func(fs *flag.FlagSet) runFunc
 }
 
 // runFunc runs a client command with its positional arguments.
 type runFunc func(ctx context.Context, c *conn, pos []string) error
-
-func isHelp(arg string) bool {
-	return arg == "help" || arg == "-h" || arg == "--help" || arg == "-help"
-}
 
 // runClient runs "turnstile GROUP NAME …" from a group's subcommands.
 func runClient(ctx context.Context, group string, cmds map[string]subcommand, args []string, stdout, stderr io.Writer) int {
@@ -219,9 +215,10 @@ func runClient(ctx context.Context, group string, cmds map[string]subcommand, ar
 	run := sc.flags(fs)
 	fs.Usage = func() {
 		synopsis := strings.TrimSpace("turnstile " + name + " " + strings.Join(sc.args, " "))
-		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\n%s\n\nFlags:\n", synopsis, clientWhat[name])
+		h, _ := commandNamed(name)
+		fmt.Fprintf(fs.Output(), "usage: %s [flags]\n\n%s\n\nFlags:\n", synopsis, h.what)
 		fs.PrintDefaults()
-		fmt.Fprintf(fs.Output(), "\nExample:\n  %s\n\n%s", sc.example, exitCodesHelp)
+		fmt.Fprintf(fs.Output(), "\nExample:\n  %s\n\n%s", h.example, exitCodesHelp)
 	}
 	pos, err := parseInterspersed(fs, args[1:])
 	if errors.Is(err, flag.ErrHelp) {

@@ -18,7 +18,7 @@ import (
 
 // actionsCommands are "turnstile actions …".
 var actionsCommands = map[string]subcommand{
-	"list": {nil, "turnstile actions list --server http://127.0.0.1:8080", func(fs *flag.FlagSet) runFunc {
+	"list": {nil, func(fs *flag.FlagSet) runFunc {
 		return func(ctx context.Context, c *conn, _ []string) error {
 			list, err := timed(ctx, c.api.Actions)
 			if err != nil {
@@ -34,12 +34,12 @@ var actionsCommands = map[string]subcommand{
 			return nil
 		}
 	}},
-	"get": {[]string{"REF"}, "turnstile actions get demo.sleep", func(fs *flag.FlagSet) runFunc {
+	"get": {[]string{"REF"}, func(fs *flag.FlagSet) runFunc {
 		return func(ctx context.Context, c *conn, pos []string) error {
 			return c.showAction(timed(ctx, func(ctx context.Context) (wire.Action, error) { return c.api.Action(ctx, pos[0]) }))
 		}
 	}},
-	"create": {nil, "turnstile actions create --ref demo.sleep --runner core.sleep --max-concurrent 2 --timeout 1m", func(fs *flag.FlagSet) runFunc {
+	"create": {nil, func(fs *flag.FlagSet) runFunc {
 		pf := addPolicyFlags(fs, true)
 		return func(ctx context.Context, c *conn, _ []string) error {
 			p, err := pf.policy(fs, wire.Policy{})
@@ -55,7 +55,7 @@ var actionsCommands = map[string]subcommand{
 			}))
 		}
 	}},
-	"policy": {[]string{"REF"}, "turnstile actions policy demo.sleep --max-concurrent 5", func(fs *flag.FlagSet) runFunc {
+	"policy": {[]string{"REF"}, func(fs *flag.FlagSet) runFunc {
 		pf := addPolicyFlags(fs, false)
 		return func(ctx context.Context, c *conn, pos []string) error {
 			// The server replaces the whole policy: start from the current
@@ -75,13 +75,13 @@ var actionsCommands = map[string]subcommand{
 			return c.showAction(timed(ctx, func(ctx context.Context) (wire.Action, error) { return c.api.SetPolicy(ctx, pos[0], p) }))
 		}
 	}},
-	"pause": {[]string{"REF"}, `turnstile actions pause demo.sleep --reason "database maintenance"`, func(fs *flag.FlagSet) runFunc {
+	"pause": {[]string{"REF"}, func(fs *flag.FlagSet) runFunc {
 		reason := fs.String("reason", "", "why (recorded in the log)")
 		return func(ctx context.Context, c *conn, pos []string) error {
 			return c.showAction(timed(ctx, func(ctx context.Context) (wire.Action, error) { return c.api.PauseAction(ctx, pos[0], *reason) }))
 		}
 	}},
-	"resume": {[]string{"REF"}, "turnstile actions resume demo.sleep", func(fs *flag.FlagSet) runFunc {
+	"resume": {[]string{"REF"}, func(fs *flag.FlagSet) runFunc {
 		return func(ctx context.Context, c *conn, pos []string) error {
 			return c.showAction(timed(ctx, func(ctx context.Context) (wire.Action, error) { return c.api.ResumeAction(ctx, pos[0]) }))
 		}

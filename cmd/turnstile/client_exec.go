@@ -16,7 +16,7 @@ import (
 
 // execCommands are "turnstile exec …".
 var execCommands = map[string]subcommand{
-	"request": {[]string{"ACTION"}, `turnstile exec request demo.sleep --input '{"seconds":1}' --idempotency-key order-42 --wait --timeout 1m`, func(fs *flag.FlagSet) runFunc {
+	"request": {[]string{"ACTION"}, func(fs *flag.FlagSet) runFunc {
 		input := fs.String("input", "", "the input: a JSON object")
 		items := fs.String("with-items", "", "a JSON array: one child execution per item, in item order (an object item is merged over --input)")
 		window := fs.Int("concurrency", 0, "with --with-items: at most this many children in flight at once (0: all)")
@@ -60,7 +60,7 @@ var execCommands = map[string]subcommand{
 			return c.wait(ctx, r.ID, *timeout)
 		}
 	}},
-	"get": {[]string{"ID"}, "turnstile exec get 0b9d6c1e-… --as-of 2026-01-02T15:04:05Z", func(fs *flag.FlagSet) runFunc {
+	"get": {[]string{"ID"}, func(fs *flag.FlagSet) runFunc {
 		asOf := fs.String("as-of", "", "the state as of a log position or an RFC 3339 time")
 		return func(ctx context.Context, c *conn, pos []string) error {
 			var opts []client.ReadOption
@@ -75,7 +75,7 @@ var execCommands = map[string]subcommand{
 			return nil
 		}
 	}},
-	"list": {nil, "turnstile exec list --action demo.sleep --status failed --limit 20", func(fs *flag.FlagSet) runFunc {
+	"list": {nil, func(fs *flag.FlagSet) runFunc {
 		var o client.ListOptions
 		fs.StringVar(&o.Action, "action", "", "only this action's executions")
 		fs.StringVar(&o.Status, "status", "", "only executions in this state")
@@ -99,7 +99,7 @@ var execCommands = map[string]subcommand{
 			return nil
 		}
 	}},
-	"cancel": {[]string{"ID"}, `turnstile exec cancel 0b9d6c1e-… --reason "not needed"`, func(fs *flag.FlagSet) runFunc {
+	"cancel": {[]string{"ID"}, func(fs *flag.FlagSet) runFunc {
 		reason := fs.String("reason", "", "why (recorded in the log)")
 		return func(ctx context.Context, c *conn, pos []string) error {
 			acc, err := timed(ctx, func(ctx context.Context) (wire.Accepted, error) { return c.api.Cancel(ctx, pos[0], *reason) })
@@ -110,13 +110,13 @@ var execCommands = map[string]subcommand{
 			return nil
 		}
 	}},
-	"wait": {[]string{"ID"}, "turnstile exec wait 0b9d6c1e-… --timeout 5m", func(fs *flag.FlagSet) runFunc {
+	"wait": {[]string{"ID"}, func(fs *flag.FlagSet) runFunc {
 		timeout := fs.Duration("timeout", 0, "give up after this long (0: never)")
 		return func(ctx context.Context, c *conn, pos []string) error {
 			return c.wait(ctx, pos[0], *timeout)
 		}
 	}},
-	"explain": {[]string{"ID"}, "turnstile exec explain 0b9d6c1e-…", func(fs *flag.FlagSet) runFunc {
+	"explain": {[]string{"ID"}, func(fs *flag.FlagSet) runFunc {
 		return func(ctx context.Context, c *conn, pos []string) error {
 			e, err := timed(ctx, func(ctx context.Context) (client.Explanation, error) { return c.api.Explain(ctx, pos[0]) })
 			if err != nil {
@@ -128,7 +128,7 @@ var execCommands = map[string]subcommand{
 			return nil
 		}
 	}},
-	"events": {[]string{"ID"}, "turnstile exec events 0b9d6c1e-… --from 2 --limit 10", func(fs *flag.FlagSet) runFunc {
+	"events": {[]string{"ID"}, func(fs *flag.FlagSet) runFunc {
 		from := fs.Uint64("from", 0, "the stream version to start at")
 		limit := fs.Int("limit", 0, "page size (1..1000; default 100)")
 		return func(ctx context.Context, c *conn, pos []string) error {

@@ -11,7 +11,7 @@ import (
 
 // logCommands are "turnstile log …".
 var logCommands = map[string]subcommand{
-	"status": {nil, "turnstile log status --server http://127.0.0.1:8080", func(fs *flag.FlagSet) runFunc {
+	"status": {nil, func(fs *flag.FlagSet) runFunc {
 		return func(ctx context.Context, c *conn, _ []string) error {
 			st, err := timed(ctx, c.api.Log)
 			if err != nil {

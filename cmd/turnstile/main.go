@@ -17,39 +17,6 @@ import (
 	"github.com/turnstile/turnstile/services/runner"
 )
 
-const usage = `turnstile runs actions under per-action concurrency policies, event-sourced.
-
-Usage:
-  turnstile serve   [--addr 127.0.0.1:8080] [--data ./data] [--store URL] [--workers N] [--slots N] [--executor=false] [--token-file FILE] [--token ROLE:SECRET]...
-  turnstile executor --store postgres://... [--name N] [--worker-lease 15s] [--health-addr ADDR]
-      (one of any number: the one holding the lease decides, the others stand by)
-  turnstile worker  --store postgres://... --id W [--slots 16] [--heartbeat 2s] [--grace 10s] [--health-addr ADDR]
-  turnstile worker  --server URL [--token T] --id W [--slots 16] [--grace 10s]
-      (the built-in runners over HTTP: a token of role worker, no database credentials)
-  turnstile migrate --store postgres://...   (apply the PostgreSQL store's and read model tables' migrations)
-  turnstile healthcheck URL                  (GET URL, exit 0 on 2xx: for container health checks)
-  turnstile audit   (--data DIR | --store URL) [--json]
-  turnstile verify  (--data DIR | --store URL) [--digest POSITION:HASH]... [--json]   (check the log's hash chain)
-  turnstile replay  (--data DIR | --store URL) [--stream S] [--type T] [--from P] [--to P] [--as-of P|TIME] [--state] [--json]
-  turnstile rebuild (--data DIR | --store URL | --server URL [--token T])
-  turnstile rebuild --store postgres://... (--sql-views | --sql-views-reset)   (check or refold the SQL read model tables)
-  turnstile bench lifecycle [--store URL] --executions N --actions A --max-concurrent C [--submitters S] [--json]
-  turnstile actions create|get|list|pause|resume|policy …
-  turnstile exec request|get|list|cancel|wait|events|explain …
-  turnstile watch queue-stats|executions|events …
-  turnstile log status                       (the log's head, start, archive and digest, from GET /api/v1/log)
-      a client of the HTTP API (--server URL --token SECRET --json); turnstile exec help has the rest
-  turnstile version [--json]                 (also --version: the module version, commit and Go version)
-  turnstile help [COMMAND]                   (also COMMAND --help: its flags and an example)
-
-Store URLs: embedded:///path/to/dir (also --data DIR); postgres://user:pass@host:5432/db (run
-turnstile migrate first, or serve --migrate; TURNSTILE_PG_SCHEMA picks the schema);
-kurrentdb://host:2113?tls=false (also esdb://; without atomic multi-stream appends the
-executor fences on one stream and completes the rest from the log; not tested against a real
-server here); memory:// (not durable).
-
-` + exitCodesHelp
-
 func main() {
 	ctx, stop := signalContext(os.Stderr)
 	defer stop()
@@ -68,6 +35,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if helpRequested(args[1:]) {
 		stderr = stdout // a help that was asked for is output, not a diagnostic
+	}
+	if isHelp(args[0]) {
+		if len(args) > 1 && args[0] == "help" { // help COMMAND [SUBCOMMAND]: its --help
+			return run(ctx, append(append([]string{}, args[1:]...), "--help"), stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return 0
 	}
 	var err error
 	switch args[0] {
@@ -111,12 +85,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return runClient(ctx, "watch", watchCommands, args[1:], stdout, stderr)
 	case "log":
 		return runClient(ctx, "log", logCommands, args[1:], stdout, stderr)
-	case "help", "-h", "--help", "-help":
-		if len(args) > 1 && args[0] == "help" { // help COMMAND [SUBCOMMAND]: its --help
-			return run(ctx, append(append([]string{}, args[1:]...), "--help"), stdout, stderr)
-		}
-		fmt.Fprint(stdout, usage)
-		return 0
 	default:
 		fmt.Fprintf(stderr, "turnstile: unknown command %q\n\n%s", args[0], usage)
 		return 2

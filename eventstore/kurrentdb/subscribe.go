@@ -12,6 +12,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/backoff"
 )
 
 // maxBatch is the most events a subscription hands its handler at once.
@@ -51,7 +52,7 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 		server: serverFilter(s.ns, filter),
 		handle: handle,
 	}
-	backoff := minBackoff
+	pause := backoff.Backoff{Min: minBackoff, Max: maxBackoff, Jitter: backoff.Equal}
 	for {
 		err := sub.follow(ctx)
 		switch {
@@ -67,17 +68,21 @@ func (s *Store) Subscribe(ctx context.Context, from uint64, filter eventstore.Fi
 			return err // the caller's client closed itself; only the caller can replace it
 		}
 		if sub.delivered {
-			backoff, sub.delivered = minBackoff, false
+			pause.Reset()
+			sub.delivered = false
 		}
-		s.log.Warn("subscription to $all lost; subscribing again", "from", sub.next, "wait", backoff, "err", err)
+		wait := pause.Next()
+		s.log.Warn("subscription to $all lost; subscribing again", "from", sub.next, "wait", wait, "err", err)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return ctx.Err()
 		case <-s.done:
+			t.Stop()
 			return eventstore.ErrClosed
-		case <-time.After(backoff):
+		case <-t.C:
 		}
-		backoff = min(2*backoff, maxBackoff)
 	}
 }
 

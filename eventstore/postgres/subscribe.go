@@ -15,6 +15,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/backoff"
 )
 
 const (
@@ -221,20 +222,18 @@ func matching(evs []domain.Envelope, f eventstore.Filter) []domain.Envelope {
 // the store is closed; subscriptions poll while it is down.
 func (s *Store) listen() {
 	cfg := s.pool.Config().ConnConfig
-	backoff := 50 * time.Millisecond
+	pause := backoff.Backoff{Min: 50 * time.Millisecond, Max: s.opts.PollInterval, Jitter: backoff.Equal}
 	for s.ctx.Err() == nil {
 		err := s.listenOnceConnected(cfg)
 		if s.ctx.Err() != nil {
 			return
 		}
+		wait := pause.Next()
 		s.opts.Logger.Warn("postgres: listening for commits failed; subscriptions poll until it reconnects",
-			"schema", s.opts.Schema, "err", err, "retry_in", backoff)
-		select {
-		case <-s.ctx.Done():
+			"schema", s.opts.Schema, "err", err, "retry_in", wait)
+		if !backoff.Sleep(s.ctx, wait) {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, s.opts.PollInterval)
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package startstop gives every long-running part of turnstile one
 // lifecycle: Start(ctx) returns once the part runs, Started is closed once
 // it is ready (readiness is a signal, never polled), Stop ends it and
-// returns once it has. Helpers wait for several parts or stop them at once.
+// returns once it has. A part embeds Base for that bookkeeping. Helpers wait
+// for several parts or stop them at once.
 //
 // The shape follows river's rivershared/startstop.
 package startstop

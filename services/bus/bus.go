@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
+	"github.com/turnstile/turnstile/internal/backoff"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/crashpoint"
@@ -153,31 +153,45 @@ func (b *Bus) NewRouter() (*message.Router, error) {
 
 // PoisonCounter counts the messages that reached the poison topic.
 type PoisonCounter struct {
-	n atomic.Uint64
+	startstop.Base // Stop ends the watch and waits for its goroutine
+	n              atomic.Uint64
 }
 
 // Count returns how many messages have reached the poison topic.
 func (p *PoisonCounter) Count() uint64 { return p.n.Load() }
 
-// WatchPoison subscribes to the poison topic until ctx ends: each message
-// that arrives there (one a handler still failed on after its retries) is
-// counted and logged with the reason the router gave, then acknowledged.
-// Subscribe before the handlers start, so none is missed.
+// WatchPoison subscribes to the poison topic until ctx ends or the
+// counter's Stop: each message that arrives there (one a handler still
+// failed on after its retries) is counted and logged with the reason the
+// router gave, then acknowledged. Subscribe before the handlers start, so
+// none is missed.
 func (b *Bus) WatchPoison(ctx context.Context, logger *slog.Logger) (*PoisonCounter, error) {
+	pc := &PoisonCounter{}
+	ctx, _ = pc.StartInit(ctx)
 	msgs, err := b.Subscriber.Subscribe(ctx, TopicPoison)
 	if err != nil {
+		pc.StartFailed()
 		return nil, fmt.Errorf("bus: subscribe to %s: %w", TopicPoison, err)
 	}
-	pc := &PoisonCounter{}
-	go func() {
-		for m := range msgs {
+	pc.Go(func() {
+		for {
+			var m *message.Message
+			var ok bool
+			select {
+			case m, ok = <-msgs:
+			case <-ctx.Done():
+			}
+			if !ok {
+				return
+			}
 			pc.n.Add(1)
 			logger.Warn("bus: a message was set aside in the poison topic after its retries",
 				"uuid", m.UUID, "topic", m.Metadata.Get(middleware.PoisonedTopicKey),
 				"handler", m.Metadata.Get(middleware.PoisonedHandlerKey), "reason", m.Metadata.Get(middleware.ReasonForPoisonedKey))
 			m.Ack()
 		}
-	}()
+	})
+	pc.MarkStarted()
 	return pc, nil
 }
 
@@ -230,14 +244,11 @@ type ForwarderConfig struct {
 // and after a failed read of the log from the first event it has not
 // published, either of which may send a message again.
 type Forwarder struct {
-	cfg    ForwarderConfig
-	log    *slog.Logger
-	cancel context.CancelFunc
-	done   chan error
+	startstop.Base // Started and Stop (lifecycle.go)
 
-	started  startstop.Signal // closed by Start (lifecycle.go)
-	stopOnce sync.Once
-	err      error
+	cfg ForwarderConfig
+	log *slog.Logger
+	err error // what stopped it, set by its goroutine
 }
 
 // NewForwarder checks cfg and returns a forwarder; it does nothing until Start.
@@ -257,21 +268,24 @@ func NewForwarder(cfg ForwarderConfig) (*Forwarder, error) {
 	return &Forwarder{cfg: cfg, log: cfg.Logger.With("component", "forwarder")}, nil
 }
 
-// Start begins forwarding from the checkpoint.
+// Start begins forwarding from the checkpoint; a second Start does nothing.
 func (f *Forwarder) Start(ctx context.Context) error {
+	ctx, ok := f.StartInit(ctx)
+	if !ok {
+		return nil
+	}
 	from, err := f.cfg.Checkpoints.Load(ctx, f.cfg.Name)
 	if err != nil {
+		f.StartFailed()
 		return err
 	}
 	if f.cfg.From > 0 {
 		from = f.cfg.From
 	}
-	ctx, f.cancel = context.WithCancel(ctx)
-	f.done = make(chan error, 1)
 	filter := eventstore.Filter{Types: []string{domain.TypeExecutionScheduled, domain.TypeExecutionCancelRequested}}
-	go func() {
+	f.Go(func() {
 		next, lastSave := from, time.Now()
-		pause := 10 * time.Millisecond
+		pause := backoff.Backoff{Min: 10 * time.Millisecond, Max: time.Second, Jitter: backoff.Equal}
 		var err error
 		for {
 			err = f.cfg.Store.Subscribe(ctx, next, filter, func(batch []domain.Envelope) error {
@@ -279,7 +293,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 					return err
 				}
 				next = batch[len(batch)-1].Position + 1
-				pause = 10 * time.Millisecond
+				pause.Reset()
 				if time.Since(lastSave) >= f.cfg.SaveEvery {
 					lastSave = time.Now()
 					crashpoint.Hit(crashpoint.ForwarderBeforeCheckpoint)
@@ -301,14 +315,9 @@ func (f *Forwarder) Start(ctx context.Context) error {
 			}
 			// A failed read of the log (or publish): the log is the truth, so
 			// go on from the first event not yet published.
-			f.log.Warn("forwarding failed; subscribing again", "from", next, "err", err, "in", pause)
-			t := time.NewTimer(pause)
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-			t.Stop()
-			pause = min(2*pause, time.Second)
+			wait := pause.Next()
+			f.log.Warn("forwarding failed; subscribing again", "from", next, "err", err, "in", wait)
+			backoff.Sleep(ctx, wait)
 		}
 		if next > from {
 			_ = f.cfg.Checkpoints.Save(context.Background(), f.cfg.Name, next)
@@ -316,9 +325,9 @@ func (f *Forwarder) Start(ctx context.Context) error {
 		if ctx.Err() != nil {
 			err = nil
 		}
-		f.done <- err
-	}()
-	f.started.Close()
+		f.err = err
+	})
+	f.MarkStarted()
 	return nil
 }
 
@@ -355,14 +364,4 @@ func (f *Forwarder) publish(batch []domain.Envelope) error {
 		}
 	}
 	return nil
-}
-
-// Stop ends forwarding, saving the checkpoint; Err then says what stopped
-// it, if anything other than the stop itself.
-func (f *Forwarder) Stop() {
-	if f.cancel == nil {
-		return
-	}
-	f.cancel()
-	f.stopOnce.Do(func() { f.err = <-f.done })
 }

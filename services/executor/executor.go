@@ -181,9 +181,11 @@ type Executor struct {
 	active   atomic.Bool
 	wakeup   chan struct{} // buffered: SetActive(true) asks for a decision cycle
 	position atomic.Uint64
-	cancel   context.CancelFunc
-	done     chan struct{}
-	mu       sync.Mutex // guards state for readers outside the loop (Inspect)
+	life     startstop.Base // owns the loop's and the log reader's goroutines
+	started  atomic.Bool    // Start ran: Stop has a loop to end and a fold to save
+	stopOnce sync.Once
+	done     chan struct{} // closed when the loop has returned
+	mu       sync.Mutex    // guards state for readers outside the loop (Inspect)
 
 	// Stats counts decisions, for metrics and tests.
 	Stats Stats
@@ -201,7 +203,7 @@ func New(cfg Config) (*Executor, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name),
+	e := &Executor{cfg: cfg, log: cfg.Logger.With("component", "executor", "name", cfg.Name), done: make(chan struct{}),
 		state: projections.NewState(), awaiting: map[string]uint64{}, handing: map[string]handoff{}, doubted: map[string]uint64{}, wakeup: make(chan struct{}, 1),
 		single: !eventstore.AtomicMultiStream(cfg.Store), pending: map[string]*seen{}}
 	e.active.Store(!cfg.Standby)
@@ -230,17 +232,21 @@ func (e *Executor) Active() bool { return e.active.Load() }
 // Start folds the log from the beginning and then follows it, deciding as it
 // goes. It returns at once; the work runs until Stop or ctx ends. A failed
 // read of the log (the head, or the subscription) is retried, from where the
-// fold stopped, until ctx ends or the store is closed.
+// fold stopped, until ctx ends or the store is closed. A second Start does
+// nothing.
 func (e *Executor) Start(ctx context.Context) error {
+	ctx, ok := e.life.StartInit(ctx)
+	if !ok {
+		return nil
+	}
+	e.started.Store(true)
 	e.loadSnapshot(ctx)
 	e.loadCheckpoint(ctx)
 	from := e.state.Next
-	ctx, e.cancel = context.WithCancel(ctx)
-	e.done = make(chan struct{})
 	batches := make(chan []domain.Envelope, 64)
 	heads := make(chan uint64, 1)
 	subErr := make(chan error, 1)
-	go func() {
+	e.life.Go(func() {
 		head, err := e.readHead(ctx)
 		if err != nil {
 			subErr <- err
@@ -248,24 +254,26 @@ func (e *Executor) Start(ctx context.Context) error {
 		}
 		heads <- head
 		subErr <- e.follow(ctx, from, batches)
-	}()
-	go e.loop(ctx, heads, batches, subErr)
+	})
+	e.life.Go(func() { e.loop(ctx, heads, batches, subErr) })
 	return nil
 }
 
 // Stop ends the executor and waits for its loop to return, then saves a
-// snapshot of its fold (when Config.Snapshots is set).
+// snapshot of its fold (when Config.Snapshots is set). A second Stop, or
+// one before Start, does nothing.
 func (e *Executor) Stop() {
-	if e.cancel == nil {
+	if !e.started.Load() {
 		return
 	}
-	e.cancel()
-	<-e.done
-	e.checkpointing.Wait()
-	if e.state.Next != e.snapshotAt {
-		e.saveSnapshot()
-	}
-	e.snapshots.Wait()
+	e.life.Stop()
+	e.stopOnce.Do(func() {
+		e.checkpointing.Wait()
+		if e.state.Next != e.snapshotAt {
+			e.saveSnapshot()
+		}
+		e.snapshots.Wait()
+	})
 }
 
 // Done is closed when the executor's loop has returned: after Stop, or when

@@ -14,17 +14,23 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/backoff"
 	"github.com/turnstile/turnstile/internal/gopool"
 )
 
 // retryPause is how long the executor waits before reading the log again
-// after a failed read: it doubles from the first value up to the second.
+// after a failed read: it doubles from the first value up to the second
+// (equal jitter), from the first again once a read made progress.
 var retryPause = [2]time.Duration{10 * time.Millisecond, time.Second}
+
+func retryBackoff() backoff.Backoff {
+	return backoff.Backoff{Min: retryPause[0], Max: retryPause[1], Jitter: backoff.Equal}
+}
 
 // readHead reads the log's head, trying again after a failure until ctx
 // ends or the store is closed.
 func (e *Executor) readHead(ctx context.Context) (uint64, error) {
-	pause := retryPause[0]
+	pause := retryBackoff()
 	for {
 		head, err := e.cfg.Store.Head(ctx)
 		if err == nil {
@@ -33,11 +39,11 @@ func (e *Executor) readHead(ctx context.Context) (uint64, error) {
 		if ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) {
 			return 0, fmt.Errorf("executor: read head: %w", err)
 		}
-		e.log.Warn("cannot read the log's head; trying again", "err", err, "in", pause)
-		if !sleep(ctx, pause) {
+		wait := pause.Next()
+		e.log.Warn("cannot read the log's head; trying again", "err", err, "in", wait)
+		if !backoff.Sleep(ctx, wait) {
 			return 0, ctx.Err()
 		}
-		pause = min(2*pause, retryPause[1])
 	}
 }
 
@@ -46,12 +52,13 @@ func (e *Executor) readHead(ctx context.Context) (uint64, error) {
 // position after the last batch sent. It returns when ctx ends or the store
 // is closed.
 func (e *Executor) follow(ctx context.Context, from uint64, batches chan<- []domain.Envelope) error {
-	next, pause := from, retryPause[0]
+	next, pause := from, retryBackoff()
 	for {
 		err := e.cfg.Store.Subscribe(ctx, next, eventstore.Filter{}, func(b []domain.Envelope) error {
 			select {
 			case batches <- b: // the handler's to keep (eventstore.Store)
-				next, pause = b[len(b)-1].Position+1, retryPause[0]
+				next = b[len(b)-1].Position + 1
+				pause.Reset()
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()
@@ -60,23 +67,11 @@ func (e *Executor) follow(ctx context.Context, from uint64, batches chan<- []dom
 		if ctx.Err() != nil || errors.Is(err, eventstore.ErrClosed) {
 			return err
 		}
-		e.log.Warn("log subscription failed; subscribing again", "from", next, "err", err, "in", pause)
-		if !sleep(ctx, pause) {
+		wait := pause.Next()
+		e.log.Warn("log subscription failed; subscribing again", "from", next, "err", err, "in", wait)
+		if !backoff.Sleep(ctx, wait) {
 			return ctx.Err()
 		}
-		pause = min(2*pause, retryPause[1])
-	}
-}
-
-// sleep waits for d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }
 

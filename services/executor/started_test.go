@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/services/executor"
 )
@@ -41,5 +43,38 @@ func TestStartedSignalsCatchUp(t *testing.T) {
 	}
 	if !e.Ready() || e.Position() < head {
 		t.Fatalf("Started closed at position %d (ready %v); the log was at %d", e.Position(), e.Ready(), head)
+	}
+}
+
+// TestExecutorStartStopShape: Stop before Start and Stop twice are fine,
+// and a second Start runs no second loop: once Stop has returned no
+// goroutine of the executor is left (goleak).
+func TestExecutorStartStopShape(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	store := newStore(false)
+	defer func() { _ = store.Close() }()
+	e, err := executor.New(executor.Config{Store: store, Logger: quietLogger(), Name: "shape"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := goleak.IgnoreCurrent() // the store's own
+	e.Stop()                         // before Start: nothing to stop
+	for range 2 {
+		if err := e.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := startstop.WaitAllStarted(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	e.Stop()
+	goleak.VerifyNone(t, before) // while the store is open: a second loop would still follow it
+	e.Stop()
+	select {
+	case <-e.Done():
+	default:
+		t.Fatal("Done still open after Stop")
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/turnstile/turnstile/internal/backoff"
 )
 
 // Held is a lease this process holds until Lost is closed or it calls
@@ -184,7 +186,7 @@ type Lease interface {
 // holder after standing by. It returns once ctx has ended and the lease, if
 // held, is released (set(false) first).
 func Follow(ctx context.Context, l Lease, log *slog.Logger, set func(active bool)) {
-	backoff := 100 * time.Millisecond
+	pause := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: backoff.Equal}
 	for ctx.Err() == nil {
 		var standbySince time.Time
 		h, err := l.Acquire(ctx, func() {
@@ -195,16 +197,14 @@ func Follow(ctx context.Context, l Lease, log *slog.Logger, set func(active bool
 			if ctx.Err() != nil {
 				return
 			}
-			log.Warn("lease: cannot contend for the lease; retrying", "err", err, "retry_in", backoff)
-			select {
-			case <-ctx.Done():
+			wait := pause.Next()
+			log.Warn("lease: cannot contend for the lease; retrying", "err", err, "retry_in", wait)
+			if !backoff.Sleep(ctx, wait) {
 				return
-			case <-time.After(backoff):
 			}
-			backoff = min(2*backoff, 5*time.Second)
 			continue
 		}
-		backoff = 100 * time.Millisecond
+		pause.Reset()
 		set(true)
 		if standbySince.IsZero() {
 			log.Info("lease: acquired; this process is active")

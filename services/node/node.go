@@ -50,8 +50,6 @@ type Node struct {
 	// Poison counts the bus messages set aside in the poison topic.
 	Poison *bus.PoisonCounter
 
-	stopPoison context.CancelFunc
-
 	grace    time.Duration
 	stopOnce sync.Once
 }
@@ -125,9 +123,7 @@ func Start(ctx context.Context, store eventstore.Store, cfg Config) (*Node, erro
 		cfg.Logger = slog.Default()
 	}
 	n.Commands.Log = cfg.Logger
-	pctx, stopPoison := context.WithCancel(ctx)
-	n.stopPoison = stopPoison
-	poison, perr := n.Bus.WatchPoison(pctx, cfg.Logger.With("component", "bus"))
+	poison, perr := n.Bus.WatchPoison(ctx, cfg.Logger.With("component", "bus"))
 	if perr != nil {
 		return fail(perr)
 	}
@@ -265,8 +261,8 @@ func (n *Node) drain(ctx context.Context, grace time.Duration) {
 	if n.Executor != nil {
 		n.Executor.Stop()
 	}
-	if n.stopPoison != nil {
-		n.stopPoison()
+	if n.Poison != nil {
+		n.Poison.Stop()
 	}
 	if n.Bus != nil {
 		_ = n.Bus.Close()

@@ -16,6 +16,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/backoff"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/projections/sqlviews"
@@ -51,8 +52,8 @@ func NewReadModel(views *projections.Views, store eventstore.Store, snaps *proje
 }
 
 // readRetry is the pause before reading the log again after a failure: it
-// doubles from the first value up to the second, and starts again from the
-// first once a read has made progress.
+// doubles from the first value up to the second (equal jitter), and starts
+// again from the first once a read has made progress.
 var readRetry = [2]time.Duration{100 * time.Millisecond, 5 * time.Second}
 
 // retrying calls fn until it returns nil, ctx ends (nil) or the store is
@@ -60,7 +61,7 @@ var readRetry = [2]time.Duration{100 * time.Millisecond, 5 * time.Second}
 // it with the position it resumes from (at). Its first success after a
 // failure is logged too.
 func retrying(ctx context.Context, log *slog.Logger, what string, at func() uint64, fn func() error) error {
-	pause, failing := readRetry[0], false
+	pause, failing := backoff.Backoff{Min: readRetry[0], Max: readRetry[1], Jitter: backoff.Equal}, false
 	for {
 		from := at()
 		err := fn()
@@ -77,16 +78,14 @@ func retrying(ctx context.Context, log *slog.Logger, what string, at func() uint
 			return err
 		}
 		if at() > from {
-			pause = readRetry[0] // it got somewhere before failing
+			pause.Reset() // it got somewhere before failing
 		}
 		failing = true
-		log.Warn(what+": cannot read the log; trying again", "position", at(), "err", err, "in", pause)
-		select {
-		case <-ctx.Done():
+		wait := pause.Next()
+		log.Warn(what+": cannot read the log; trying again", "position", at(), "err", err, "in", wait)
+		if !backoff.Sleep(ctx, wait) {
 			return nil
-		case <-time.After(pause):
 		}
-		pause = min(2*pause, readRetry[1])
 	}
 }
 
@@ -116,16 +115,16 @@ func newSQLViews(ctx context.Context, storeURL string, store eventstore.Store, s
 	}
 	return &sqlViews{Projector: p, pool: pool, Func: startstop.NewFunc(func(ctx context.Context, started func()) error {
 		started()
-		for wait := time.Second; ; wait = min(2*wait, 30*time.Second) {
+		pause := backoff.Backoff{Min: time.Second, Max: 30 * time.Second, Jitter: backoff.Equal}
+		for {
 			err := p.Run(ctx)
 			if ctx.Err() != nil {
 				return nil
 			}
+			wait := pause.Next()
 			log.Error("sql views: projector stopped; restarting from the checkpoint", "err", err, "in", wait)
-			select {
-			case <-ctx.Done():
+			if !backoff.Sleep(ctx, wait) {
 				return nil
-			case <-time.After(wait):
 			}
 		}
 	})}, nil

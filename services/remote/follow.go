@@ -11,6 +11,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
+	"github.com/turnstile/turnstile/internal/backoff"
 )
 
 // followTypes are the events the service follows.
@@ -53,7 +54,8 @@ func (s *Service) follow(ctx context.Context, started func()) error {
 		s.keepDeadlines(ictx)
 	}()
 	from := head
-	for try := 0; ; try++ {
+	pause := backoff.Backoff{Min: followRetry, Max: followRetryMax, Jitter: backoff.Equal}
+	for {
 		err = s.cfg.Store.Subscribe(ctx, from, eventstore.Filter{Types: followTypes}, func(batch []domain.Envelope) error {
 			var stops []*session
 			s.mu.Lock()
@@ -63,7 +65,8 @@ func (s *Service) follow(ctx context.Context, started func()) error {
 				}
 			}
 			s.mu.Unlock()
-			from, try = batch[len(batch)-1].Position+1, 0
+			from = batch[len(batch)-1].Position + 1
+			pause.Reset()
 			for _, ss := range stops {
 				stopping.Go(func() { _ = s.stop(context.WithoutCancel(ctx), ss) })
 			}
@@ -75,18 +78,17 @@ func (s *Service) follow(ctx context.Context, started func()) error {
 		if errors.Is(err, eventstore.ErrClosed) {
 			return err
 		}
-		pause := min(followRetry<<min(try, 6), 5*time.Second)
-		s.log.Warn("following the log failed; following again from where it stopped", "position", from, "in", pause, "err", err)
-		select {
-		case <-ctx.Done():
+		wait := pause.Next()
+		s.log.Warn("following the log failed; following again from where it stopped", "position", from, "in", wait, "err", err)
+		if !backoff.Sleep(ctx, wait) {
 			return nil
-		case <-time.After(pause):
 		}
 	}
 }
 
-// followRetry is the first pause before a failed subscription is opened again.
-const followRetry = 50 * time.Millisecond
+// followRetry is the first pause before a failed subscription is opened
+// again; it doubles after each failure up to followRetryMax.
+const followRetry, followRetryMax = 50 * time.Millisecond, 64 * followRetry
 
 // apply folds one followed event into the sessions. It returns a draining
 // session whose last execution just ended (to be stopped).

@@ -17,7 +17,6 @@ import (
 )
 
 func (w *Worker) heartbeats(ctx context.Context) {
-	defer close(w.done)
 	t := time.NewTicker(w.cfg.Heartbeat)
 	defer t.Stop()
 	for {

@@ -13,4 +13,4 @@ var _ startstop.Service = (*Worker)(nil)
 
 // Started is closed once Start has subscribed to the worker's topics and
 // registered its incarnation: from then on handoffs reach it.
-func (w *Worker) Started() <-chan struct{} { return w.ready.C() }
+func (w *Worker) Started() <-chan struct{} { return w.life.Started() }

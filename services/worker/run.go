@@ -112,7 +112,8 @@ func (w *Worker) drive(r *Run) {
 	wctx := context.WithoutCancel(r.ctx) // writes must happen even after the run's ctx ended
 	crashpoint.Hit(crashpoint.WorkerGotHandoff)
 	started, err := r.Begin(wctx)
-	for try := 0; err != nil && try < maxTries && pause(w.ctx, try); try++ {
+	b := retryBackoff()
+	for err != nil && b.Tries() < maxTries && b.Wait(w.ctx) {
 		started, err = r.Begin(wctx)
 	}
 	if !started {
@@ -126,7 +127,8 @@ func (w *Worker) drive(r *Run) {
 	// retried for as long as the store stays unavailable (an outage of any
 	// length: the run's outcome is not thrown away); once the run was
 	// stopped (drained, replaced), for maxTries at most.
-	for try := 0; err != nil && (try < maxTries || r.ctx.Err() == nil) && pause(w.ctx, try); try++ {
+	b = retryBackoff()
+	for err != nil && (b.Tries() < maxTries || r.ctx.Err() == nil) && b.Wait(w.ctx) {
 		err = r.End(wctx, result, runErr)
 	}
 	if err != nil {

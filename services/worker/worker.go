@@ -34,6 +34,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/backoff"
 	"github.com/turnstile/turnstile/internal/gopool"
 	"github.com/turnstile/turnstile/internal/startstop"
 	"github.com/turnstile/turnstile/services/bus"
@@ -127,9 +128,8 @@ type Worker struct {
 
 	runs *gopool.Pool // the goroutines that drive runs (see spawn); set by Start
 
-	cancel context.CancelFunc
-	done   chan struct{}    // closed when the heartbeat loop has returned
-	ready  startstop.Signal // closed once Start has registered (lifecycle.go)
+	life startstop.Base // owns the router's and the heartbeats' goroutines (lifecycle.go)
+	live bool           // Start succeeded: Drain has something to stop
 }
 
 // runKey names one run: an attempt of an execution. A worker may be handed
@@ -238,42 +238,47 @@ func (w *Worker) Incarnation() string {
 
 // Start subscribes to the worker's topics, then registers the incarnation
 // (so no handoff can be addressed to it before it listens), then heartbeats.
+// A second Start does nothing.
 func (w *Worker) Start(ctx context.Context) error {
 	if w.cfg.Bus == nil {
 		return errors.New("worker: Start needs a Bus")
 	}
+	ctx, ok := w.life.StartInit(ctx)
+	if !ok {
+		return nil
+	}
 	r, err := w.cfg.Bus.NewRouter()
 	if err != nil {
+		w.life.StartFailed()
 		return err
 	}
 	r.AddConsumerHandler("handoff-"+w.cfg.ID, bus.HandoffTopic(w.cfg.ID), w.cfg.Bus.Subscriber, w.onHandoffs)
 	r.AddConsumerHandler("cancel-"+w.cfg.ID, bus.TopicCancel, w.cfg.Bus.Subscriber, w.onCancel)
 	w.router = r
-	ctx, cancel := context.WithCancel(ctx)
 	w.ctx = ctx
 	w.runs = gopool.New(idleRunner, ctx.Done())
-	go func() {
+	w.life.Go(func() {
 		if err := r.Run(ctx); err != nil {
 			w.log.Error("router stopped", "err", err)
 		}
-	}()
+	})
 	select {
 	case <-r.Running():
 	case <-ctx.Done():
-		cancel()
-		return ctx.Err()
+		err := ctx.Err()
+		w.life.StartFailed()
+		return err
 	}
 	if err := w.registerRetrying(ctx); err != nil {
-		cancel()
 		_ = r.Close()
+		w.life.StartFailed()
 		return err
 	}
 	w.mu.Lock()
-	w.cancel = cancel
+	w.live = true
 	w.mu.Unlock()
-	w.done = make(chan struct{})
-	go w.heartbeats(ctx)
-	w.ready.Close()
+	w.life.Go(func() { w.heartbeats(ctx) })
+	w.life.MarkStarted()
 	return nil
 }
 
@@ -284,27 +289,21 @@ func (w *Worker) Register(ctx context.Context) error { return w.register(ctx) }
 // registerRetrying registers, trying again while the store is unavailable.
 func (w *Worker) registerRetrying(ctx context.Context) error {
 	err := w.register(ctx)
-	for try := 0; repository.Unavailable(err) && try < maxTries && pause(ctx, try); try++ {
+	b := retryBackoff()
+	for repository.Unavailable(err) && b.Tries() < maxTries && b.Wait(ctx) {
 		err = w.register(ctx)
 	}
 	return err
 }
 
 // maxTries bounds how often the worker tries a write again while the store
-// is unavailable (with pauses of 10ms doubling up to 1s: about a minute).
+// is unavailable (with pauses from 10ms doubling up to 1s, equal jitter:
+// most of a minute).
 const maxTries = 64
 
-// pause waits before try number try+1 of a write; false if ctx ended first.
-func pause(ctx context.Context, try int) bool {
-	d := min(10*time.Millisecond<<min(try, 7), time.Second)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+// retryBackoff is the pause between tries of a write.
+func retryBackoff() backoff.Backoff {
+	return backoff.Backoff{Min: 10 * time.Millisecond, Max: time.Second, Jitter: backoff.Equal}
 }
 
 func (w *Worker) register(ctx context.Context) error {
@@ -497,7 +496,7 @@ func (w *Worker) cancelAll(cause error) []string {
 // nothing. The error is that of recording worker.stopped, if any.
 func (w *Worker) Drain(ctx context.Context, grace time.Duration) error {
 	w.mu.Lock()
-	if w.cancel == nil || w.draining {
+	if !w.live || w.draining {
 		w.mu.Unlock()
 		return nil
 	}
@@ -507,11 +506,7 @@ func (w *Worker) Drain(ctx context.Context, grace time.Duration) error {
 		// Another process owns the id: write nothing, just let go.
 		w.wg.Wait() // its runs were stopped and write nothing
 		_ = w.router.Close()
-		w.mu.Lock()
-		cancel := w.cancel
-		w.mu.Unlock()
-		cancel()
-		<-w.done
+		w.life.Stop()
 		w.mu.Lock()
 		w.stopped = true
 		w.mu.Unlock()
@@ -554,11 +549,7 @@ func (w *Worker) Drain(ctx context.Context, grace time.Duration) error {
 	}
 
 	_ = w.router.Close()
-	w.mu.Lock()
-	cancel := w.cancel
-	w.mu.Unlock()
-	cancel()
-	<-w.done
+	w.life.Stop()
 	w.mu.Lock()
 	w.stopped = true
 	known = w.state.Clone()
