@@ -11,7 +11,7 @@ import (
 	"github.com/turnstile/turnstile/services/command"
 )
 
-// scheduleRoutes are the cron schedules' routes (see docs/policies.md, "Cron schedules").
+// scheduleRoutes are the cron schedules' routes (see docs/schedules.md).
 func (s *Server) scheduleRoutes() []Route {
 	return []Route{
 		{"createSchedule", "POST", "/api/v1/schedules", adminOnly, byBody, s.createSchedule},

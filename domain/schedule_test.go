@@ -102,7 +102,7 @@ func TestCronZone(t *testing.T) {
 }
 
 // TestScheduleAcrossDaylightSaving pins what a tick in a daylight-saving
-// transition does (docs/policies.md, "Cron schedules"), as robfig/cron
+// transition does (docs/schedules.md), as robfig/cron
 // computes it: in Europe/Berlin, 30 2 * * * has no tick on the day of the
 // spring-forward gap (02:30 does not exist that night), and two on the day
 // of the autumn overlap (02:30 CEST, then 02:30 CET an hour later), each

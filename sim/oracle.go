@@ -58,7 +58,7 @@ var oracleRows = []oracleRow{
 	{"execution.handoff_expired", "executor", []string{oScheduled}, "plain", oScheduling},
 	// abandoned: its worker declared lost, after the handoff; back to the executor.
 	{"execution.abandoned", "executor", []string{oScheduled, oRunning}, "plain", oScheduling},
-	// docs/policies.md, retries: a run that fails or times out with runs left is
+	// docs/retries.md, "Retries": a run that fails or times out with runs left is
 	// reported by its worker as run_failed (running → scheduling, the slot still
 	// held); the executor then releases the slot for the backoff
 	// (retry_scheduled: scheduling → requested, waiting outside its queue) and,
