@@ -166,7 +166,7 @@ func maxResultFlag(fs *flag.FlagSet) func() (int, error) {
 // usage error).
 func runnerFlags(fs *flag.FlagSet) func() (runner.Config, error) {
 	enabled := fs.String("runners", strings.Join(runner.DefaultEnabled, ","),
-		"the built-in runners this process offers, comma-separated (core.shell and core.http are off unless named here: see docs/security.md)")
+		"the built-in runners this process offers, comma-separated (core.shell and core.http are off unless named here: see docs/runner-security.md)")
 	shellUser := fs.String("shell-user", "", "run core.shell's processes as this user (name or uid); required when the process is root and core.shell is on")
 	allowRoot := fs.Bool("shell-allow-root", false, "let core.shell run its processes as root when the process is root and --shell-user is empty (not recommended)")
 	return func() (runner.Config, error) {
