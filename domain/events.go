@@ -354,7 +354,7 @@ func WorkerStream(id string) string    { return StreamWorker + "-" + id }
 
 // SplitStream returns a stream's category and id ("execution", "6f1c…").
 func SplitStream(stream string) (category, id string) {
-	for _, c := range [...]string{StreamExecution, StreamQueue, StreamAction, StreamWorker, StreamSchedule, StreamCheckpoint} {
+	for _, c := range [...]string{StreamExecution, StreamQueue, StreamAction, StreamWorker, StreamSchedule, StreamCheckpoint, StreamResource} {
 		if len(stream) > len(c)+1 && stream[:len(c)] == c && stream[len(c)] == '-' {
 			return c, stream[len(c)+1:]
 		}
@@ -405,6 +405,9 @@ func NewCatalogue() *Registry {
 		{ScheduleDeleted{}, StreamSchedule, []Owner{api}},
 		{CheckpointPart{}, StreamCheckpoint, []Owner{ex}},
 		{CheckpointWritten{}, StreamCheckpoint, []Owner{ex}},
+		{ResourceDefined{}, StreamResource, []Owner{api}},
+		{ResourceDeleted{}, StreamResource, []Owner{api}},
+		{ResourceGranted{}, StreamResource, []Owner{ex}},
 	} {
 		if err := r.Register(reg.ev, 1, reg.stream, reg.owners...); err != nil {
 			panic(fmt.Sprintf("domain catalogue: %v", err))
