@@ -83,7 +83,7 @@ type Policy struct {
 	// Resources are the named resources every execution of the action
 	// holds while it holds its slot (resource.go); nil: none, and the
 	// grant costs nothing more.
-	Resources []ResourceNeed `json:"resources,omitempty"`
+	Resources []ResourceNeed `json:"resources,omitempty" snapshot:"added"`
 }
 
 // ErrInvalidPolicy is wrapped by every policy validation error.

@@ -328,6 +328,9 @@ func (rs *Resources) Apply(env *Envelope, ev Event) {
 
 // Release frees every unit execution id holds (it ended, or backs off).
 func (rs *Resources) Release(id string) {
+	if len(rs.held) == 0 {
+		return
+	}
 	hs, ok := rs.held[id]
 	if !ok {
 		return
@@ -402,4 +405,70 @@ func (rs *Resources) CheckGrant(name, id, key string, units int, at time.Time) e
 		return fmt.Errorf("grant of %s at %s exceeds the rate limit of resource %q key %q (%d per %gs)", id, at.Format(time.RFC3339Nano), name, key, rl.Count, rl.PerSeconds)
 	}
 	return nil
+}
+
+// ResourceSnapshot is one Resource's content, for snapshots and checkpoints.
+type ResourceSnapshot struct {
+	Name    string
+	Limit   ResourceLimit
+	Defined bool
+	Version int64
+	Keys    []ResourceKeySnapshot // by key
+}
+
+// ResourceKeySnapshot is one key value's holders and recent grant times.
+type ResourceKeySnapshot struct {
+	Key     string
+	Holders []ResourceHolder // by execution
+	Grants  []time.Time
+}
+
+// ResourceHolder is an execution holding units.
+type ResourceHolder struct {
+	Execution string
+	Units     int
+}
+
+// Snapshot returns every resource's content, by name.
+func (rs *Resources) Snapshot() []ResourceSnapshot {
+	var out []ResourceSnapshot
+	for _, name := range rs.Names() {
+		r := rs.byName[name]
+		sn := ResourceSnapshot{Name: name, Limit: r.limit, Defined: r.defined, Version: r.version}
+		keys := make([]string, 0, len(r.keys))
+		for k := range r.keys {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, key := range keys {
+			k := r.keys[key]
+			ks := ResourceKeySnapshot{Key: key, Grants: append([]time.Time(nil), k.grants...)}
+			for id, u := range k.holders {
+				ks.Holders = append(ks.Holders, ResourceHolder{id, u})
+			}
+			sort.Slice(ks.Holders, func(i, j int) bool { return ks.Holders[i].Execution < ks.Holders[j].Execution })
+			sn.Keys = append(sn.Keys, ks)
+		}
+		out = append(out, sn)
+	}
+	return out
+}
+
+// RestoreResources returns the fold sn describes.
+func RestoreResources(sn []ResourceSnapshot) *Resources {
+	rs := NewResources()
+	for _, s := range sn {
+		r := rs.resource(s.Name)
+		r.limit, r.defined, r.version = s.Limit, s.Defined, s.Version
+		for _, ks := range s.Keys {
+			k := &ResourceKey{Key: ks.Key, holders: map[string]int{}, grants: append([]time.Time(nil), ks.Grants...)}
+			for _, h := range ks.Holders {
+				k.holders[h.Execution] = h.Units
+				k.InUse += h.Units
+				rs.held[h.Execution] = append(rs.held[h.Execution], held{s.Name, ks.Key, h.Units})
+			}
+			r.keys[ks.Key] = k
+		}
+	}
+	return rs
 }
