@@ -276,6 +276,16 @@ func (rs *Resources) Holds(id, name string) bool {
 	return false
 }
 
+// GetOrEmpty returns resource name, or an undefined one (version -1).
+func (rs *Resources) GetOrEmpty(name string) *Resource { return rs.resource(name) }
+
+// Define sets resource name's limit outside a log (a fold of definitions
+// gathered elsewhere, to check policies against).
+func (rs *Resources) Define(name string, l ResourceLimit) {
+	r := rs.resource(name)
+	r.limit, r.defined = l, true
+}
+
 func (rs *Resources) resource(name string) *Resource {
 	r := rs.byName[name]
 	if r == nil {
