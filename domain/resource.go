@@ -151,6 +151,20 @@ func (l ResourceLimit) KeyOf(in json.RawMessage) (string, error) {
 	return Policy{ConcurrencyKey: l.KeyField}.KeyOf(in)
 }
 
+// KeyValue is the key value a grant to an execution with input in holds:
+// KeyOf's, or "" when the input lacks the field (a request the API
+// refuses; the fold admits it under "").
+func (l ResourceLimit) KeyValue(in json.RawMessage) string {
+	if l.KeyField == "" {
+		return ""
+	}
+	k, err := l.KeyOf(in)
+	if err != nil {
+		return ""
+	}
+	return k
+}
+
 // ResourceKey is the state of one key value of a resource.
 type ResourceKey struct {
 	Key     string

@@ -60,24 +60,11 @@ func (rc *resCycle) needs(e *Executor, x *domain.Execution, ns []domain.Resource
 	for _, n := range ns {
 		key := ""
 		if r := e.state.Resources.Get(n.Name); r != nil && x != nil {
-			key = ResourceKey(r.Limit(), x.Input())
+			key = r.Limit().KeyValue(x.Input())
 		}
 		out = append(out, resHeld{n.Name, key, n.Units})
 	}
 	return out
-}
-
-// ResourceKey is the key value of a resource for an input: "" unkeyed, or
-// when the input lacks the field (a request the API refuses).
-func ResourceKey(l domain.ResourceLimit, in []byte) string {
-	if l.KeyField == "" {
-		return ""
-	}
-	k, err := l.KeyOf(in)
-	if err != nil {
-		return ""
-	}
-	return k
 }
 
 // fits reports whether every unit of hs is free at log time now, after
