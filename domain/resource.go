@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -130,8 +131,8 @@ func (l ResourceLimit) Validate() error {
 			return fmt.Errorf("%w: rate_limit needs count 1..1000000 and per_seconds in (0, 86400]", ErrInvalidPolicy)
 		}
 	}
-	if len(l.KeyField) > MaxRefLen {
-		return fmt.Errorf("%w: key_field longer than %d bytes", ErrInvalidPolicy, MaxRefLen)
+	if len(l.KeyField) > MaxRefLen || strings.ContainsAny(l.KeyField, "\n\r") {
+		return fmt.Errorf("%w: key_field must be at most %d bytes, on one line", ErrInvalidPolicy, MaxRefLen)
 	}
 	return nil
 }

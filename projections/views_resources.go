@@ -84,6 +84,17 @@ func (v *Views) resource(name string) (ResourceView, bool) {
 	return out, true
 }
 
+// ResourceLimit returns the limit of a resource that exists.
+func (v *Views) ResourceLimit(name string) (domain.ResourceLimit, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	r := v.st.Resources.Get(name)
+	if r == nil || !r.Defined() {
+		return domain.ResourceLimit{}, false
+	}
+	return r.Limit(), true
+}
+
 // Resources returns every resource that exists, sorted by name.
 func (v *Views) Resources() []ResourceView {
 	v.mu.RLock()

@@ -221,6 +221,9 @@ func (e *Executor) grantAndHand(x *domain.Execution, xs, key string, q *domain.Q
 	if err != nil {
 		return eventstore.StreamAppend{}, false
 	}
+	if p.Resources != nil {
+		sched.ResourceKeyFields = e.resourceKeyFields(p.Resources)
+	}
 	a := e.stageAfter(fence(), xs, x.Version(), grant, sched)
 	e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}
 	wk.take(x.ID())

@@ -16,6 +16,7 @@ package executor
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
@@ -121,4 +122,16 @@ func (e *Executor) resourceGrant(o *op, rc *resCycle, name string, g domain.Reso
 	}
 	rc.version[name] = e.state.Resources.Get(name).Version()
 	o.appends = append(o.appends, e.stage(rs, rc.version[name], g))
+}
+
+// resourceKeyFields returns the key fields of the keyed resources in ns,
+// one per line (ExecutionScheduled.ResourceKeyFields).
+func (e *Executor) resourceKeyFields(ns []domain.ResourceNeed) string {
+	var out []string
+	for _, n := range ns {
+		if r := e.state.Resources.Get(n.Name); r != nil && r.Limit().KeyField != "" {
+			out = append(out, r.Limit().KeyField)
+		}
+	}
+	return strings.Join(out, "\n")
 }
