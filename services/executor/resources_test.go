@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/runner"
 )
@@ -168,6 +169,14 @@ func TestResourcePerKey(t *testing.T) {
 	h.quiesce()
 	if x := h.loaded(b1); x.Status() != domain.StatusRequested {
 		t.Fatalf("b1 (acme) is %s while a1 holds acme's one unit", x.Status())
+	}
+	ex := h.explain(b1)
+	want := projections.Reason{Reason: projections.WaitResource, Resource: "api", Key: "acme", InUse: 1, MaxConcurrent: 1}
+	if !slices.Equal(ex.WaitingFor, []string{projections.WaitResource}) || len(ex.Reasons) != 1 || ex.Reasons[0] != want {
+		t.Fatalf("explain b1: %v %+v, want resource api key acme 1 of 1 in use", ex.WaitingFor, ex.Reasons)
+	}
+	if ex := h.explain(a2); !slices.Contains(ex.WaitingFor, projections.WaitSlot) || len(ex.Reasons) != len(ex.WaitingFor) || ex.Reasons[0].Reason != ex.WaitingFor[0] {
+		t.Fatalf("explain a2 (its own slot, and zeta b2 holds): %v %+v", ex.WaitingFor, ex.Reasons)
 	}
 	h.drain(g, []string{a1, a2, b1, b2})
 	if m := h.maxHeld("api"); m != 1 {
