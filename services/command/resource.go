@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/repository"
@@ -52,6 +53,11 @@ func (c *Service) DefineResource(ctx context.Context, name string, l domain.Reso
 	}
 	if err := l.Validate(); err != nil {
 		return false, false, err
+	}
+	if !eventstore.AtomicMultiStream(c.Store) {
+		// A grant that needs a resource is fenced on several streams in
+		// one append; this log cannot append so (docs/policies.md, "Resources").
+		return false, false, fmt.Errorf("%w: resources need a log with atomic multi-stream appends, and this one has none", ErrInvalidRequest)
 	}
 	wrote, err = c.updateResource(ctx, name, func(r *domain.Resource) (domain.Event, error) {
 		created = !r.Defined()

@@ -3,11 +3,16 @@ package executor_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/runner"
@@ -205,6 +210,42 @@ func TestResourceTwoExecutorsNeverOverGrant(t *testing.T) {
 	}
 	if m := h.maxHeld("db"); m > 3 {
 		t.Fatalf("%d units held at once, max_concurrent 3", m)
+	}
+	h.auditClean()
+}
+
+// TestResourceSingleStreamLog: on a log without atomic multi-stream
+// appends (as KurrentDB), a resource cannot be defined (400, nothing
+// written), and an execution whose action needs one that the log defines
+// anyway is never granted, while other actions run. Catches: a grant fenced
+// on one stream of several (two executors could over-grant), or a resource
+// accepted where it cannot be fenced.
+func TestResourceSingleStreamLog(t *testing.T) {
+	h := newHarness(t, harnessConfig{single: true})
+	h.addWorker("w1", 4, time.Hour, nil)
+	ctx := context.Background()
+	head, _ := h.store.Head(ctx)
+	if _, _, err := h.cmds.DefineResource(ctx, "db", domain.ResourceLimit{MaxConcurrent: 1}); !errors.Is(err, domain.ErrInvalidRequest) {
+		t.Fatalf("define on a single-stream log: %v, want ErrInvalidRequest", err)
+	}
+	if after, _ := h.store.Head(ctx); after != head {
+		t.Fatalf("refused definition appended %d events", after-head)
+	}
+	env, err := codec.Events.Encode(uuid.New(), domain.ResourceDefined{ResourceLimit: domain.ResourceLimit{MaxConcurrent: 1}}, domain.OwnerAPI, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.store.Append(ctx, domain.ResourceStream("db"), eventstore.NoStream, env); err != nil {
+		t.Fatal(err)
+	}
+	h.define(domain.Policy{Ref: "needs", Runner: runner.NameNoop, Resources: []domain.ResourceNeed{{Name: "db"}}})
+	h.define(domain.Policy{Ref: "plain", Runner: runner.NameNoop})
+	x := h.request("needs", "")
+	y := h.request("plain", "")
+	h.waitStatus(y, domain.StatusCompleted)
+	h.quiesce()
+	if got := h.loaded(x).Status(); got != domain.StatusRequested {
+		t.Fatalf("an execution needing a resource is %s on a single-stream log", got)
 	}
 	h.auditClean()
 }
