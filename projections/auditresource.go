@@ -2,6 +2,7 @@ package projections
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
@@ -23,6 +24,7 @@ type auditResources struct {
 	rs         *domain.Resources
 	pos        map[string]uint64 // execution → position of its request or requeue (its FIFO place)
 	readySince map[string]uint64 // action ref → last position that may have made its waiters ready
+	workers    map[string]*auditWorker
 	times      [1 << 14]struct {
 		pos uint64
 		at  time.Time
@@ -30,7 +32,26 @@ type auditResources struct {
 }
 
 func newAuditResources() *auditResources {
-	return &auditResources{rs: domain.NewResources(), pos: map[string]uint64{}, readySince: map[string]uint64{}}
+	return &auditResources{rs: domain.NewResources(), pos: map[string]uint64{}, readySince: map[string]uint64{}, workers: map[string]*auditWorker{}}
+}
+
+// auditWorker is a worker as the order rule needs it: whether it accepts
+// work, and since which position its incarnation does.
+type auditWorker struct {
+	w     *domain.Worker
+	since uint64
+}
+
+// served reports whether a worker that accepts work and serves runner
+// registered before position seen: a waiter whose runner nobody served
+// when the grant was decided is not ready (it reserves nothing).
+func (a *auditResources) served(runner string, seen uint64) bool {
+	for _, aw := range a.workers {
+		if aw.since < seen && aw.w.Accepting() && (len(aw.w.Runners()) == 0 || slices.Contains(aw.w.Runners(), runner)) {
+			return true
+		}
+	}
+	return false
 }
 
 // timeAt returns the log time of position p if it is recent enough to be
@@ -110,7 +131,7 @@ func (a *auditResources) checkOrder(queues *domain.Queues, name string, g domain
 		for _, n := range q.Policy().Resources {
 			needs = needs || n.Name == name
 		}
-		if !needs || a.readySince[ref] >= g.Seen {
+		if !needs || a.readySince[ref] >= g.Seen || !a.served(q.Policy().Runner, g.Seen) {
 			continue
 		}
 		for _, w := range q.Grantable(1<<30, at) {
@@ -140,6 +161,17 @@ func (a *auditResources) fold(queues *domain.Queues, env *domain.Envelope, ev do
 		return
 	case domain.StreamAction:
 		a.readySince[id] = env.Position
+		return
+	case domain.StreamWorker:
+		aw := a.workers[id]
+		if aw == nil {
+			aw = &auditWorker{w: domain.NewWorker(id)}
+			a.workers[id] = aw
+		}
+		if _, reg := ev.(domain.WorkerRegistered); reg {
+			aw.since = env.Position
+		}
+		aw.w.Apply(ev, env.Version, env.Time)
 		return
 	case domain.StreamExecution:
 	default:

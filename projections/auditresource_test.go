@@ -29,6 +29,8 @@ func TestAuditResources(t *testing.T) {
 		if mutate == "rate" {
 			lim = domain.ResourceLimit{RateLimit: &domain.RateLimit{Count: 1, PerSeconds: 60}, KeyField: "t"}
 		}
+		// A worker that serves every runner: the waiters are ready.
+		w.put(domain.WorkerStream("w0"), domain.OwnerWorker, "w0", domain.WorkerRegistered{Slots: 8, Incarnation: "i0"})
 		w.put(domain.ResourceStream("gpu"), domain.OwnerAPI, "", domain.ResourceDefined{ResourceLimit: lim})
 		for ref, units := range map[string]int{"big": 2, "small": 1} {
 			p := domain.Policy{Ref: ref, Runner: "core.noop", MaxConcurrent: 5, ConcurrencyKey: "t", Resources: []domain.ResourceNeed{{Name: "gpu", Units: units}}}.WithDefaults()

@@ -98,13 +98,13 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 			opKey = resourcesOp // grants that need resources share one append: their fences with them
 		}
 		if blocked[qk] {
-			rc.reserve(held)
+			e.reserve(rc, held, p.Runner)
 			continue
 		}
 		blocked[qk] = true // unless granted below
 		xs := domain.ExecutionStream(c.w.Execution)
 		if x == nil || e.busy(xs) || (held != nil && !rc.fits(e, held, now.Add(-rateMargin))) {
-			rc.reserve(held)
+			e.reserve(rc, held, p.Runner)
 			continue
 		}
 		// The fence is the grant's queue.granted, in its queue's op (the
@@ -126,7 +126,7 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 			return id
 		})
 		if !ok {
-			rc.reserve(held)
+			e.reserve(rc, held, p.Runner)
 			continue
 		}
 		rc.take(held)

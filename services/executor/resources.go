@@ -16,6 +16,7 @@ package executor
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -88,6 +89,22 @@ func (rc *resCycle) fits(e *Executor, hs []resHeld, now time.Time) bool {
 		}
 	}
 	return true
+}
+
+// reserve is rc.reserve for a waiter of an action with runner runner,
+// unless no accepting worker serves that runner at all: such a waiter is
+// not ready (it waits for a worker, not for the units) and reserves nothing,
+// or one action nobody serves would hold a shared resource for ever.
+func (e *Executor) reserve(rc *resCycle, hs []resHeld, runner string) {
+	if hs == nil {
+		return
+	}
+	for _, w := range e.state.Workers {
+		if w.Accepting() && (len(w.Runners()) == 0 || slices.Contains(w.Runners(), runner)) {
+			rc.reserve(hs)
+			return
+		}
+	}
 }
 
 // reserve keeps hs's key values from every later candidate of the cycle.

@@ -249,3 +249,22 @@ func TestResourceSingleStreamLog(t *testing.T) {
 	}
 	h.auditClean()
 }
+
+// TestResourceUnservedWaiterReservesNothing: a waiter whose runner no
+// worker serves is not ready: it does not hold the resource back from a
+// later waiter of a served action, and the audit agrees. Catches: one
+// action nobody serves holding a shared resource for ever.
+func TestResourceUnservedWaiterReservesNothing(t *testing.T) {
+	h := newHarness(t, harnessConfig{})
+	h.addWorker("w1", 4, time.Hour, nil)
+	h.defineResource("db", domain.ResourceLimit{MaxConcurrent: 1})
+	h.define(domain.Policy{Ref: "orphan", Runner: "nobody.runs.it", Resources: []domain.ResourceNeed{{Name: "db"}}})
+	h.define(domain.Policy{Ref: "served", Runner: runner.NameNoop, Resources: []domain.ResourceNeed{{Name: "db"}}})
+	o := h.request("orphan", "")
+	s := h.request("served", "")
+	h.waitStatus(s, domain.StatusCompleted)
+	if got := h.loaded(o).Status(); got != domain.StatusRequested {
+		t.Fatalf("orphan is %s", got)
+	}
+	h.auditClean()
+}
