@@ -58,11 +58,12 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	m := mergeScratch.Get().(*grantMerge)
 	defer func() { m.reset(); mergeScratch.Put(m) }()
 	for _, q := range queues {
+		p := q.Policy()
 		n := free
-		if q.Policy().Resources != nil {
+		if p.Resources != nil {
 			n = allReady // every ready waiter: one the cycle cannot grant reserves its resources (resources.go)
 		}
-		m.add(q, q.Grantable(n, now.Add(-rateMargin)), q.Policy().MaxConcurrentTotal > 0)
+		m.add(q, q.Grantable(n, now.Add(-rateMargin)), p.MaxConcurrentTotal > 0)
 	}
 	var rc *resCycle // made by the cycle's first candidate that needs resources
 	perQueue := map[string]*op{}
@@ -115,9 +116,11 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 			if o == nil {
 				o = &op{what: "grant " + opKey, count: &e.Stats.Grants, grants: true, seq: seqEach}
 				perQueue[opKey] = o
-			}
-			if _, ok := qVersion[c.q.Ref]; !ok {
 				qVersion[c.q.Ref] = c.q.Version()
+			} else if held != nil { // (the op of several queues' grants)
+				if _, ok := qVersion[c.q.Ref]; !ok {
+					qVersion[c.q.Ref] = c.q.Version()
+				}
 			}
 			id := e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key, Seen: e.state.Next})
 			for _, h := range held {
