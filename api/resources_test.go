@@ -73,6 +73,10 @@ func TestResourcesRoutes(t *testing.T) {
 	if res.InUse != 2 || res.Waiting != 1 || len(res.Keys) != 1 || res.Keys[0] != (wire.ResourceKey{Key: "acme", InUse: 2, Waiting: 1}) {
 		t.Fatalf("GET gpu: %+v, want acme with 2 in use and 1 waiting", res)
 	}
+	if st, _, b := e.do("GET", "/metrics", nil); st != http.StatusOK || !strings.Contains(string(b), `turnstile_resource_in_use{resource="gpu"} 2`) ||
+		!strings.Contains(string(b), `turnstile_resource_waiting{resource="gpu"} 1`) || !strings.Contains(string(b), `turnstile_resource_max_concurrent{resource="gpu"} 2`) {
+		t.Errorf("metrics: %d, no gpu figures in\n%s", st, b)
+	}
 	e.mustJSON("PUT", "/api/v1/resources/other", map[string]any{"rate_limit": map[string]any{"count": 1, "per_seconds": 1}}, http.StatusCreated, nil)
 	var list wire.ResourceList
 	e.mustJSON("GET", "/api/v1/resources", nil, http.StatusOK, &list)
