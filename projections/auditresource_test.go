@@ -3,11 +3,15 @@ package projections_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/projections"
 )
@@ -108,5 +112,23 @@ func TestAuditResources(t *testing.T) {
 		if !found {
 			t.Errorf("%s: no resource violation saying %q; got %q", mutate, want, got)
 		}
+	}
+}
+
+// TestCheckpointKeepsResourceStreams: a checkpoint keeps every resource
+// stream in the live log (grants append to it after the checkpoint).
+// Catches: a resource stream trimmed away, its version lost, every later
+// grant that needs it failing on its fence.
+func TestCheckpointKeepsResourceStreams(t *testing.T) {
+	t.Parallel()
+	st := projections.NewState()
+	env, err := codec.Events.Encode(uuid.New(), domain.ResourceDefined{ResourceLimit: domain.ResourceLimit{MaxConcurrent: 1}}, domain.OwnerAPI, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Stream, env.Time = domain.ResourceStream("gpu"), time.Now()
+	st.ApplyDecoded(&env, domain.ResourceDefined{ResourceLimit: domain.ResourceLimit{MaxConcurrent: 1}})
+	if keep := projections.CheckpointKeep(st.Snapshot()); !slices.Contains(keep, domain.ResourceStream("gpu")) {
+		t.Fatalf("keep %v lacks resource-gpu", keep)
 	}
 }
