@@ -23,6 +23,14 @@ func (s *Server) explainExecution(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, typed(typeNotFound, http.StatusNotFound, "no execution %q", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.Explanation{Status: string(e.Status), QueuePlace: e.Position, Position: e.Position, Ahead: e.Ahead,
-		WaitingFor: e.WaitingFor, LogPosition: e.LogAt})
+	out := wire.Explanation{Status: string(e.Status), QueuePlace: e.Position, Position: e.Position, Ahead: e.Ahead,
+		WaitingFor: e.WaitingFor, Reasons: make([]wire.WaitReason, 0, len(e.Reasons)), LogPosition: e.LogAt}
+	for _, r := range e.Reasons {
+		wr := wire.WaitReason{Reason: r.Reason, Resource: r.Resource, Key: r.Key, InUse: r.InUse, MaxConcurrent: r.MaxConcurrent}
+		if rl := r.RateLimit; rl != nil {
+			wr.RateLimit = &wire.RateLimit{Count: rl.Count, PerSeconds: rl.PerSeconds}
+		}
+		out.Reasons = append(out.Reasons, wr)
+	}
+	writeJSON(w, http.StatusOK, out)
 }

@@ -68,11 +68,14 @@ var (
 	descWaitP95     = prometheus.NewDesc("turnstile_queue_wait_p95_seconds", "95th percentile of the last 1024 waits for a slot.", []string{"action"}, nil)
 	descPosition    = prometheus.NewDesc("turnstile_projection_position", "Next log position the read model will apply.", nil, nil)
 	descLag         = prometheus.NewDesc("turnstile_projection_lag_events", "Events committed to the log and not yet in the read model.", nil, nil)
+	descResInUse    = prometheus.NewDesc("turnstile_resource_in_use", "Units of a resource held, across its key values.", []string{"resource"}, nil)
+	descResWaiting  = prometheus.NewDesc("turnstile_resource_waiting", "Executions waiting in the queues of the actions that need a resource.", []string{"resource"}, nil)
+	descResLimit    = prometheus.NewDesc("turnstile_resource_max_concurrent", "A resource's max_concurrent (per key value where keyed; absent without one).", []string{"resource"}, nil)
 	descSkipped     = prometheus.NewDesc("turnstile_projection_skipped_events_total", "Events the read model passed over because they did not decode (the audit lists them).", nil, nil)
 )
 
 func (c *viewsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueueLength, descActive, descLimit, descEnqueued, descGrants, descEnded, descWaitP95, descPosition, descLag, descSkipped} {
+	for _, d := range []*prometheus.Desc{descQueueLength, descActive, descLimit, descEnqueued, descGrants, descEnded, descWaitP95, descPosition, descLag, descSkipped, descResInUse, descResWaiting, descResLimit} {
 		ch <- d
 	}
 }
@@ -91,6 +94,13 @@ func (c *viewsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descEnded, prometheus.CounterValue, float64(n), a, outcome)
 		}
 		ch <- prometheus.MustNewConstMetric(descWaitP95, prometheus.GaugeValue, st.WaitP95Ms/1000, a)
+	}
+	for _, r := range views.Resources() {
+		ch <- prometheus.MustNewConstMetric(descResInUse, prometheus.GaugeValue, float64(r.InUse), r.Name)
+		ch <- prometheus.MustNewConstMetric(descResWaiting, prometheus.GaugeValue, float64(r.Waiting), r.Name)
+		if r.Limit.MaxConcurrent > 0 {
+			ch <- prometheus.MustNewConstMetric(descResLimit, prometheus.GaugeValue, float64(r.Limit.MaxConcurrent), r.Name)
+		}
 	}
 	next := views.Next()
 	ch <- prometheus.MustNewConstMetric(descPosition, prometheus.GaugeValue, float64(next))

@@ -170,7 +170,7 @@ func (s *Server) routeTable() []Route {
 		{"readyz", "GET", "/readyz", publicRoute, noScope("public: the read model's lag, no action's data"), s.readyz},
 		// metrics: every action's figures, labelled by ref
 		{"metrics", "GET", "/metrics", readers, allActions, s.metricsHandler},
-	}, append(append(s.remoteRoutes(), s.scheduleRoutes()...), s.logRoutes()...)...)
+	}, append(append(append(s.remoteRoutes(), s.scheduleRoutes()...), s.resourceRoutes()...), s.logRoutes()...)...)
 }
 
 // wrap adds auth, the route's scope rule, metrics, panic recovery and security headers to a route.

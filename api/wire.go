@@ -19,6 +19,9 @@ func policyIn(p wire.Policy) domain.Policy {
 		out.Retry = &domain.RetryPolicy{MaxAttempts: r.MaxAttempts, BackoffSeconds: r.BackoffSeconds,
 			BackoffMultiplier: r.BackoffMultiplier, MaxBackoffSeconds: r.MaxBackoffSeconds}
 	}
+	for _, n := range p.Resources {
+		out.Resources = append(out.Resources, domain.ResourceNeed{Name: n.Name, Units: n.Units})
+	}
 	return out
 }
 
@@ -32,6 +35,9 @@ func policyOut(p domain.Policy) wire.Policy {
 	if r := p.Retry; r != nil {
 		out.Retry = &wire.Retry{MaxAttempts: r.MaxAttempts, BackoffSeconds: r.BackoffSeconds,
 			BackoffMultiplier: r.BackoffMultiplier, MaxBackoffSeconds: r.MaxBackoffSeconds}
+	}
+	for _, n := range p.Resources {
+		out.Resources = append(out.Resources, wire.ResourceNeed{Name: n.Name, Units: n.Units})
 	}
 	return out
 }

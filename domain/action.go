@@ -80,6 +80,10 @@ type Policy struct {
 	// Retry runs a failed or timed-out run again (see RetryPolicy); nil:
 	// a failed run is final.
 	Retry *RetryPolicy `json:"retry,omitempty"`
+	// Resources are the named resources every execution of the action
+	// holds while it holds its slot (resource.go); nil: none, and the
+	// grant costs nothing more.
+	Resources []ResourceNeed `json:"resources,omitempty" snapshot:"added"`
 }
 
 // ErrInvalidPolicy is wrapped by every policy validation error.
@@ -117,6 +121,16 @@ func (p Policy) WithDefaults() Policy {
 	if p.Retry != nil {
 		r := p.Retry.withDefaults()
 		p.Retry = &r
+	}
+	if len(p.Resources) == 0 {
+		p.Resources = nil
+	} else {
+		p.Resources = append([]ResourceNeed(nil), p.Resources...)
+		for i := range p.Resources {
+			if p.Resources[i].Units == 0 {
+				p.Resources[i].Units = 1
+			}
+		}
 	}
 	return p
 }
@@ -197,6 +211,9 @@ func (p Policy) Validate() error {
 		if err := p.Retry.validate(); err != nil {
 			return err
 		}
+	}
+	if err := validateNeeds(p.Resources); err != nil {
+		return err
 	}
 	if c := p.RunnerConfig; c != nil {
 		if t := bytes.TrimSpace(c); len(t) == 0 || t[0] != '{' || !json.Valid(t) {

@@ -28,7 +28,7 @@ type EventSpec struct {
 	Type          string       // stable name
 	SchemaVersion int          // the version events are written at and read as
 	Owners        []Owner      // who may write it
-	Stream        string       // stream category it lives in: "execution", "queue", "action", "worker", "schedule" or "checkpoint"
+	Stream        string       // stream category it lives in: "execution", "queue", "action", "worker", "schedule", "checkpoint" or "resource"
 	Payload       reflect.Type // the Go type of its payload, a struct
 }
 

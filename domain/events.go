@@ -127,6 +127,11 @@ type ExecutionScheduled struct {
 	// name of the input field that picks the queue, which is the action's
 	// and not the runner's to read (built-in runners ignore it).
 	KeyField string `json:"key_field,omitempty"`
+	// ResourceKeyFields are the key_fields of the keyed resources the
+	// action needs, at the grant, one per line: input fields that are the
+	// action's too (built-in runners ignore them as they do KeyField). One
+	// string, not a list, so the event keeps its fast encoding.
+	ResourceKeyFields string `json:"resource_key_fields,omitempty"`
 	// Runs is how many runs the action's retry policy allows in all at the
 	// grant (its max_attempts; omitted: 1, no retry): a failed run whose
 	// attempt is below it ends in execution.run_failed, to be run again.
@@ -354,7 +359,7 @@ func WorkerStream(id string) string    { return StreamWorker + "-" + id }
 
 // SplitStream returns a stream's category and id ("execution", "6f1c…").
 func SplitStream(stream string) (category, id string) {
-	for _, c := range [...]string{StreamExecution, StreamQueue, StreamAction, StreamWorker, StreamSchedule, StreamCheckpoint} {
+	for _, c := range [...]string{StreamExecution, StreamQueue, StreamAction, StreamWorker, StreamSchedule, StreamCheckpoint, StreamResource} {
 		if len(stream) > len(c)+1 && stream[:len(c)] == c && stream[len(c)] == '-' {
 			return c, stream[len(c)+1:]
 		}
@@ -405,6 +410,9 @@ func NewCatalogue() *Registry {
 		{ScheduleDeleted{}, StreamSchedule, []Owner{api}},
 		{CheckpointPart{}, StreamCheckpoint, []Owner{ex}},
 		{CheckpointWritten{}, StreamCheckpoint, []Owner{ex}},
+		{ResourceDefined{}, StreamResource, []Owner{api}},
+		{ResourceDeleted{}, StreamResource, []Owner{api}},
+		{ResourceGranted{}, StreamResource, []Owner{ex}},
 	} {
 		if err := r.Register(reg.ev, 1, reg.stream, reg.owners...); err != nil {
 			panic(fmt.Sprintf("domain catalogue: %v", err))

@@ -17,7 +17,7 @@ type Violation struct {
 	Position uint64 `json:"position"`
 	Stream   string `json:"stream"`
 	Type     string `json:"type"`
-	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress, chain, checkpoint
+	Rule     string `json:"rule"` // decode, owner, stream, handoff, transition, terminal, attempt, grant, with_items, lease, principal, policy, schedule_tick, cancel_in_progress, chain, checkpoint, resource
 	Detail   string `json:"detail"`
 	// Principal is who asked for the event through the API, as its
 	// metadata records ("" for none).
@@ -104,6 +104,7 @@ func audit(ctx context.Context, store eventstore.Store, base *auditBase, progres
 	cancels := newAuditCancels()
 	chain := newAuditChain(store)
 	leases := newAuditLeases()
+	res := newAuditResources()
 	principal := ""
 	add := func(env *domain.Envelope, rule, detail string) {
 		if len(rep.Violations) < MaxViolations {
@@ -122,6 +123,7 @@ func audit(ctx context.Context, store eventstore.Store, base *auditBase, progres
 	if base != nil {
 		queues = base.seed(execs, granted, fans, lost, serves, who, cancels, leases)
 		from, foldFrom, chain.prev = base.first, base.sn.Next, base.prev
+		res.rs = domain.RestoreResources(base.sn.Resources)
 		if cps != nil {
 			cps.startAt(base.sn, base.prev)
 		}
@@ -165,6 +167,9 @@ func audit(ctx context.Context, store eventstore.Store, base *auditBase, progres
 			var detail string
 			if principal, detail = who.check(env, ev, cat, id); detail != "" {
 				add(env, RulePrincipal, detail)
+			}
+			if detail := res.check(queues, execs, env, ev); detail != "" {
+				add(env, RuleResource, detail)
 			}
 			switch e := ev.(type) {
 			case domain.ExecutionRequested:
@@ -251,6 +256,7 @@ func audit(ctx context.Context, store eventstore.Store, base *auditBase, progres
 				trackFanout(fans, id, x, ev)
 			}
 			was := cancels.locate(queues, cat, id)
+			res.fold(queues, env, ev, cat, id)
 			queues.Apply(env, ev)
 			cancels.track(queues, env, ev, cat, id, was)
 		}

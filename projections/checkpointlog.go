@@ -72,7 +72,7 @@ func DecodeCheckpoint(content []byte) (*StateSnapshot, error) {
 
 // CheckpointKeep returns the streams that may get appends after a
 // checkpoint of sn besides its live executions': every action, queue,
-// schedule and worker stream the fold knows (a stopped worker's id may
+// schedule, resource and worker stream the fold knows (a stopped worker's id may
 // register again), and the checkpoint markers' stream. Sorted.
 func CheckpointKeep(sn *StateSnapshot) []string {
 	keep := []string{domain.CheckpointMarkers}
@@ -84,6 +84,9 @@ func CheckpointKeep(sn *StateSnapshot) []string {
 	}
 	for _, s := range sn.Schedules {
 		keep = append(keep, domain.ScheduleStream(s.Ref))
+	}
+	for _, r := range sn.Resources {
+		keep = append(keep, domain.ResourceStream(r.Name))
 	}
 	for _, w := range sn.Workers {
 		keep = append(keep, domain.WorkerStream(w.Worker.ID))

@@ -18,6 +18,7 @@ const (
 	WaitRunAt     = "run_at"     // its request's run_at / delay_seconds has not come
 	WaitPriority  = "priority"   // waiters of a higher priority are ahead of it
 	WaitNoWorker  = "no_worker"  // no live worker with a free slot serves its runner
+	WaitResource  = "resource"   // a resource it needs has too few free units, or its rate allows no grant now
 )
 
 // Explanation says why an execution is not running now: its status, its
@@ -29,7 +30,23 @@ type Explanation struct {
 	Position   int           `json:"position"`
 	Ahead      int           `json:"ahead"`
 	WaitingFor []string      `json:"waiting_for"`
-	LogAt      uint64        `json:"log_position"` // the fold's position: the answer holds for the log up to it
+	// Reasons details WaitingFor, one entry per reason in the same order
+	// (added beside it, which keeps its strings): a resource names the
+	// resource, its key value and its use.
+	Reasons []Reason `json:"reasons"`
+	LogAt   uint64   `json:"log_position"` // the fold's position: the answer holds for the log up to it
+}
+
+// Reason is one reason an execution waits; for WaitResource, the resource
+// (and key value) it waits for, units in use of that key value and the
+// limit, or the rate limit that allows no grant now.
+type Reason struct {
+	Reason        string            `json:"reason"`
+	Resource      string            `json:"resource,omitempty"`
+	Key           string            `json:"key,omitempty"`
+	InUse         int               `json:"in_use,omitempty"`
+	MaxConcurrent int               `json:"max_concurrent,omitempty"`
+	RateLimit     *domain.RateLimit `json:"rate_limit,omitempty"`
 }
 
 // Explain answers for execution id at time now from the fold the executor
@@ -41,7 +58,12 @@ func (s *State) Explain(id string, now time.Time) (Explanation, bool) {
 	if x == nil {
 		return Explanation{}, false
 	}
-	out := Explanation{Status: x.Status(), WaitingFor: []string{}, LogAt: s.Next}
+	out := Explanation{Status: x.Status(), WaitingFor: []string{}, Reasons: []Reason{}, LogAt: s.Next}
+	defer func() { // every reason without details
+		for _, w := range out.WaitingFor[len(out.Reasons):] {
+			out.Reasons = append(out.Reasons, Reason{Reason: w})
+		}
+	}()
 	if x.Status() != domain.StatusRequested || x.IsParent() {
 		return out, true
 	}
@@ -92,10 +114,40 @@ func (s *State) Explain(id string, now time.Time) (Explanation, bool) {
 	if higher {
 		out.WaitingFor = append(out.WaitingFor, WaitPriority)
 	}
+	for _, n := range p.Resources {
+		if why, ok := s.resourceHolds(n, x.Input(), now); ok {
+			for _, w := range out.WaitingFor[len(out.Reasons):] {
+				out.Reasons = append(out.Reasons, Reason{Reason: w})
+			}
+			out.WaitingFor = append(out.WaitingFor, WaitResource)
+			out.Reasons = append(out.Reasons, why)
+		}
+	}
 	if !s.workerServes(p.Runner) {
 		out.WaitingFor = append(out.WaitingFor, WaitNoWorker)
 	}
 	return out, true
+}
+
+// resourceHolds says whether need n holds back an execution with input in
+// at time now: too few free units of its key value, or no grant left in
+// its rate window.
+func (s *State) resourceHolds(n domain.ResourceNeed, in []byte, now time.Time) (Reason, bool) {
+	r := s.Resources.Get(n.Name)
+	why := Reason{Reason: WaitResource, Resource: n.Name}
+	if r == nil || !r.Defined() {
+		return why, true
+	}
+	l := r.Limit()
+	why.Key, why.MaxConcurrent = l.KeyValue(in), l.MaxConcurrent
+	if k := r.Key(why.Key); k != nil {
+		why.InUse = k.InUse
+	}
+	units, grants := r.Room(why.Key, now)
+	if grants <= 0 {
+		why.RateLimit = l.RateLimit
+	}
+	return why, n.Units > units || grants <= 0
 }
 
 // workerServes reports whether a live worker with a free slot runs runner
@@ -124,7 +176,7 @@ func (v *Views) Explain(id string, now time.Time) (Explanation, bool) {
 	if !ok {
 		return Explanation{}, false
 	}
-	return Explanation{Status: view.Status, WaitingFor: []string{}, LogAt: v.Next()}, true
+	return Explanation{Status: view.Status, WaitingFor: []string{}, Reasons: []Reason{}, LogAt: v.Next()}, true
 }
 
 // Explain answers for execution id once the live read model holds what

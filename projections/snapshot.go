@@ -42,6 +42,8 @@ type StateSnapshot struct {
 	Stats     []StatsSnapshot `snapshot:"added"`
 	StatsFrom uint64          `snapshot:"added"`
 	StatsKept bool            `snapshot:"added"`
+	// Every resource (by name); none in a snapshot of a build before resources.
+	Resources []domain.ResourceSnapshot `snapshot:"added"`
 }
 
 // The large lists of a snapshot (every waiter, every execution record) are
@@ -142,7 +144,7 @@ type AnnouncedSnapshot struct {
 // folding: what it shares with s is never changed in place.
 func (s *State) Snapshot() *StateSnapshot {
 	sn := &StateSnapshot{Next: s.Next, Queues: QueuesSnapshot{s.Queues.Snapshot()}, Attention: slices.Sorted(maps.Keys(s.Attention)),
-		Stats: s.snapshotStats(), StatsFrom: s.statsFrom, StatsKept: true}
+		Stats: s.snapshotStats(), StatsFrom: s.statsFrom, StatsKept: true, Resources: s.Resources.Snapshot()}
 	for _, id := range s.WorkerIDs() {
 		w := s.Workers[id]
 		sn.Workers = append(sn.Workers, WorkerStateSnapshot{Worker: w.Snapshot(), InFlight: slices.Sorted(maps.Keys(w.InFlight))})
@@ -202,6 +204,7 @@ func RestoreState(sn *StateSnapshot) *State {
 	}
 	s.restoreStats(sn.Stats)
 	s.statsFrom = sn.statsFrom()
+	s.Resources = domain.RestoreResources(sn.Resources)
 	return s
 }
 

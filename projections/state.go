@@ -46,6 +46,8 @@ type State struct {
 	Actions map[string]*domain.Action
 	// Schedules holds every schedule ever defined, by ref (see domain.Schedule).
 	Schedules map[string]*domain.Schedule
+	// Resources holds every resource and who holds its units.
+	Resources *domain.Resources
 	Next      uint64 // position after the last applied event
 
 	// Attention holds live executions the executor must act on besides
@@ -96,6 +98,7 @@ func NewState() *State {
 		Workers:   map[string]*WorkerState{},
 		Actions:   map[string]*domain.Action{},
 		Schedules: map[string]*domain.Schedule{},
+		Resources: domain.NewResources(),
 		Attention: map[string]struct{}{},
 		Fanouts:   map[string]*Fanout{},
 
@@ -231,6 +234,8 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 		}
 	case domain.StreamSchedule:
 		s.schedule(id).Apply(ev, env.Version, env.Time)
+	case domain.StreamResource:
+		s.Resources.Apply(env, ev)
 	case domain.StreamExecution:
 		if r, ok := ev.(domain.ExecutionRequested); ok && r.Schedule != "" {
 			s.noteTick(r)
@@ -263,10 +268,14 @@ func (s *State) apply(env *domain.Envelope, ev domain.Event) (touched *domain.Ex
 			delete(s.Unscheduled, id)
 		}
 		switch ev.(type) {
-		case domain.ExecutionRetryScheduled, domain.ExecutionRequeued:
+		case domain.ExecutionRetryScheduled:
+			s.trackDeferred(id, x)
+			s.Resources.Release(id) // (backing off frees its units, as its slot)
+		case domain.ExecutionRequeued:
 			s.trackDeferred(id, x)
 		}
 		if x.Status().Terminal() {
+			s.Resources.Release(id)
 			delete(s.Deferred, id)
 			if s.Ended != nil {
 				s.Ended(x)

@@ -38,6 +38,9 @@ type Policy struct {
 	// Retry runs a failed or timed-out run again, up to MaxAttempts runs
 	// in all, after an exponential backoff; absent: a failed run is final.
 	Retry *Retry `json:"retry,omitempty"`
+	// Resources are the named resources every execution holds while it
+	// holds its slot: ["stripe",{"name":"gpu","units":2}].
+	Resources []ResourceNeed `json:"resources,omitempty"`
 }
 
 // Retry is an action's retry policy: after failed run n (1 for the first)

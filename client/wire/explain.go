@@ -6,8 +6,10 @@ package wire
 // off, not due yet, granted or ended), Ahead how many are before it, and
 // WaitingFor every reason it is not granted now, each one of "slot",
 // "total_slot", "paused", "rate_limit", "backoff", "run_at", "priority",
-// "no_worker" (empty once it is granted or has ended). LogPosition is the
-// log position the answer holds for.
+// "no_worker", "resource" (empty once it is granted or has ended).
+// Reasons details them, one per entry of WaitingFor in the same order (a
+// field added beside WaitingFor, which keeps its strings). LogPosition is
+// the log position the answer holds for.
 type Explanation struct {
 	Status     string `json:"status"`
 	QueuePlace int    `json:"queue_place"`
@@ -15,8 +17,22 @@ type Explanation struct {
 	// beside it.
 	//
 	// Deprecated: read QueuePlace; a position elsewhere is one in the log.
-	Position    int      `json:"position"`
-	Ahead       int      `json:"ahead"`
-	WaitingFor  []string `json:"waiting_for"`
-	LogPosition uint64   `json:"log_position"`
+	Position    int          `json:"position"`
+	Ahead       int          `json:"ahead"`
+	WaitingFor  []string     `json:"waiting_for"`
+	Reasons     []WaitReason `json:"reasons"`
+	LogPosition uint64       `json:"log_position"`
+}
+
+// WaitReason is one reason an execution waits. For "resource": the resource,
+// the key value it waits for ("" unkeyed), the units of that key value in
+// use and the resource's max_concurrent, or the rate limit that allows no
+// grant now.
+type WaitReason struct {
+	Reason        string     `json:"reason"`
+	Resource      string     `json:"resource,omitempty"`
+	Key           string     `json:"key,omitempty"`
+	InUse         int        `json:"in_use,omitempty"`
+	MaxConcurrent int        `json:"max_concurrent,omitempty"`
+	RateLimit     *RateLimit `json:"rate_limit,omitempty"`
 }

@@ -35,14 +35,17 @@ type WorkerPoll struct {
 
 // Assignment is one execution handed to the polling incarnation.
 type Assignment struct {
-	Execution      string          `json:"execution"`
-	Action         string          `json:"action"`
-	Runner         string          `json:"runner"`
-	Input          json.RawMessage `json:"input,omitempty"`
-	RunnerConfig   json.RawMessage `json:"runner_config,omitempty"`
-	KeyField       string          `json:"key_field,omitempty"` // the action's concurrency_key: an input field the runner should ignore
-	Attempt        int             `json:"attempt"`
-	TimeoutSeconds float64         `json:"timeout_seconds"`
+	Execution    string          `json:"execution"`
+	Action       string          `json:"action"`
+	Runner       string          `json:"runner"`
+	Input        json.RawMessage `json:"input,omitempty"`
+	RunnerConfig json.RawMessage `json:"runner_config,omitempty"`
+	KeyField     string          `json:"key_field,omitempty"` // the action's concurrency_key: an input field the runner should ignore
+	// ResourceKeyFields are the key_fields of the keyed resources the
+	// action needs: input fields the runner should ignore too.
+	ResourceKeyFields []string `json:"resource_key_fields,omitempty"`
+	Attempt           int      `json:"attempt"`
+	TimeoutSeconds    float64  `json:"timeout_seconds"`
 	// Traceparent is the W3C trace context the execution was requested in
 	// (omitted: none): the worker starts the run's span as its child.
 	Traceparent string `json:"traceparent,omitempty"`

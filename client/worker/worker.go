@@ -61,8 +61,11 @@ type Job struct {
 	Input        json.RawMessage
 	RunnerConfig json.RawMessage // the action's runner_config, if any
 	KeyField     string          // the action's concurrency_key: an input field that is turnstile's, not the handler's
-	Attempt      int
-	Timeout      time.Duration // the action's run timeout (ctx's deadline)
+	// ResourceKeyFields are the key fields of the keyed resources the
+	// action needs: input fields that are turnstile's too.
+	ResourceKeyFields []string
+	Attempt           int
+	Timeout           time.Duration // the action's run timeout (ctx's deadline)
 }
 
 // Handler runs a job. Its result (any value that encodes to JSON; a
@@ -327,7 +330,7 @@ func (w *Worker) execute(ctx context.Context, sess *session, a wire.Assignment, 
 	rep := wire.WorkerReport{Execution: a.Execution, Attempt: a.Attempt, Status: wire.ReportRunning} // what a run taken back ends its span with
 	ctx, span := w.runSpan(ctx, a)
 	defer func() { endRunSpan(span, &rep) }()
-	job := Job{Execution: a.Execution, Action: a.Action, Runner: a.Runner, Input: a.Input, RunnerConfig: a.RunnerConfig, KeyField: a.KeyField, Attempt: a.Attempt,
+	job := Job{Execution: a.Execution, Action: a.Action, Runner: a.Runner, Input: a.Input, RunnerConfig: a.RunnerConfig, KeyField: a.KeyField, ResourceKeyFields: a.ResourceKeyFields, Attempt: a.Attempt,
 		Timeout: time.Duration(a.TimeoutSeconds * float64(time.Second))}
 	h := w.handlers[a.Runner]
 	var result any

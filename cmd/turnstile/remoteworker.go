@@ -28,7 +28,7 @@ func runRemoteWorker(ctx context.Context, cfg remoteWorkerConfig) error {
 	for _, name := range reg.Names() {
 		r, _ := reg.Lookup(name)
 		w.Handle(name, func(ctx context.Context, job worker.Job) (any, error) {
-			out, err := runner.RunKeyed(ctx, r, job.RunnerConfig, job.Input, job.KeyField)
+			out, err := runner.RunKeyed(ctx, r, job.RunnerConfig, job.Input, job.KeyField, job.ResourceKeyFields...)
 			var f *runner.Failure
 			if errors.As(err, &f) {
 				return nil, worker.Fail(f.Error(), f.Result)

@@ -33,6 +33,7 @@ var everyType = []string{
 	domain.TypeWorkerStopped, domain.TypeWorkerLost,
 	domain.TypeScheduleDefined, domain.TypeSchedulePaused, domain.TypeScheduleResumed, domain.TypeScheduleDeleted,
 	domain.TypeCheckpointPart, domain.TypeCheckpointWritten,
+	domain.TypeResourceDefined, domain.TypeResourceDeleted, domain.TypeResourceGranted,
 }
 
 // catalogueOwners is who may write each event: DESIGN.md for the execution
@@ -73,6 +74,9 @@ var catalogueOwners = map[string][]domain.Owner{
 	domain.TypeScheduleDeleted:            {oAPI},
 	domain.TypeCheckpointPart:             {oExec},
 	domain.TypeCheckpointWritten:          {oExec},
+	domain.TypeResourceDefined:            {oAPI},
+	domain.TypeResourceDeleted:            {oAPI},
+	domain.TypeResourceGranted:            {oExec},
 }
 
 func sortedOwners(os []domain.Owner) []domain.Owner {
@@ -159,6 +163,9 @@ var registryExamples = []domain.Event{
 	domain.SchedulePaused{}, domain.ScheduleResumed{}, domain.ScheduleDeleted{},
 	domain.CheckpointPart{Part: 2, Data: []byte("\x00gob\xff")},
 	domain.CheckpointWritten{Position: 42, Parts: 3, Bytes: 1000, SHA256: strings.Repeat("ab", 32), Prev: domain.Hash{1, 2}, Format: "f", Keep: []string{"queue-a", "checkpoint-written"}, Live: 7},
+	domain.ResourceDefined{ResourceLimit: domain.ResourceLimit{MaxConcurrent: 3, RateLimit: &domain.RateLimit{Count: 10, PerSeconds: 1}, KeyField: "tenant"}},
+	domain.ResourceDeleted{},
+	domain.ResourceGranted{Execution: "e-1", Key: "acme", Units: 2, Seen: 9},
 }
 
 func exampleOf(t *testing.T, typ string) domain.Event {

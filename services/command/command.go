@@ -607,7 +607,16 @@ func Resume() ActionChange {
 // ErrUnknownAction (except for Define), a different existing policy given
 // to Define with domain.ErrConflict.
 func (c *Service) ChangeAction(ctx context.Context, ref string, change ActionChange) (*domain.Action, bool, error) {
-	a, wrote, err := c.updateAction(ctx, ref, change)
+	checked := func(a *domain.Action) (domain.Event, error) {
+		ev, err := change(a)
+		if err == nil {
+			if cerr := c.checkNeeds(ctx, ev); cerr != nil {
+				return nil, cerr
+			}
+		}
+		return ev, err
+	}
+	a, wrote, err := c.updateAction(ctx, ref, checked)
 	if err == nil && wrote {
 		c.warnUnserved(a)
 	}

@@ -21,13 +21,40 @@ import (
 // read their own input and are not checked. The top-level field the
 // policy's concurrency_key names is the action's, not the runner's, and is
 // left out of the check.
+//
+// A request for an action that needs a keyed resource must carry the
+// resource's key_field (ErrInvalidRequest otherwise); that field, too, is
+// the action's and is left out of the runner's check.
 func (c *Service) checkInput(ctx context.Context, r Request) error {
 	p, ok := c.policyOf(ctx, r.Action)
-	if !ok || !strings.HasPrefix(p.Runner, "core.") {
+	if !ok {
+		return nil
+	}
+	var keyFields []string
+	for _, n := range p.Resources {
+		res, err := c.resourceOf(ctx, n.Name)
+		if err != nil || res.KeyField == "" {
+			continue
+		}
+		keyFields = append(keyFields, res.KeyField)
+	}
+	if !strings.HasPrefix(p.Runner, "core.") && keyFields == nil {
 		return nil
 	}
 	check := func(input json.RawMessage) error {
-		if err := runner.ValidateInput(p.Runner, p.RunnerConfig, withoutField(input, p.ConcurrencyKey)); err != nil {
+		for _, f := range keyFields {
+			if _, err := (domain.ResourceLimit{KeyField: f}).KeyOf(input); err != nil {
+				return fmt.Errorf("%w (a key_field of a resource the action needs)", err)
+			}
+		}
+		if !strings.HasPrefix(p.Runner, "core.") {
+			return nil
+		}
+		input = withoutField(input, p.ConcurrencyKey)
+		for _, f := range keyFields {
+			input = withoutField(input, f)
+		}
+		if err := runner.ValidateInput(p.Runner, p.RunnerConfig, input); err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalidRequest, err)
 		}
 		return nil
@@ -45,6 +72,21 @@ func (c *Service) checkInput(ctx context.Context, r Request) error {
 		}
 	}
 	return nil
+}
+
+// resourceOf returns resource name's limit from the read model, else from
+// the log (a zero limit for one that does not exist).
+func (c *Service) resourceOf(ctx context.Context, name string) (domain.ResourceLimit, error) {
+	if c.Views != nil {
+		if l, ok := c.Views.ResourceLimit(name); ok {
+			return l, nil
+		}
+	}
+	r, err := c.LoadResource(ctx, name)
+	if err != nil || !r.Defined() {
+		return domain.ResourceLimit{}, err
+	}
+	return r.Limit(), nil
 }
 
 // policyOf returns action ref's policy from the read model, else from the

@@ -58,8 +58,14 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 	m := mergeScratch.Get().(*grantMerge)
 	defer func() { m.reset(); mergeScratch.Put(m) }()
 	for _, q := range queues {
-		m.add(q, q.Grantable(free, now.Add(-rateMargin)), q.Policy().MaxConcurrentTotal > 0)
+		p := q.Policy()
+		n := free
+		if p.Resources != nil {
+			n = allReady // every ready waiter: one the cycle cannot grant reserves its resources (resources.go)
+		}
+		m.add(q, q.Grantable(n, now.Add(-rateMargin)), p.MaxConcurrentTotal > 0)
 	}
+	var rc *resCycle // made by the cycle's first candidate that needs resources
 	perQueue := map[string]*op{}
 	var order []string
 	qVersion := map[string]int64{}
@@ -74,40 +80,63 @@ func (e *Executor) decideGrants(ops []op, now time.Time) []op {
 		if !more {
 			break
 		}
+		p := c.q.Policy()
 		qk := [2]string{c.q.Ref, c.w.Key}
-		if c.q.Policy().MaxConcurrentTotal > 0 {
+		if p.MaxConcurrentTotal > 0 {
 			// A round robin that skips a key value would skip it again
 			// next cycle: a waiter that cannot be granted holds back the
 			// rest of its round.
 			qk[1] = "\x00total"
 		}
+		x := e.state.Execution(c.w.Execution)
+		var held []resHeld // the units it needs, nil without resources
+		opKey := c.q.Ref
+		if p.Resources != nil {
+			if rc == nil {
+				rc = newResCycle()
+			}
+			held = rc.needs(e, x, p.Resources)
+			opKey = resourcesOp // grants that need resources share one append: their fences with them
+		}
 		if blocked[qk] {
+			e.reserve(rc, held, p.Runner)
 			continue
 		}
 		blocked[qk] = true // unless granted below
-		x := e.state.Execution(c.w.Execution)
 		xs := domain.ExecutionStream(c.w.Execution)
-		if x == nil || e.busy(xs) {
+		if x == nil || e.busy(xs) || (held != nil && !rc.fits(e, held, now.Add(-rateMargin))) {
+			e.reserve(rc, held, p.Runner)
 			continue
 		}
 		// The fence is the grant's queue.granted, in its queue's op (the
-		// queue's first grant of this cycle creates it).
+		// queue's first grant of this cycle creates it), and its
+		// resource.granted events, in the same op.
 		a, ok := e.grantAndHand(x, xs, c.w.Key, c.q, workers, func() uuid.UUID {
-			o := perQueue[c.q.Ref]
+			o := perQueue[opKey]
 			if o == nil {
-				o = &op{what: "grant " + c.q.Ref, count: &e.Stats.Grants, grants: true, seq: seqEach}
-				perQueue[c.q.Ref] = o
+				o = &op{what: "grant " + opKey, count: &e.Stats.Grants, grants: true, seq: seqEach}
+				perQueue[opKey] = o
 				qVersion[c.q.Ref] = c.q.Version()
+			} else if held != nil { // (the op of several queues' grants)
+				if _, ok := qVersion[c.q.Ref]; !ok {
+					qVersion[c.q.Ref] = c.q.Version()
+				}
 			}
-			return e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key, Seen: e.state.Next})
+			id := e.queueGrant(o, c.q.Ref, qVersion, domain.QueueGranted{Execution: c.w.Execution, ConcurrencyKey: c.w.Key, Seen: e.state.Next})
+			for _, h := range held {
+				e.resourceGrant(o, rc, h.name, domain.ResourceGranted{Execution: c.w.Execution, Key: h.key, Units: h.units, Seen: e.state.Next})
+			}
+			return id
 		})
 		if !ok {
+			e.reserve(rc, held, p.Runner)
 			continue
 		}
+		rc.take(held)
 		blocked[qk] = false
-		o := perQueue[c.q.Ref]
-		if o.n == 0 { // the queue's first grant in this cycle
-			order = append(order, c.q.Ref)
+		o := perQueue[opKey]
+		if o.n == 0 { // the op's first grant in this cycle
+			order = append(order, opKey)
 		}
 		o.appends = append(o.appends, a)
 		o.n++
@@ -194,6 +223,9 @@ func (e *Executor) grantAndHand(x *domain.Execution, xs, key string, q *domain.Q
 	sched, err := next.Schedule(wk.id, wk.incarnation, p)
 	if err != nil {
 		return eventstore.StreamAppend{}, false
+	}
+	if p.Resources != nil {
+		sched.ResourceKeyFields = e.resourceKeyFields(p.Resources)
 	}
 	a := e.stageAfter(fence(), xs, x.Version(), grant, sched)
 	e.handing[xs] = handoff{worker: wk.id, version: uint64(x.Version() + 2)}

@@ -5,6 +5,7 @@ package remote
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,6 +152,9 @@ func (s *Service) apply(env *domain.Envelope) *session {
 		ss.assigned[id] = &assignment{x: x, position: env.Position, Assignment: Assignment{Execution: id, Action: sched.Action, Runner: sched.Runner,
 			Input: sched.Input, RunnerConfig: sched.RunnerConfig, KeyField: sched.KeyField, Attempt: sched.Attempt, TimeoutSeconds: float64(sched.TimeoutMillis) / 1000,
 			Traceparent: sched.Traceparent}}
+		if sched.ResourceKeyFields != "" {
+			ss.assigned[id].Assignment.ResourceKeyFields = strings.Split(sched.ResourceKeyFields, "\n")
+		}
 		s.byExec[id] = ss
 		ss.oweLocked(time.Now()) // handed work: the incarnation owes the log a sign of life (domain.Worker.Owe)
 		s.wakeLocked(ss)

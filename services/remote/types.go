@@ -23,15 +23,18 @@ type Opened struct {
 
 // Assignment is an execution handed to a session's incarnation.
 type Assignment struct {
-	Execution      string
-	Action         string
-	Runner         string
-	Input          json.RawMessage
-	RunnerConfig   json.RawMessage
-	KeyField       string // the action's concurrency_key: the input field the runner leaves to turnstile
-	Attempt        int
-	TimeoutSeconds float64
-	Traceparent    string // the request's W3C trace context, or ""
+	Execution    string
+	Action       string
+	Runner       string
+	Input        json.RawMessage
+	RunnerConfig json.RawMessage
+	KeyField     string // the action's concurrency_key: the input field the runner leaves to turnstile
+	// ResourceKeyFields are the key_fields of the keyed resources the action
+	// needs: input fields the runner leaves to turnstile too.
+	ResourceKeyFields []string
+	Attempt           int
+	TimeoutSeconds    float64
+	Traceparent       string // the request's W3C trace context, or ""
 }
 
 // PollResult is a poll's answer.

@@ -31,10 +31,17 @@ func (*httpRunner) inputFields() []string {
 // and checks as usual. core.noop and core.echo see the input unchanged (the
 // one ignores it, the other returns it whole), and so does every runner that
 // is not built in: the field is its to read.
-func RunKeyed(ctx context.Context, r Runner, config, input json.RawMessage, keyField string) (json.RawMessage, error) {
-	if keyField != "" {
-		if s, ok := r.(strictInput); ok && !slices.Contains(s.inputFields(), keyField) {
+// The key fields of the keyed resources the action needs (more) are
+// ignored the same way.
+func RunKeyed(ctx context.Context, r Runner, config, input json.RawMessage, keyField string, more ...string) (json.RawMessage, error) {
+	if s, ok := r.(strictInput); ok {
+		if keyField != "" && !slices.Contains(s.inputFields(), keyField) {
 			input = withoutField(input, keyField)
+		}
+		for _, f := range more {
+			if f != "" && !slices.Contains(s.inputFields(), f) {
+				input = withoutField(input, f)
+			}
 		}
 	}
 	return RunWith(ctx, r, config, input)

@@ -101,3 +101,23 @@ func TestWithoutField(t *testing.T) {
 		}
 	}
 }
+
+// TestRunKeyedResourceKeyFields: the key fields of the action's keyed
+// resources are ignored like its concurrency_key, together with it, and
+// every other unknown field is still refused. Catches: only the first
+// field stripped, or the resources' fields passed to the runner.
+func TestRunKeyedResourceKeyFields(t *testing.T) {
+	t.Parallel()
+	var r Runner = sleepRunner{}
+	ctx := context.Background()
+	in := json.RawMessage(`{"seconds":0,"tenant":"a","region":"eu"}`)
+	if _, err := RunKeyed(ctx, r, nil, in, "tenant", "region"); err != nil {
+		t.Fatalf("concurrency key and a resource's key field: %v", err)
+	}
+	if _, err := RunKeyed(ctx, r, nil, in, "", "tenant", "region"); err != nil {
+		t.Fatalf("two resources' key fields: %v", err)
+	}
+	if _, err := RunKeyed(ctx, r, nil, in, "tenant"); err == nil || !strings.Contains(err.Error(), `unknown field "region"`) {
+		t.Fatalf("without the resource's field: %v, want region refused", err)
+	}
+}

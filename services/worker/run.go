@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -356,6 +357,9 @@ func (w *Worker) execute(ctx context.Context, sched domain.ExecutionScheduled) (
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
+	}
+	if sched.ResourceKeyFields != "" {
+		return runner.RunKeyed(ctx, r, sched.RunnerConfig, sched.Input, sched.KeyField, strings.Split(sched.ResourceKeyFields, "\n")...)
 	}
 	return runner.RunKeyed(ctx, r, sched.RunnerConfig, sched.Input, sched.KeyField)
 }
