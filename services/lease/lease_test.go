@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/services/lease"
 )
 
@@ -152,30 +153,19 @@ func TestFollowTakesOver(t *testing.T) {
 		return func() { cancel(); <-done }, isActive
 	}
 	stopA, a := start(1)
-	waitUntil(t, "the first follower becomes active", a.Load)
+	waitfor.That(t, "the first follower becomes active", a.Load)
 	stopB, b := start(2)
 	time.Sleep(200 * time.Millisecond)
 	if b.Load() {
 		t.Fatal("the second follower is active while the first is")
 	}
 	stopA()
-	waitUntil(t, "the second follower takes over", b.Load)
+	waitfor.That(t, "the second follower takes over", b.Load)
 	stopB()
 	if bothAtOnce.Load() {
 		t.Fatal("both followers were active at once")
 	}
 	if n := active.Load(); n != 0 {
 		t.Fatalf("%d followers still active after both stopped", n)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
