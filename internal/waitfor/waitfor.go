@@ -16,7 +16,7 @@ import (
 const Limit = 60 * time.Second
 
 // Interval is how often That checks the condition.
-const Interval = 5 * time.Millisecond
+const Interval = 10 * time.Millisecond
 
 // That returns as soon as cond returns true, checking it every Interval.
 // If cond is still false after Limit, it fails the test with
@@ -38,3 +38,9 @@ func That(t testing.TB, what string, cond func() bool, show ...fmt.Stringer) {
 		time.Sleep(Interval)
 	}
 }
+
+// Note shows a value computed when That fails, such as the last state
+// that was seen: waitfor.That(t, what, cond, waitfor.Note(func() string {…})).
+type Note func() string
+
+func (n Note) String() string { return n() }

@@ -66,14 +66,16 @@ func TestFailsNamingWhatItWaitedFor(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &recorder{TB: t}
 		start := time.Now()
-		run(r, func() { That(r, "the moon", func() bool { return false }, text("output so far")) })
+		run(r, func() {
+			That(r, "the moon", func() bool { return false }, text("output so far"), Note(func() string { return "last seen: 7" }))
+		})
 		if !r.failed {
 			t.Fatal("That returned without failing")
 		}
 		if took := time.Since(start); took < Limit {
 			t.Fatalf("That failed after %s, before Limit %s", took, Limit)
 		}
-		if !strings.Contains(r.msg, "gave up waiting for the moon") || !strings.Contains(r.msg, "output so far") {
+		if !strings.Contains(r.msg, "gave up waiting for the moon") || !strings.Contains(r.msg, "output so far") || !strings.Contains(r.msg, "last seen: 7") {
 			t.Fatalf("message %q does not name what it waited for and the extras", r.msg)
 		}
 	})
