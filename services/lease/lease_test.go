@@ -91,15 +91,23 @@ func TestPostgresLeaseOneHolder(t *testing.T) {
 		}
 		third <- h
 	}()
-	time.Sleep(100 * time.Millisecond)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	// The holder's backend is the one holding the advisory lock with our key
-	// (granted): classid/objid are the key's two halves.
+	// (granted): classid/objid are the key's two halves; the third's is the
+	// one waiting for it (not granted).
 	key := uint64(lease.Key(name))
+	waitfor.That(t, "the third to wait for the lease", func() bool {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND classid::bigint = $1 AND objid::bigint = $2`, int64(key>>32), int64(key&0xffffffff)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	})
 	tag, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
 		WHERE locktype = 'advisory' AND granted AND classid::bigint = $1 AND objid::bigint = $2`, int64(key>>32), int64(key&0xffffffff))
 	if err != nil {
