@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/turnstile/turnstile/client/wire"
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 // TestWaitersPages: GET …/waiters pages the FIFO queue (offset 0 is the next
@@ -30,14 +31,10 @@ func TestWaitersPages(t *testing.T) {
 		e.waitStatus(ids[0], "cancelled")
 	}()
 	var pg wire.WaiterPage
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	waitfor.That(t, "6 waiters of ui.page", func() bool {
 		e.mustJSON("GET", "/api/v1/actions/ui.page/waiters?offset=2&limit=3", nil, http.StatusOK, &pg)
-		if pg.Total == 6 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return pg.Total == 6
+	})
 	var got []string
 	for _, w := range pg.Waiting {
 		got = append(got, w.ID)

@@ -21,6 +21,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/node"
 )
@@ -148,18 +149,13 @@ func (e *e2e) request(ref string, input any) string {
 // waitStatus polls an execution until it has the status.
 func (e *e2e) waitStatus(id string, want domain.Status) projections.ExecutionView {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var v projections.ExecutionView
+	var v projections.ExecutionView
+	waitfor.That(e.t, fmt.Sprintf("execution %s to be %s", id, want), func() bool {
+		v = projections.ExecutionView{}
 		e.mustJSON("GET", "/api/v1/executions/"+id, nil, http.StatusOK, &v)
-		if v.Status == want {
-			return v
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("execution %s is %s, want %s", id, v.Status, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return v.Status == want
+	}, waitfor.Note(func() string { return "it is " + string(v.Status) }))
+	return v
 }
 
 // sseMessage is one Server-Sent Event.
@@ -242,18 +238,12 @@ func TestEventsFeedResumesMidBurst(t *testing.T) {
 	wg.Wait()
 
 	// Wait for the burst to settle: every execution ended.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var st projections.QueueStats
+	var st projections.QueueStats
+	waitfor.That(t, fmt.Sprintf("all %d executions of feed.noop completed", n), func() bool {
+		st = projections.QueueStats{}
 		e.mustJSON("GET", "/api/v1/actions/feed.noop/queue-stats", nil, http.StatusOK, &st)
-		if st.TotalCompleted == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not all completed: %+v", st)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st.TotalCompleted == n
+	}, waitfor.Note(func() string { return fmt.Sprintf("queue stats: %+v", st) }))
 	head, err := e.store.Head(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 )
@@ -181,20 +182,16 @@ func TestFeedCaps(t *testing.T) {
 	c()
 	c1() // alice closes one: carol gets its slot
 	a1.Body.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	code := 0
+	waitfor.That(t, "a closed feed to free its slot", func() bool {
 		r, c := open("carol")
-		if r.StatusCode == 200 {
-			c()
-			break
+		defer c()
+		code = r.StatusCode
+		if code != 200 {
+			r.Body.Close()
 		}
-		r.Body.Close()
-		c()
-		if time.Now().After(deadline) {
-			t.Fatalf("a closed feed did not free its slot: %d", r.StatusCode)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return code == 200
+	}, waitfor.Note(func() string { return fmt.Sprintf("the last open answered %d", code) }))
 }
 
 // TestSlowFeedClientCut: a client of /feeds/events that stops reading is
@@ -222,13 +219,8 @@ func TestSlowFeedClientCut(t *testing.T) {
 	}
 	fmt.Fprintf(conn, "GET /api/v1/feeds/events?from=0 HTTP/1.1\r\nHost: localhost\r\n\r\n")
 	// Read nothing until the server has cut the feed.
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(logs.String(), "feed client cut") {
-		if time.Now().After(deadline) {
-			t.Fatalf("a client that read nothing was not cut; log:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.That(t, "a client that read nothing to be cut", func() bool { return strings.Contains(logs.String(), "feed client cut") },
+		waitfor.Note(func() string { return "log:\n" + logs.String() }))
 	line := logs.String()
 	i := strings.Index(line, "last_event_id=")
 	if i < 0 {

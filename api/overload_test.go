@@ -8,9 +8,9 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
-	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 // TestEarlyRefusal: a request the action's queue would refuse (full; or on
@@ -85,16 +85,13 @@ func TestEarlyRefusal(t *testing.T) {
 // waitQueued waits until the read model shows n executions waiting for action.
 func waitQueued(t *testing.T, a *testAPI, action string, n int) {
 	t.Helper()
-	for range 500 {
+	waitfor.That(t, fmt.Sprintf("the read model to show %d waiting for %s", n, action), func() bool {
 		rec := httptest.NewRecorder()
 		a.srv.Handler().ServeHTTP(rec, request("GET", "/api/v1/actions/"+action+"/queue-stats", "", ""))
 		var st struct {
 			QueueLength int `json:"queue_length"`
 		}
-		if err := json.Unmarshal(rec.Body.Bytes(), &st); err == nil && st.QueueLength == n {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("the read model never showed %d waiting for %s", n, action)
+		err := json.Unmarshal(rec.Body.Bytes(), &st)
+		return err == nil && st.QueueLength == n
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/node"
 	"github.com/turnstile/turnstile/services/remote"
@@ -92,15 +93,11 @@ func newScopeWorld(t *testing.T) *scopeWorld {
 	w.must(admin, "POST", "/api/v1/schedules", `{"ref":"sched.gone","action":"ops.secret","cron":"0 2 * * *","input":{}}`, http.StatusCreated)
 	w.must(admin, "DELETE", "/api/v1/schedules/sched.gone", "", http.StatusNoContent)
 	// Wait for the executor to queue them: the waiters then hold their ids.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		_, body := w.send(admin, "GET", "/api/v1/actions/ops.secret/waiters", "")
-		if bytes.Contains(body, []byte(w.idOut)) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("ops.secret's execution never queued: %s", body)
-		}
-	}
+	var body []byte
+	waitfor.That(t, "ops.secret's execution to be queued", func() bool {
+		_, body = w.send(admin, "GET", "/api/v1/actions/ops.secret/waiters", "")
+		return bytes.Contains(body, []byte(w.idOut))
+	}, waitfor.Note(func() string { return "waiters: " + string(body) }))
 	return w
 }
 

@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 // TestUnservedRunnerIsAcceptedAndSaysSo: an action whose runner no live
@@ -26,22 +28,16 @@ func TestUnservedRunnerIsAcceptedAndSaysSo(t *testing.T) {
 		t.Errorf("define answered served=true for a runner nobody registered")
 	}
 	e.define("local.echo", "core.echo", 1)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var served map[string]bool
+	waitfor.That(t, "local.echo served (the in-process workers register core.echo), remote.charge not", func() bool {
 		var list wire.ActionList
 		e.mustJSON("GET", "/api/v1/actions", nil, http.StatusOK, &list)
-		served := map[string]bool{}
+		served = map[string]bool{}
 		for _, a := range list.Actions {
 			served[a.Ref] = a.Served
 		}
-		if served["local.echo"] && !served["remote.charge"] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("served flags %v: want local.echo served (the in-process workers register core.echo), remote.charge not", served)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return served["local.echo"] && !served["remote.charge"]
+	}, waitfor.Note(func() string { return fmt.Sprintf("served flags %v", served) }))
 	var one wire.Action
 	e.mustJSON("GET", "/api/v1/actions/remote.charge", nil, http.StatusOK, &one)
 	if one.Served {

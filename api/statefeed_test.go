@@ -3,11 +3,13 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -26,16 +28,11 @@ func TestStateFeedsStartWithTheState(t *testing.T) {
 	}
 	// The read model folds the requests after they are accepted: wait until
 	// it shows the three waiters, so the feed's first state is known.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		var st projections.QueueStats
+	var st projections.QueueStats
+	waitfor.That(t, "feed.idle's queue length to be 3", func() bool {
 		e.mustJSON("GET", "/api/v1/actions/feed.idle/queue-stats", nil, http.StatusOK, &st)
-		if st.QueueLength == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("feed.idle's queue length is %d after 10 s, want 3", st.QueueLength)
-		}
-	}
+		return st.QueueLength == 3
+	}, waitfor.Note(func() string { return fmt.Sprintf("it is %d", st.QueueLength) }))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 

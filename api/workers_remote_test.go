@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/turnstile/turnstile/api"
 	"github.com/turnstile/turnstile/client/wire"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/node"
 	"github.com/turnstile/turnstile/services/remote"
@@ -134,19 +136,12 @@ func (l *liveAPI) execution(t *testing.T, id string) wire.Execution {
 
 func (l *liveAPI) waitStatus(t *testing.T, id string, want ...string) wire.Execution {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		x := l.execution(t, id)
-		for _, w := range want {
-			if string(x.Status) == w {
-				return x
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("execution %s is %s, want one of %v", id, x.Status, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var x wire.Execution
+	waitfor.That(t, fmt.Sprintf("execution %s to be one of %v", id, want), func() bool {
+		x = l.execution(t, id)
+		return slices.Contains(want, string(x.Status))
+	}, waitfor.Note(func() string { return "it is " + string(x.Status) }))
+	return x
 }
 
 func (l *liveAPI) audit(t *testing.T) {
@@ -304,16 +299,10 @@ func TestWorkerProtocol(t *testing.T) {
 	if code := l.post(t, w1.Session, "/api/v1/workers/w1/drain", ``, nil); code != 202 {
 		t.Fatalf("drain: %d", code)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, code := l.poll(t, w1, `{"wait_seconds":0}`); code == 401 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the drained session is still accepted")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.That(t, "the drained session to be refused (401)", func() bool {
+		_, code := l.poll(t, w1, `{"wait_seconds":0}`)
+		return code == 401
+	})
 	l.audit(t)
 }
 
@@ -383,10 +372,10 @@ func TestWorkerLostIncarnation(t *testing.T) {
 // agree that runner is served (or, with served false, that nobody serves it).
 func (l *liveAPI) waitServed(t *testing.T, ref, runner string, served bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var st wire.QueueStats
-		var ws wire.WorkerList
+	var st wire.QueueStats
+	var ws wire.WorkerList
+	waitfor.That(t, fmt.Sprintf("runner %s served=%v in the queue stats and the worker list", runner, served), func() bool {
+		st, ws = wire.QueueStats{}, wire.WorkerList{}
 		get := func(path string, out any) {
 			req, _ := http.NewRequest("GET", l.url+path, nil)
 			req.Header.Set("Authorization", "Bearer "+secrets[api.RoleReader])
@@ -403,12 +392,8 @@ func (l *liveAPI) waitServed(t *testing.T, ref, runner string, served bool) {
 		for _, r := range ws.UnservedRunners {
 			unserved = unserved || r == runner
 		}
-		if st.NoWorker == !served && unserved == !served {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("runner %s served=%v: queue stats say no_worker=%v, workers say unserved %v", runner, served, st.NoWorker, ws.UnservedRunners)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return st.NoWorker == !served && unserved == !served
+	}, waitfor.Note(func() string {
+		return fmt.Sprintf("queue stats say no_worker=%v, workers say unserved %v", st.NoWorker, ws.UnservedRunners)
+	}))
 }

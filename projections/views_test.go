@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"math"
 	"testing"
-	"time"
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -74,10 +74,7 @@ func TestViewsSameWhateverTheBatching(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- followed.Run(ctx, store) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for followed.Next() < uint64(len(evs)) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	waitfor.That(t, "the subscription to fold every event", func() bool { return followed.Next() >= uint64(len(evs)) })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

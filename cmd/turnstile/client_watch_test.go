@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/creack/pty"
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 // watchFixture starts a server with two actions: watch.echo (core.echo,
@@ -41,7 +42,7 @@ func TestWatchPipedStartsWithTheState(t *testing.T) {
 	go func() {
 		done <- run(context.Background(), []string{"watch", "queue-stats", "--count", "3", "--server", srv, "--token", adminToken}, out, io.Discard)
 	}()
-	waitFor(t, "the initial state", func() bool { return strings.Count(out.String(), "\n") >= 2 }, out)
+	waitfor.That(t, "the initial state", func() bool { return strings.Count(out.String(), "\n") >= 2 }, out)
 	mustCLI(t, srv, "exec", "request", "watch.idle", "--input", `{"i":1}`)
 	if code := <-done; code != 0 {
 		t.Fatalf("watch queue-stats --count 3: exit %d\n%s", code, out)
@@ -165,7 +166,7 @@ func TestWatchTerminalLines(t *testing.T) {
 		if code := <-scr.done; code != 0 {
 			t.Fatalf("turnstile %s on a terminal: exit %d", strings.Join(c.args, " "), code)
 		}
-		waitFor(t, "the output of "+strings.Join(c.args, " "), func() bool { return c.want.MatchString(scr.out.String()) }, scr.out)
+		waitfor.That(t, "the output of "+strings.Join(c.args, " "), func() bool { return c.want.MatchString(scr.out.String()) }, scr.out)
 		if out := scr.out.String(); strings.Contains(out, "\x1b") {
 			t.Errorf("turnstile %s on a terminal: a control sequence in %q", strings.Join(c.args, " "), out)
 		}
@@ -267,16 +268,4 @@ func (w *ptyWatch) stop(t *testing.T) (frames int, elapsed time.Duration, tail s
 	}
 	s := w.out.String()
 	return strings.Count(s, ansiHome), elapsed, s[max(0, len(s)-40):]
-}
-
-// waitFor waits up to 20 s for cond; out is shown if it never holds.
-func waitFor(t *testing.T, what string, cond func() bool, out *serveLog) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s after 20s; output so far:\n%s", what, out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

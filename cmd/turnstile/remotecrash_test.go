@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/turnstile/turnstile/domain"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -111,19 +113,15 @@ func TestRemoteWorkerFrozen(t *testing.T) {
 	}
 	view := func(what string, ok func(projections.ExecutionView) bool) projections.ExecutionView {
 		t.Helper()
-		for {
-			var v projections.ExecutionView
+		var v projections.ExecutionView
+		waitfor.That(t, what, func() bool {
+			v = projections.ExecutionView{}
 			if _, err := call(ctx, "GET", r.url()+"/api/v1/executions/"+acc.ID, nil, rcAdmin, &v); err != nil {
 				t.Fatal(err)
 			}
-			if ok(v) {
-				return v
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("waiting for %s: the execution is %+v\n%s", what, v, frozen.logs.String())
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return ok(v)
+		}, waitfor.Note(func() string { return fmt.Sprintf("the execution is %+v", v) }), frozen.logs)
+		return v
 	}
 	view("the frozen worker to run it", func(v projections.ExecutionView) bool {
 		return v.Status == domain.StatusRunning && v.Worker == "frozen"
@@ -142,12 +140,7 @@ func TestRemoteWorkerFrozen(t *testing.T) {
 	if err := frozen.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(20 * time.Second); strings.Count(frozen.logs.String(), "msg=registered") < 2; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the resumed worker did not register again:\n%s", frozen.logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitfor.That(t, "the resumed worker to register again", func() bool { return strings.Count(frozen.logs.String(), "msg=registered") >= 2 }, frozen.logs)
 	logs := frozen.logs.String()
 	if !strings.Contains(logs, "the server ended this incarnation") && !strings.Contains(logs, "report refused") {
 		t.Errorf("the resumed worker was neither refused nor told its incarnation ended:\n%s", logs)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/turnstile/turnstile/eventstore/codec"
 	"github.com/turnstile/turnstile/eventstore/postgres"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 )
 
@@ -50,16 +51,10 @@ func TestWorkerStoppedPastItsLease(t *testing.T) {
 	}
 	waitFor := func(what string, ok func(projections.ExecutionView) bool) projections.ExecutionView {
 		t.Helper()
-		for {
-			v := view()
-			if ok(v) {
-				return v
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("waiting for %s: the execution is %+v", what, v)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		var v projections.ExecutionView
+		waitfor.That(t, what, func() bool { v = view(); return ok(v) },
+			waitfor.Note(func() string { return fmt.Sprintf("the execution is %+v", v) }))
+		return v
 	}
 	waitFor("w1 to run it", func(v projections.ExecutionView) bool { return v.Status == domain.StatusRunning && v.Worker == "w1" })
 

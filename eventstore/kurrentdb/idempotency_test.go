@@ -8,6 +8,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 // What a real server does with a retried append that the fake, read
@@ -83,7 +84,7 @@ func TestAnyRetryAcrossRestart(t *testing.T) {
 	first := mustAppend(t, s, stream, eventstore.Any, batch...)
 	f.shutdown()
 	f.start(t)
-	waitFor(t, func() bool { _, err := s.Head(t.Context()); return err == nil })
+	waitfor.That(t, "the store to answer Head again", func() bool { _, err := s.Head(t.Context()); return err == nil })
 	res, err := s.Append(t.Context(), stream, eventstore.Any, batch...)
 	if err != nil || res != first {
 		t.Fatalf("Any retry at the tail after a restart: %+v, %v; want %+v", res, err, first)
@@ -91,7 +92,7 @@ func TestAnyRetryAcrossRestart(t *testing.T) {
 	mustAppend(t, s, stream, eventstore.Any, storetest.NewEvents("test.later", 2)...)
 	f.shutdown()
 	f.start(t)
-	waitFor(t, func() bool { _, err := s.Head(t.Context()); return err == nil })
+	waitfor.That(t, "the store to answer Head again", func() bool { _, err := s.Head(t.Context()); return err == nil })
 	res, err = s.Append(t.Context(), stream, eventstore.Any, batch...)
 	if err != nil || res.Version != 5 {
 		t.Fatalf("Any retry deep in the stream after a restart: %+v, %v; want it written again at version 5 (the documented gap)", res, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 // Behaviour of the store the conformance suite does not cover, on the fake
@@ -312,18 +313,18 @@ func TestSubscribeAfterDrop(t *testing.T) {
 	defer cancel()
 	mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvents("test.d", 3)...)
 	sub := collect(ctx, s)
-	waitFor(t, func() bool { return sub.count() == 3 })
+	waitfor.That(t, "the subscription to have 3 events", func() bool { return sub.count() == 3 })
 	f.dropSubscriptions(codes.Unavailable)
 	mustAppend(t, s, "execution-1", eventstore.Exact(2), storetest.NewEvents("test.d", 2)...)
-	waitFor(t, func() bool { return sub.count() == 5 })
+	waitfor.That(t, "the subscription to have 5 events", func() bool { return sub.count() == 5 })
 	f.dropSubscriptions(codes.Aborted)
 	mustAppend(t, s, "execution-2", eventstore.NoStream, storetest.NewEvents("test.d", 1)...)
-	waitFor(t, func() bool { return sub.count() == 6 })
+	waitfor.That(t, "the subscription to have 6 events", func() bool { return sub.count() == 6 })
 	// A node shutting down or losing its leadership sends CANCELLED: not the
 	// caller's cancellation.
 	f.dropSubscriptions(codes.Canceled)
 	mustAppend(t, s, "execution-2", eventstore.Exact(0), storetest.NewEvents("test.d", 1)...)
-	waitFor(t, func() bool { return sub.count() == 7 })
+	waitfor.That(t, "the subscription to have 7 events", func() bool { return sub.count() == 7 })
 
 	f.dropSubscriptions(codes.PermissionDenied)
 	select {
@@ -335,17 +336,6 @@ func TestSubscribeAfterDrop(t *testing.T) {
 		t.Fatal("Subscribe did not end after a non-transient drop")
 	}
 	sub.isLog(t, s)
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // TestAppendDeadline: the caller's deadline governs an append, not the
@@ -500,7 +490,7 @@ func TestClientReplaced(t *testing.T) {
 	}
 	mustAppend(t, s, "execution-1", eventstore.NoStream, storetest.NewEvent("test.before", nil))
 	sub := collect(ctx, s)
-	waitFor(t, func() bool { return sub.count() == 1 })
+	waitfor.That(t, "the subscription to have 1 event", func() bool { return sub.count() == 1 })
 	sharedDone := make(chan error, 1)
 	go func() {
 		sharedDone <- shared.Subscribe(ctx, 0, eventstore.Filter{}, func([]domain.Envelope) error { return nil })
@@ -543,9 +533,9 @@ func TestClientReplaced(t *testing.T) {
 		t.Fatal("the subscription on the caller's closed client did not end")
 	}
 	f.start(t)
-	waitFor(t, func() bool { return head(s) == nil })
+	waitfor.That(t, "the store to answer Head again", func() bool { return head(s) == nil })
 	mustAppend(t, s, "execution-1", eventstore.Exact(0), storetest.NewEvent("test.after", nil))
-	waitFor(t, func() bool { return sub.count() == 2 })
+	waitfor.That(t, "the subscription to have 2 events", func() bool { return sub.count() == 2 })
 	if err := head(shared); !clientGone(err) {
 		t.Fatalf("Head on the caller's closed client: %v, want its closed error", err)
 	}
@@ -599,7 +589,7 @@ func TestSubscribeBeyondEnd(t *testing.T) {
 			}()
 			// The position must still be past the end when the subscription
 			// starts: wait for the server to confirm it.
-			waitFor(t, func() bool { return f.subscriptions() == 1 })
+			waitfor.That(t, "one subscription on the server", func() bool { return f.subscriptions() == 1 })
 			var written []domain.Envelope
 			for len(written) == 0 || written[len(written)-1].Position < from {
 				mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvents("test.b", 3)...)
@@ -624,7 +614,7 @@ func TestSubscribeBeyondEnd(t *testing.T) {
 				return
 			}
 			f.dropSubscriptions(codes.Unavailable)
-			waitFor(t, func() bool { return f.subscriptions() >= 2 })
+			waitfor.That(t, "a second subscription on the server", func() bool { return f.subscriptions() >= 2 })
 			mustAppend(t, s, "execution-1", eventstore.Any, storetest.NewEvent("test.wanted", nil))
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("Subscribe: %v", err)

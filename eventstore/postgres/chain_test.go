@@ -16,6 +16,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/postgres/pgmigrate"
 	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/internal/pgtest"
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 // requireChained fails unless evs, from position first on, are consecutive
@@ -161,19 +162,13 @@ func TestChainTwoStoresEveryReadPath(t *testing.T) {
 		requireChained(t, fmt.Sprintf("store %d Subscribe", i), domain.Hash{}, 0, caught)
 	}
 
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var n uint64
+	waitfor.That(t, fmt.Sprintf("the live subscription to have all %d events", head), func() bool {
 		liveMu.Lock()
-		n := uint64(len(live))
-		liveMu.Unlock()
-		if n >= head {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the live subscription has %d of %d events", n, head)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer liveMu.Unlock()
+		n = uint64(len(live))
+		return n >= head
+	}, waitfor.Note(func() string { return fmt.Sprintf("it has %d", n) }))
 	stopLive()
 	<-liveDone
 	liveMu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/internal/pgtest"
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 // TestConformance runs the shared conformance suite, every store on a fresh
@@ -291,16 +292,13 @@ func TestOutsideWriterUniqueViolation(t *testing.T) {
 		}()
 		for _, o := range outs {
 			// Wait until the store's insert waits for this outsider.
-			for {
+			waitfor.That(t, "the store's insert to wait for the outsider", func() bool {
 				var n int
 				if err := sharedPool.Get(t).QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'transactionid' AND transactionid::text = $1 AND NOT granted", o.xid).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
-				if n > 0 {
-					break
-				}
-				time.Sleep(2 * time.Millisecond)
-			}
+				return n > 0
+			})
 			if err := o.x.end(ctx, true); err != nil {
 				t.Fatal(err)
 			}
@@ -343,15 +341,10 @@ func TestNotifyAcrossStores(t *testing.T) {
 	}()
 	listening := func() int {
 		var pid int
-		for range 500 {
-			err := sharedPool.Get(t).QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE query = $1", reader.sql.listen).Scan(&pid)
-			if err == nil {
-				return pid
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatal("the reader's store never LISTENed")
-		return 0
+		waitfor.That(t, "the reader's store to LISTEN", func() bool {
+			return sharedPool.Get(t).QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE query = $1", reader.sql.listen).Scan(&pid) == nil
+		})
+		return pid
 	}
 	expect := func(what string) {
 		t.Helper()
@@ -372,9 +365,7 @@ func TestNotifyAcrossStores(t *testing.T) {
 	if err := sharedPool.Get(t).QueryRow(ctx, "SELECT pg_terminate_backend($1)", pid).Scan(&ok); err != nil || !ok {
 		t.Fatalf("pg_terminate_backend(%d): %v, %v", pid, ok, err)
 	}
-	for listening() == pid {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.That(t, "the reader's store to LISTEN on a new connection", func() bool { return listening() != pid })
 	expect("after the listening connection was killed")
 }
 

@@ -2,12 +2,15 @@ package gctune
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
 	"testing"
 	"time"
+
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 func TestPercent(t *testing.T) {
@@ -102,16 +105,11 @@ func TestTuneSetsTheTarget(t *testing.T) {
 // sink keeps the test's allocations from being optimised away.
 var sink []byte
 
-// waitPercent waits (up to 10s) until GOGC is want.
+// waitPercent waits until GOGC is want.
 func waitPercent(t *testing.T, want int, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for gcPercent() != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("GOGC is %d, want %d %s", gcPercent(), want, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.That(t, fmt.Sprintf("GOGC %d %s", want, what), func() bool { return gcPercent() == want },
+		waitfor.Note(func() string { return fmt.Sprintf("GOGC is %d", gcPercent()) }))
 }
 
 // TestRelease: after a burst that grew the heap, Release hands the freed
@@ -170,19 +168,11 @@ func TestTuneReturnsWhatExceedsTheGoal(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go Tune(ctx)
-	deadline := time.Now().Add(10 * time.Second) // a failure guard, not a timing assertion
-	for {
+	waitfor.That(t, "Tune to return the heap the burst left above its goal", func() bool {
 		release.Lock()
-		done := !release.last.IsZero()
-		release.Unlock()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Tune did not return the heap the burst left above its goal")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer release.Unlock()
+		return !release.last.IsZero()
+	})
 }
 
 // TestRatesSmoothBursts: at a steady rate the rate is that rate; a burst

@@ -2,9 +2,12 @@ package pgtest
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 // TestURLSkipsWithoutDatabase: with no URL and CI unset, URL skips the test.
@@ -84,10 +87,6 @@ func TestPool(t *testing.T) {
 		t.Error("Close reported nothing with a connection still acquired")
 	}
 	conn.Release()
-	for deadline := time.Now().Add(time.Minute); pool.Stat().TotalConns() > 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pool still holds %d connections a minute after the last was released", pool.Stat().TotalConns())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.That(t, "the pool to close its connections after the last was released", func() bool { return pool.Stat().TotalConns() == 0 },
+		waitfor.Note(func() string { return fmt.Sprintf("it holds %d", pool.Stat().TotalConns()) }))
 }

@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +21,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
 	"github.com/turnstile/turnstile/internal/pgtest"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/projections/sqlviews"
 	"github.com/turnstile/turnstile/services/command"
@@ -466,10 +466,7 @@ func TestResetFencesAndStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The second projector's next transaction is fenced: Run returns.
-	deadline := time.Now().Add(30 * time.Second)
-	for second.Active() && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.That(t, "the second projector to stop", func() bool { return !second.Active() })
 	if err := stopSecond(); !errors.Is(err, sqlviews.ErrFenced) {
 		t.Fatalf("the projector running across a Reset: %v, want ErrFenced", err)
 	}

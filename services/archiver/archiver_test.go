@@ -14,26 +14,13 @@ import (
 	"github.com/turnstile/turnstile/eventstore/archive"
 	"github.com/turnstile/turnstile/eventstore/archive/archivetest"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/node"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// waitLimit bounds every wait: a failure guard, never a timing assertion.
-const waitLimit = 60 * time.Second
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
 
 // TestArchivesBehindCheckpoints runs the executor, two workers and the
 // archiver on one log (checkpoints every 50 ms of log time, archived once
@@ -90,7 +77,7 @@ func TestArchivesBehindCheckpoints(t *testing.T) {
 		request(10)
 		time.Sleep(20 * time.Millisecond)
 	}
-	waitFor(t, "every execution to end", ended)
+	waitfor.That(t, "every execution to end", ended)
 	// The action's definition was archived: the command side starts its
 	// stream from the newest checkpoint.
 	if first, _, _ := store.Start(ctx); first == 0 {
@@ -129,7 +116,7 @@ func TestArchivesBehindCheckpoints(t *testing.T) {
 		t.Fatalf("the restarted executor is at %d, below the live log's start %d", at, first)
 	}
 	request(20)
-	waitFor(t, "the new executions to end", ended)
+	waitfor.That(t, "the new executions to end", ended)
 	n2.Stop()
 	auditWhole(t, store, arch, len(ids))
 }

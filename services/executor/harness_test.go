@@ -20,6 +20,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/embedded"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/clock"
@@ -380,16 +381,10 @@ func (h *harness) request(action, input string) string {
 	return id
 }
 
-// waitFor polls cond until it holds; waitLimit is only a failure guard.
+// waitFor waits until cond holds (waitfor.That).
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+	waitfor.That(h.t, what, cond)
 }
 
 // settle waits until the executor has folded the whole log as it is now.

@@ -2,9 +2,10 @@ package executor_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
-	"time"
 
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/executor"
 )
@@ -18,18 +19,15 @@ func TestSnapshotWithoutStatisticsIsRefolded(t *testing.T) {
 	ctx := context.Background()
 	store, snaps, cmds, start := snapshotting(ctx, t)
 	stats := func(e *executor.Executor) (from uint64, sn *projections.StateSnapshot) {
-		deadline := time.Now().Add(10 * time.Second) // a failure guard, not a timing assertion
-		for {
-			head, _ := store.Head(ctx)
+		var head uint64
+		waitfor.That(t, "the executor to fold the log with a rejection counted", func() bool {
+			head, _ = store.Head(ctx)
 			e.Inspect(func(s *projections.State) { from, sn = s.StatsFrom(), s.Snapshot() })
-			if sn.Next == head && len(sn.Stats) > 0 && sn.Stats[0].Rejected > 0 {
-				return from, sn
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the executor's fold is at %d of %d with statistics %+v", sn.Next, head, sn.Stats)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
+			return sn.Next == head && len(sn.Stats) > 0 && sn.Stats[0].Rejected > 0
+		}, waitfor.Note(func() string {
+			return fmt.Sprintf("the executor's fold is at %d of %d with statistics %+v", sn.Next, head, sn.Stats)
+		}))
+		return from, sn
 	}
 	e := start()
 	requestOne(t, cmds, "nobody.defined") // rejected: counted

@@ -7,6 +7,7 @@ import (
 
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/services/executor"
 )
 
@@ -43,10 +44,7 @@ func testStandbyFoldsThenTakesOver(t *testing.T, single bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(waitLimit)
-	for standby.Position() < head && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.That(t, "the standby to fold the whole log", func() bool { return standby.Position() >= head })
 	if !standby.Ready() || standby.Position() < head {
 		t.Fatalf("the standby folded to %d (ready %v), the log is at %d", standby.Position(), standby.Ready(), head)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/services/lease"
 )
 
@@ -90,15 +91,23 @@ func TestPostgresLeaseOneHolder(t *testing.T) {
 		}
 		third <- h
 	}()
-	time.Sleep(100 * time.Millisecond)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	// The holder's backend is the one holding the advisory lock with our key
-	// (granted): classid/objid are the key's two halves.
+	// (granted): classid/objid are the key's two halves; the third's is the
+	// one waiting for it (not granted).
 	key := uint64(lease.Key(name))
+	waitfor.That(t, "the third to wait for the lease", func() bool {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks
+			WHERE locktype = 'advisory' AND NOT granted AND classid::bigint = $1 AND objid::bigint = $2`, int64(key>>32), int64(key&0xffffffff)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 1
+	})
 	tag, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks
 		WHERE locktype = 'advisory' AND granted AND classid::bigint = $1 AND objid::bigint = $2`, int64(key>>32), int64(key&0xffffffff))
 	if err != nil {
@@ -152,30 +161,19 @@ func TestFollowTakesOver(t *testing.T) {
 		return func() { cancel(); <-done }, isActive
 	}
 	stopA, a := start(1)
-	waitUntil(t, "the first follower becomes active", a.Load)
+	waitfor.That(t, "the first follower becomes active", a.Load)
 	stopB, b := start(2)
 	time.Sleep(200 * time.Millisecond)
 	if b.Load() {
 		t.Fatal("the second follower is active while the first is")
 	}
 	stopA()
-	waitUntil(t, "the second follower takes over", b.Load)
+	waitfor.That(t, "the second follower takes over", b.Load)
 	stopB()
 	if bothAtOnce.Load() {
 		t.Fatal("both followers were active at once")
 	}
 	if n := active.Load(); n != 0 {
 		t.Fatalf("%d followers still active after both stopped", n)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

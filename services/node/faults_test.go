@@ -20,6 +20,7 @@ import (
 	"github.com/turnstile/turnstile/eventstore/faulty"
 	"github.com/turnstile/turnstile/eventstore/memstore"
 	"github.com/turnstile/turnstile/eventstore/storetest"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/command"
 	"github.com/turnstile/turnstile/services/node"
@@ -152,21 +153,16 @@ func runUnderFaults(t *testing.T, store *faulty.Store) {
 
 	// Every execution ends (read through the wrapped store: no faults there).
 	inner := store.Inner()
-	deadline := time.Now().Add(waitLimit)
 	for _, id := range ids {
-		for {
+		var status domain.Status
+		waitfor.That(t, "execution "+id+" to end", func() bool {
 			x, err := (&command.Service{Store: inner}).LoadExecution(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if x.Status().Terminal() {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("execution %s is still %s", id, x.Status())
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			status = x.Status()
+			return status.Terminal()
+		}, waitfor.Note(func() string { return "it is still " + string(status) }))
 	}
 	n.Stop()
 	c := store.Counts()

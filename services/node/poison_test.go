@@ -15,6 +15,7 @@ import (
 	"github.com/turnstile/turnstile/domain"
 	"github.com/turnstile/turnstile/eventstore"
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/projections"
 	"github.com/turnstile/turnstile/services/bus"
 	"github.com/turnstile/turnstile/services/command"
@@ -103,27 +104,21 @@ func TestPoisonIsSetAside(t *testing.T) {
 
 	// Every real execution ends, as its runner says.
 	for _, id := range ids {
-		for {
-			v, ok := views.View(id)
-			if ok && v.Status.Terminal() {
-				want := domain.StatusCompleted
-				if v.Action == fmt.Sprintf("poison.a%d", actions-1) {
-					want = domain.StatusFailed
-				}
-				if v.Status != want {
-					t.Errorf("execution %s of %s: %s, want %s", id, v.Action, v.Status, want)
-				}
-				break
-			}
-			if ctx.Err() != nil {
-				t.Fatalf("execution %s did not end: %+v", id, v)
-			}
-			time.Sleep(10 * time.Millisecond)
+		var v projections.ExecutionView
+		waitfor.That(t, "execution "+id+" to end", func() bool {
+			var ok bool
+			v, ok = views.View(id)
+			return ok && v.Status.Terminal()
+		}, waitfor.Note(func() string { return fmt.Sprintf("its view: %+v", v) }))
+		want := domain.StatusCompleted
+		if v.Action == fmt.Sprintf("poison.a%d", actions-1) {
+			want = domain.StatusFailed
+		}
+		if v.Status != want {
+			t.Errorf("execution %s of %s: %s, want %s", id, v.Action, v.Status, want)
 		}
 	}
-	for n.Poison.Count() < uint64(wantPoison) && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitfor.That(t, fmt.Sprintf("%d messages in the poison topic", wantPoison), func() bool { return n.Poison.Count() >= uint64(wantPoison) })
 	if got := n.Poison.Count(); got != uint64(wantPoison) {
 		t.Errorf("%d messages in the poison topic, want %d (%d malformed messages, the cancel topic's taken by %d workers)", got, wantPoison, badMessages, len(workers))
 	}

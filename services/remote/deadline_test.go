@@ -2,12 +2,14 @@ package remote_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/turnstile/turnstile/eventstore/memstore"
+	"github.com/turnstile/turnstile/internal/waitfor"
 	"github.com/turnstile/turnstile/services/remote"
 )
 
@@ -53,11 +55,6 @@ func TestDeadlinesLeaveWithTheirRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for rs.Deadlines() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d deadlines after 2 of 3 runs ended, want 1", rs.Deadlines())
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	waitfor.That(t, "1 deadline after 2 of 3 runs ended", func() bool { return rs.Deadlines() == 1 },
+		waitfor.Note(func() string { return fmt.Sprintf("%d deadlines", rs.Deadlines()) }))
 }

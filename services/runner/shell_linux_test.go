@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/turnstile/turnstile/internal/waitfor"
 )
 
 // shellInputJSON builds a core.shell runner_config (once the input, whence
@@ -239,17 +241,11 @@ func processGone(pid int) bool {
 	return fields[0] == "Z" && ppid != os.Getpid()
 }
 
-// waitGone fails the test unless every pid is gone within a few seconds.
+// waitGone waits until every pid is gone.
 func waitGone(t *testing.T, pids ...int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
 	for _, pid := range pids {
-		for !processGone(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("process %d still running", pid)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		waitfor.That(t, fmt.Sprintf("process %d to be gone", pid), func() bool { return processGone(pid) })
 	}
 }
 
