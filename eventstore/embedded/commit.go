@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,6 +41,103 @@ type request struct {
 }
 
 var requests = sync.Pool{New: func() any { return new(request) }}
+
+// committer is the state of the group commit, which Store embeds: the queue
+// the appends wait in (guarded by qmu), and what the committer goroutine
+// (Store.commitLoop, from Open until it is stopped) owns alone. Open fills
+// the latter before the goroutine starts (recovery); after that only the
+// committer touches it, except where a field says otherwise. The committer
+// stages into the Store's indexes under Store.mu (see Store).
+type committer struct {
+	qmu     sync.Mutex
+	queue   []*request
+	qdone   chan struct{} // closed when the queued requests are answered
+	qclosed bool
+	wake    chan struct{} // the committer has work: appends queued, a seal to install
+	done    chan struct{} // closed when the committer goroutine has returned
+
+	ids        *idIndex    // hot event id → position - base, committed and staged (writes under Store.mu)
+	next       uint64      // position of the next staged event
+	last       domain.Hash // chain hash of the last staged event (zero before position 0)
+	chain      eventstore.Chainer
+	wend       int64             // file offset past the last staged record
+	alloc      int64             // file offset up to which the file is written (zeros past wend)
+	buf        []byte            // write buffer of the chunk being staged
+	fresh      []domain.Envelope // the chunk being staged, for Store.tail
+	group      group             // the group commit under way
+	seq        uint64            // group commit counter
+	touched    []*stream         // streams staged in the current group commit
+	counts     []uint64          // scratch: versions of each append's stream, in stage
+	found      []*stream         // scratch: the hot state of each append's stream (nil: none), in stage
+	recent     *[4096]*stream    // streams looked up lately, by a hash of the name: a look-up that hits skips the map of every hot stream (cleared when streams leave that map)
+	scanNew    []*stream         // recovery only: streams the scan created, in order
+	failed     error             // sticky: a write or fsync failed
+	failedC    chan struct{}     // closed once failed is set (Failed); read by anyone
+	failedErr  atomic.Pointer[error]
+	noAlloc    bool          // preallocation failed once; do not retry
+	lastGroup  int           // requests in the last group commit
+	lingerSkip int           // group commits to go without lingering
+	lastSync   time.Duration // how long the last fsync took
+}
+
+// initCommitter makes c ready for Open's recovery and then the goroutine.
+func (c *committer) initCommitter() {
+	c.recent = new([4096]*stream)
+	c.wake = make(chan struct{}, 1)
+	c.qdone = make(chan struct{})
+	c.failedC = make(chan struct{})
+	c.done = make(chan struct{})
+}
+
+// push queues r for the committer and wakes it; after stop it fails with
+// eventstore.ErrClosed.
+func (c *committer) push(r *request) error {
+	c.qmu.Lock()
+	if c.qclosed {
+		c.qmu.Unlock()
+		return eventstore.ErrClosed
+	}
+	c.queue = append(c.queue, r)
+	r.done = c.qdone
+	c.qmu.Unlock()
+	c.poke()
+	return nil
+}
+
+// poke wakes the committer.
+func (c *committer) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take takes every queued request for the group under way (the channel
+// that answers them joins the group's), and reports whether the queue is
+// closed. Committer only.
+func (c *committer) take() (taken []*request, closed bool) {
+	g := &c.group
+	c.qmu.Lock()
+	taken = c.queue
+	if len(taken) > 0 {
+		c.queue = g.spare[:0]
+		g.dones = append(g.dones, c.qdone)
+		c.qdone = make(chan struct{})
+	}
+	closed = c.qclosed
+	c.qmu.Unlock()
+	return taken, closed
+}
+
+// stop closes the queue and waits for the committer goroutine to answer
+// what was queued and return.
+func (c *committer) stop() {
+	c.qmu.Lock()
+	c.qclosed = true
+	c.qmu.Unlock()
+	c.poke()
+	<-c.done
+}
 
 // Append appends events to stream if its current version satisfies expected;
 // see eventstore.Store. The events are on disk when it returns nil. Once the
@@ -110,16 +208,7 @@ func (s *Store) enqueue(ctx context.Context, r *request) error {
 	if err := checkDistinctIDs(r.appends, r.events); err != nil {
 		return err
 	}
-	s.qmu.Lock()
-	if s.qclosed {
-		s.qmu.Unlock()
-		return eventstore.ErrClosed
-	}
-	s.queue = append(s.queue, r)
-	r.done = s.qdone
-	s.qmu.Unlock()
-	s.poke()
-	return nil
+	return s.push(r)
 }
 
 // checkDistinctIDs refuses an append that names one event id twice.
@@ -158,18 +247,10 @@ func checkDistinctIDs(appends []eventstore.StreamAppend, n int) error {
 	return nil
 }
 
-// poke wakes the committer.
-func (s *Store) poke() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-}
-
 // commitLoop is the committer. Each round is one group commit (see
 // runGroup). It exits once Close has been called and the queue is empty.
 func (s *Store) commitLoop() {
-	defer close(s.committerDone)
+	defer close(s.committer.done)
 	for {
 		s.installSeal()
 		s.qmu.Lock()
@@ -238,15 +319,7 @@ func (s *Store) runGroup() {
 	var deadline time.Time
 	n := 0 // appends taken
 	for {
-		s.qmu.Lock()
-		taken := s.queue
-		if len(taken) > 0 {
-			s.queue = g.spare[:0]
-			g.dones = append(g.dones, s.qdone)
-			s.qdone = make(chan struct{})
-		}
-		closed := s.qclosed
-		s.qmu.Unlock()
+		taken, closed := s.take()
 		for _, r := range taken {
 			s.add(r)
 		}

@@ -35,11 +35,7 @@ func openT(t testing.TB, dir string, opts Options) *Store {
 func crash(s *Store) {
 	s.closeOnce.Do(func() {
 		close(s.closing)
-		s.qmu.Lock()
-		s.qclosed = true
-		s.qmu.Unlock()
-		s.poke()
-		<-s.committerDone
+		s.stop()
 		close(s.ckptStop)
 		<-s.ckptDone
 		_ = s.f.Close()

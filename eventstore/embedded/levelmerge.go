@@ -3,7 +3,6 @@ package embedded
 import (
 	"bufio"
 	"bytes"
-	"encoding/binary"
 	"io"
 	"slices"
 
@@ -17,16 +16,6 @@ import (
 // once per pass (k-way merges of their sorted ids and stream names). It
 // returns the new level's in-memory state (without its file).
 func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sealed, err error) {
-	_ = fsys.Remove(path) // a new file, never one a reader may still have open
-	f, err := fsys.Create(path)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			_ = f.Close() // the write error is the one to report
-		}
-	}()
 	first, last := ls[0], ls[len(ls)-1]
 	n := last.n - first.first
 	streams := uint64(0)
@@ -35,18 +24,19 @@ func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sea
 	}
 	ns := &sealed{first: first.first, firstOff: first.firstOff, n: last.n, end: last.end,
 		ids: newBloom(int(n), idBloomBits), names: newBloom(int(streams), nameBloomBits)}
-	w := &crcWriter{w: bufio.NewWriterSize(f, 1<<20)}
-	le := binary.LittleEndian
+	w, err := createLevel(fsys, path, ns)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			w.close()
+		}
+	}()
 	section := func(l *sealed, off, n int64) *bufio.Reader {
 		return bufio.NewReaderSize(io.NewSectionReader(l.f, off, n), 128<<10)
 	}
 	b := make([]byte, 0, 64)
-	b = append(b, sealedMagic...)
-	b = le.AppendUint32(b, sealedFormat)
-	b = le.AppendUint32(b, 0)
-	if _, err := w.Write(b); err != nil {
-		return nil, err
-	}
 	// Record offsets: one level after the other.
 	for _, l := range ls {
 		if _, err := io.Copy(w, section(l, sealedHeaderSize, 8*int64(l.events()))); err != nil {
@@ -54,7 +44,7 @@ func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sea
 		}
 	}
 	// Ids: a k-way merge.
-	ns.idsOff = w.n
+	w.beginIDs()
 	type idHead struct {
 		r    *bufio.Reader
 		left uint64
@@ -77,7 +67,7 @@ func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sea
 			heads = append(heads, h)
 		}
 	}
-	for i := uint64(0); len(heads) > 0; i++ {
+	for len(heads) > 0 {
 		m := 0
 		for j := 1; j < len(heads); j++ {
 			if bytes.Compare(heads[j].cur[:16], heads[m].cur[:16]) < 0 {
@@ -86,10 +76,7 @@ func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sea
 		}
 		h := heads[m]
 		id := uuid.UUID(h.cur[:16])
-		if i%fenceEvery == 0 {
-			ns.idFence = append(ns.idFence, idPrefix(&id))
-		}
-		ns.ids.add(hashID(id))
+		w.addID(&id)
 		if _, err := w.Write(h.cur[:]); err != nil {
 			return nil, err
 		}
@@ -101,7 +88,7 @@ func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sea
 	}
 	// Streams, then their positions lists (each stream's lists of the
 	// levels one after the other: older levels hold lower positions).
-	ns.streamsOff = w.n
+	w.beginStreams()
 	idx := uint64(0)
 	err = mergeNames(ls, func(name []byte, counts, bases []uint64) error {
 		c, base := uint64(0), uint64(0)
@@ -111,12 +98,7 @@ func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sea
 			}
 			c += k
 		}
-		if ns.m%nameFenceEvery == 0 {
-			ns.nameFence = append(ns.nameFence, string(name))
-			ns.nameOff = append(ns.nameOff, w.n)
-		}
-		ns.names.add(hashNameB(name))
-		ns.m++
+		w.addStream(name, 0)
 		_, err := w.Write(appendStreamEntry(b[:0], name, c, idx, base))
 		idx += c
 		return err
@@ -124,7 +106,7 @@ func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sea
 	if err != nil {
 		return nil, err
 	}
-	ns.listsOff = w.n
+	w.beginLists()
 	lists := make([]*bufio.Reader, len(ls))
 	for i, l := range ls {
 		lists[i] = section(l, l.listsOff, 8*int64(l.events()))
@@ -142,11 +124,7 @@ func mergeLevels(fsys diskfs.FS, path string, ls []*sealed, doSync bool) (_ *sea
 	if err != nil {
 		return nil, err
 	}
-	ft := sealedFooter{first: ns.first, firstOff: ns.firstOff, n: ns.n, end: ns.end, m: ns.m, idsOff: ns.idsOff, streamsOff: ns.streamsOff, listsOff: ns.listsOff}
-	if ns.size, err = w.finish(f, ft, b, doSync); err != nil {
-		return nil, err
-	}
-	return ns, f.Close()
+	return w.finish(doSync)
 }
 
 // mergeNames calls emit for every stream name of the levels ls, in name

@@ -122,7 +122,7 @@ func (s *Store) sealBackground() error {
 	s.poke()
 	select {
 	case <-s.sealDone:
-	case <-s.committerDone:
+	case <-s.committer.done:
 		return nil // Close installs it
 	}
 	return s.mergeDue()

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"encoding/binary"
-	"hash/crc32"
 	"io"
 	"slices"
 	"strings"
@@ -90,60 +89,23 @@ func lessID(b []byte, a *idPos) bool {
 	return hi < a.hi || hi == a.hi && binary.BigEndian.Uint64(b[8:]) < a.lo
 }
 
-// crcWriter writes through a bufio.Writer, counts the bytes and keeps a
-// CRC-32C of them.
-type crcWriter struct {
-	w   *bufio.Writer
-	crc uint32
-	n   int64
-}
-
-func (c *crcWriter) Write(b []byte) (int, error) {
-	c.crc = crc32.Update(c.crc, castagnoli, b)
-	c.n += int64(len(b))
-	return c.w.Write(b)
-}
-
-// finish ends a sealed file: its footer ft (encoded into b's space), the
-// CRC-32C of everything before, the buffer flushed and, with doSync, the
-// file synced. It returns the file's size; the caller closes f.
-func (c *crcWriter) finish(f diskfs.File, ft sealedFooter, b []byte, doSync bool) (int64, error) {
-	if _, err := c.Write(ft.append(b[:0])); err != nil {
-		return 0, err
-	}
-	if _, err := c.w.Write(binary.LittleEndian.AppendUint32(nil, c.crc)); err != nil {
-		return 0, err
-	}
-	if err := c.w.Flush(); err != nil {
-		return 0, err
-	}
-	if doSync {
-		if err := f.Sync(); err != nil {
-			return 0, err
-		}
-	}
-	return c.n + sealedTrailer, nil
-}
-
 // writeSealedFile writes to path the sealed file of positions [0,
 // base+len(hot)): old's sections merged with the hot part, read and written
 // sequentially. It returns the new sealed part's in-memory state (without
 // its file).
 func writeSealedFile(fsys diskfs.FS, path string, old *sealed, base uint64, hot *hotPart, end int64, doSync bool) (_ *sealed, err error) {
-	_ = fsys.Remove(path) // a new file, never one a reader may still have open (see Trim)
-	f, err := fsys.Create(path)
+	hotIDs, hotStreams := hot.sorted(base)
+	n := base + uint64(len(hot.offsets))
+	ns := &sealed{first: old.first, firstOff: old.firstOff, n: n, end: end, ids: newBloom(int(n-old.first), idBloomBits), names: newBloom(int(old.m)+len(hotStreams), nameBloomBits)}
+	w, err := createLevel(fsys, path, ns)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			_ = f.Close() // the write error is the one to report
+			w.close()
 		}
 	}()
-	hotIDs, hotStreams := hot.sorted(base)
-	n := base + uint64(len(hot.offsets))
-	ns := &sealed{first: old.first, firstOff: old.firstOff, n: n, end: end, ids: newBloom(int(n-old.first), idBloomBits), names: newBloom(int(old.m)+len(hotStreams), nameBloomBits)}
-	w := &crcWriter{w: bufio.NewWriterSize(f, 1<<20)}
 	le := binary.LittleEndian
 	b := make([]byte, 0, 64<<10)
 	flush := func(room int) error {
@@ -158,9 +120,6 @@ func writeSealedFile(fsys diskfs.FS, path string, old *sealed, base uint64, hot 
 		return bufio.NewReaderSize(io.NewSectionReader(old.f, off, n), 256<<10)
 	}
 
-	b = append(b, sealedMagic...)
-	b = le.AppendUint32(b, sealedFormat)
-	b = le.AppendUint32(b, 0)
 	// Record offsets.
 	if old.events() > 0 {
 		if err := flush(cap(b)); err != nil {
@@ -180,7 +139,7 @@ func writeSealedFile(fsys diskfs.FS, path string, old *sealed, base uint64, hot 
 	if err := flush(cap(b)); err != nil {
 		return nil, err
 	}
-	ns.idsOff = w.n
+	w.beginIDs()
 	var oldIDs *bufio.Reader
 	if old.events() > 0 {
 		oldIDs = section(old.idsOff, idEntrySize*int64(old.events()))
@@ -200,7 +159,7 @@ func writeSealedFile(fsys diskfs.FS, path string, old *sealed, base uint64, hot 
 	if err := nextOld(); err != nil {
 		return nil, err
 	}
-	for i := range n - old.first {
+	for range n - old.first {
 		var id uuid.UUID
 		var pos uint64
 		if haveOld && (len(hotIDs) == 0 || lessID(cur[:16], &hotIDs[0])) {
@@ -212,10 +171,7 @@ func writeSealedFile(fsys diskfs.FS, path string, old *sealed, base uint64, hot 
 			id, pos = hotIDs[0].id(), hotIDs[0].pos
 			hotIDs = hotIDs[1:]
 		}
-		if i%fenceEvery == 0 {
-			ns.idFence = append(ns.idFence, idPrefix(&id))
-		}
-		ns.ids.add(hashID(id))
+		w.addID(&id)
 		if err := flush(idEntrySize); err != nil {
 			return nil, err
 		}
@@ -226,15 +182,10 @@ func writeSealedFile(fsys diskfs.FS, path string, old *sealed, base uint64, hot 
 	if err := flush(cap(b)); err != nil {
 		return nil, err
 	}
-	ns.streamsOff = w.n
+	w.beginStreams()
 	first := uint64(0)
 	err = mergeStreams(old, hotStreams, func(name []byte, oldCount uint64, hotPos []uint64, base uint64) error {
-		if ns.m%nameFenceEvery == 0 {
-			ns.nameFence = append(ns.nameFence, string(name))
-			ns.nameOff = append(ns.nameOff, w.n+int64(len(b)))
-		}
-		ns.names.add(hashNameB(name))
-		ns.m++
+		w.addStream(name, len(b))
 		count := oldCount + uint64(len(hotPos))
 		if err := flush(streamFixed + len(name)); err != nil {
 			return err
@@ -249,7 +200,7 @@ func writeSealedFile(fsys diskfs.FS, path string, old *sealed, base uint64, hot 
 	if err := flush(cap(b)); err != nil {
 		return nil, err
 	}
-	ns.listsOff = w.n
+	w.beginLists()
 	var oldLists *bufio.Reader
 	if old.events() > 0 {
 		oldLists = section(old.listsOff, 8*int64(old.events()))
@@ -283,11 +234,7 @@ func writeSealedFile(fsys diskfs.FS, path string, old *sealed, base uint64, hot 
 	if err := flush(cap(b)); err != nil {
 		return nil, err
 	}
-	ft := sealedFooter{first: old.first, firstOff: old.firstOff, n: n, end: end, m: ns.m, idsOff: ns.idsOff, streamsOff: ns.streamsOff, listsOff: ns.listsOff}
-	if ns.size, err = w.finish(f, ft, b, doSync); err != nil {
-		return nil, err
-	}
-	return ns, f.Close()
+	return w.finish(doSync)
 }
 
 // mergeStreams calls emit for every stream of old and of hot, in name

@@ -70,42 +70,15 @@ type Store struct {
 	// Guarded by mu; allocated at the first commit.
 	tail      []domain.Envelope
 	tailFrom  uint64
-	tailBytes int               // of the data and metadata of the events in tail
-	fresh     []domain.Envelope // committer only: the chunk being staged, for tail
+	tailBytes int // of the data and metadata of the events in tail
 
-	// Owned by the committer goroutine (and by Open before it starts).
-	ids        *idIndex    // hot event id → position - base, committed and staged (writes under mu)
-	next       uint64      // position of the next staged event
-	last       domain.Hash // chain hash of the last staged event (zero before position 0)
-	chain      eventstore.Chainer
-	wend       int64          // file offset past the last staged record
-	alloc      int64          // file offset up to which the file is written (zeros past wend)
-	buf        []byte         // write buffer of the chunk being staged
-	group      group          // the group commit under way
-	seq        uint64         // group commit counter
-	touched    []*stream      // streams staged in the current group commit
-	counts     []uint64       // scratch: versions of each append's stream, in stage
-	found      []*stream      // scratch: the hot state of each append's stream (nil: none), in stage
-	recent     *[4096]*stream // streams looked up lately, by a hash of the name: a look-up that hits skips the map of every hot stream (cleared when streams leave that map)
-	scanNew    []*stream      // recovery only: streams the scan created, in order
-	failed     error          // sticky: a write or fsync failed
-	failedC    chan struct{}  // closed once failed is set (Failed)
-	failedErr  atomic.Pointer[error]
-	noAlloc    bool          // preallocation failed once; do not retry
-	lastGroup  int           // requests in the last group commit
-	lingerSkip int           // group commits to go without lingering
-	lastSync   time.Duration // how long the last fsync took
+	// committer is the group commit's state: the queue of appends, and what
+	// the committer goroutine (commitLoop) owns.
+	committer
 
-	qmu     sync.Mutex
-	queue   []*request
-	qdone   chan struct{} // closed when the queued requests are answered
-	qclosed bool
-	wake    chan struct{}
-
-	closing       chan struct{} // closed when Close starts
-	closeOnce     sync.Once
-	closeErr      error
-	committerDone chan struct{}
+	closing   chan struct{} // closed when Close starts
+	closeOnce sync.Once
+	closeErr  error
 
 	ckptMu       sync.Mutex            // serialises seals, merges and trims
 	lastSeal     atomic.Int64          // when the committer last installed a seal (Unix ns; 0: none yet)
@@ -174,25 +147,21 @@ func OpenFS(fsys diskfs.FS, dir string, opts Options) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{
-		dir:           dir,
-		opts:          opts,
-		log:           opts.Logger.With("store", "embedded", "dir", dir),
-		fs:            fsys,
-		lock:          lock,
-		streams:       make(map[string]*stream),
-		recent:        new([4096]*stream),
-		wake:          make(chan struct{}, 1),
-		qdone:         make(chan struct{}),
-		failedC:       make(chan struct{}),
-		closing:       make(chan struct{}),
-		committerDone: make(chan struct{}),
-		ckptWake:      make(chan struct{}, 1),
-		sealDone:      make(chan struct{}, 1),
-		ckptStop:      make(chan struct{}),
-		ckptDone:      make(chan struct{}),
-		sealSpacing:   sealSpacing,
-		sealUrgent:    make(chan struct{}, 1),
+		dir:         dir,
+		opts:        opts,
+		log:         opts.Logger.With("store", "embedded", "dir", dir),
+		fs:          fsys,
+		lock:        lock,
+		streams:     make(map[string]*stream),
+		closing:     make(chan struct{}),
+		ckptWake:    make(chan struct{}, 1),
+		sealDone:    make(chan struct{}, 1),
+		ckptStop:    make(chan struct{}),
+		ckptDone:    make(chan struct{}),
+		sealSpacing: sealSpacing,
+		sealUrgent:  make(chan struct{}, 1),
 	}
+	s.initCommitter()
 	if err := s.open(); err != nil {
 		// Clean-up after a failed Open: its error is the one to report.
 		if s.f != nil {
@@ -257,11 +226,7 @@ func (s *Store) Close() error {
 
 func (s *Store) close() error {
 	close(s.closing)
-	s.qmu.Lock()
-	s.qclosed = true
-	s.qmu.Unlock()
-	s.poke()
-	<-s.committerDone
+	s.stop()
 	close(s.ckptStop)
 	<-s.ckptDone
 	s.ckptMu.Lock() // a Trim under way finishes first

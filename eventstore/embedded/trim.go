@@ -220,7 +220,7 @@ func (s *Store) handOver(nx *index) error {
 	select {
 	case <-s.sealDone:
 		return nil
-	case <-s.committerDone:
+	case <-s.committer.done:
 		if (nx.trim != nil || nx.merged) && s.pending.CompareAndSwap(nx, nil) {
 			for _, l := range nx.fresh {
 				_ = l.f.Close() // read-only, never installed

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 
 	"github.com/google/uuid"
 
@@ -53,8 +52,10 @@ func writeTrimmedSealed(fsys diskfs.FS, path string, old *sealed, first uint64, 
 	if first <= old.first || n == 0 {
 		return nil, fmt.Errorf("trimming level %s at %d: not inside it", old.name, first) // never happens
 	}
-	// Pass 1: each stream's events below first.
+	// Pass 1: each stream's events below first, and how many streams keep
+	// events.
 	below := make([]uint64, old.m)
+	kept := 0
 	{
 		streams := section(old.streamsOff, old.listsOff-old.streamsOff)
 		lists := section(old.listsOff, 8*int64(old.events()))
@@ -73,34 +74,29 @@ func writeTrimmedSealed(fsys diskfs.FS, path string, old *sealed, first uint64, 
 					below[i]++
 				}
 			}
+			if below[i] < e.count {
+				kept++
+			}
 		}
 	}
 
 	// Pass 2: the file.
-	_ = fsys.Remove(path) // a new file, never one a reader may still have open
-	f, err := fsys.Create(path)
+	ns := &sealed{first: first, firstOff: firstOff, n: old.n, end: old.end, ids: newBloom(int(n), idBloomBits), names: newBloom(kept, nameBloomBits)}
+	w, err := createLevel(fsys, path, ns)
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
 		if err != nil {
-			_ = f.Close() // the write error is the one to report
+			w.close()
 		}
 	}()
-	ns := &sealed{first: first, firstOff: firstOff, n: old.n, end: old.end, ids: newBloom(int(n), idBloomBits)}
-	w := &crcWriter{w: bufio.NewWriterSize(f, 1<<20)}
 	var b []byte
-	b = append(b, sealedMagic...)
-	b = le.AppendUint32(b, sealedFormat)
-	b = le.AppendUint32(b, 0)
-	if _, err := w.Write(b); err != nil {
-		return nil, err
-	}
 	if _, err := io.Copy(w, section(sealedHeaderSize+8*int64(first-old.first), 8*int64(n))); err != nil {
 		return nil, err
 	}
 	// Ids of the positions left, still sorted.
-	ns.idsOff = w.n
+	w.beginIDs()
 	ids := section(old.idsOff, idEntrySize*int64(old.events()))
 	var ent [idEntrySize]byte
 	k := uint64(0)
@@ -112,10 +108,7 @@ func writeTrimmedSealed(fsys diskfs.FS, path string, old *sealed, first uint64, 
 			continue
 		}
 		id := uuid.UUID(ent[:16])
-		if k%fenceEvery == 0 {
-			ns.idFence = append(ns.idFence, idPrefix(&id))
-		}
-		ns.ids.add(hashID(id))
+		w.addID(&id)
 		k++
 		if _, err := w.Write(ent[:]); err != nil {
 			return nil, err
@@ -125,11 +118,10 @@ func writeTrimmedSealed(fsys diskfs.FS, path string, old *sealed, first uint64, 
 		return nil, fmt.Errorf("%w: %d ids at or after position %d, want %d", errBadSealed, k, first, n)
 	}
 	// Streams with events left, and their lists.
-	ns.streamsOff = w.n
+	w.beginStreams()
 	streams := section(old.streamsOff, old.listsOff-old.streamsOff)
 	eb := make([]byte, 256+streamFixed)
 	var e streamEntry
-	var names [][]byte
 	idx := uint64(0)
 	for i := range old.m {
 		if err := readStreamEntry(streams, &e, eb); err != nil {
@@ -139,22 +131,13 @@ func writeTrimmedSealed(fsys diskfs.FS, path string, old *sealed, first uint64, 
 		if c == 0 {
 			continue
 		}
-		if ns.m%nameFenceEvery == 0 {
-			ns.nameFence = append(ns.nameFence, string(e.name))
-			ns.nameOff = append(ns.nameOff, w.n)
-		}
-		names = append(names, slices.Clone(e.name))
-		ns.m++
+		w.addStream(e.name, 0)
 		if _, err := w.Write(appendStreamEntry(b[:0], e.name, c, idx, e.base+below[i])); err != nil {
 			return nil, err
 		}
 		idx += c
 	}
-	ns.names = newBloom(len(names), nameBloomBits)
-	for _, name := range names {
-		ns.names.add(hashNameB(name))
-	}
-	ns.listsOff = w.n
+	w.beginLists()
 	lists := section(old.listsOff, 8*int64(old.events()))
 	streams = section(old.streamsOff, old.listsOff-old.streamsOff)
 	var p [8]byte
@@ -173,9 +156,5 @@ func writeTrimmedSealed(fsys diskfs.FS, path string, old *sealed, first uint64, 
 			}
 		}
 	}
-	ft := sealedFooter{first: first, firstOff: firstOff, n: old.n, end: old.end, m: ns.m, idsOff: ns.idsOff, streamsOff: ns.streamsOff, listsOff: ns.listsOff}
-	if ns.size, err = w.finish(f, ft, b, doSync); err != nil {
-		return nil, err
-	}
-	return ns, f.Close()
+	return w.finish(doSync)
 }
