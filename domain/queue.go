@@ -566,7 +566,9 @@ func (q *Queue) Refusal(key string, at time.Time) (code, reason string, retryAft
 		live := q.grants[q.gHead:]
 		retryAfter = win
 		if j := len(live) + q.Waiting() - rl.Count; j >= 0 && j < len(live) {
-			retryAfter = max(live[j].Add(win).Sub(at), 0)
+			// At most one window: a grant logged a moment after the
+			// caller read its clock must not ask for a second one.
+			retryAfter = min(max(live[j].Add(win).Sub(at), 0), win)
 		}
 		return RejectRateLimited, fmt.Sprintf("rate limit of %q (%d per %gs) reached and on_limit is reject", q.Ref, rl.Count, rl.PerSeconds), retryAfter
 	}

@@ -484,6 +484,12 @@ func TestRefusalRetryAfter(t *testing.T) {
 	if code, _, _ := q.Refusal("", grantA.Add(time.Minute+time.Millisecond)); code != "" {
 		t.Fatalf("after a's grant left the window: refused %q", code)
 	}
+	// A caller whose clock reads a moment before the grant's log time (the
+	// API reads its clock, then the executor logs a grant) waits one window
+	// at most, never more.
+	if _, _, after = q.Refusal("", grantA.Add(-time.Millisecond)); after != time.Minute {
+		t.Fatalf("clock before the grant: retry after %s, want at most the window (1m)", after)
+	}
 }
 
 func TestPendingRejectionsSortedAndCleared(t *testing.T) {
